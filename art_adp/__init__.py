@@ -1,0 +1,34 @@
+"""art-adp: ADP adversarial purification (Yoon, Hwang & Lee, ICML 2021, https://arxiv.org/abs/2106.06041)
+as a defence plugin for IBM's Adversarial Robustness Toolbox and torchattacks.
+
+    from art_adp import ADPPurifier
+    classifier = PyTorchClassifier(model, ..., preprocessing_defences=[ADPPurifier(score_model)])
+"""
+
+from .preprocessor import ADPPurifier
+from .purify import purify
+from .score import (
+    NCSNv2,
+    dsm_loss,
+    geometric_sigmas,
+    load_score_model,
+    median_heuristic_sigma,
+    recommend_sigmas,
+    save_score_model,
+    train_score_model,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ADPPurifier",
+    "NCSNv2",
+    "dsm_loss",
+    "geometric_sigmas",
+    "load_score_model",
+    "median_heuristic_sigma",
+    "purify",
+    "recommend_sigmas",
+    "save_score_model",
+    "train_score_model",
+]

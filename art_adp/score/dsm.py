@@ -1,0 +1,40 @@
+"""Multi-noise-level denoising score matching (Song & Ermon 2019/2020; ADP paper eq. 5)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+__all__ = ["dsm_loss"]
+
+
+def dsm_loss(
+    model: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    sigmas: torch.Tensor,
+    *,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """
+    Multi-level denoising score matching loss for a noise-level-free score network.
+
+    Each sample gets one level σ drawn uniformly from ``sigmas`` and a perturbation x̃ = x + σz, z ~ N(0, I).
+    With the NCSNv2 parameterisation s(x̃, σ) = h(x̃)/σ, the σ²-weighted DSM term
+    ½σ²‖s(x̃, σ) + z/σ‖² equals ½‖h(x̃) + z‖², so the loss is the batch mean of ½‖h(x̃) + z‖².
+
+    :param model: The network ``h``: maps ``N×C×H×W`` to the same shape.
+    :param x: Clean data, ``N×C×H×W`` in [0, 1].
+    :param sigmas: 1-D tensor of noise levels.
+    :param generator: Source of the level indices and the noise (default: torch's global generator).
+    :return: Scalar loss tensor.
+    """
+    sigmas = torch.as_tensor(sigmas, dtype=x.dtype, device=x.device)
+    if sigmas.ndim != 1 or sigmas.numel() == 0:
+        raise ValueError(f"sigmas must be a non-empty 1-D tensor, got shape {tuple(sigmas.shape)}.")
+    gen_device = generator.device if generator is not None else x.device
+    idx = torch.randint(len(sigmas), (x.shape[0],), generator=generator, device=gen_device).to(x.device)
+    z = torch.randn(x.shape, generator=generator, device=gen_device, dtype=x.dtype).to(x.device)
+    sigma = sigmas[idx].view(-1, *([1] * (x.ndim - 1)))
+    h = model(x + sigma * z)
+    return 0.5 * (h + z).flatten(1).pow(2).sum(1).mean()
