@@ -10,7 +10,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .checkpoint import TRAIN_PREFIX, _model_header, read_checkpoint, write_checkpoint
+from ..checkpoint import TRAIN_PREFIX, read_checkpoint
+from .checkpoint import save_score_model
 from .dsm import dsm_loss
 
 __all__ = ["train_score_model"]
@@ -27,9 +28,8 @@ def _as_data(x_train, device) -> torch.Tensor:
     return x.to(device=device, dtype=torch.float32)
 
 
-def _state_tensors(model, ema, opt, gen) -> tuple[dict[str, torch.Tensor], list]:
-    tensors = dict(ema.state_dict())
-    tensors.update({f"{TRAIN_PREFIX}model/{k}": v for k, v in model.state_dict().items()})
+def _state_tensors(model, opt, gen) -> tuple[dict[str, torch.Tensor], list]:
+    tensors = {f"{TRAIN_PREFIX}model/{k}": v for k, v in model.state_dict().items()}
     osd = opt.state_dict()
     for i, state in osd["state"].items():
         for name, value in state.items():
@@ -94,7 +94,10 @@ def train_score_model(
     :param iterations: Total number of optimiser steps (a resumed run continues up to this count).
     :param batch_size: Samples per step, drawn uniformly with replacement.
     :param lr: Adam learning rate.
-    :param ema_decay: EMA decay in [0, 1): ema ← decay·ema + (1 − decay)·weights after every step.
+    :param ema_decay: EMA decay in [0, 1): after step k, ema ← d·ema + (1 − d)·weights with
+        d = min(ema_decay, (1 + k)/(10 + k)) -- the usual warm-up, so a short run's EMA is not dominated by
+        its initial weights (at 0.999 without it, 55 % of the EMA would still be the initialisation after
+        600 steps).
     :param checkpoint_path: A ``.safetensors`` file written atomically every ``checkpoint_every`` steps, at the
         end, and on KeyboardInterrupt. Loadable by :func:`~art_adp.load_score_model` (as the EMA network).
     :param resume: Continue from ``checkpoint_path`` if it exists (step count, weights, EMA, optimiser, RNG).
@@ -131,11 +134,11 @@ def train_score_model(
     def save() -> None:
         if checkpoint_path is None:
             return
-        tensors, groups = _state_tensors(model, ema, opt, gen)
-        header = _model_header(ema, sigmas, step)
-        header["train"] = {"param_groups": groups, "batch_size": batch_size, "ema_decay": ema_decay, "hflip": hflip}
-        write_checkpoint(checkpoint_path, tensors, header)
+        tensors, groups = _state_tensors(model, opt, gen)
+        train = {"param_groups": groups, "batch_size": batch_size, "ema_decay": ema_decay, "hflip": hflip}
+        save_score_model(ema, checkpoint_path, sigmas=sigmas, step=step, tensors=tensors, train=train)
 
+    start_step = step
     bar = tqdm(total=iterations, initial=step, disable=not progress, desc="train score", dynamic_ncols=True)
     running = None
     try:
@@ -149,8 +152,9 @@ def train_score_model(
             loss.backward()
             opt.step()
             with torch.no_grad():
+                decay = min(ema_decay, (1 + step) / (10 + step))  # warm-up: early weights fade fast
                 for e, p in zip(ema.parameters(), model.parameters()):
-                    e.lerp_(p, 1 - ema_decay)
+                    e.lerp_(p, 1 - decay)
                 for e, b in zip(ema.buffers(), model.buffers()):
                     e.copy_(b)
             step += 1
@@ -166,6 +170,7 @@ def train_score_model(
         raise
     finally:
         bar.close()
-    save()
+    if step > start_step or (checkpoint_path is not None and not Path(checkpoint_path).exists()):
+        save()
     ema.training_info = {"sigmas": sigmas.tolist(), "step": step}
     return ema

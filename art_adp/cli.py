@@ -1,0 +1,139 @@
+"""``art-adp``: the command line. Argument parsing only; the work happens in the library."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+__all__ = ["main"]
+
+CLASSIFIERS = {"digits-cnn": "DigitsCNN", "mlp": "MLP", "cnn": "SmallCNN", "wrn": "WideResNet"}
+
+
+def _demo(args) -> None:
+    from .demo import DemoConfig, run_demo
+
+    names = ("eps", "pgd_steps", "sigma", "runs", "score_iterations", "ngf", "n_examples", "seed")
+    config = DemoConfig(**{k: getattr(args, k) for k in names if getattr(args, k) is not None})
+    run_demo(args.run_dir, config, progress=not args.quiet, device=args.device)
+
+
+def _train_score(args) -> None:
+    import torch
+
+    from .data import load_dataset
+    from .score import NCSNv2, geometric_sigmas, recommend_sigmas, train_score_model
+
+    data = load_dataset(args.dataset, args.data_root)
+    if args.sigma_begin is None:
+        sigmas = recommend_sigmas(data.x_train, sigma_end=args.sigma_end)
+    else:
+        sigmas = geometric_sigmas(args.sigma_begin, args.sigma_end, args.num_sigmas)
+    _, c, size, _ = data.x_train.shape
+    run_dir = Path(args.run_dir)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    ema = train_score_model(NCSNv2(c, size, ngf=args.ngf), data.x_train, sigmas, args.iterations,
+                            batch_size=args.batch_size, lr=args.lr, checkpoint_path=run_dir / "score.safetensors",
+                            checkpoint_every=args.checkpoint_every, seed=args.seed, progress=not args.quiet,
+                            hflip=args.hflip, device=device)
+    print(f"score model: {run_dir / 'score.safetensors'} (step {ema.training_info['step']}, "
+          f"{len(sigmas)} sigmas from {float(sigmas[0]):.4g} to {float(sigmas[-1]):.4g})")
+
+
+def _train_classifier(args) -> None:
+    import torch
+
+    from . import models
+    from .data import load_dataset
+
+    data = load_dataset(args.dataset, args.data_root)
+    _, c, size, _ = data.x_train.shape
+    cls = getattr(models, CLASSIFIERS[args.arch])
+    if args.arch == "digits-cnn":
+        model = cls(data.nb_classes)
+    elif args.arch == "wrn":
+        model = cls(num_classes=data.nb_classes, in_channels=c)
+    else:
+        model = cls(c, size, data.nb_classes)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model = models.train_classifier(model, data.x_train, data.y_train, epochs=args.epochs, batch_size=args.batch_size,
+                                    lr=args.lr, seed=args.seed, progress=not args.quiet, device=device,
+                                    x_val=data.x_test, y_val=data.y_test)
+    path = Path(args.run_dir) / "classifier.safetensors"
+    models.save_classifier(model, path)
+    acc = models.evaluate_accuracy(model, data.x_test, data.y_test, device=device)
+    (Path(args.run_dir) / "classifier.json").write_text(json.dumps({"test_accuracy": acc, "arch": args.arch}))
+    print(f"classifier: {path} (test accuracy {100 * acc:.2f} %)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .demo import DemoConfig
+
+    parser = argparse.ArgumentParser(prog="art-adp", description="ADP adversarial purification for ART.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p, run_dir):
+        p.add_argument("--run-dir", default=run_dir, help=f"output folder (default: {run_dir})")
+        p.add_argument("--seed", type=int, default=0, help="seed of every random draw (default: 0)")
+        p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: CUDA when available")
+        p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    def dataset(p):
+        p.add_argument("--dataset", default="digits", choices=["digits", "mnist", "fashion-mnist", "cifar10", "cifar100"])
+        p.add_argument("--data-root", default=None, help="folder with the dataset files (all but digits)")
+
+    p = sub.add_parser("demo", help="train or reuse models on digits, attack with ART PGD, print the table")
+    common(p, "runs/demo")
+    p.set_defaults(seed=None)
+    d = DemoConfig()
+    p.add_argument("--eps", type=float, help=f"l_inf radius (default: {d.eps})")
+    p.add_argument("--pgd-steps", type=int, help=f"PGD iterations (default: {d.pgd_steps})")
+    p.add_argument("--sigma", type=float, help=f"ADP noise level (default: {d.sigma})")
+    p.add_argument("--runs", type=int, help=f"S, purification runs averaged (default: {d.runs})")
+    p.add_argument("--score-iterations", type=int, help=f"DSM steps (default: {d.score_iterations})")
+    p.add_argument("--ngf", type=int, help=f"NCSNv2 width (default: {d.ngf})")
+    p.add_argument("--n-examples", type=int, help="test digits used (default: all 360)")
+    p.set_defaults(func=_demo)
+
+    p = sub.add_parser("train-score", help="train an NCSNv2 score network by multi-level DSM")
+    common(p, "runs/score")
+    dataset(p)
+    p.add_argument("--iterations", type=int, default=600)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--ngf", type=int, default=16, help="NCSNv2 width (the paper: 128 for CIFAR)")
+    p.add_argument("--sigma-begin", type=float, default=None, help="default: Song & Ermon's Techniques 1-2")
+    p.add_argument("--sigma-end", type=float, default=0.01)
+    p.add_argument("--num-sigmas", type=int, default=10)
+    p.add_argument("--hflip", action="store_true", help="random horizontal flips (CIFAR)")
+    p.add_argument("--checkpoint-every", type=int, default=500)
+    p.set_defaults(func=_train_score)
+
+    p = sub.add_parser("train-classifier", help="train one of the paper's classifiers")
+    common(p, "runs/classifier")
+    dataset(p)
+    p.add_argument("--arch", choices=sorted(CLASSIFIERS), default="digits-cnn")
+    p.add_argument("--epochs", type=int, default=15)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.set_defaults(func=_train_classifier)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"art-adp {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"art-adp {args.command}: interrupted; finished work is saved in {args.run_dir}", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
