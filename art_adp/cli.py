@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, help=f"S, purification runs averaged (default: {d.runs})")
     p.add_argument("--score-iterations", type=int, help=f"DSM steps (default: {d.score_iterations})")
     p.add_argument("--ngf", type=int, help=f"NCSNv2 width (default: {d.ngf})")
-    p.add_argument("--n-examples", type=int, help="test digits used (default: all 360)")
+    p.add_argument("--n-examples", type=int, help=f"test digits used, of 360 (default: {d.n_examples})")
     p.set_defaults(func=_demo)
 
     p = sub.add_parser("train-score", help="train an NCSNv2 score network by multi-level DSM")

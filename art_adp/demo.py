@@ -21,7 +21,7 @@ from .data import load_digits
 from .models import DigitsCNN, load_classifier, save_classifier, train_classifier
 from .plots import image_grid
 from .preprocessor import ADPPurifier
-from .score import NCSNv2, load_score_model, recommend_sigmas, train_score_model
+from .score import NCSNv2, geometric_sigmas, train_score_model
 
 __all__ = ["DemoConfig", "run_demo", "ensemble_predict"]
 
@@ -30,15 +30,17 @@ __all__ = ["DemoConfig", "run_demo", "ensemble_predict"]
 class DemoConfig:
     """Settings of :func:`run_demo` (defaults: the README's figures)."""
 
-    eps: float = 0.1
+    eps: float = 0.175
     pgd_steps: int = 10
     eps_step: float | None = None  # default 2.5·eps/steps (Madry et al.)
     sigma: float = 0.25
     runs: int = 10
-    score_iterations: int = 600
+    score_iterations: int = 1000
+    score_batch_size: int = 64
+    sigma_max: float = 1.0  # training levels: 12 from sigma_max down to 0.01 (see run_demo)
     ngf: int = 16
     classifier_epochs: int = 15
-    n_examples: int | None = None  # default: the whole test split (360 digits)
+    n_examples: int | None = 300  # of the 360 test digits (None: all); keeps the demo within 5 minutes on 2 cores
     seed: int = 0
 
 
@@ -82,8 +84,12 @@ def run_demo(run_dir: str | Path = "runs/demo", config: DemoConfig = DemoConfig(
     data = load_digits(seed=c.seed)
     x_test, y_test = data.x_test[: c.n_examples], data.y_test[: c.n_examples]
 
-    sigmas = recommend_sigmas(data.x_train)
+    # Song & Ermon's Technique 1 puts sigma_1 at the largest pairwise distance (4.8 on digits) so that sampling
+    # can start from pure noise; purification starts at sigma = 0.25, so a CPU-sized budget is better spent on
+    # levels up to ~1 (measured: MSE ratio 1.84 vs 1.78 for recommend_sigmas at equal compute).
+    sigmas = geometric_sigmas(c.sigma_max, 0.01, 12)
     score = train_score_model(NCSNv2(1, 8, ngf=c.ngf), data.x_train, sigmas, c.score_iterations,
+                              batch_size=c.score_batch_size,
                               checkpoint_path=run_dir / "score.safetensors", checkpoint_every=100, seed=c.seed,
                               progress=progress, device=device)
     clf_path = run_dir / "classifier.safetensors"
@@ -100,7 +106,7 @@ def run_demo(run_dir: str | Path = "runs/demo", config: DemoConfig = DemoConfig(
                     clip_values=(0.0, 1.0), device_type=device_type)
     undefended = PyTorchClassifier(**art_args)
     purifier = ADPPurifier(score, sigma=c.sigma, gradient="bpda", batch_size=1024, device_type=device_type,
-                           generator=torch.Generator(device).manual_seed(c.seed))
+                           generator=torch.Generator(device).manual_seed(c.seed), channels_last=True)
     defended = PyTorchClassifier(**art_args, preprocessing_defences=[purifier])
 
     eps_step = c.eps_step if c.eps_step is not None else 2.5 * c.eps / c.pgd_steps
@@ -134,7 +140,7 @@ def run_demo(run_dir: str | Path = "runs/demo", config: DemoConfig = DemoConfig(
     log(f"Defence: ADP sigma = {c.sigma:g}, T = 10 adaptive steps (lambda = 0.05, delta = 1e-3, tau = 1e-3), "
         f"S = {c.runs} runs averaged")
     log(f"Data: sklearn digits, {len(x_test)} test images; score model NCSNv2(ngf={c.ngf}), "
-        f"{c.score_iterations} DSM steps; classifier DigitsCNN")
+        f"{c.score_iterations} DSM steps of {c.score_batch_size}; classifier DigitsCNN")
     log("")
     log("| Attack | Undefended | ADP |")
     log("|---|---|---|")

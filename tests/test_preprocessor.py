@@ -109,6 +109,13 @@ def test_chunking_does_not_change_results(nets):
     assert np.allclose(a, b, atol=1e-6)
 
 
+def test_channels_last_agrees_with_the_default_format(nets):
+    score, _, x, _ = nets
+    a, _ = purifier(score, seed=4)(x)
+    b, _ = purifier(score, seed=4, channels_last=True)(x)
+    assert np.allclose(a, b, atol=1e-4)
+
+
 def test_set_params_validates_and_is_atomic(nets):
     score = nets[0]
     p = purifier(score)

@@ -124,7 +124,8 @@ def train_score_model(
         raise ValueError("sigmas must be a non-empty 1-D sequence of positive noise levels.")
 
     ema = copy.deepcopy(model).eval().requires_grad_(False)
-    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=0.0)
+    ema_params, params = list(ema.parameters()), list(model.parameters())
+    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=0.0, foreach=True)
     gen = torch.Generator(device=device)
     gen.manual_seed(int(seed) if seed is not None else int(torch.randint(0, 2**62, ()).item()))
     step = 0
@@ -153,8 +154,7 @@ def train_score_model(
             opt.step()
             with torch.no_grad():
                 decay = min(ema_decay, (1 + step) / (10 + step))  # warm-up: early weights fade fast
-                for e, p in zip(ema.parameters(), model.parameters()):
-                    e.lerp_(p, 1 - decay)
+                torch._foreach_lerp_(ema_params, params, 1 - decay)
                 for e, b in zip(ema.buffers(), model.buffers()):
                     e.copy_(b)
             step += 1
