@@ -12,6 +12,7 @@ from .purify import check_params, purify
 __all__ = ["ADPPurifier"]
 
 GRADIENTS = ("bpda", "full")
+PURIFY_PARAMS = ("sigma", "steps", "step_size", "lam", "delta", "step_clamp", "tau", "clip_values")
 
 
 class ADPPurifier(PreprocessorPyTorch):
@@ -38,20 +39,7 @@ class ADPPurifier(PreprocessorPyTorch):
     eval mode, frozen (no parameter gradients) and moved to this preprocessor's device.
     """
 
-    params = [
-        "sigma",
-        "steps",
-        "step_size",
-        "lam",
-        "delta",
-        "step_clamp",
-        "tau",
-        "clip_values",
-        "gradient",
-        "batch_size",
-        "generator",
-        "channels_last",
-    ]
+    params = [*PURIFY_PARAMS, "gradient", "batch_size", "generator", "channels_last"]
 
     def __init__(
         self,
@@ -111,19 +99,10 @@ class ADPPurifier(PreprocessorPyTorch):
         self._check_params()
 
     def _purify(self, x: torch.Tensor) -> torch.Tensor:
-        return purify(
-            self.score_model,
-            x,
-            sigma=self.sigma,
-            steps=self.steps,
-            step_size=self.step_size,
-            lam=self.lam,
-            delta=self.delta,
-            step_clamp=self.step_clamp,
-            tau=self.tau,
-            clip_values=self.clip_values,
-            generator=self.generator,
-        )
+        return purify(self.score_model, x, **self._purify_kwargs(), generator=self.generator)
+
+    def _purify_kwargs(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in PURIFY_PARAMS}
 
     def forward(self, x: torch.Tensor, y: Any | None = None) -> tuple[torch.Tensor, Any | None]:
         """
@@ -167,9 +146,7 @@ class ADPPurifier(PreprocessorPyTorch):
             raise
 
     def _check_params(self) -> None:
-        check_params(
-            self.sigma, self.steps, self.step_size, self.lam, self.delta, self.step_clamp, self.tau, self.clip_values
-        )
+        check_params(**self._purify_kwargs())
         if self.gradient not in GRADIENTS:
             raise ValueError(f"gradient must be one of {GRADIENTS}, got {self.gradient!r}.")
         if isinstance(self.batch_size, bool) or not (isinstance(self.batch_size, int) and self.batch_size >= 1):

@@ -160,7 +160,7 @@ def train_score_model(
             step += 1
             bar.update(1)
             if progress and (step % 10 == 0 or step == iterations):
-                value = float(loss)
+                value = loss.item()
                 running = value if running is None else 0.9 * running + 0.1 * value
                 bar.set_postfix(loss=f"{running:.4g}")
             if step % checkpoint_every == 0 and step < iterations:
