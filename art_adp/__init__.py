@@ -5,6 +5,7 @@ as a defence plugin for IBM's Adversarial Robustness Toolbox and torchattacks.
     classifier = PyTorchClassifier(model, ..., preprocessing_defences=[ADPPurifier(score_model)])
 """
 
+from .defended import DefendedModel
 from .preprocessor import ADPPurifier
 from .purify import purify
 from .score import (
@@ -22,6 +23,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ADPPurifier",
+    "DefendedModel",
     "NCSNv2",
     "dsm_loss",
     "geometric_sigmas",
