@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 
 import torch
 
-__all__ = ["purify", "check_params"]
+__all__ = ["purify", "check_params", "check_images"]
 
 
 def check_params(sigma, steps, step_size, lam, delta, step_clamp, tau, clip_values) -> list[float] | None:
@@ -45,6 +45,35 @@ def check_params(sigma, steps, step_size, lam, delta, step_clamp, tau, clip_valu
     if any(not a >= 0 for a in alphas):
         raise ValueError(f"step_size values must be >= 0, got {step_size!r}.")
     return alphas[:steps]
+
+
+RANGE_TOLERANCE = 0.1
+
+
+def check_images(x: torch.Tensor, clip_values: tuple[float, float]) -> None:
+    """
+    Refuse inputs that cannot be images in ``clip_values``: non-float tensors, NaN or ±Inf values, and values
+    more than ``RANGE_TOLERANCE`` (10 %) of the range outside it -- almost always 0–255 images given to a
+    [0, 1] model. Values within the tolerance are accepted and clipped by :func:`purify`, because attacks
+    legitimately probe slightly outside the range (torchattacks' SPSA evaluates x ± 0.01).
+
+    :raises ValueError: Naming the problem and the fix.
+    """
+    if not torch.is_floating_point(x) or x.ndim < 2:
+        raise ValueError(f"x must be a floating-point N×C×H×W tensor, got {x.dtype} of shape {tuple(x.shape)}.")
+    if x.numel() == 0:
+        return
+    lo, hi = clip_values
+    x_min, x_max = torch.aminmax(x.detach())
+    if not torch.isfinite(x_min + x_max):  # NaN propagates into min/max; ±Inf shows up there too
+        raise ValueError("x contains NaN or Inf values; purification needs finite images.")
+    tol = RANGE_TOLERANCE * (hi - lo)
+    if x_min < lo - tol or x_max > hi + tol:
+        raise ValueError(
+            f"x has values in [{float(x_min):.4g}, {float(x_max):.4g}], outside clip_values {tuple(clip_values)} by "
+            f"more than {tol:.3g}; scale the images into that range (e.g. divide 0-255 images by 255) or set "
+            "clip_values."
+        )
 
 
 def purify(
@@ -92,8 +121,7 @@ def purify(
     :return: The purified batch (same shape and dtype as ``x``), and the info dict if ``return_info``.
     """
     alphas = check_params(sigma, steps, step_size, lam, delta, step_clamp, tau, clip_values)
-    if not torch.is_floating_point(x) or x.ndim < 2:
-        raise ValueError(f"x must be a floating-point N×C×H×W tensor, got {x.dtype} of shape {tuple(x.shape)}.")
+    check_images(x, clip_values)
     lo, hi = clip_values
     noise = torch.randn(x.shape, generator=generator, device=x.device if generator is None else generator.device)
     x = (x + sigma * noise.to(x)).clamp(lo, hi) if sigma > 0 else x.clamp(lo, hi)

@@ -157,3 +157,9 @@ def test_gpu_device_type_uses_cuda(nets):
     assert p.device.type == "cuda" and next(p.score_model.parameters()).is_cuda
     out = p.forward(torch.from_numpy(x).cuda())[0]
     assert out.is_cuda and out.shape == x.shape
+
+
+def test_0_255_images_are_refused_through_art(nets):
+    score, clf, x, _ = nets
+    with pytest.raises(ValueError, match="divide 0-255 images by 255"):
+        art_classifier(clf, [purifier(score)]).predict(x * 255)

@@ -165,3 +165,32 @@ def test_finite_difference_step_matches_paper_formula_on_a_nonlinear_score():
     ratio = (hx * h(x.double() + delta * hx)).sum() / hx.pow(2).sum()
     assert info["step_sizes"].item() == pytest.approx(float(lam * delta / (1 - ratio)), rel=1e-3)
     assert not math.isnan(info["step_sizes"].item())
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_inputs_are_refused(bad):
+    x = torch.rand(2, 1, 4, 4)
+    x[1, 0, 2, 2] = bad
+    with pytest.raises(ValueError, match="^x contains NaN or Inf values; purification needs finite images.$"):
+        purify(linear_score(0.2), x)
+
+
+def test_0_255_images_are_refused_with_the_fix():
+    x = torch.rand(2, 1, 4, 4) * 255
+    with pytest.raises(ValueError, match=r"outside clip_values \(0.0, 1.0\) by more than 0.1; .*divide 0-255 images by 255"):
+        purify(linear_score(0.2), x)
+
+
+def test_values_within_the_tolerance_are_clipped_like_spsa_probes():
+    x = torch.full((2, 1, 4, 4), 0.5)
+    x[0] = 1.01  # SPSA's x + δ with δ = 0.01
+    x[1] = -0.05
+    out = purify(linear_score(0.2), x, sigma=0.0, steps=0)
+    assert out[0].eq(1.0).all() and out[1].eq(0.0).all()
+    with pytest.raises(ValueError, match=r"x has values in \[0.5, 1.2\]"):
+        purify(linear_score(0.2), torch.cat([x[:1] * 0 + 0.5, x[:1] * 0 + 1.2]))
+
+
+def test_an_empty_batch_gives_an_empty_result():
+    out, info = purify(linear_score(0.2), torch.zeros(0, 1, 4, 4), return_info=True)
+    assert out.shape == (0, 1, 4, 4) and info["steps"].shape == (0,) and info["step_sizes"].shape == (0, 10)
