@@ -123,8 +123,10 @@ def purify(
     alphas = check_params(sigma, steps, step_size, lam, delta, step_clamp, tau, clip_values)
     check_images(x, clip_values)
     lo, hi = clip_values
-    noise = torch.randn(x.shape, generator=generator, device=x.device if generator is None else generator.device)
-    x = (x + sigma * noise.to(x)).clamp(lo, hi) if sigma > 0 else x.clamp(lo, hi)
+    if sigma > 0:
+        device = x.device if generator is None else generator.device
+        x = x + sigma * torch.randn(x.shape, generator=generator, device=device).to(x)
+    x = x.clamp(lo, hi)
     active = torch.ones(x.shape[0], dtype=torch.bool, device=x.device)
     taken, used = torch.zeros_like(active, dtype=torch.long), []
     view = (-1,) + (1,) * (x.ndim - 1)
