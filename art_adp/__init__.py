@@ -6,6 +6,7 @@ as a defence plugin for IBM's Adversarial Robustness Toolbox and torchattacks.
 """
 
 from .defended import DefendedModel
+from .eot import EOTClassifier
 from .preprocessor import ADPPurifier
 from .purify import purify
 from .score import (
@@ -24,6 +25,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ADPPurifier",
     "DefendedModel",
+    "EOTClassifier",
     "NCSNv2",
     "dsm_loss",
     "geometric_sigmas",
