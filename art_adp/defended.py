@@ -88,13 +88,20 @@ class DefendedModel(torch.nn.Module):
         return self.purifier(x)
 
     def draw_logits(self, x: torch.Tensor) -> torch.Tensor:
-        """Classifier logits after one purification of every row of ``x`` (rows are independent draws)."""
-        return self.classifier(self.purify(x))
+        """
+        Classifier logits after one purification of every row of ``x`` (rows are independent draws). Purified
+        images are given to the classifier in the dtype of its parameters (float64 inputs meet a float32 model).
+        """
+        purified = self.purify(x)
+        weight = next(self.classifier.parameters(), None)
+        return self.classifier(purified if weight is None else purified.to(weight.dtype))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """
-        :param x: ``N×C×H×W`` inputs.
+        :param x: ``N×C×H×W`` floating-point inputs in the purifier's ``clip_values``.
         :return: ``N×K`` scores, aggregated over ``runs`` draws by :func:`aggregate_draws`.
         """
+        if not torch.is_floating_point(x) or x.ndim < 2:
+            raise ValueError(f"x must be a floating-point N×C×H×W tensor, got {x.dtype} of shape {tuple(x.shape)}.")
         logits = self.draw_logits(x.repeat(self.runs, *([1] * (x.ndim - 1))))
-        return aggregate_draws(logits.view(self.runs, x.shape[0], -1), self.aggregate)
+        return aggregate_draws(logits.view(self.runs, x.shape[0], logits.shape[-1]), self.aggregate)
