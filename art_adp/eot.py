@@ -111,7 +111,7 @@ class EOTClassifier(PyTorchClassifier):
         x_t = torch.as_tensor(x, device=self._device)
         if not torch.is_floating_point(x_t):
             raise ValueError(f"x must hold floating-point images, got {x_t.dtype}; scale them into "
-                             f"clip_values {self.clip_values} and convert to float32.")
+                             f"clip_values {tuple(float(v) for v in self.clip_values)} and convert to float32.")
         return x_t.float()
 
     def _labels(self, y: np.ndarray | torch.Tensor, n: int) -> torch.Tensor:
