@@ -174,7 +174,8 @@ def purify(
     :param compact: Remove stopped samples from the batch the network sees in later steps (results equal
         freezing them, up to the network's own batch-size rounding). Deciding needs the number of stopped
         samples, one host synchronisation per step (free on CPU; on a GPU it pays when samples stop, e.g.
-        σ = 0 or a large τ). Off: no synchronisation in the loop.
+        σ = 0 or a large τ). Off: on a GPU no synchronisation in the loop; on a CPU the loop still ends as
+        soon as every sample has stopped (exact: nothing is left to change).
     :param amp: ``"bfloat16"`` or ``"float16"``: run the network forward under ``torch.autocast`` (its output
         is cast back to ``x``'s dtype; steps, ratios and clipping stay in ``x``'s dtype). Needs
         ``step_size="adaptive-jvp"`` or a manual schedule: the δ difference would drown in the rounding.
@@ -208,9 +209,10 @@ def purify(
         compacted = len(rows) < n
         used.append(alpha.new_zeros(n).index_copy(0, rows, alpha) if compacted else alpha)
         taken = taken.index_add(0, rows, active.long()) if compacted else taken + active.long()
-        if compact and t + 1 < steps and not bool(active.all()):  # reading the mask is the one host sync per step
-            x = x.index_copy(0, rows, x_run)  # park the stopped rows; they are frozen from here on
-            rows, x_run, active = rows[active], x_run[active], active[active]
+        if t + 1 < steps and (compact or x_run.device.type == "cpu"):  # reading the mask: a host sync (free on CPU)
+            if (compact and not bool(active.all())) or not bool(active.any()):
+                x = x.index_copy(0, rows, x_run) if compacted else x_run  # park the stopped rows, frozen from here on
+                rows, x_run, active = rows[active], x_run[active], active[active]
     x = x.index_copy(0, rows, x_run) if len(rows) < n else x_run
     if not return_info:
         return x

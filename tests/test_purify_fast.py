@@ -218,3 +218,13 @@ def test_compile_option_agrees_with_the_plain_network():
     with pytest.raises(ValueError, match=r"^compile must be True, False or a torch.compile backend name, got 0.5.$"):
         fast.set_params(compile=0.5)
     assert fast.compile == "eager"
+
+
+def test_without_compaction_a_cpu_loop_ends_once_every_sample_has_stopped():
+    x = stopping_mix()
+    x[:, 1] = 0.5  # k = 50 everywhere: every sample's first α is below τ = 0.01
+    score = TwoChannelScore()
+    out, info = purify(score, x, sigma=0.0, steps=8, tau=0.01, return_info=True)
+    assert info["steps"].tolist() == [0] * len(x) and info["step_sizes"].shape == (len(x), 8)
+    assert torch.equal(out, x.clamp(0, 1)) and info["step_sizes"].abs().sum() == 0
+    assert score.rows == 2 * len(x)  # one step evaluated, not eight
