@@ -20,12 +20,32 @@ def _demo(args) -> None:
     run_demo(args.run_dir, config, progress=not args.quiet, device=args.device)
 
 
-def _train_score(args) -> None:
+def _distributed_device(requested: str | None) -> tuple[str, int]:
+    """Under ``torchrun`` (``WORLD_SIZE`` > 1): join the process group (NCCL on GPUs, gloo on CPU) and return
+    this rank's device and rank; otherwise the requested device (default: CUDA when available) and rank 0."""
+    import os
+
     import torch
+    import torch.distributed as dist
+
+    cuda = torch.cuda.is_available() and requested != "cpu"
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return requested or ("cuda" if cuda else "cpu"), 0
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if cuda:
+        torch.cuda.set_device(local_rank)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if cuda else "gloo")
+    return (f"cuda:{local_rank}" if cuda else "cpu"), dist.get_rank()
+
+
+def _train_score(args) -> None:
+    import torch.distributed as dist
 
     from .data import load_dataset
     from .score import NCSNv2, geometric_sigmas, recommend_sigmas, train_score_model
 
+    device, rank = _distributed_device(args.device)
     data = load_dataset(args.dataset, args.data_root)
     if args.sigma_begin is None:
         sigmas = recommend_sigmas(data.x_train, sigma_end=args.sigma_end)
@@ -33,12 +53,17 @@ def _train_score(args) -> None:
         sigmas = geometric_sigmas(args.sigma_begin, args.sigma_end, args.num_sigmas)
     _, c, size, _ = data.x_train.shape
     run_dir = Path(args.run_dir)
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(args.seed)  # the initial weights too: the same command gives the same model
-    ema = train_score_model(NCSNv2(c, size, ngf=args.ngf), data.x_train, sigmas, args.iterations,
-                            batch_size=args.batch_size, lr=args.lr, checkpoint_path=run_dir / "score.safetensors",
-                            checkpoint_every=args.checkpoint_every, seed=args.seed, progress=not args.quiet,
-                            hflip=args.hflip, device=device)
+    try:
+        ema = train_score_model(NCSNv2(c, size, ngf=args.ngf), data.x_train, sigmas, args.iterations,
+                                batch_size=args.batch_size, lr=args.lr, checkpoint_path=run_dir / "score.safetensors",
+                                checkpoint_every=args.checkpoint_every, seed=args.seed, progress=not args.quiet,
+                                hflip=args.hflip, device=device)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    if rank != 0:
+        return
     print(f"score model: {run_dir / 'score.safetensors'} (step {ema.training_info['step']}, "
           f"{len(sigmas)} sigmas from {float(sigmas[0]):.4g} to {float(sigmas[-1]):.4g})")
 
@@ -99,7 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-examples", type=int, help=f"test digits used, of 360 (default: {d.n_examples})")
     p.set_defaults(func=_demo)
 
-    p = sub.add_parser("train-score", help="train an NCSNv2 score network by multi-level DSM")
+    p = sub.add_parser("train-score", help="train an NCSNv2 score network by multi-level DSM",
+                       description="Train an NCSNv2 score network by multi-level DSM. Data-parallel on N GPUs (or N "
+                       "CPU processes): torchrun --nproc_per_node=N -m art_adp.cli train-score ... "
+                       "(--batch-size is per process).")
     common(p, "runs/score")
     dataset(p)
     p.add_argument("--iterations", type=int, default=600)
