@@ -40,6 +40,7 @@ def _distributed_device(requested: str | None) -> tuple[str, int]:
 
 
 def _train_score(args) -> None:
+    import torch
     import torch.distributed as dist
 
     from .data import load_dataset
