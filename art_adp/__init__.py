@@ -6,6 +6,7 @@ as a defence plugin for IBM's Adversarial Robustness Toolbox and torchattacks.
 """
 
 from .defended import DefendedModel
+from .evaluation import EvalConfig, evaluate
 from .preprocessor import ADPPurifier
 from .purify import purify
 from .score import (
@@ -24,8 +25,10 @@ __version__ = "0.1.0"
 __all__ = [
     "ADPPurifier",
     "DefendedModel",
+    "EvalConfig",
     "NCSNv2",
     "dsm_loss",
+    "evaluate",
     "geometric_sigmas",
     "load_score_model",
     "median_heuristic_sigma",

@@ -79,17 +79,20 @@ class APGDEOT(EvasionAttack):
     :param losses: Losses run in turn, from ``("ce", "dlr")``.
     :param gradient: ``"full"`` (through purification) or ``"bpda"``.
     :param batch_size: Images per forward pass (examples × EOT copies).
+    :param seed: Seed of APGD's random start (ART draws it from numpy's global generator; it is seeded inside a
+        saved-and-restored state, so the caller's numpy state is left as it was), or None to use that generator as
+        it is. Purification noise comes from the purifiers' ``generator``.
     :param verbose: Show ART's progress bars.
     """
 
     attack_params = EvasionAttack.attack_params + ["norm", "eps", "eps_step", "max_iter", "eot_samples", "losses",
-                                                   "gradient", "batch_size", "verbose"]
+                                                   "gradient", "batch_size", "seed", "verbose"]
     _estimator_requirements = (PyTorchClassifier,)
 
     def __init__(self, estimator: PyTorchClassifier, *, norm=np.inf, eps: float = 8 / 255,
                  eps_step: float | None = None, max_iter: int = 100, eot_samples: int = 200,
                  losses: tuple[str, ...] = ("ce", "dlr"), gradient: str = "full", batch_size: int = 512,
-                 verbose: bool = False) -> None:
+                 seed: int | None = 0, verbose: bool = False) -> None:
         super().__init__(estimator=estimator)
         self.norm = np.inf if norm in ("inf", np.inf, float("inf")) else norm
         self.eps = eps
@@ -99,6 +102,7 @@ class APGDEOT(EvasionAttack):
         self.losses = tuple(losses)
         self.gradient = gradient
         self.batch_size = batch_size
+        self.seed = seed
         self.verbose = verbose
         self._check_params()
 
@@ -126,16 +130,22 @@ class APGDEOT(EvasionAttack):
 
         y = labels(self.estimator, x, y)
         x_adv, todo = x.astype(np.float32).copy(), np.ones(len(x), dtype=bool)
-        with gradient_mode(self.estimator, self.gradient):
-            for name in self.losses:
-                if not todo.any():
-                    break
-                view = _EOTView(self.estimator, LOSSES[name], self.eot_samples, self.batch_size)
-                apgd = AutoProjectedGradientDescent(view, norm=self.norm, eps=self.eps, eps_step=self.eps_step,
-                                                    max_iter=self.max_iter, targeted=False, nb_random_init=1,
-                                                    batch_size=max(1, min(len(x), self.batch_size)), loss_type=None,
-                                                    verbose=self.verbose)
-                idx = np.flatnonzero(todo)
-                x_adv[idx] = apgd.generate(x[idx].astype(np.float32), y=np.eye(view.nb_classes)[y[idx]])
-                todo[idx] = view.predict(x_adv[idx]).argmax(1) == y[idx]
+        state = np.random.get_state()
+        try:
+            if self.seed is not None:
+                np.random.seed(self.seed % 2**32)
+            with gradient_mode(self.estimator, self.gradient):
+                for name in self.losses:
+                    if not todo.any():
+                        break
+                    view = _EOTView(self.estimator, LOSSES[name], self.eot_samples, self.batch_size)
+                    apgd = AutoProjectedGradientDescent(view, norm=self.norm, eps=self.eps, eps_step=self.eps_step,
+                                                        max_iter=self.max_iter, targeted=False, nb_random_init=1,
+                                                        batch_size=max(1, min(len(x), self.batch_size)),
+                                                        loss_type=None, verbose=self.verbose)
+                    idx = np.flatnonzero(todo)
+                    x_adv[idx] = apgd.generate(x[idx].astype(np.float32), y=np.eye(view.nb_classes)[y[idx]])
+                    todo[idx] = view.predict(x_adv[idx]).argmax(1) == y[idx]
+        finally:
+            np.random.set_state(state)
         return x_adv.astype(x.dtype, copy=False)
