@@ -25,11 +25,11 @@ from evalsuite_models import tiny_models
 ROOT = Path(__file__).resolve().parents[1]
 # SPSA and APGD draw from torch's and numpy's global generators: both must be seeded per unit for the records of
 # a resumed or sharded run to match.
-ARGS = ["--dataset", "digits", "--n-examples", "16", "--chunk-size", "4", "--sigma", "0.1", "--steps", "1",
+ARGS = ["--dataset", "digits", "--n-examples", "12", "--chunk-size", "3", "--sigma", "0.1", "--steps", "1",
         "--attacks", "clf-pgd,spsa,full-pgd-eot,apgd-eot", "--runs", "2", "--repeats", "2", "--eps", "0.2",
         "--iterations", "2", "--eot", "2", "--spsa-iterations", "2", "--spsa-samples", "8", "--apgd-iterations", "2",
-        "--apgd-eot", "2", "--sanity-examples", "4", "--threads", "1", "--quiet"]
-EXPECTED = 16 * 5 + 3 * 4  # main: clean + 4 attacks on 16 examples; 3 sanity attacks on the first chunk of 4
+        "--apgd-eot", "2", "--sanity-examples", "3", "--threads", "1", "--quiet"]
+EXPECTED = 12 * 5 + 3 * 3  # main: clean + 4 attacks on 12 examples; 3 sanity attacks on the first chunk of 3
 
 
 @pytest.fixture(scope="module")
@@ -76,9 +76,9 @@ def test_one_process_run_writes_every_record_once_and_the_outputs(baseline):
     for name in ("report.md", "report.json", "robustness.png"):
         assert (baseline / name).stat().st_size > 0
     result = json.loads((baseline / "report.json").read_text())
-    assert result["results"]["main/clean"]["n"] == 16 and result["strongest"] in art_adp.evaluation.ATTACKS
+    assert result["results"]["main/clean"]["n"] == 12 and result["strongest"] in art_adp.evaluation.ATTACKS
     main = [json.loads(r) for r in records if json.loads(r)["setting"] == "main"]
-    assert len(main) == 16 * 5 and max(r["linf"] for r in main) <= 0.2 + 1e-6
+    assert len(main) == 12 * 5 and max(r["linf"] for r in main) <= 0.2 + 1e-6
 
 
 def test_killed_run_resumes_to_the_same_records_and_table(baseline, checkpoints, tmp_path, capsys):
@@ -86,13 +86,13 @@ def test_killed_run_resumes_to_the_same_records_and_table(baseline, checkpoints,
                             stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        if (tmp_path / "records").exists() and len(lines(tmp_path)) >= 20:
+        if (tmp_path / "records").exists() and len(lines(tmp_path)) >= 15:
             break
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL, "the run finished before it could be killed"
     partial = len(lines(tmp_path))
-    assert 20 <= partial < EXPECTED
+    assert 15 <= partial < EXPECTED
     out = run_in_process(tmp_path, checkpoints, capsys)  # the same command again
     assert "Sanity report" in out
     assert len(lines(tmp_path)) == EXPECTED  # nothing duplicated, nothing missing
@@ -186,3 +186,18 @@ def test_evaluate_is_the_function_and_the_harness_is_importable():
     import art_adp.evaluation.run as run
 
     assert art_adp.evaluate is run.evaluate and callable(art_adp.evaluate)
+
+
+def test_sweeps_write_tables_and_plots_and_leave_the_purifier_as_it_was(tmp_path):
+    mlp, score, x, y = tiny_models()
+    generator = torch.Generator().manual_seed(5)
+    purifier = art_adp.ADPPurifier(score, sigma=0.1, steps=1, generator=generator)
+    config = EvalConfig(attacks=("clf-pgd",), eps=0.2, iterations=2, runs=1, repeats=2, chunk_size=6, sanity=False,
+                        sigma_sweep=(0.05, 0.3), eot_sweep=(1, 2))
+    result = art_adp.evaluate(mlp, purifier, x[:6], y[:6], config=config, run_dir=tmp_path, progress=False,
+                              log=lambda line: None)
+    assert purifier.sigma == 0.1 and purifier.generator is generator
+    assert {"sigma=0.05/bpda-eot", "sigma=0.3/clean", "eot=2/bpda-eot"} <= set(result["results"])
+    text = (tmp_path / "report.md").read_text()
+    assert "| 0.05 |" in text and "| BPDA+EOT |" in text and "no sign of gradient masking" in text
+    assert (tmp_path / "sigma_sweep.png").stat().st_size > 0 and (tmp_path / "eot_sweep.png").stat().st_size > 0

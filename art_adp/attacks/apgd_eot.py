@@ -30,17 +30,24 @@ class _EOTView(PyTorchClassifier):
                          device_type="gpu" if estimator.device.type == "cuda" else "cpu")
         self._eot_loss, self._nb_samples, self._max_batch = loss, nb_samples, max_batch
 
-    def _run(self, x: np.ndarray, y: np.ndarray):
+    def _tensors(self, x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         xt = torch.as_tensor(x, dtype=torch.float32, device=self.device)
-        yt = torch.as_tensor(y.argmax(1) if y.ndim == 2 else y, device=self.device)
-        return eot_gradient(lambda z: defended_logits(self, z), xt, yt, self._eot_loss, self._nb_samples,
-                            max_batch=self._max_batch)
+        return xt, torch.as_tensor(y.argmax(1) if y.ndim == 2 else y, device=self.device)
 
     def loss_gradient(self, x, y, training_mode: bool = False, **kwargs) -> np.ndarray:
-        return self._run(x, y)[0].cpu().numpy()
+        xt, yt = self._tensors(x, y)
+        g, _ = eot_gradient(lambda z: defended_logits(self, z), xt, yt, self._eot_loss, self._nb_samples,
+                            max_batch=self._max_batch)
+        return g.cpu().numpy()
 
     def compute_loss(self, x, y, reduction: str = "none", **kwargs) -> np.ndarray:
-        loss = self._run(x, y)[1].cpu().numpy()  # a forward and backward; the loss alone would need the same pass
+        xt, yt = self._tensors(x, y)
+        total = torch.zeros(len(xt), device=self.device)
+        with torch.no_grad():
+            for c in _chunks(self._nb_samples, max(1, self._max_batch // max(len(xt), 1))):
+                logits = defended_logits(self, xt.repeat(c, *([1] * (xt.ndim - 1))))
+                total += self._eot_loss(logits, yt.repeat(c)).view(c, len(xt)).sum(0)
+        loss = (total / self._nb_samples).cpu().numpy()
         return loss if reduction == "none" else (loss.mean() if reduction == "mean" else loss.sum())
 
     def predict(self, x, batch_size: int = 128, training_mode: bool = False, **kwargs) -> np.ndarray:
