@@ -171,6 +171,8 @@ def test_bad_configuration_is_refused():
     mlp, score, x, y = tiny_models()
     with pytest.raises(ValueError, match="Unknown attack\\(s\\) \\['pgd'\\]"):
         art_adp.evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(attacks=("pgd",)))
+    with pytest.raises(ValueError, match="SPSA \\(torchattacks\\) is an l_inf attack"):
+        art_adp.evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(norm=2))
     with pytest.raises(ValueError, match="repeats must be an integer >= 1"):
         art_adp.evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(repeats=0))
 

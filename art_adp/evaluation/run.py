@@ -93,6 +93,10 @@ class EvalConfig:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
         if not self.eps > 0:
             raise ValueError(f"eps must be > 0, got {self.eps!r}.")
+        if self.norm == 2 and "spsa" in self.attacks:
+            raise ValueError("SPSA (torchattacks) is an l_inf attack; leave 'spsa' out of the attacks for norm 2.")
+        if self.eot_aggregate not in ("mean", "sign"):
+            raise ValueError(f"eot_aggregate must be 'mean' or 'sign', got {self.eot_aggregate!r}.")
 
 
 PAPER = EvalConfig()
@@ -152,8 +156,6 @@ def build_attack(name: str, estimator: PyTorchClassifier, c: EvalConfig, seed: i
         return A.APGDEOT(estimator, norm=c.norm, eps=c.eps, max_iter=c.apgd_iterations, eot_samples=c.apgd_eot,
                          batch_size=c.batch_size, seed=seed)
     if name == "spsa":
-        if c.norm != math.inf:
-            raise ValueError("SPSA (torchattacks) is an l_inf attack; drop it from the attacks for norm 2.")
         return A.SPSA(estimator, eps=c.eps, eps_step=c.step, max_iter=c.spsa_iterations, nb_sample=c.spsa_samples,
                       batch_size=c.batch_size, seed=seed)
     raise ValueError(f"Unknown attack {name!r}; choose from {ATTACKS}.")
