@@ -6,6 +6,7 @@ as a defence plugin for IBM's Adversarial Robustness Toolbox and torchattacks.
 """
 
 from .defended import DefendedModel
+from .eot import EOTClassifier
 from .evaluation import EvalConfig, evaluate
 from .preprocessor import ADPPurifier
 from .purify import purify
@@ -25,6 +26,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ADPPurifier",
     "DefendedModel",
+    "EOTClassifier",
     "EvalConfig",
     "NCSNv2",
     "dsm_loss",

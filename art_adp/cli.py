@@ -34,6 +34,7 @@ def _train_score(args) -> None:
     _, c, size, _ = data.x_train.shape
     run_dir = Path(args.run_dir)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(args.seed)  # the initial weights too: the same command gives the same model
     ema = train_score_model(NCSNv2(c, size, ngf=args.ngf), data.x_train, sigmas, args.iterations,
                             batch_size=args.batch_size, lr=args.lr, checkpoint_path=run_dir / "score.safetensors",
                             checkpoint_every=args.checkpoint_every, seed=args.seed, progress=not args.quiet,
@@ -51,6 +52,7 @@ def _train_classifier(args) -> None:
     data = load_dataset(args.dataset, args.data_root)
     _, c, size, _ = data.x_train.shape
     cls = getattr(models, CLASSIFIERS[args.arch])
+    torch.manual_seed(args.seed)  # the initial weights too: the same command gives the same model
     if args.arch == "digits-cnn":
         model = cls(data.nb_classes)
     elif args.arch == "wrn":
