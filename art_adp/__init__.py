@@ -7,6 +7,7 @@ as a defence plugin for IBM's Adversarial Robustness Toolbox and torchattacks.
 
 from .defended import DefendedModel
 from .eot import EOTClassifier
+from .evaluation import EvalConfig, evaluate
 from .preprocessor import ADPPurifier
 from .purify import purify
 from .score import (
@@ -26,8 +27,10 @@ __all__ = [
     "ADPPurifier",
     "DefendedModel",
     "EOTClassifier",
+    "EvalConfig",
     "NCSNv2",
     "dsm_loss",
+    "evaluate",
     "geometric_sigmas",
     "load_score_model",
     "median_heuristic_sigma",

@@ -96,6 +96,68 @@ def _train_classifier(args) -> None:
     print(f"classifier: {path} (test accuracy {100 * acc:.2f} %)")
 
 
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(float(v) for v in text.split(",") if v)
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in text.split(",") if v)
+
+
+SIGMA_SWEEP = (0.05, 0.10, 0.15, 0.20, 0.25, 0.30, 0.35, 0.40)  # the paper's Table 5
+EOT_SWEEP = (1, 3, 5, 10, 15, 30, 50)  # the paper's Table 6
+
+
+def _evaluate(args) -> None:
+    import dataclasses
+    import math
+
+    import torch
+
+    from .data import load_dataset
+    from .evaluation import DIGITS, PAPER, evaluate
+    from .models import load_classifier
+    from .preprocessor import ADPPurifier
+    from .score import load_score_model
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    base = DIGITS if args.dataset == "digits" else PAPER
+    fields = {"attacks": args.attacks, "eps": args.eps, "eps_step": args.eps_step, "iterations": args.iterations,
+              "eot": args.eot, "eot_aggregate": args.eot_aggregate, "spsa_iterations": args.spsa_iterations,
+              "spsa_samples": args.spsa_samples, "apgd_iterations": args.apgd_iterations, "apgd_eot": args.apgd_eot,
+              "runs": args.runs, "repeats": args.repeats, "seed": args.seed, "chunk_size": args.chunk_size,
+              "batch_size": args.batch_size, "sanity_examples": args.sanity_examples,
+              "sigma_sweep": args.sigma_sweep, "eot_sweep": args.eot_sweep}
+    fields = {k: v for k, v in fields.items() if v is not None}
+    if args.norm is not None:
+        fields["norm"] = math.inf if args.norm == "inf" else 2
+    if args.no_sanity:
+        fields["sanity"] = False
+    config = dataclasses.replace(base, **fields)
+    score_path = Path(args.score or "runs/demo/score.safetensors")
+    clf_path = Path(args.classifier or "runs/demo/classifier.safetensors")
+    for path, what in ((score_path, "--score"), (clf_path, "--classifier")):
+        if not path.exists():
+            raise ValueError(f"{path} not found: train the digits models with `art-adp demo` (they land in runs/demo) "
+                             f"or pass {what} PATH.")
+    data = load_dataset(args.dataset, args.data_root)
+    n = len(data.x_test) if args.n_examples is None else min(args.n_examples, len(data.x_test))
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    score = load_score_model(score_path, "cpu")
+    classifier = load_classifier(clf_path, "cpu")
+    purifier = ADPPurifier(score, sigma=args.sigma, steps=args.steps, batch_size=args.purify_batch_size,
+                           device_type="gpu" if device == "cuda" else "cpu", channels_last=device == "cpu")
+    description = {
+        "Defence": f"ADP sigma = {args.sigma:g}, T = {args.steps} adaptive steps (lambda = 0.05, delta = 1e-3, "
+                   f"tau = 1e-3), S = {config.runs} runs averaged",
+        "Data": f"{args.dataset}, {n} test images",
+        "Models": f"score {score_path} ({type(score).__name__}), classifier {clf_path} ({type(classifier).__name__})",
+    }
+    evaluate(classifier, purifier, data.x_test[:n], data.y_test[:n], config=config, run_dir=args.run_dir,
+             nb_classes=data.nb_classes, description=description, progress=not args.quiet, device=device)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .demo import DemoConfig
 
@@ -150,6 +212,46 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=1e-3)
     p.set_defaults(func=_train_classifier)
+
+    from .evaluation import ATTACKS, DIGITS, PAPER
+
+    p = sub.add_parser("evaluate", help="attack the ADP-defended classifier with every attack; table, JSON, records",
+                       description="Defaults: the paper's counts, or for --dataset digits the reduced counts that "
+                                   f"fit 10 minutes on 2 CPU cores ({DIGITS.note}) Also: python -m art_adp.evaluate "
+                                   "..., torchrun --nproc_per_node=N -m art_adp.evaluate ...")
+    common(p, "runs/evaluate")
+    dataset(p)
+    p.add_argument("--score", help="score-model checkpoint (default: runs/demo/score.safetensors)")
+    p.add_argument("--classifier", help="classifier checkpoint (default: runs/demo/classifier.safetensors)")
+    p.add_argument("--n-examples", type=int, help="first N test examples (default: all)")
+    p.add_argument("--attacks", type=lambda t: tuple(a for a in t.split(",") if a),
+                   help=f"comma-separated, from {','.join(ATTACKS)} (default: all)")
+    p.add_argument("--sigma", type=float, default=0.25, help="ADP noise level (default: 0.25)")
+    p.add_argument("--steps", type=int, default=10, help="purification steps T (default: 10)")
+    p.add_argument("--runs", type=int, help=f"S, purifications per judged prediction (default: {PAPER.runs})")
+    p.add_argument("--repeats", type=int, help=f"R, judgements per example (default: {PAPER.repeats}; digits "
+                                               f"{DIGITS.repeats})")
+    p.add_argument("--norm", choices=["inf", "2"], help="threat model norm (default: inf)")
+    p.add_argument("--eps", type=float, help=f"radius (default: 8/255; digits {DIGITS.eps})")
+    p.add_argument("--eps-step", type=float, help="step (default: eps/4)")
+    p.add_argument("--iterations", type=int, help="PGD/BPDA/joint iterations")
+    p.add_argument("--eot", type=int, help="EOT samples of BPDA, joint and full-gradient PGD")
+    p.add_argument("--eot-aggregate", choices=["mean", "sign"], help="mean of gradients or the authors' sign vote")
+    p.add_argument("--spsa-iterations", type=int)
+    p.add_argument("--spsa-samples", type=int, help="SPSA samples per step (paper: 1280)")
+    p.add_argument("--apgd-iterations", type=int)
+    p.add_argument("--apgd-eot", type=int, help="APGD EOT samples (Croce et al.: 200)")
+    p.add_argument("--chunk-size", type=int, help="examples per unit of work (resume and sharding granularity)")
+    p.add_argument("--batch-size", type=int, help="images per forward pass (examples x EOT copies)")
+    p.add_argument("--purify-batch-size", type=int, default=4096, help="images per purifier chunk")
+    p.add_argument("--sanity-examples", type=int, help="examples for the sanity attacks")
+    p.add_argument("--no-sanity", action="store_true", help="skip the sanity attacks")
+    p.add_argument("--sigma-sweep", nargs="?", const=SIGMA_SWEEP, type=_floats,
+                   help="sigma values, comma-separated (flag alone: the paper's 0.05..0.40)")
+    p.add_argument("--eot-sweep", nargs="?", const=EOT_SWEEP, type=_ints,
+                   help="EOT counts, comma-separated (flag alone: the paper's 1..50)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.set_defaults(func=_evaluate)
     return parser
 
 
