@@ -24,6 +24,7 @@ from art.estimators.classification import PyTorchClassifier
 
 from .. import attacks as A
 from ..attacks._core import defended_logits, purifiers
+from ..eot import EOTClassifier
 from ..preprocessor import ADPPurifier
 from . import distributed, report, sanity
 from .records import append_records, load_records
@@ -166,18 +167,6 @@ def _reseed(estimator: PyTorchClassifier, seed: int) -> None:
         p.set_params(generator=torch.Generator(p.device).manual_seed(seed))
 
 
-def ensemble_predict(estimator: PyTorchClassifier, x: torch.Tensor, runs: int, max_batch: int) -> torch.Tensor:
-    """Class predicted by the probabilities averaged over ``runs`` passes through the defence (stacked copies)."""
-    per_pass = max(1, max_batch // max(len(x), 1))
-    probs = torch.zeros(len(x), estimator.nb_classes, device=x.device)
-    with torch.no_grad():
-        for start in range(0, runs, per_pass):
-            c = min(per_pass, runs - start)
-            logits = defended_logits(estimator, x.repeat(c, *([1] * (x.ndim - 1))))
-            probs += logits.softmax(-1).view(c, len(x), -1).sum(0)
-    return probs.argmax(1)
-
-
 def _run_unit(estimator, setting: Setting, attack: str, idx: np.ndarray, x: np.ndarray, y: np.ndarray,
               c: EvalConfig) -> list[dict]:
     cs = replace(c, **{k: v for k, v in setting.overrides.items() if k != "sigma"})
@@ -187,10 +176,10 @@ def _run_unit(estimator, setting: Setting, attack: str, idx: np.ndarray, x: np.n
     x_adv = xb if attack == "clean" else build_attack(attack, estimator, cs, seed).generate(xb, y=yb)
     device = estimator.device
     xt = torch.as_tensor(x_adv, dtype=torch.float32, device=device)
-    preds = []
+    preds, ensemble = [], EOTClassifier(estimator, nb_samples=c.runs, batch_size=c.batch_size)
     for r in range(c.repeats):
         _reseed(estimator, _seed(c.seed, "judge", setting.name, attack, int(idx[0]), r))
-        preds.append(ensemble_predict(estimator, xt, c.runs, c.batch_size).cpu().numpy())
+        preds.append(ensemble.predict(xt).argmax(1))
     with torch.no_grad():
         bare = estimator.model(xt).argmax(1).cpu().numpy()
     delta = (x_adv - xb).reshape(len(idx), -1)
