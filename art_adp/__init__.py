@@ -5,7 +5,9 @@ as a defence plugin for IBM's Adversarial Robustness Toolbox and torchattacks.
     classifier = PyTorchClassifier(model, ..., preprocessing_defences=[ADPPurifier(score_model)])
 """
 
+from .certify import certify, certify_approximate
 from .defended import DefendedModel
+from .detect import ScoreNormDetector
 from .preprocessor import ADPPurifier
 from .purify import purify
 from .score import (
@@ -25,6 +27,9 @@ __all__ = [
     "ADPPurifier",
     "DefendedModel",
     "NCSNv2",
+    "ScoreNormDetector",
+    "certify",
+    "certify_approximate",
     "dsm_loss",
     "geometric_sigmas",
     "load_score_model",

@@ -21,7 +21,10 @@ def check_params(sigma, steps, step_size, lam, delta, step_clamp, tau, clip_valu
     :return: ``None`` for the adaptive rule, else the manual schedule α₀ … α_{T−1}.
     :raises ValueError: Naming the parameter, the value given and what is allowed.
     """
-    if isinstance(sigma, bool) or not (isinstance(sigma, (int, float)) and sigma >= 0):
+    if isinstance(sigma, torch.Tensor):  # per-sample noise levels (detection-driven two-level noise)
+        if sigma.ndim != 1 or not torch.is_floating_point(sigma) or not bool(((sigma >= 0) & sigma.isfinite()).all()):
+            raise ValueError(f"sigma as a tensor must be 1-D, floating point, finite and >= 0; got {sigma}.")
+    elif isinstance(sigma, bool) or not (isinstance(sigma, (int, float)) and sigma >= 0):
         raise ValueError(f"sigma must be a number >= 0, got {sigma!r}.")
     if isinstance(steps, bool) or not (isinstance(steps, int) and steps >= 0):
         raise ValueError(f"steps must be an integer >= 0, got {steps!r}.")
@@ -107,7 +110,8 @@ def purify(
 
     :param score_model: The noise-level-free score network h: ``N×C×H×W`` → same shape.
     :param x: Inputs, ``N×C×H×W``, values in ``clip_values``.
-    :param sigma: Standard deviation σ ≥ 0 of the injected Gaussian noise.
+    :param sigma: Standard deviation σ ≥ 0 of the injected Gaussian noise, or a 1-D tensor of one σ per sample
+        (the detection-driven two-level noise; the same ε is drawn either way).
     :param steps: The maximum number of steps T ≥ 0.
     :param step_size: ``"adaptive"`` (eq. 11), a constant α, or a schedule of at least T values.
     :param lam: λ in (0, 1): the fraction of the score removed per adaptive step.
@@ -123,13 +127,17 @@ def purify(
     alphas = check_params(sigma, steps, step_size, lam, delta, step_clamp, tau, clip_values)
     check_images(x, clip_values)
     lo, hi = clip_values
-    if sigma > 0:
+    view = (-1,) + (1,) * (x.ndim - 1)
+    per_sample = isinstance(sigma, torch.Tensor)
+    if per_sample and sigma.shape[0] != x.shape[0]:
+        raise ValueError(f"A per-sample sigma needs one value per input, got {sigma.shape[0]} for {x.shape[0]} inputs.")
+    if per_sample or sigma > 0:
         device = x.device if generator is None else generator.device
-        x = x + sigma * torch.randn(x.shape, generator=generator, device=device).to(x)
+        scale = sigma.to(x).view(view) if per_sample else sigma
+        x = x + scale * torch.randn(x.shape, generator=generator, device=device).to(x)
     x = x.clamp(lo, hi)
     active = torch.ones(x.shape[0], dtype=torch.bool, device=x.device)
     taken, used = torch.zeros_like(active, dtype=torch.long), []
-    view = (-1,) + (1,) * (x.ndim - 1)
     for t in range(steps):
         h = score_model(x)
         if alphas is None:
