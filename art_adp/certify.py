@@ -33,8 +33,8 @@ from tqdm.auto import tqdm
 from .defended import DefendedModel
 from .preprocessor import ADPPurifier
 
-__all__ = ["Certificate", "certify", "certify_approximate", "certified_accuracy", "adp_base_classifier",
-           "run_certify"]
+__all__ = ["Certificate", "certify", "certify_approximate", "approximate_radius", "certified_accuracy",
+           "adp_base_classifier", "run_certify"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,8 @@ class Certificate:
     :param counts: ``N×K`` class counts of the estimation samples.
     :param sigma: The smoothing noise σ.
     :param approximate: ``True`` for the paper's plug-in estimate, which certifies nothing.
+    :param selection_counts: ``N×K`` class counts of CERTIFY's n₀ selection draws (``None`` for the approximate
+        variant); with n₀ = 100 they also give the paper's approximate radius (:func:`approximate_radius`).
     """
 
     prediction: np.ndarray
@@ -57,6 +59,7 @@ class Certificate:
     counts: np.ndarray
     sigma: float
     approximate: bool
+    selection_counts: np.ndarray | None = None
 
 
 def _check(model, x, sigma, n0, n, alpha, batch_size) -> None:
@@ -113,10 +116,11 @@ def certify(model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, *, s
     :return: A :class:`Certificate`.
     """
     _check(model, x, sigma, n0, n, alpha, batch_size)
-    predictions, radii, lowers, all_counts = [], [], [], []
+    predictions, radii, lowers, all_counts, selection = [], [], [], [], []
     with torch.no_grad():
         for xi in tqdm(x, desc=f"certify sigma={sigma:g}", disable=not progress):
-            c_a = int(_counts(model, xi, n0, sigma, batch_size, generator).argmax())
+            selection.append(_counts(model, xi, n0, sigma, batch_size, generator).numpy())
+            c_a = int(selection[-1].argmax())
             counts = _counts(model, xi, n, sigma, batch_size, generator)
             p_lower = binomtest(int(counts[c_a]), n).proportion_ci(1 - 2 * alpha, method="exact").low
             abstain = p_lower < 0.5
@@ -125,7 +129,7 @@ def certify(model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, *, s
             lowers.append(p_lower)
             all_counts.append(counts.numpy())
     return Certificate(np.array(predictions, dtype=np.int64), np.array(radii), np.array(lowers),
-                       np.array(all_counts), float(sigma), approximate=False)
+                       np.array(all_counts), float(sigma), approximate=False, selection_counts=np.array(selection))
 
 
 def certify_approximate(model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, *, sigma: float,
@@ -148,21 +152,30 @@ def certify_approximate(model: Callable[[torch.Tensor], torch.Tensor], x: torch.
     :return: A :class:`Certificate` with ``approximate=True`` and the empirical p_A in ``p_a``.
     """
     _check(model, x, sigma, 1, n, 0.5, batch_size)
-    predictions, radii, p_as, all_counts = [], [], [], []
     with torch.no_grad():
-        for xi in tqdm(x, desc=f"approximate certify sigma={sigma:g}", disable=not progress):
-            counts = _counts(model, xi, n, sigma, batch_size, generator)
-            order = torch.argsort(counts, descending=True, stable=True)
-            p_a = float(counts[order[0]]) / n
-            p_b = float(counts[order[1]]) / n if len(counts) > 1 else 0.0
-            lo, hi = 0.5 / n, 1 - 0.5 / n
-            radius = sigma / 2 * float(norm.ppf(min(max(p_a, lo), hi)) - norm.ppf(min(max(p_b, lo), hi)))
-            predictions.append(int(order[0]))
-            radii.append(radius)
-            p_as.append(p_a)
-            all_counts.append(counts.numpy())
-    return Certificate(np.array(predictions, dtype=np.int64), np.array(radii), np.array(p_as), np.array(all_counts),
-                       float(sigma), approximate=True)
+        counts = [_counts(model, xi, n, sigma, batch_size, generator).numpy()
+                  for xi in tqdm(x, desc=f"approximate certify sigma={sigma:g}", disable=not progress)]
+    return approximate_radius(np.array(counts), sigma)
+
+
+def approximate_radius(counts: np.ndarray, sigma: float) -> Certificate:
+    """
+    The paper's approximate radius from class counts (see :func:`certify_approximate`), e.g. from
+    ``Certificate.selection_counts`` of a :func:`certify` run with n₀ = 100.
+
+    :param counts: ``N×K`` class counts of n draws each.
+    :param sigma: The smoothing noise σ.
+    :return: A :class:`Certificate` with ``approximate=True``.
+    """
+    counts = np.asarray(counts)
+    n = counts.sum(1)
+    order = np.argsort(-counts, axis=1, kind="stable")
+    rows = np.arange(len(counts))
+    p_a = counts[rows, order[:, 0]] / n
+    p_b = counts[rows, order[:, 1]] / n if counts.shape[1] > 1 else np.zeros(len(counts))
+    lo, hi = 0.5 / n, 1 - 0.5 / n
+    radius = sigma / 2 * (norm.ppf(np.clip(p_a, lo, hi)) - norm.ppf(np.clip(p_b, lo, hi)))
+    return Certificate(order[:, 0].astype(np.int64), radius, p_a, counts, float(sigma), approximate=True)
 
 
 def certified_accuracy(certificate: Certificate, y: np.ndarray, radii: Sequence[float]) -> np.ndarray:
@@ -216,9 +229,10 @@ def run_certify(run_dir: str | Path, model_for_sigma: Callable[[float], Callable
                 batch_size: int = 1000, seed: int = 0, progress: bool = True) -> dict:
     """
     Certify every input of ``x`` at each σ (CERTIFY and the approximate variant), writing one JSON line per input
-    to ``run_dir/certify_sigma{σ}.jsonl`` as it finishes (an interrupted run resumes where it stopped: input i
-    always draws its noise from a generator seeded by ``(seed, i)``), then ``certify.json``, ``certify.md`` (the
-    certified-accuracy table) and ``certify.png`` (the curves).
+    to ``run_dir/certify_sigma{σ}.jsonl`` as it finishes, so an interrupted run resumes where it stopped (input i
+    always draws its noise from a generator seeded by ``(seed, i)``); then ``certify.json``, ``certify.md`` (the
+    certified-accuracy table) and ``certify.png`` (the curves). When ``n_approximate == n0`` the approximate radius
+    comes from CERTIFY's n₀ selection draws (no extra samples; the paper's variant uses 100 draws).
 
     :param run_dir: Output folder.
     :param model_for_sigma: σ → base classifier (e.g. ``lambda s: adp_base_classifier(clf, score)``).
@@ -241,8 +255,11 @@ def run_certify(run_dir: str | Path, model_for_sigma: Callable[[float], Callable
                 gen = torch.Generator(x.device).manual_seed(seed * 1_000_003 + i)
                 exact = certify(model, x[i:i + 1], sigma=sigma, n0=n0, n=n, alpha=alpha, batch_size=batch_size,
                                 generator=gen, progress=False)
-                approx = certify_approximate(model, x[i:i + 1], sigma=sigma, n=n_approximate,
-                                             batch_size=batch_size, generator=gen, progress=False)
+                if n_approximate == n0:  # the selection draws double as the paper's approximate estimate
+                    approx = approximate_radius(exact.selection_counts, sigma)
+                else:
+                    approx = certify_approximate(model, x[i:i + 1], sigma=sigma, n=n_approximate,
+                                                 batch_size=batch_size, generator=gen, progress=False)
                 record = {"index": i, "label": int(y[i]), "prediction": int(exact.prediction[0]),
                           "radius": float(exact.radius[0]), "p_a_lower": float(exact.p_a[0]),
                           "approx_prediction": int(approx.prediction[0]), "approx_radius": float(approx.radius[0])}

@@ -196,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n0", type=int, default=100, help="selection samples per input (default: %(default)s)")
     p.add_argument("--n", type=int, default=1000, help="estimation samples per input (default: %(default)s)")
     p.add_argument("--alpha", type=float, default=0.001, help="failure probability (default: %(default)s)")
-    p.add_argument("--n-approximate", type=int, default=100, help="samples of the paper's approximate variant")
+    p.add_argument("--n-approximate", type=int, default=100,
+                   help="samples of the paper's approximate variant (= n0: reuses the selection draws)")
     p.add_argument("--n-examples", type=int, default=100, help="test inputs certified (default: %(default)s)")
     p.add_argument("--radii", type=float, nargs="+", default=[0.0, 0.125, 0.25, 0.375, 0.5, 0.75, 1.0],
                    help="radii of the table")

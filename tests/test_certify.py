@@ -9,8 +9,8 @@ import torch
 from scipy.stats import binomtest, chi2_contingency, norm
 
 from art_adp import ADPPurifier, NCSNv2
-from art_adp.certify import (Certificate, _counts, adp_base_classifier, certified_accuracy, certify,
-                             certify_approximate)
+from art_adp.certify import (Certificate, _counts, adp_base_classifier, approximate_radius, certified_accuracy,
+                             certify, certify_approximate, run_certify)
 
 SIGMA = 0.25
 
@@ -162,3 +162,25 @@ def test_art_randomized_smoothing_hosts_adp_as_a_denoiser(adp_models):
     for pred, row in zip(cert.prediction, art_smoothed):
         if pred >= 0 and row.sum() > 0:
             assert row.argmax() == pred
+
+
+def test_approximate_radius_from_counts_by_hand():
+    cert = approximate_radius(np.array([[70, 20, 10], [0, 100, 0]]), 0.5)
+    np.testing.assert_array_equal(cert.prediction, [0, 1])
+    np.testing.assert_allclose(cert.radius, [0.25 * (norm.ppf(0.7) - norm.ppf(0.2)),
+                                             0.25 * (norm.ppf(0.995) - norm.ppf(0.005))])
+    assert cert.approximate
+
+
+def test_run_certify_resumes_an_interrupted_run(tmp_path):
+    x, y = at_distance([0.1, 0.3, -0.2, 0.05]), np.array([1, 1, 0, 0])
+    args = dict(sigmas=(0.25,), n0=20, n=200, alpha=0.01, n_approximate=20, radii=(0.0, 0.1), seed=3, progress=False)
+    full = run_certify(tmp_path / "a", lambda s: HalfSpace(), x, y, **args)
+    records = (tmp_path / "a" / "certify_sigma0.25.jsonl").read_text().splitlines()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "certify_sigma0.25.jsonl").write_text("\n".join(records[:2]) + "\n" + records[2][:30])
+    resumed = run_certify(tmp_path / "b", lambda s: HalfSpace(), x, y, **args)
+    assert resumed["table"] == full["table"]
+    assert full["table"]["0.25"]["certify"][0] == 0.75  # input 3 (true class 0) is on the wrong side
+    assert (tmp_path / "b" / "certify.md").read_text() == (tmp_path / "a" / "certify.md").read_text()
+    assert (tmp_path / "b" / "certify.png").stat().st_size > 0
