@@ -80,7 +80,8 @@ def _detect(args) -> None:
 
     names = ("eps", "pgd_steps", "sigma", "beta", "fpr", "runs", "eot", "full_eot", "kappa", "n_calibration",
              "n_examples", "seed")
-    config = DetectConfig(**{k: getattr(args, k) for k in names}, attacks=tuple(args.attacks))
+    config = DetectConfig(**{k: getattr(args, k) for k in names}, attacks=tuple(args.attacks),
+                          auc_eps=tuple(args.auc_eps))
     score, classifier = _load_models(args)
     run_detect_demo(args.run_dir, score, classifier, config, progress=not args.quiet, device=args.device)
 
@@ -186,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-examples", type=int, default=d.n_examples, help="test digits evaluated (after those)")
     p.add_argument("--attacks", nargs="*", choices=ATTACKS, default=list(ATTACKS),
                    help="attacks to run (none: only the detector and the histogram)")
+    p.add_argument("--auc-eps", type=float, nargs="*", default=list(d.auc_eps),
+                   help="further l_inf radii at which to report the detector's ROC AUC against blind PGD")
     p.set_defaults(func=_detect)
 
     p = sub.add_parser("certify", help="randomized-smoothing certification of the ADP-smoothed classifier")

@@ -57,6 +57,7 @@ class DetectConfig:
     n_calibration: int = 100
     n_examples: int = 200
     attacks: tuple[str, ...] = ATTACKS
+    auc_eps: tuple[float, ...] = (0.02, 0.05, 0.1)  # further radii for the ROC AUC of blind PGD
     batch_size: int = 1024
     seed: int = 0
 
@@ -138,6 +139,12 @@ def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifie
         with torch.no_grad():
             return purify(score_model, torch.from_numpy(z).to(device), sigma=0.0, steps=1).cpu().numpy()
 
+    auc_by_eps = {c.eps: auc}
+    for eps in c.auc_eps:
+        steps = dict(pgd, eps=eps, eps_step=2.5 * eps / c.pgd_steps, verbose=False)
+        auc_by_eps[eps] = roc_auc(detector, x, ProjectedGradientDescent(bare, **steps).generate(x, y=y))
+    log("ROC AUC (clean vs blind PGD) by eps: " + ", ".join(f"{e:g}: {a:.4f}" for e, a in sorted(auc_by_eps.items())))
+
     norms = {"natural": detector.score_norms(x), "adversarial (blind PGD)": detector.score_norms(x_blind),
              "pur_n (one step)": detector.score_norms(one_step(x)),
              "pur_a (one step)": detector.score_norms(one_step(x_blind))}
@@ -183,7 +190,8 @@ def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifie
              f"{c.sigma:g}, T = 10 adaptive steps, S = {c.runs} runs judged; detection: beta = {c.beta:g}, "
              f"tau = {tau:.4g} (FPR target {c.fpr:g} on {len(x_cal)} held-out digits); {len(x)} test digits.",
              "", f"Detector: ROC AUC {auc:.4f} (clean vs blind PGD); measured FPR {100 * flags_clean.mean():.1f} %, "
-             f"TPR {100 * flags_blind.mean():.1f} %.", "",
+             f"TPR {100 * flags_blind.mean():.1f} %. ROC AUC by eps: "
+             + ", ".join(f"{e:g}: {a:.3f}" for e, a in sorted(auc_by_eps.items())) + ".", "",
              "| Attack | ADP | ADP + detection | flagged by the detector (vs ADP / vs detection) |", "|---|---|---|---|"]
     for label, row in rows.items():
         a, d = row.get("ADP", (np.nan, np.nan)), row.get("ADP + detection", (np.nan, np.nan))
@@ -192,7 +200,8 @@ def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifie
     lines += ["", f"time: {elapsed:.0f} s on {device}"]
     (run_dir / "detect.md").write_text("\n".join(lines) + "\n")
     log("\n".join(lines))
-    results = {"config": asdict(c), "threshold": tau, "roc_auc": auc, "fpr": float(flags_clean.mean()),
+    results = {"config": asdict(c), "threshold": tau, "roc_auc": auc,
+               "roc_auc_by_eps": {f"{e:g}": a for e, a in sorted(auc_by_eps.items())}, "fpr": float(flags_clean.mean()),
                "tpr_blind": float(flags_blind.mean()), "eps_step": eps_step, "n_examples": len(x),
                "accuracy": {k: {m: {"accuracy": v[0], "flagged": v[1]} for m, v in row.items()} for k, row in rows.items()},
                "score_norm_quantiles": {k: np.quantile(v, [0.05, 0.5, 0.95]).tolist() for k, v in norms.items()},
