@@ -1,17 +1,18 @@
 """Certified robustness of the ADP-smoothed classifier by randomized smoothing (Cohen, Rosenfeld & Kolter, ICML 2019,
 https://arxiv.org/abs/1902.02918), as in ADP's "Evaluation: certified robustness" (https://arxiv.org/abs/2106.06041).
 
-The smoothed classifier is f(x) = argmax_c P(g(x + ε) = c), ε ~ N(0, σ²I), with the base classifier g = classifier ∘
-ADP purification (ADP's own noise set to 0: the smoothing noise *is* ADP's noise injection, x₀ = clip(x + σε)).
-Whatever g is, f's prediction cannot change within the ℓ₂ radius σ Φ⁻¹(p_A) when P(g(x + ε) = c_A) ≥ p_A ≥ ½.
+The smoothed classifier is f(x) = argmax_c P(g(x + ε) = c), ε ~ N(0, σ²I), with the base classifier
+g = classifier ∘ ADP purification (ADP's own noise set to 0: the smoothing noise *is* ADP's noise injection,
+x₀ = clip(x + σε)). Whatever g is, f's prediction cannot change within the ℓ₂ radius σ Φ⁻¹(p_A) when
+P(g(x + ε) = c_A) ≥ p_A ≥ ½.
 
 - :func:`certify`: Cohen et al.'s CERTIFY -- n₀ samples pick c_A, n fresh samples give a one-sided
   Clopper–Pearson lower bound p_A_lower at level α (``scipy.stats.binomtest(...).proportion_ci``, "exact"), then
   radius σ Φ⁻¹(p_A_lower), or abstain when p_A_lower < ½. With probability ≥ 1 − α over the sampling, a
   returned (class, radius) is correct.
 - :func:`certify_approximate`: the ADP paper's *approximate* figure: 100 samples, the top two empirical
-  frequencies p_A, p_B and R = σ/2 (Φ⁻¹(p_A) − Φ⁻¹(p_B)). A plug-in estimate with no confidence level: **not a
-  certificate**; kept to compare with the paper.
+  frequencies p_A, p_B and R = σ/2 (Φ⁻¹(p_A) − Φ⁻¹(p_B)). A plug-in estimate with no confidence level:
+  **not a certificate**; kept to compare with the paper.
 
 When to use which, and ART's ``PyTorchRandomizedSmoothing`` (which can host ADP as a denoiser): see
 ``docs/detect_certify.md``.
@@ -80,7 +81,7 @@ def _check(model, x, sigma, n0, n, alpha, batch_size) -> None:
 
 
 def _counts(model, x: torch.Tensor, num: int, sigma: float, batch_size: int, generator) -> torch.Tensor:
-    """Class counts of ``model`` on ``num`` draws of ``x + σε`` (one input ``C×H×W``), in chunks of ``batch_size``."""
+    """Class counts of ``model`` on ``num`` draws of ``x + σε`` (one input ``C×H×W``), ``batch_size`` at a time."""
     counts = None
     device = x.device if generator is None else generator.device
     for start in range(0, num, batch_size):

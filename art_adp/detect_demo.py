@@ -63,8 +63,9 @@ class DetectConfig:
 
 
 class ScoreNormHead(torch.nn.Module):
-    """``x ↦ [model(x), ‖h(x)‖₂ − margin·τ]``: the model's ``N×K`` output with the detector's score norm (minus the
-    threshold) appended as column K, differentiable, for a loss that steers the detector (:class:`EvadeDetectorLoss`)."""
+    """``x ↦ [model(x), ‖h(x)‖₂ − margin·τ]``: the model's ``N×K`` output with the detector's score norm (minus
+    the threshold) appended as column K, differentiable, for a loss that steers the detector
+    (:class:`EvadeDetectorLoss`)."""
 
     def __init__(self, model: torch.nn.Module, detector: ScoreNormDetector, *, margin: float = 0.9) -> None:
         super().__init__()
@@ -175,7 +176,8 @@ def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifie
                 x_adv = x_blind
             else:
                 grad = "bpda" if attack == "bpda" else "full"
-                model = DefendedModel(classifier, purifier(two_level, grad), runs=c.eot if grad == "bpda" else c.full_eot)
+                eot = c.eot if grad == "bpda" else c.full_eot
+                model = DefendedModel(classifier, purifier(two_level, grad), runs=eot)
                 if attack == "aware":
                     est = PyTorchClassifier(ScoreNormHead(model, detector), EvadeDetectorLoss(c.kappa),
                                             nb_classes=11, **art_args)
@@ -192,7 +194,8 @@ def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifie
              "", f"Detector: ROC AUC {auc:.4f} (clean vs blind PGD); measured FPR {100 * flags_clean.mean():.1f} %, "
              f"TPR {100 * flags_blind.mean():.1f} %. ROC AUC by eps: "
              + ", ".join(f"{e:g}: {a:.3f}" for e, a in sorted(auc_by_eps.items())) + ".", "",
-             "| Attack | ADP | ADP + detection | flagged by the detector (vs ADP / vs detection) |", "|---|---|---|---|"]
+             "| Attack | ADP | ADP + detection | flagged by the detector (vs ADP / vs detection) |",
+             "|---|---|---|---|"]
     for label, row in rows.items():
         a, d = row.get("ADP", (np.nan, np.nan)), row.get("ADP + detection", (np.nan, np.nan))
         lines.append(f"| {label} | {100 * a[0]:.1f} | {100 * d[0]:.1f} | {100 * a[1]:.0f} % / {100 * d[1]:.0f} % |")
@@ -203,7 +206,8 @@ def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifie
     results = {"config": asdict(c), "threshold": tau, "roc_auc": auc,
                "roc_auc_by_eps": {f"{e:g}": a for e, a in sorted(auc_by_eps.items())}, "fpr": float(flags_clean.mean()),
                "tpr_blind": float(flags_blind.mean()), "eps_step": eps_step, "n_examples": len(x),
-               "accuracy": {k: {m: {"accuracy": v[0], "flagged": v[1]} for m, v in row.items()} for k, row in rows.items()},
+               "accuracy": {k: {m: {"accuracy": v[0], "flagged": v[1]} for m, v in row.items()}
+                            for k, row in rows.items()},
                "score_norm_quantiles": {k: np.quantile(v, [0.05, 0.5, 0.95]).tolist() for k, v in norms.items()},
                "seconds": elapsed, "device": str(device)}
     (run_dir / "detect.json").write_text(json.dumps(results, indent=2))

@@ -55,7 +55,8 @@ def certified_accuracy_curve(path: str | os.PathLike, curves: Mapping[str, Mappi
     Save certified accuracy against ℓ₂ radius: one colour per σ, one line style per variant.
 
     :param path: Output PNG.
-    :param curves: σ label → {variant label (e.g. ``"CERTIFY"``, ``"approximate"``) → (radii, accuracies in [0, 1])}.
+    :param curves: σ label → {variant label (e.g. ``"CERTIFY"``, ``"approximate"``) → (radii, accuracies in
+        [0, 1])}.
     :param title: Figure title.
     """
     plt = _pyplot()

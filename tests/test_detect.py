@@ -13,7 +13,7 @@ from art_adp.detect_demo import EvadeDetectorLoss, ScoreNormHead
 
 
 def with_norms(norms) -> np.ndarray:
-    """1×8×8 images with ‖x‖₂ = each value (a constant image c/8 has norm c), so h = identity has known norms."""
+    """1×8×8 images with ‖x‖₂ = each value (a constant image c/8 has norm c): h = identity has known norms."""
     return (np.asarray(norms, dtype=np.float32)[:, None, None, None] / 8 * np.ones((1, 8, 8), np.float32))
 
 
