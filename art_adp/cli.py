@@ -81,7 +81,7 @@ def _detect(args) -> None:
     names = ("eps", "pgd_steps", "sigma", "beta", "fpr", "runs", "eot", "full_eot", "kappa", "n_calibration",
              "n_examples", "seed")
     config = DetectConfig(**{k: getattr(args, k) for k in names}, attacks=tuple(args.attacks),
-                          auc_eps=tuple(args.auc_eps))
+                          auc_eps=tuple(args.auc_eps), defences=tuple(args.defences))
     score, classifier = _load_models(args)
     run_detect_demo(args.run_dir, score, classifier, config, progress=not args.quiet, device=args.device)
 
@@ -168,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--classifier", default="runs/demo/classifier.safetensors",
                        help="classifier (default: the demo's)")
 
-    from .detect_demo import ATTACKS, DetectConfig
+    from .detect_demo import ATTACKS, DEFENCES, DetectConfig
 
     p = sub.add_parser("detect", help="score-norm detection on digits: ROC AUC, histogram, two-level ADP vs ADP")
     common(p, "runs/detect")
@@ -189,6 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="attacks to run (none: only the detector and the histogram)")
     p.add_argument("--auc-eps", type=float, nargs="*", default=list(d.auc_eps),
                    help="further l_inf radii at which to report the detector's ROC AUC against blind PGD")
+    p.add_argument("--defences", nargs="+", choices=DEFENCES, default=list(DEFENCES),
+                   help="plain ADP and/or detection-driven two-level ADP")
     p.set_defaults(func=_detect)
 
     p = sub.add_parser("certify", help="randomized-smoothing certification of the ADP-smoothed classifier")

@@ -39,6 +39,7 @@ from .purify import purify
 __all__ = ["DetectConfig", "run_detect_demo", "EvadeDetectorLoss", "ScoreNormHead"]
 
 ATTACKS = ("blind", "bpda", "full", "aware")
+DEFENCES = ("plain", "two-level")
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class DetectConfig:
     n_calibration: int = 100
     n_examples: int = 200
     attacks: tuple[str, ...] = ATTACKS
+    defences: tuple[str, ...] = DEFENCES  # plain ADP, detection-driven two-level ADP
     auc_eps: tuple[float, ...] = (0.02, 0.05, 0.1)  # further radii for the ROC AUC of blind PGD
     batch_size: int = 1024
     seed: int = 0
@@ -110,6 +112,9 @@ def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifie
     unknown = sorted(set(c.attacks) - set(ATTACKS))
     if unknown:
         raise ValueError(f"Unknown attack(s) {unknown}; choose from {ATTACKS}.")
+    unknown = sorted(set(c.defences) - set(DEFENCES))
+    if unknown:
+        raise ValueError(f"Unknown defence(s) {unknown}; choose from {DEFENCES}.")
     start = time.perf_counter()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -166,6 +171,8 @@ def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifie
 
     rows: dict[str, dict[str, tuple[float, float]]] = {"Clean": {}}
     for name, two_level in (("ADP", False), ("ADP + detection", True)):
+        if DEFENCES[two_level] not in c.defences:
+            continue
         rows["Clean"][name] = judge(two_level, x)
         for attack in c.attacks:
             label = {"blind": "Clf-PGD (preprocessor-blind)", "bpda": f"BPDA PGD, EOT {c.eot}",

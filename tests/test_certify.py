@@ -65,9 +65,9 @@ def test_abstains_on_the_boundary():
 
 
 def test_clopper_pearson_bound_covers_the_true_probability():
-    # 400 independent repeats (fresh noise per input): P(p_A_lower > p_A) <= alpha, and the radius <= the distance.
+    # 300 independent repeats (fresh noise per input): P(p_A_lower > p_A) <= alpha, and the radius <= the distance.
     # n0 = 50 selects class 1 (p = 0.8) except with probability ~1e-5, so p_A is 0.8 for every repeat.
-    p_a, alpha, reps = 0.8, 0.05, 400
+    p_a, alpha, reps = 0.8, 0.05, 300
     d = SIGMA * norm.ppf(p_a)
     cert = certify(HalfSpace(), at_distance([d] * reps), sigma=SIGMA, n0=50, n=50, alpha=alpha,
                    generator=torch.Generator().manual_seed(2), progress=False)
@@ -131,7 +131,7 @@ def test_art_randomized_smoothing_hosts_adp_as_a_denoiser(adp_models):
     from art.estimators.certification.randomized_smoothing import PyTorchRandomizedSmoothing
 
     score, classifier = adp_models
-    sigma, n, steps = 0.5, 200, 3  # 3 purification steps keep the test fast; the pipeline is the same for any T
+    sigma, n, steps = 0.5, 150, 2  # 2 purification steps keep the test fast; the pipeline is the same for any T
     rs = PyTorchRandomizedSmoothing(
         model=classifier, loss=torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=3,
         clip_values=(0.0, 1.0), device_type="cpu", sample_size=n, scale=sigma,
