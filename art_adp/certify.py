@@ -232,7 +232,8 @@ def run_certify(run_dir: str | Path, model_for_sigma: Callable[[float], Callable
     Certify every input of ``x`` at each σ (CERTIFY and the approximate variant), writing one JSON line per input
     to ``run_dir/certify_sigma{σ}.jsonl`` as it finishes, so an interrupted run resumes where it stopped (input i
     always draws its noise from a generator seeded by ``(seed, i)``); then ``certify.json``, ``certify.md`` (the
-    certified-accuracy table) and ``certify.png`` (the curves). When ``n_approximate == n0`` the approximate radius
+    certified-accuracy table) and ``certify.png`` (the curves). ``certify_settings.json`` records n₀, n, α, the
+    approximate variant's n and the seed; resuming with other settings raises. When ``n_approximate == n0`` the approximate radius
     comes from CERTIFY's n₀ selection draws (no extra samples; the paper's variant uses 100 draws).
 
     :param run_dir: Output folder.
@@ -242,8 +243,16 @@ def run_certify(run_dir: str | Path, model_for_sigma: Callable[[float], Callable
     """
     from .plots import certified_accuracy_curve
 
+    for sigma in sigmas:
+        _check(lambda z: z, x, sigma, n0, n, alpha, batch_size)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    settings = {"n0": n0, "n": n, "alpha": alpha, "n_approximate": n_approximate, "seed": seed}
+    settings_path = run_dir / "certify_settings.json"
+    if settings_path.exists() and json.loads(settings_path.read_text()) != settings:
+        raise ValueError(f"{run_dir} holds certificates made with {settings_path.read_text()}, not {settings}; "
+                         "use another run directory (or the same settings to resume).")
+    settings_path.write_text(json.dumps(settings))
     y = np.asarray(y)
     table, curves = {}, {}
     for sigma in sigmas:

@@ -78,7 +78,7 @@ def _load_models(args):
 def _detect(args) -> None:
     from .detect_demo import DetectConfig, run_detect_demo
 
-    names = ("eps", "pgd_steps", "sigma", "beta", "fpr", "runs", "eot", "full_eot", "kappa", "n_calibration",
+    names = ("eps", "pgd_steps", "sigma", "steps", "beta", "fpr", "runs", "eot", "full_eot", "kappa", "n_calibration",
              "n_examples", "seed")
     config = DetectConfig(**{k: getattr(args, k) for k in names}, attacks=tuple(args.attacks),
                           auc_eps=tuple(args.auc_eps), defences=tuple(args.defences))
@@ -177,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eps", type=float, default=d.eps, help=f"l_inf radius (default: {d.eps})")
     p.add_argument("--pgd-steps", type=int, default=d.pgd_steps)
     p.add_argument("--sigma", type=float, default=d.sigma, help="ADP noise level, sigma_high (default: %(default)s)")
+    p.add_argument("--steps", type=int, default=d.steps, help="ADP purification steps T (default: %(default)s)")
     p.add_argument("--beta", type=float, default=d.beta, help="sigma_low = beta * sigma (default: %(default)s)")
     p.add_argument("--fpr", type=float, default=d.fpr, help="detector's target false-positive rate")
     p.add_argument("--runs", type=int, default=d.runs, help="S, purifications averaged when judging")

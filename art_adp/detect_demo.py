@@ -49,6 +49,7 @@ class DetectConfig:
     eps: float = 0.175
     pgd_steps: int = 10
     sigma: float = 0.25
+    steps: int = 10  # T, purification steps
     beta: float = 0.2
     fpr: float = 0.05
     runs: int = 10
@@ -160,8 +161,9 @@ def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifie
     gen = torch.Generator(device).manual_seed(c.seed)
 
     def purifier(two_level: bool, gradient: str) -> ADPPurifier:
-        return ADPPurifier(score_model, sigma=c.sigma, gradient=gradient, batch_size=c.batch_size, generator=gen,
-                           detector=detector if two_level else None, beta=c.beta, device_type=device_type)
+        return ADPPurifier(score_model, sigma=c.sigma, steps=c.steps, gradient=gradient, batch_size=c.batch_size,
+                           generator=gen, detector=detector if two_level else None, beta=c.beta,
+                           device_type=device_type)
 
     def judge(two_level: bool, z: np.ndarray) -> tuple[float, float]:
         model = DefendedModel(classifier, purifier(two_level, "bpda"), runs=c.runs)
@@ -196,7 +198,7 @@ def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifie
                 f"{100 * rows[label][name][1]:.1f} % ({time.perf_counter() - t0:.0f} s)")
 
     lines = [f"Threat model: l_inf eps = {c.eps:g}, ART PGD {c.pgd_steps} steps of {eps_step:.4g}; defence sigma = "
-             f"{c.sigma:g}, T = 10 adaptive steps, S = {c.runs} runs judged; detection: beta = {c.beta:g}, "
+             f"{c.sigma:g}, T = {c.steps} adaptive steps, S = {c.runs} runs judged; detection: beta = {c.beta:g}, "
              f"tau = {tau:.4g} (FPR target {c.fpr:g} on {len(x_cal)} held-out digits); {len(x)} test digits.",
              "", f"Detector: ROC AUC {auc:.4f} (clean vs blind PGD); measured FPR {100 * flags_clean.mean():.1f} %, "
              f"TPR {100 * flags_blind.mean():.1f} %. ROC AUC by eps: "

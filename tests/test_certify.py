@@ -184,3 +184,24 @@ def test_run_certify_resumes_an_interrupted_run(tmp_path):
     assert full["table"]["0.25"]["certify"][0] == 0.75  # input 3 (true class 0) is on the wrong side
     assert (tmp_path / "b" / "certify.md").read_text() == (tmp_path / "a" / "certify.md").read_text()
     assert (tmp_path / "b" / "certify.png").stat().st_size > 0
+
+
+def test_cli_certify_writes_table_curve_and_records(tmp_path, adp_models):
+    from art_adp import save_score_model
+    from art_adp.cli import main
+    from art_adp.models import DigitsCNN, save_classifier
+
+    score, _ = adp_models
+    torch.manual_seed(1)
+    save_score_model(score, tmp_path / "score.safetensors")
+    save_classifier(DigitsCNN(10), tmp_path / "classifier.safetensors")
+    run = tmp_path / "run"
+    argv = ["certify", "--score", str(tmp_path / "score.safetensors"), "--classifier",
+            str(tmp_path / "classifier.safetensors"), "--run-dir", str(run), "--sigmas", "0.25", "--n0", "5", "--n",
+            "20", "--n-approximate", "5", "--n-examples", "2", "--steps", "1", "--device", "cpu", "--quiet"]
+    assert main(argv) == 0
+    assert {p.name for p in run.iterdir()} == {"certify.md", "certify.png", "certify.json", "certify_sigma0.25.jsonl",
+                                               "certify_settings.json"}
+    assert len((run / "certify_sigma0.25.jsonl").read_text().splitlines()) == 2
+    assert main(argv[:-3] + ["--n", "4", "--quiet"]) == 2  # n0 > n: a clear error, exit status 2
+    assert main(argv[:-3] + ["--n", "30", "--quiet"]) == 2  # other settings than the records in run-dir

@@ -168,3 +168,19 @@ def test_detector_aware_loss_rewards_a_low_score_norm():
     expected = torch.nn.functional.cross_entropy(out[:, :-1], torch.tensor([0])) - 2.0 * 1.0
     assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
     torch.autograd.grad(loss, x)  # differentiable in x
+
+
+def test_detect_demo_runs_every_attack_and_writes_its_outputs(tmp_path, tiny_score):
+    from art_adp.detect_demo import DetectConfig, run_detect_demo
+    from art_adp.models import DigitsCNN
+
+    torch.manual_seed(2)
+    config = DetectConfig(n_calibration=10, n_examples=3, pgd_steps=1, steps=1, runs=1, eot=1, full_eot=1,
+                          auc_eps=(0.05,))
+    results = run_detect_demo(tmp_path, tiny_score, DigitsCNN(10).eval(), config, progress=False, device="cpu",
+                              log=lambda line: None)
+    assert {p.name for p in tmp_path.iterdir()} == {"detect.json", "detect.md", "score_norms.png"}
+    assert len(results["accuracy"]) == 5 and all(len(row) == 2 for row in results["accuracy"].values())
+    assert set(results["roc_auc_by_eps"]) == {"0.05", "0.175"}
+    with pytest.raises(ValueError, match=r"Unknown attack\(s\) \['cw'\]"):
+        run_detect_demo(tmp_path, tiny_score, DigitsCNN(10), DetectConfig(attacks=("cw",)), device="cpu")
