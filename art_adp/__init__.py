@@ -8,6 +8,8 @@ as a defence plugin for IBM's Adversarial Robustness Toolbox and torchattacks.
 from .certify import certify, certify_approximate
 from .defended import DefendedModel
 from .detect import ScoreNormDetector
+from .eot import EOTClassifier
+from .evaluation import EvalConfig, evaluate
 from .preprocessor import ADPPurifier
 from .purify import purify
 from .score import (
@@ -26,11 +28,14 @@ __version__ = "0.1.0"
 __all__ = [
     "ADPPurifier",
     "DefendedModel",
+    "EOTClassifier",
+    "EvalConfig",
     "NCSNv2",
     "ScoreNormDetector",
     "certify",
     "certify_approximate",
     "dsm_loss",
+    "evaluate",
     "geometric_sigmas",
     "load_score_model",
     "median_heuristic_sigma",

@@ -20,12 +20,33 @@ def _demo(args) -> None:
     run_demo(args.run_dir, config, progress=not args.quiet, device=args.device)
 
 
+def _distributed_device(requested: str | None) -> tuple[str, int]:
+    """Under ``torchrun`` (``WORLD_SIZE`` > 1): join the process group (NCCL on GPUs, gloo on CPU) and return
+    this rank's device and rank; otherwise the requested device (default: CUDA when available) and rank 0."""
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+    cuda = torch.cuda.is_available() and requested != "cpu"
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return requested or ("cuda" if cuda else "cpu"), 0
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if cuda:
+        torch.cuda.set_device(local_rank)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if cuda else "gloo")
+    return (f"cuda:{local_rank}" if cuda else "cpu"), dist.get_rank()
+
+
 def _train_score(args) -> None:
     import torch
+    import torch.distributed as dist
 
     from .data import load_dataset
     from .score import NCSNv2, geometric_sigmas, recommend_sigmas, train_score_model
 
+    device, rank = _distributed_device(args.device)
     data = load_dataset(args.dataset, args.data_root)
     if args.sigma_begin is None:
         sigmas = recommend_sigmas(data.x_train, sigma_end=args.sigma_end)
@@ -33,11 +54,17 @@ def _train_score(args) -> None:
         sigmas = geometric_sigmas(args.sigma_begin, args.sigma_end, args.num_sigmas)
     _, c, size, _ = data.x_train.shape
     run_dir = Path(args.run_dir)
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    ema = train_score_model(NCSNv2(c, size, ngf=args.ngf), data.x_train, sigmas, args.iterations,
-                            batch_size=args.batch_size, lr=args.lr, checkpoint_path=run_dir / "score.safetensors",
-                            checkpoint_every=args.checkpoint_every, seed=args.seed, progress=not args.quiet,
-                            hflip=args.hflip, device=device)
+    torch.manual_seed(args.seed)  # the initial weights too: the same command gives the same model
+    try:
+        ema = train_score_model(NCSNv2(c, size, ngf=args.ngf), data.x_train, sigmas, args.iterations,
+                                batch_size=args.batch_size, lr=args.lr, checkpoint_path=run_dir / "score.safetensors",
+                                checkpoint_every=args.checkpoint_every, seed=args.seed, progress=not args.quiet,
+                                hflip=args.hflip, device=device)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    if rank != 0:
+        return
     print(f"score model: {run_dir / 'score.safetensors'} (step {ema.training_info['step']}, "
           f"{len(sigmas)} sigmas from {float(sigmas[0]):.4g} to {float(sigmas[-1]):.4g})")
 
@@ -51,6 +78,7 @@ def _train_classifier(args) -> None:
     data = load_dataset(args.dataset, args.data_root)
     _, c, size, _ = data.x_train.shape
     cls = getattr(models, CLASSIFIERS[args.arch])
+    torch.manual_seed(args.seed)  # the initial weights too: the same command gives the same model
     if args.arch == "digits-cnn":
         model = cls(data.nb_classes)
     elif args.arch == "wrn":
@@ -109,6 +137,66 @@ def _certify(args) -> None:
     print((Path(args.run_dir) / "certify.md").read_text())
     print(f"wrote {args.run_dir}/certify.md, certify.png, certify.json and per-input records "
           f"({results['n_examples']} inputs, device {device})")
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(float(v) for v in text.split(",") if v)
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in text.split(",") if v)
+
+
+SIGMA_SWEEP = (0.05, 0.10, 0.15, 0.20, 0.25, 0.30, 0.35, 0.40)  # the paper's Table 5
+EOT_SWEEP = (1, 3, 5, 10, 15, 30, 50)  # the paper's Table 6
+
+
+def _evaluate(args) -> None:
+    import dataclasses
+    import math
+
+    import torch
+
+    from .data import load_dataset
+    from .evaluation import DIGITS, PAPER, evaluate
+    from .models import load_classifier
+    from .preprocessor import ADPPurifier
+    from .score import load_score_model
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    base = DIGITS if args.dataset == "digits" else PAPER
+    fields = {"attacks": args.attacks, "eps": args.eps, "eps_step": args.eps_step, "iterations": args.iterations,
+              "eot": args.eot, "eot_aggregate": args.eot_aggregate, "spsa_iterations": args.spsa_iterations,
+              "spsa_samples": args.spsa_samples, "apgd_iterations": args.apgd_iterations, "apgd_eot": args.apgd_eot,
+              "runs": args.runs, "repeats": args.repeats, "seed": args.seed, "chunk_size": args.chunk_size,
+              "batch_size": args.batch_size, "sanity_examples": args.sanity_examples,
+              "sigma_sweep": args.sigma_sweep, "eot_sweep": args.eot_sweep}
+    fields = {k: v for k, v in fields.items() if v is not None}
+    if args.norm is not None:
+        fields["norm"] = math.inf if args.norm == "inf" else 2
+    if args.no_sanity:
+        fields["sanity"] = False
+    config = dataclasses.replace(base, **fields)
+    score_path = Path(args.score or "runs/demo/score.safetensors")
+    clf_path = Path(args.classifier or "runs/demo/classifier.safetensors")
+    for path, what in ((score_path, "--score"), (clf_path, "--classifier")):
+        if not path.exists():
+            raise ValueError(f"{path} not found: train the digits models with `art-adp demo` (they land in runs/demo) "
+                             f"or pass {what} PATH.")
+    data = load_dataset(args.dataset, args.data_root)
+    n = len(data.x_test) if args.n_examples is None else min(args.n_examples, len(data.x_test))
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    score = load_score_model(score_path, "cpu")
+    classifier = load_classifier(clf_path, "cpu")
+    purifier = ADPPurifier(score, sigma=args.sigma, steps=args.steps, batch_size=args.purify_batch_size,
+                           device_type="gpu" if device == "cuda" else "cpu", channels_last=device == "cpu")
+    description = {
+        "Defence": f"ADP sigma = {args.sigma:g}, T = {args.steps} adaptive steps (lambda = 0.05, delta = 1e-3, "
+                   f"tau = 1e-3), S = {config.runs} runs averaged",
+        "Data": f"{args.dataset}, {n} test images",
+        "Models": f"score {score_path} ({type(score).__name__}), classifier {clf_path} ({type(classifier).__name__})",
+    }
+    evaluate(classifier, purifier, data.x_test[:n], data.y_test[:n], config=config, run_dir=args.run_dir,
+             nb_classes=data.nb_classes, description=description, progress=not args.quiet, device=device)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -140,7 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-examples", type=int, help=f"test digits used, of 360 (default: {d.n_examples})")
     p.set_defaults(func=_demo)
 
-    p = sub.add_parser("train-score", help="train an NCSNv2 score network by multi-level DSM")
+    p = sub.add_parser("train-score", help="train an NCSNv2 score network by multi-level DSM",
+                       description="Train an NCSNv2 score network by multi-level DSM. Data-parallel on N GPUs (or N "
+                       "CPU processes): torchrun --nproc_per_node=N -m art_adp.cli train-score ... "
+                       "(--batch-size is per process).")
     common(p, "runs/score")
     dataset(p)
     p.add_argument("--iterations", type=int, default=600)
@@ -168,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--classifier", default="runs/demo/classifier.safetensors",
                        help="classifier (default: the demo's)")
 
-    from .detect_demo import ATTACKS, DEFENCES, DetectConfig
+    from .detect_demo import ATTACKS as DETECT_ATTACKS, DEFENCES, DetectConfig
 
     p = sub.add_parser("detect", help="score-norm detection on digits: ROC AUC, histogram, two-level ADP vs ADP")
     common(p, "runs/detect")
@@ -186,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kappa", type=float, default=d.kappa, help="weight of the score-norm term (aware attack)")
     p.add_argument("--n-calibration", type=int, default=d.n_calibration, help="test digits that set the threshold")
     p.add_argument("--n-examples", type=int, default=d.n_examples, help="test digits evaluated (after those)")
-    p.add_argument("--attacks", nargs="*", choices=ATTACKS, default=list(ATTACKS),
+    p.add_argument("--attacks", nargs="*", choices=DETECT_ATTACKS, default=list(DETECT_ATTACKS),
                    help="attacks to run (none: only the detector and the histogram)")
     p.add_argument("--auc-eps", type=float, nargs="*", default=list(d.auc_eps),
                    help="further l_inf radii at which to report the detector's ROC AUC against blind PGD")
@@ -210,6 +301,46 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=10, help="ADP purification steps T")
     p.add_argument("--batch-size", type=int, default=1000, help="noisy samples per forward pass")
     p.set_defaults(func=_certify)
+
+    from .evaluation import ATTACKS, DIGITS, PAPER
+
+    p = sub.add_parser("evaluate", help="attack the ADP-defended classifier with every attack; table, JSON, records",
+                       description="Defaults: the paper's counts, or for --dataset digits the reduced counts that "
+                                   f"fit 10 minutes on 2 CPU cores ({DIGITS.note}) Also: python -m art_adp.evaluate "
+                                   "..., torchrun --nproc_per_node=N -m art_adp.evaluate ...")
+    common(p, "runs/evaluate")
+    dataset(p)
+    p.add_argument("--score", help="score-model checkpoint (default: runs/demo/score.safetensors)")
+    p.add_argument("--classifier", help="classifier checkpoint (default: runs/demo/classifier.safetensors)")
+    p.add_argument("--n-examples", type=int, help="first N test examples (default: all)")
+    p.add_argument("--attacks", type=lambda t: tuple(a for a in t.split(",") if a),
+                   help=f"comma-separated, from {','.join(ATTACKS)} (default: all)")
+    p.add_argument("--sigma", type=float, default=0.25, help="ADP noise level (default: 0.25)")
+    p.add_argument("--steps", type=int, default=10, help="purification steps T (default: 10)")
+    p.add_argument("--runs", type=int, help=f"S, purifications per judged prediction (default: {PAPER.runs})")
+    p.add_argument("--repeats", type=int, help=f"R, judgements per example (default: {PAPER.repeats}; digits "
+                                               f"{DIGITS.repeats})")
+    p.add_argument("--norm", choices=["inf", "2"], help="threat model norm (default: inf)")
+    p.add_argument("--eps", type=float, help=f"radius (default: 8/255; digits {DIGITS.eps})")
+    p.add_argument("--eps-step", type=float, help="step (default: eps/4)")
+    p.add_argument("--iterations", type=int, help="PGD/BPDA/joint iterations")
+    p.add_argument("--eot", type=int, help="EOT samples of BPDA, joint and full-gradient PGD")
+    p.add_argument("--eot-aggregate", choices=["mean", "sign"], help="mean of gradients or the authors' sign vote")
+    p.add_argument("--spsa-iterations", type=int)
+    p.add_argument("--spsa-samples", type=int, help="SPSA samples per step (paper: 1280)")
+    p.add_argument("--apgd-iterations", type=int)
+    p.add_argument("--apgd-eot", type=int, help="APGD EOT samples (Croce et al.: 200)")
+    p.add_argument("--chunk-size", type=int, help="examples per unit of work (resume and sharding granularity)")
+    p.add_argument("--batch-size", type=int, help="images per forward pass (examples x EOT copies)")
+    p.add_argument("--purify-batch-size", type=int, default=4096, help="images per purifier chunk")
+    p.add_argument("--sanity-examples", type=int, help="examples for the sanity attacks")
+    p.add_argument("--no-sanity", action="store_true", help="skip the sanity attacks")
+    p.add_argument("--sigma-sweep", nargs="?", const=SIGMA_SWEEP, type=_floats,
+                   help="sigma values, comma-separated (flag alone: the paper's 0.05..0.40)")
+    p.add_argument("--eot-sweep", nargs="?", const=EOT_SWEEP, type=_ints,
+                   help="EOT counts, comma-separated (flag alone: the paper's 1..50)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.set_defaults(func=_evaluate)
     return parser
 
 

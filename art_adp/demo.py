@@ -18,12 +18,13 @@ import numpy as np
 import torch
 
 from .data import load_digits
+from .eot import EOTClassifier
 from .models import DigitsCNN, load_classifier, save_classifier, train_classifier
 from .plots import image_grid
 from .preprocessor import ADPPurifier
 from .score import NCSNv2, geometric_sigmas, train_score_model
 
-__all__ = ["DemoConfig", "run_demo", "ensemble_predict"]
+__all__ = ["DemoConfig", "run_demo"]
 
 
 @dataclass(frozen=True)
@@ -42,19 +43,6 @@ class DemoConfig:
     classifier_epochs: int = 15
     n_examples: int | None = 300  # of the 360 test digits (None: all); keeps the demo within 5 minutes on 2 cores
     seed: int = 0
-
-
-def ensemble_predict(classifier, x: np.ndarray, runs: int, *, batch_size: int = 512) -> np.ndarray:
-    """
-    The ADP ensemble: class probabilities averaged over ``runs`` purifications (paper eq. 12), in one batched
-    ``predict`` call on ``runs`` tiled copies of ``x``.
-
-    :param classifier: An ART classifier whose preprocessing is random (e.g. with an :class:`ADPPurifier`).
-    :return: ``N×K`` averaged probabilities.
-    """
-    logits = classifier.predict(np.concatenate([x] * runs), batch_size=batch_size)
-    probs = torch.softmax(torch.from_numpy(logits), dim=1).numpy()
-    return probs.reshape(runs, len(x), -1).mean(0)
 
 
 def _accuracy(probs: np.ndarray, y: np.ndarray) -> float:
@@ -120,8 +108,10 @@ def run_demo(run_dir: str | Path = "runs/demo", config: DemoConfig = DemoConfig(
     def undefended_acc(x):
         return _accuracy(undefended.predict(x), y_test)
 
+    ensemble = EOTClassifier(defended, nb_samples=c.runs, batch_size=4096)
+
     def adp_acc(x):
-        return _accuracy(ensemble_predict(defended, x, c.runs), y_test)
+        return _accuracy(ensemble.predict(x), y_test)
 
     log(f"judging: ADP ensemble of S={c.runs} purifications per input ...")
     rows = {

@@ -81,7 +81,7 @@ def test_log_of_mean_probabilities_is_stable_for_confident_logits():
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"runs": 0}, "runs must be an integer >= 1, got 0."),
-    ({"aggregate": "vote"}, "aggregate must be one of ('softmax', 'logits'), got 'vote'."),
+    ({"aggregate": "mean"}, "aggregate must be one of ('softmax', 'logits', 'vote'), got 'mean'."),
 ])
 def test_errors(setup, kwargs, message):
     clf, score, _, _ = setup
@@ -91,5 +91,5 @@ def test_errors(setup, kwargs, message):
 
 def test_purifier_type_is_checked(setup):
     clf = setup[0]
-    with pytest.raises(ValueError, match=re.escape("purifier must be an ADPPurifier, got function.")):
-        DefendedModel(clf, lambda x: x)
+    with pytest.raises(ValueError, match=re.escape("purifier must be an ADPPurifier or a callable x -> x', got int.")):
+        DefendedModel(clf, 3)

@@ -140,7 +140,7 @@ def test_gradient_flows_through_all_steps():
         ({"step_clamp": (0.1, 0.01)}, "step_clamp must be (min, max) with 0 <= min <= max, got (0.1, 0.01)."),
         ({"tau": -1}, "tau must be >= 0, got -1."),
         ({"clip_values": (1, 0)}, "clip_values must be (min, max) with min < max, got (1, 0)."),
-        ({"step_size": "fast"}, "step_size must be 'adaptive', a float or a sequence of floats, got 'fast'."),
+        ({"step_size": "fast"}, "step_size must be 'adaptive', 'adaptive-jvp', a float or a sequence of floats, got 'fast'."),
         ({"step_size": [0.1, 0.1]}, "A step_size schedule needs at least steps=10 values, got 2."),
         ({"step_size": -0.1}, "step_size values must be >= 0, got -0.1."),
     ],

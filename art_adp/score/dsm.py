@@ -15,6 +15,7 @@ def dsm_loss(
     sigmas: torch.Tensor,
     *,
     generator: torch.Generator | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> torch.Tensor:
     """
     Multi-level denoising score matching loss for a noise-level-free score network.
@@ -27,6 +28,9 @@ def dsm_loss(
     :param x: Clean data, ``N×C×H×W`` in [0, 1].
     :param sigmas: 1-D tensor of noise levels.
     :param generator: Source of the level indices and the noise (default: torch's global generator).
+    :param shard: ``(rank, world_size)``: draw levels and noise for all of ``x`` (so every rank draws the same),
+        then evaluate the model on rows ``rank·N/W … (rank+1)·N/W`` only and return their mean. The mean of
+        the W shard losses is the loss of the whole batch: data-parallel training over the concatenated batch.
     :return: Scalar loss tensor.
     """
     sigmas = torch.as_tensor(sigmas, dtype=x.dtype, device=x.device)
@@ -36,5 +40,12 @@ def dsm_loss(
     idx = torch.randint(len(sigmas), (x.shape[0],), generator=generator, device=gen_device).to(x.device)
     z = torch.randn(x.shape, generator=generator, device=gen_device, dtype=x.dtype).to(x.device)
     sigma = sigmas[idx].view(-1, *([1] * (x.ndim - 1)))
-    h = model(x + sigma * z)
+    x_noisy = x + sigma * z
+    if shard is not None:
+        rank, world = shard
+        if x.shape[0] % world:
+            raise ValueError(f"A batch of {x.shape[0]} cannot be split evenly over {world} ranks.")
+        part = slice(rank * x.shape[0] // world, (rank + 1) * x.shape[0] // world)
+        x_noisy, z = x_noisy[part], z[part]
+    h = model(x_noisy)
     return 0.5 * (h + z).flatten(1).pow(2).sum(1).mean()

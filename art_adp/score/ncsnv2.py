@@ -183,6 +183,13 @@ class RefineBlock(nn.Module):
         return self.output_convs(self.crp(h))
 
 
+def _autocast_enabled(device_type: str) -> bool:
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:  # torch < 2.4 takes no device type
+        return torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled()
+
+
 class NCSNv2(nn.Module):
     """
     Noise-unconditional NCSNv2 RefineNet score network (Song & Ermon, 2020), used by ADP (Yoon, Hwang & Lee, 2021).
@@ -259,12 +266,22 @@ class NCSNv2(nn.Module):
 
         :param x: Images of shape (N, C, H, W) with C = ``in_channels``, H = W = ``image_size``, values nominally in
                   [0, 1] (noisy inputs may leave that range).
-        :return: ``h(x)``, same shape as ``x``, unbounded real values.
-        :raises ValueError: If ``x`` does not have shape (N, C, H, W) with the configured C, H, W.
+        :return: ``h(x)``, same shape and dtype as ``x``, unbounded real values. Floating inputs of another dtype
+            than the weights (float64, float16) are computed in the weights' dtype and returned in their own; an
+            empty batch gives an empty result.
+        :raises ValueError: If ``x`` does not have shape (N, C, H, W) with the configured C, H, W, or is not
+            floating point.
         """
         c, s = self.in_channels, self.image_size
         if x.dim() != 4 or tuple(x.shape[1:]) != (c, s, s):
             raise ValueError(f"Expected input of shape N x {c} x {s} x {s} (N x C x H x W), got {tuple(x.shape)}.")
+        if not torch.is_floating_point(x):
+            raise ValueError(f"Expected floating-point images, got {x.dtype}; convert them to float in [0, 1].")
+        weight = self.begin_conv.weight
+        if x.shape[0] == 0:
+            return torch.zeros_like(x)
+        if x.dtype != weight.dtype and not _autocast_enabled(x.device.type):
+            return self.forward(x.to(weight.dtype)).to(x.dtype)
         h = self.begin_conv(2.0 * x - 1.0)
         layer1 = self.res1(h)
         layer2 = self.res2(layer1)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from ..checkpoint import TRAIN_PREFIX, read_checkpoint
@@ -88,11 +90,19 @@ def train_score_model(
     ``torch.Generator`` seeded by ``seed``; its state is checkpointed, so an interrupted and resumed run
     reproduces an uninterrupted one exactly.
 
+    Data-parallel training: when ``torch.distributed`` is initialised (e.g. under ``torchrun
+    --nproc_per_node=N``; one process per GPU, ``gloo`` on CPU), the model is wrapped in
+    ``DistributedDataParallel``. Every rank draws the same global batch of ``batch_size × world_size`` (same
+    generator, seed broadcast from rank 0) and evaluates its own slice; DDP averages the gradients, so W ranks
+    with ``batch_size`` each take the steps one process would take on the concatenated batch (to float
+    rounding of the all-reduce). Rank 0 alone writes the checkpoint and shows progress; every rank resumes
+    from it.
+
     :param model: The network, e.g. :class:`~art_adp.NCSNv2`; trained in place (raw, non-EMA weights).
     :param x_train: Training images, ``N×C×H×W`` float in [0, 1] (numpy array or tensor).
     :param sigmas: Decreasing 1-D noise schedule, e.g. :func:`~art_adp.geometric_sigmas`.
     :param iterations: Total number of optimiser steps (a resumed run continues up to this count).
-    :param batch_size: Samples per step, drawn uniformly with replacement.
+    :param batch_size: Samples per step (per rank when distributed), drawn uniformly with replacement.
     :param lr: Adam learning rate.
     :param ema_decay: EMA decay in [0, 1): after step k, ema ← d·ema + (1 − d)·weights with
         d = min(ema_decay, (1 + k)/(10 + k)) -- the usual warm-up, so a short run's EMA is not dominated by
@@ -118,37 +128,53 @@ def train_score_model(
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}.")
     device = torch.device(device) if device is not None else next(model.parameters()).device
     model.to(device).train()
+    distributed = dist.is_available() and dist.is_initialized()
+    rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
     x = _as_data(x_train, device)
     sigmas = torch.as_tensor(sigmas, dtype=torch.float32).to(device)
     if sigmas.ndim != 1 or sigmas.numel() == 0 or not (sigmas > 0).all():
         raise ValueError("sigmas must be a non-empty 1-D sequence of positive noise levels.")
 
+    if distributed:  # rank 0's initial weights everywhere (DDP broadcasts them), before the EMA copies them
+        for tensor in model.state_dict().values():
+            dist.broadcast(tensor.data, 0)
     ema = copy.deepcopy(model).eval().requires_grad_(False)
     ema_params, params = list(ema.parameters()), list(model.parameters())
     opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=0.0, foreach=True)
     gen = torch.Generator(device=device)
-    gen.manual_seed(int(seed) if seed is not None else int(torch.randint(0, 2**62, ()).item()))
+    seed = int(seed) if seed is not None else int(torch.randint(0, 2**62, ()).item())
+    if distributed:  # one seed for all ranks: they draw the same global batches
+        seed_t = torch.tensor([seed], dtype=torch.long, device=device)
+        dist.broadcast(seed_t, 0)
+        seed = int(seed_t.item())
+    gen.manual_seed(seed)
     step = 0
     if checkpoint_path is not None and resume and Path(checkpoint_path).exists():
         step = _restore(checkpoint_path, model, ema, opt, gen, sigmas)
+    net = model
+    if distributed:
+        net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    shard = (rank, world) if distributed else None
+    global_batch = batch_size * world
 
     def save() -> None:
-        if checkpoint_path is None:
+        if checkpoint_path is None or rank != 0:
             return
         tensors, groups = _state_tensors(model, opt, gen)
         train = {"param_groups": groups, "batch_size": batch_size, "ema_decay": ema_decay, "hflip": hflip}
         save_score_model(ema, checkpoint_path, sigmas=sigmas, step=step, tensors=tensors, train=train)
 
     start_step = step
+    progress = progress and rank == 0
     bar = tqdm(total=iterations, initial=step, disable=not progress, desc="train score", dynamic_ncols=True)
     running = None
     try:
         while step < iterations:
-            xb = x[torch.randint(x.shape[0], (batch_size,), generator=gen, device=device)]
+            xb = x[torch.randint(x.shape[0], (global_batch,), generator=gen, device=device)]
             if hflip:
-                flip = torch.rand(batch_size, generator=gen, device=device) < 0.5
+                flip = torch.rand(global_batch, generator=gen, device=device) < 0.5
                 xb = torch.where(flip.view(-1, 1, 1, 1), xb.flip(-1), xb)
-            loss = dsm_loss(model, xb, sigmas, generator=gen)
+            loss = dsm_loss(net, xb, sigmas, generator=gen, shard=shard)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -172,5 +198,7 @@ def train_score_model(
         bar.close()
     if step > start_step or (checkpoint_path is not None and not Path(checkpoint_path).exists()):
         save()
+    if distributed:
+        dist.barrier()  # the checkpoint is on disk before any rank goes on (e.g. to resume from it)
     ema.training_info = {"sigmas": sigmas.tolist(), "step": step}
     return ema

@@ -1,0 +1,197 @@
+"""What every attack of :mod:`art_adp.attacks` shares: the defended forward pass of an ART estimator, batched EOT
+gradients, the purifiers' gradient mode, and one projected-iteration loop (Table 1 of the paper: each attack is a
+different update direction inside it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Callable, Iterator
+
+import numpy as np
+import torch
+from art.attacks.attack import EvasionAttack
+from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
+from art.estimators.classification import PyTorchClassifier
+
+from ..preprocessor import ADPPurifier
+
+__all__ = ["IterativeAttack", "defended_logits", "eot_gradient", "gradient_mode", "normalize", "project", "purifiers"]
+
+NORMS = (np.inf, 2)
+
+
+def purifiers(estimator: PyTorchClassifier) -> list[ADPPurifier]:
+    """The :class:`~art_adp.ADPPurifier` defences of ``estimator``, in order."""
+    return [p for p in estimator.preprocessing_operations if isinstance(p, ADPPurifier)]
+
+
+def the_purifier(estimator: PyTorchClassifier, attack: str) -> ADPPurifier:
+    """The one ADPPurifier an ADP-specific attack needs, or a ValueError naming the fix."""
+    found = purifiers(estimator)
+    if len(found) != 1:
+        raise ValueError(f"{attack} needs an estimator with exactly one ADPPurifier in preprocessing_defences, "
+                         f"found {len(found)}; build it as PyTorchClassifier(..., preprocessing_defences=[ADPPurifier(...)]).")
+    return found[0]
+
+
+def defended_logits(estimator: PyTorchClassifier, x: torch.Tensor) -> torch.Tensor:
+    """
+    ``model(preprocess(x))`` with autograd: every predict-time PyTorch preprocessor's ``forward`` (gradients follow
+    each one, e.g. an ADPPurifier's ``gradient`` mode), then the estimator's model.
+
+    :raises ValueError: If a preprocessor is not a ``PreprocessorPyTorch`` (no torch forward to differentiate).
+    """
+    for op in estimator.preprocessing_operations:
+        if not isinstance(op, PreprocessorPyTorch):
+            raise ValueError(f"Attacks of art_adp.attacks need PyTorch preprocessors, got {type(op).__name__}; use its "
+                             "PreprocessorPyTorch variant.")
+        if op.apply_predict:
+            x = op.forward(x)[0]
+    out = estimator.model(x)
+    return out[-1] if isinstance(out, (list, tuple)) else out
+
+
+@contextlib.contextmanager
+def gradient_mode(estimator: PyTorchClassifier, mode: str | None) -> Iterator[None]:
+    """Set every ADPPurifier of ``estimator`` to ``gradient=mode`` ("bpda" or "full") and restore it afterwards."""
+    saved = [(p, p.gradient) for p in purifiers(estimator)]
+    try:
+        if mode is not None:
+            for p, _ in saved:
+                p.set_params(gradient=mode)
+        yield
+    finally:
+        for p, old in saved:
+            p.set_params(gradient=old)
+
+
+def eot_gradient(logits_fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+                 loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], nb_samples: int, *,
+                 max_batch: int, aggregate: str = "mean") -> tuple[torch.Tensor, torch.Tensor]:
+    """
+    EOT gradient of a per-example loss over ``nb_samples`` draws of a random ``logits_fn``: the draws are stacked
+    copies of the batch, as many per forward pass as ``max_batch`` images allow (one purifier pass per chunk).
+
+    :param logits_fn: ``N×C×H×W`` → ``N×K``, random (e.g. :func:`defended_logits` of an ADP estimator).
+    :param loss: ``(logits, y) → N`` per-example losses to ascend.
+    :param nb_samples: EOT draws k ≥ 1.
+    :param max_batch: Images per forward pass (bounds memory; at least one copy of the batch is always used).
+    :param aggregate: ``"mean"`` (mean of the k gradients) or ``"sign"`` (the authors' vote: Σ_k sign(∇_k)).
+    :return: ``(gradient N×C×H×W, mean loss N)``.
+    """
+    n = x.shape[0]
+    per_pass = max(1, max_batch // max(n, 1))
+    total, losses, done = torch.zeros_like(x), torch.zeros(n, device=x.device), 0
+    while done < nb_samples:
+        c = min(per_pass, nb_samples - done)
+        xk = x.detach().repeat(c, *([1] * (x.ndim - 1))).requires_grad_(True)
+        with torch.enable_grad():
+            lk = loss(logits_fn(xk), y.repeat(c))
+            (g,) = torch.autograd.grad(lk.sum(), xk)
+        g = g.view(c, *x.shape)
+        total += g.sign().sum(0) if aggregate == "sign" else g.sum(0)
+        losses += lk.detach().view(c, n).sum(0)
+        done += c
+    return total / nb_samples, losses / nb_samples
+
+
+def normalize(g: torch.Tensor, norm) -> torch.Tensor:
+    """The steepest-ascent direction of ``g`` for the norm: ``sign(g)`` (ℓ∞) or ``g/‖g‖₂`` (ℓ2)."""
+    if norm == np.inf:
+        return g.sign()
+    return g / g.flatten(1).norm(dim=1).clamp_min(1e-12).view(-1, *([1] * (g.ndim - 1)))
+
+
+def project(x_adv: torch.Tensor, x: torch.Tensor, eps: float, norm, clip_values) -> torch.Tensor:
+    """Project ``x_adv`` onto the ε-ball around ``x`` (ℓ∞ or ℓ2), then into ``clip_values``."""
+    delta = x_adv - x
+    if norm == np.inf:
+        delta = delta.clamp(-eps, eps)
+    else:
+        norms = delta.flatten(1).norm(dim=1).clamp_min(1e-12)
+        delta = delta * (eps / norms).clamp(max=1.0).view(-1, *([1] * (x.ndim - 1)))
+    return (x + delta).clamp(*clip_values)
+
+
+def labels(estimator: PyTorchClassifier, x: np.ndarray, y: np.ndarray | None) -> np.ndarray:
+    """Class indices from one-hot or index labels, or the estimator's predictions when ``y`` is None."""
+    if y is None:
+        return estimator.predict(x).argmax(1)
+    y = np.asarray(y)
+    return y.argmax(1) if y.ndim == 2 else y.astype(np.int64)
+
+
+class IterativeAttack(EvasionAttack):
+    """
+    The projected loop every attack of Table 1 shares (x_{i+1} = Π_{B(x₀, ε)}(x_i + α d_i), clipped), in batches;
+    a subclass supplies the direction d_i (:meth:`_direction`) and the purifier gradient mode it needs.
+    """
+
+    attack_params = EvasionAttack.attack_params + ["norm", "eps", "eps_step", "max_iter", "batch_size", "verbose"]
+    _estimator_requirements = (PyTorchClassifier,)
+    mode: str | None = None  # the gradient mode set on the estimator's ADPPurifiers while attacking
+
+    def __init__(self, estimator: PyTorchClassifier, *, norm=np.inf, eps: float = 8 / 255, eps_step: float = 2 / 255,
+                 max_iter: int = 40, batch_size: int = 512, verbose: bool = False) -> None:
+        super().__init__(estimator=estimator)
+        self.norm = np.inf if norm in ("inf", np.inf, float("inf")) else norm
+        self.eps = eps
+        self.eps_step = eps_step
+        self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.verbose = verbose
+        self._check_params()
+
+    def _check_params(self) -> None:
+        if self.norm not in NORMS:
+            raise ValueError(f"norm must be np.inf (or 'inf') or 2, got {self.norm!r}.")
+        for name in ("eps", "eps_step"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not (isinstance(value, (int, float)) and value > 0):
+                raise ValueError(f"{name} must be a number > 0, got {value!r}.")
+        for name in ("max_iter", "batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
+
+    def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def generate(self, x: np.ndarray, y: np.ndarray | None = None, **kwargs) -> np.ndarray:
+        """
+        :param x: Inputs ``N×C×H×W`` in the estimator's ``clip_values``.
+        :param y: True labels (indices or one-hot); default: the estimator's predictions.
+        :return: Adversarial inputs, within ε of ``x`` and inside ``clip_values``.
+        """
+        from tqdm.auto import tqdm
+
+        y = labels(self.estimator, x, y)
+        clip = self.estimator.clip_values if self.estimator.clip_values is not None else (-np.inf, np.inf)
+        clip = (float(clip[0]), float(clip[1]))
+        device = self.estimator.device
+        out = []
+        with gradient_mode(self.estimator, self.mode):
+            for start in tqdm(range(0, len(x), self.batch_size), desc=type(self).__name__, disable=not self.verbose):
+                xb = torch.as_tensor(x[start:start + self.batch_size], dtype=torch.float32, device=device)
+                yb = torch.as_tensor(y[start:start + self.batch_size], device=device)
+                x_adv = xb.clone()
+                for _ in range(self.max_iter):
+                    step = self.eps_step * self._direction(x_adv, yb)
+                    x_adv = project(x_adv + step, xb, self.eps, self.norm, clip).detach()
+                out.append(x_adv.cpu().numpy())
+        return np.concatenate(out).astype(x.dtype, copy=False)
+
+
+def cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Per-example cross-entropy."""
+    return torch.nn.functional.cross_entropy(logits, y, reduction="none")
+
+
+def dlr(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Croce & Hein's difference-of-logits ratio (untargeted), per example: −(z_y − max_{j≠y} z_j)/(z_π1 − z_π3)."""
+    z = logits.sort(dim=1).values
+    z_y = logits.gather(1, y[:, None])[:, 0]
+    top_is_y = logits.argmax(1) == y
+    other = torch.where(top_is_y, z[:, -2], z[:, -1])
+    return -(z_y - other) / (z[:, -1] - z[:, -3] + 1e-12)

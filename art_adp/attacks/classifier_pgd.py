@@ -1,0 +1,30 @@
+"""Classifier PGD: the paper's preprocessor-blind attack (Table 1, "Classifier PGD")."""
+
+from __future__ import annotations
+
+import torch
+
+from ._core import IterativeAttack, cross_entropy, eot_gradient, normalize
+
+__all__ = ["ClassifierPGD"]
+
+
+class ClassifierPGD(IterativeAttack):
+    """
+    PGD on the bare classifier g_φ, blind to the purifier: x_{i+1} = Π(x_i + α sign ∇_x L(g_φ(x_i), y)).
+    Judge its output on the defended estimator (a transfer attack from g_φ to g_φ ∘ f_θ).
+
+    | Paper link: https://arxiv.org/abs/2106.06041 (Table 1; Table 2's preprocessor-blind row)
+
+    :param estimator: A ``PyTorchClassifier``; its preprocessing defences are ignored, its ``model`` is attacked.
+    :param norm: ``np.inf`` or ``2``.
+    :param eps: Radius ε of the threat model.
+    :param eps_step: Step α per iteration.
+    :param max_iter: Iterations.
+    :param batch_size: Examples per batch.
+    :param verbose: Show progress.
+    """
+
+    def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        g, _ = eot_gradient(self.estimator.model, x_adv, y, cross_entropy, 1, max_batch=len(x_adv))
+        return normalize(g, self.norm)

@@ -1,0 +1,56 @@
+"""Joint attack (score): half a step along the score, half along the classifier gradient (Table 1)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from art.estimators.classification import PyTorchClassifier
+
+from ._core import IterativeAttack, cross_entropy, defended_logits, eot_gradient, normalize, the_purifier
+
+__all__ = ["JointScore"]
+
+
+class JointScore(IterativeAttack):
+    """
+    x_{i+1} = Π(x_i + α (w · sign s_θ(x_i) + (1 − w) · sign ĝ_i)): the score direction drives x_i where the score
+    norm is low, so purification leaves it alone, while ĝ_i ascends the classifier loss. ĝ_i is the BPDA+EOT
+    gradient (the classifier's gradient at ``eot_samples`` purifications of x_i, averaged), as in the paper's
+    "Joint (score)+EOT" row; Table 1 writes the gradient at x_i itself, which ``eot_samples=0`` selects.
+
+    | Paper link: https://arxiv.org/abs/2106.06041 (Table 1 and Table 3; w = 0.5)
+
+    :param estimator: ``PyTorchClassifier(..., preprocessing_defences=[ADPPurifier(...)])``.
+    :param weight: w in [0, 1], the share of the score direction (0.5 in the paper).
+    :param eot_samples: Purifications per classifier gradient (0: gradient at x_i, no purification).
+    :param norm, eps, eps_step, max_iter, batch_size, verbose: As in :class:`~art_adp.attacks.BPDAEOT`.
+    """
+
+    attack_params = IterativeAttack.attack_params + ["weight", "eot_samples"]
+    mode = "bpda"
+
+    def __init__(self, estimator: PyTorchClassifier, *, norm=np.inf, eps: float = 8 / 255,
+                 eps_step: float = 2 / 255, max_iter: int = 40, weight: float = 0.5, eot_samples: int = 15,
+                 batch_size: int = 512, verbose: bool = False) -> None:
+        self.weight = weight
+        self.eot_samples = eot_samples
+        super().__init__(estimator, norm=norm, eps=eps, eps_step=eps_step, max_iter=max_iter, batch_size=batch_size,
+                         verbose=verbose)
+        self.purifier = the_purifier(estimator, type(self).__name__)
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        if not 0 <= self.weight <= 1:
+            raise ValueError(f"weight must lie in [0, 1], got {self.weight!r}.")
+        if isinstance(self.eot_samples, bool) or not (isinstance(self.eot_samples, int) and self.eot_samples >= 0):
+            raise ValueError(f"eot_samples must be an integer >= 0, got {self.eot_samples!r}.")
+
+    def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            score = self.purifier.score_model(x_adv.to(self.purifier.device)).to(x_adv)
+        if self.eot_samples == 0:
+            g, _ = eot_gradient(self.estimator.model, x_adv, y, cross_entropy, 1, max_batch=len(x_adv))
+        else:
+            g, _ = eot_gradient(lambda z: defended_logits(self.estimator, z), x_adv, y, cross_entropy,
+                                self.eot_samples, max_batch=self.batch_size)
+        return self.weight * normalize(score, self.norm) + (1 - self.weight) * normalize(g, self.norm)

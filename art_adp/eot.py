@@ -1,0 +1,219 @@
+"""EOTClassifier: an ART classifier whose predictions and gradients are expectations over a random defence."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from art.estimators.classification import PyTorchClassifier
+
+from .defended import AGGREGATES, DefendedModel, aggregate_draws
+
+__all__ = ["EOTClassifier"]
+
+
+def _check_eot_params(nb_samples, nb_grad_samples, aggregate, batch_size) -> None:
+    for name, value in (("nb_samples", nb_samples), ("nb_grad_samples", nb_grad_samples),
+                        ("batch_size", batch_size)):
+        if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
+    if aggregate not in AGGREGATES:
+        raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}.")
+
+
+class EOTClassifier(PyTorchClassifier):
+    """
+    Expectation over transformation (EOT) for a classifier with a random preprocessing defence such as ADP.
+
+    | Paper link: https://arxiv.org/abs/2106.06041 (ADP, the S-run ensemble, eq. 12);
+    | EOT: Athalye et al. 2018, https://arxiv.org/abs/1707.07397
+
+    A single forward pass through a random defence is one sample of it. This wrapper is the defence itself:
+
+    - :meth:`predict` averages class probabilities over ``nb_samples`` independent draws
+      (``aggregate="softmax"``, the paper's ensemble), or logits (``"logits"``), or takes the majority vote
+      (``"vote"``), and returns logits-like scores (see :func:`~art_adp.defended.aggregate_draws`), so ART's
+      ``AutoProjectedGradientDescent`` and ``AutoAttack`` accept it.
+    - :meth:`loss_gradient` and :meth:`class_gradient` are EOT gradients: the mean over ``nb_grad_samples`` draws
+      of the per-draw gradient (the gradient of the expected loss, or of the expected logit), in the gradient
+      mode of the wrapped classifier's defences (for :class:`~art_adp.ADPPurifier`: ``gradient="bpda"`` or
+      ``"full"``).
+
+    The draws of a batch are stacked into ``nb × N`` rows and run in chunks of ``batch_size`` rows, so memory is
+    bounded whatever ``N`` and the number of draws. It is a :class:`PyTorchClassifier` whose ``model`` is a
+    :class:`~art_adp.DefendedModel` (``runs = nb_grad_samples``): ART attacks that dispatch on the estimator type
+    take their PyTorch path, and those that rebuild a classifier from ``estimator.model`` (APGD with a named
+    loss) differentiate the loss of the ``nb_grad_samples``-draw ensemble.
+
+    Reproducibility: the randomness is the defences' own. Give the :class:`~art_adp.ADPPurifier` a seeded
+    ``generator``; re-seeding it (``purifier.generator.manual_seed(s)``) before a call replays that call's
+    draws exactly. On CPU the draws of one batch are the same as ``nb`` consecutive calls of the wrapped
+    classifier, whatever the chunking (for images whose size is a multiple of 16); chunks of ``N`` rows give
+    the same on every device.
+    """
+
+    estimator_params = PyTorchClassifier.estimator_params + [
+        "classifier", "nb_samples", "nb_grad_samples", "aggregate", "batch_size"]
+
+    def __init__(self, classifier: PyTorchClassifier, nb_samples: int = 10, nb_grad_samples: int | None = None,
+                 aggregate: str = "softmax", batch_size: int = 512) -> None:
+        """
+        :param classifier: An ART :class:`PyTorchClassifier` whose preprocessing defences are random PyTorch
+            preprocessors, e.g. ``preprocessing_defences=[ADPPurifier(...)]``; its preprocessing (mean/std) is kept.
+        :param nb_samples: Draws averaged by :meth:`predict` (the paper's S = 10).
+        :param nb_grad_samples: Draws averaged by the gradients (default: ``nb_samples``).
+        :param aggregate: ``"softmax"``, ``"logits"`` or ``"vote"`` (see :meth:`predict`).
+        :param batch_size: Rows (image × draw) per forward pass.
+        """
+        if not isinstance(classifier, PyTorchClassifier):
+            raise ValueError(f"classifier must be an ART PyTorchClassifier, got {type(classifier).__name__}.")
+        if not classifier.all_framework_preprocessing:
+            raise ValueError("EOTClassifier needs every preprocessing defence of the classifier to be a "
+                             "PreprocessorPyTorch (e.g. ADPPurifier), so draws can be batched and differentiated.")
+        nb_grad_samples = nb_samples if nb_grad_samples is None else nb_grad_samples
+        _check_eot_params(nb_samples, nb_grad_samples, aggregate, batch_size)
+        model = DefendedModel(classifier.model, self._defend, runs=nb_grad_samples,
+                              aggregate="softmax" if aggregate == "vote" else aggregate)
+        super().__init__(model=model, loss=classifier.loss, input_shape=classifier.input_shape,
+                         nb_classes=classifier.nb_classes, channels_first=classifier.channels_first,
+                         clip_values=classifier.clip_values,
+                         device_type="cpu" if classifier.device.type == "cpu" else "gpu")
+        self.classifier = classifier
+        self.nb_samples = nb_samples
+        self.aggregate = aggregate
+        self.batch_size = batch_size
+
+    @property
+    def nb_grad_samples(self) -> int:
+        """Draws averaged by the gradients (also the ``runs`` of ``model``, which APGD differentiates)."""
+        return self.model.runs
+
+    @nb_grad_samples.setter
+    def nb_grad_samples(self, value: int) -> None:
+        _check_eot_params(1, value, "softmax", 1)
+        self.model.runs = value
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        if hasattr(self, "batch_size"):  # ART's constructor checks before this class has set its own
+            _check_eot_params(self.nb_samples, self.nb_grad_samples, self.aggregate, self.batch_size)
+
+    def _defend(self, x: torch.Tensor) -> torch.Tensor:
+        """The wrapped classifier's preprocessing (defences, then standardisation), differentiable."""
+        return self.classifier._apply_preprocessing(x, None, fit=False, no_grad=False)[0]
+
+    # -- inputs ---------------------------------------------------------------------------------------------
+
+    def _inputs(self, x: np.ndarray | torch.Tensor) -> torch.Tensor:
+        if not isinstance(x, (np.ndarray, torch.Tensor)):
+            raise ValueError(f"x must be a numpy array or a torch tensor, got {type(x).__name__}.")
+        if tuple(x.shape[1:]) != tuple(self.input_shape):
+            raise ValueError(f"x must have shape (N, {', '.join(map(str, self.input_shape))}), got {tuple(x.shape)}.")
+        x_t = torch.as_tensor(x, device=self._device)
+        if not torch.is_floating_point(x_t):
+            raise ValueError(f"x must hold floating-point images, got {x_t.dtype}; scale them into "
+                             f"clip_values {tuple(float(v) for v in self.clip_values)} and convert to float32.")
+        return x_t.float()
+
+    def _labels(self, y: np.ndarray | torch.Tensor, n: int) -> torch.Tensor:
+        if len(y) != n:
+            raise ValueError(f"x and y must have the same length, got {n} and {len(y)}.")
+        y_t = torch.as_tensor(y if y.ndim == 1 else self.reduce_labels(y), device=self._device)  # ART fails on 1-D
+        return y_t.long() if not torch.is_floating_point(y_t) else y_t
+
+    def _chunks(self, n: int, draws: int):
+        """Row indices (draw-major: row r is draw r // n of image r % n) in chunks of ``batch_size``."""
+        if n == 0:
+            return []
+        rows = torch.arange(n * draws, device=self._device)
+        return [(chunk, chunk % n) for chunk in rows.split(self.batch_size)]
+
+    # -- the defence's prediction ---------------------------------------------------------------------------
+
+    def draw_logits(self, x: np.ndarray | torch.Tensor, draws: int | None = None) -> torch.Tensor:
+        """
+        The logits of ``draws`` (default ``nb_samples``) independent draws, without gradients.
+
+        :return: ``draws×N×K`` tensor on the classifier's device.
+        """
+        draws = self.nb_samples if draws is None else draws
+        x_t = self._inputs(x)
+        self._model.eval()
+        with torch.no_grad():
+            rows = [self.model.draw_logits(x_t[index]) for _, index in self._chunks(len(x_t), draws)]
+        return torch.cat(rows).view(draws, len(x_t), -1) if rows else x_t.new_zeros(draws, 0, self.nb_classes)
+
+    def predict(self, x: np.ndarray | torch.Tensor, batch_size: int = 128, training_mode: bool = False,
+                **kwargs) -> np.ndarray:
+        """
+        The defence's prediction over ``nb_samples`` draws, as logits-like scores (``aggregate``: the log of the
+        averaged probabilities, the averaged logits, or the majority vote as a log-distribution).
+
+        :param x: Inputs ``N×C×H×W`` in ``clip_values``.
+        :param batch_size: Ignored: memory is bounded by the wrapper's ``batch_size`` rows.
+        :return: ``N×K`` float32 scores.
+        """
+        return aggregate_draws(self.draw_logits(x), self.aggregate).cpu().numpy()
+
+    # -- EOT gradients --------------------------------------------------------------------------------------
+
+    def loss_gradient(self, x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor, training_mode: bool = False,
+                      **kwargs) -> np.ndarray | torch.Tensor:
+        """
+        Mean over ``nb_grad_samples`` draws of the gradient of the classifier's loss with respect to ``x``.
+
+        With a ``reduction="mean"`` loss (ART's default) each draw's gradient is the wrapped classifier's
+        ``loss_gradient`` for that draw; the result is their average.
+
+        :param x: Inputs ``N×C×H×W`` (numpy or torch).
+        :param y: Labels, one-hot ``N×K`` or indices ``N``.
+        :return: Gradients shaped like ``x``, of ``x``'s type.
+        """
+        x_t = self._inputs(x).detach().requires_grad_(True)
+        y_t = self._labels(y, len(x_t))
+        draws, total = self.nb_grad_samples, len(x_t) * self.nb_grad_samples
+        self._model.eval()
+        for rows, index in self._chunks(len(x_t), draws):
+            loss = self._loss(self.model.draw_logits(x_t[index]), y_t[index])
+            if loss.ndim == 0 and getattr(self._loss, "reduction", "mean") == "mean":
+                weight = len(rows) / total  # a mean over the chunk -> its share of the mean over all rows
+            else:
+                loss, weight = loss.sum(), 1.0 / draws  # a sum over rows -> the mean over draws
+            (loss * weight).backward()
+        grads = x_t.grad if x_t.grad is not None else torch.zeros_like(x_t)
+        return grads.to(x.device, x.dtype) if isinstance(x, torch.Tensor) else grads.cpu().numpy()
+
+    def class_gradient(self, x: np.ndarray | torch.Tensor, label: int | list[int] | np.ndarray | None = None,
+                       training_mode: bool = False, **kwargs) -> np.ndarray:
+        """
+        Mean over ``nb_grad_samples`` draws of the gradients of the class logits with respect to ``x``.
+
+        :param label: ``None`` (every class), one class index, or one index per input.
+        :return: ``N×K×C×H×W`` (``label=None``) or ``N×1×C×H×W`` gradients.
+        """
+        x_t = self._inputs(x).detach().requires_grad_(True)
+        n = len(x_t)
+        if label is None:
+            classes = list(range(self.nb_classes))
+        elif isinstance(label, (int, np.integer)) and 0 <= label < self.nb_classes:
+            classes = [int(label)]
+        else:
+            per_input = np.asarray(label)
+            if per_input.shape != (n,) or not np.issubdtype(per_input.dtype, np.integer) or \
+                    per_input.min(initial=0) < 0 or per_input.max(initial=0) >= self.nb_classes:
+                raise ValueError(f"label must be None, a class index in [0, {self.nb_classes}) or {n} such indices, "
+                                 f"got {label!r}.")
+            classes = [torch.as_tensor(per_input, device=self._device)]
+        grads = torch.zeros(n, len(classes), *x_t.shape[1:], device=self._device)
+        self._model.eval()
+        for _, index in self._chunks(n, self.nb_grad_samples):
+            logits = self.model.draw_logits(x_t[index])
+            for k, c in enumerate(classes):
+                picked = logits[:, c] if isinstance(c, int) else logits.gather(1, c[index, None])
+                (g,) = torch.autograd.grad(picked.sum(), x_t, retain_graph=k + 1 < len(classes), allow_unused=True)
+                if g is not None:
+                    grads[:, k] += g / self.nb_grad_samples
+        return grads.cpu().numpy()
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(classifier={self.classifier!r}, nb_samples={self.nb_samples}, "
+                f"nb_grad_samples={self.nb_grad_samples}, aggregate={self.aggregate!r}, batch_size={self.batch_size})")

@@ -1,0 +1,54 @@
+"""A training killed with SIGKILL leaves a valid checkpoint, and re-running the same command resumes from it."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from art_adp import load_score_model
+from art_adp.cli import main
+
+ARGS = ["train-score", "--iterations", "24", "--batch-size", "32", "--ngf", "8", "--sigma-begin", "1",
+        "--sigma-end", "0.05", "--num-sigmas", "4", "--checkpoint-every", "4", "--seed", "3", "--device", "cpu",
+        "--quiet"]
+
+
+def step_of(path) -> int | None:
+    try:
+        return load_score_model(path).training_info["step"]
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")
+def test_sigkill_mid_training_then_resume_equals_an_uninterrupted_run(tmp_path):
+    killed_dir, clean_dir = tmp_path / "killed", tmp_path / "clean"
+    checkpoint = killed_dir / "score.safetensors"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "art_adp.cli", *ARGS, "--run-dir", str(killed_dir)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while (step_of(checkpoint) or 0) < 8:
+            assert proc.poll() is None, f"training ended before it could be killed: {proc.stderr.read().decode()}"
+            assert time.monotonic() < deadline, "no checkpoint appeared within 120 s"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    killed_at = step_of(checkpoint)
+    assert killed_at is not None and killed_at % 4 == 0 and killed_at < 24  # a whole checkpoint, mid-run
+
+    torch.set_num_threads(1)
+    main([*ARGS, "--run-dir", str(killed_dir)])  # the same command again: resumes
+    main([*ARGS, "--run-dir", str(clean_dir)])
+    resumed, clean = load_score_model(checkpoint), load_score_model(clean_dir / "score.safetensors")
+    assert resumed.training_info["step"] == clean.training_info["step"] == 24
+    for (name, a), (_, b) in zip(resumed.state_dict().items(), clean.state_dict().items()):
+        assert torch.equal(a, b), name
