@@ -5,7 +5,9 @@ as a defence plugin for IBM's Adversarial Robustness Toolbox and torchattacks.
     classifier = PyTorchClassifier(model, ..., preprocessing_defences=[ADPPurifier(score_model)])
 """
 
+from .certify import certify, certify_approximate
 from .defended import DefendedModel
+from .detect import ScoreNormDetector
 from .eot import EOTClassifier
 from .evaluation import EvalConfig, evaluate
 from .preprocessor import ADPPurifier
@@ -29,6 +31,9 @@ __all__ = [
     "EOTClassifier",
     "EvalConfig",
     "NCSNv2",
+    "ScoreNormDetector",
+    "certify",
+    "certify_approximate",
     "dsm_loss",
     "evaluate",
     "geometric_sigmas",

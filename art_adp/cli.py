@@ -96,6 +96,47 @@ def _train_classifier(args) -> None:
     print(f"classifier: {path} (test accuracy {100 * acc:.2f} %)")
 
 
+def _load_models(args):
+    from .models import load_classifier
+    from .score import load_score_model
+
+    return load_score_model(args.score), load_classifier(args.classifier)
+
+
+def _detect(args) -> None:
+    from .detect_demo import DetectConfig, run_detect_demo
+
+    names = ("eps", "pgd_steps", "sigma", "steps", "beta", "fpr", "runs", "eot", "full_eot", "kappa", "n_calibration",
+             "n_examples", "seed")
+    config = DetectConfig(**{k: getattr(args, k) for k in names}, attacks=tuple(args.attacks),
+                          auc_eps=tuple(args.auc_eps), defences=tuple(args.defences))
+    score, classifier = _load_models(args)
+    run_detect_demo(args.run_dir, score, classifier, config, progress=not args.quiet, device=args.device)
+
+
+def _certify(args) -> None:
+    import torch
+
+    from .certify import adp_base_classifier, run_certify
+    from .data import load_dataset
+
+    score, classifier = _load_models(args)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    score, classifier = score.to(device), classifier.to(device).eval()
+    data = load_dataset(args.dataset, args.data_root)
+    x, y = torch.from_numpy(data.x_test[: args.n_examples]).to(device), data.y_test[: args.n_examples]
+    device_type = "gpu" if device.type == "cuda" else "cpu"
+
+    def model_for_sigma(sigma):
+        return adp_base_classifier(classifier, score, steps=args.steps, batch_size=args.batch_size,
+                                   channels_last=device.type == "cpu", device_type=device_type)
+
+    results = run_certify(args.run_dir, model_for_sigma, x, y, sigmas=args.sigmas, n0=args.n0, n=args.n,
+                          alpha=args.alpha, n_approximate=args.n_approximate, radii=args.radii,
+                          batch_size=args.batch_size, seed=args.seed, progress=not args.quiet)
+    print((Path(args.run_dir) / "certify.md").read_text())
+    print(f"wrote {args.run_dir}/certify.md, certify.png, certify.json and per-input records "
+          f"({results['n_examples']} inputs, device {device})")
 def _floats(text: str) -> tuple[float, ...]:
     return tuple(float(v) for v in text.split(",") if v)
 
@@ -212,6 +253,54 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=1e-3)
     p.set_defaults(func=_train_classifier)
+
+    def trained(p):
+        p.add_argument("--score", default="runs/demo/score.safetensors", help="score model (default: the demo's)")
+        p.add_argument("--classifier", default="runs/demo/classifier.safetensors",
+                       help="classifier (default: the demo's)")
+
+    from .detect_demo import ATTACKS as DETECT_ATTACKS, DEFENCES, DetectConfig
+
+    p = sub.add_parser("detect", help="score-norm detection on digits: ROC AUC, histogram, two-level ADP vs ADP")
+    common(p, "runs/detect")
+    trained(p)
+    d = DetectConfig()
+    p.add_argument("--eps", type=float, default=d.eps, help=f"l_inf radius (default: {d.eps})")
+    p.add_argument("--pgd-steps", type=int, default=d.pgd_steps)
+    p.add_argument("--sigma", type=float, default=d.sigma, help="ADP noise level, sigma_high (default: %(default)s)")
+    p.add_argument("--steps", type=int, default=d.steps, help="ADP purification steps T (default: %(default)s)")
+    p.add_argument("--beta", type=float, default=d.beta, help="sigma_low = beta * sigma (default: %(default)s)")
+    p.add_argument("--fpr", type=float, default=d.fpr, help="detector's target false-positive rate")
+    p.add_argument("--runs", type=int, default=d.runs, help="S, purifications averaged when judging")
+    p.add_argument("--eot", type=int, default=d.eot, help="EOT samples of the BPDA attack")
+    p.add_argument("--full-eot", type=int, default=d.full_eot, help="EOT samples of the full-gradient attacks")
+    p.add_argument("--kappa", type=float, default=d.kappa, help="weight of the score-norm term (aware attack)")
+    p.add_argument("--n-calibration", type=int, default=d.n_calibration, help="test digits that set the threshold")
+    p.add_argument("--n-examples", type=int, default=d.n_examples, help="test digits evaluated (after those)")
+    p.add_argument("--attacks", nargs="*", choices=DETECT_ATTACKS, default=list(DETECT_ATTACKS),
+                   help="attacks to run (none: only the detector and the histogram)")
+    p.add_argument("--auc-eps", type=float, nargs="*", default=list(d.auc_eps),
+                   help="further l_inf radii at which to report the detector's ROC AUC against blind PGD")
+    p.add_argument("--defences", nargs="+", choices=DEFENCES, default=list(DEFENCES),
+                   help="plain ADP and/or detection-driven two-level ADP")
+    p.set_defaults(func=_detect)
+
+    p = sub.add_parser("certify", help="randomized-smoothing certification of the ADP-smoothed classifier")
+    common(p, "runs/certify")
+    trained(p)
+    dataset(p)
+    p.add_argument("--sigmas", type=float, nargs="+", default=[0.12, 0.25, 0.5], help="smoothing noise levels")
+    p.add_argument("--n0", type=int, default=100, help="selection samples per input (default: %(default)s)")
+    p.add_argument("--n", type=int, default=1000, help="estimation samples per input (default: %(default)s)")
+    p.add_argument("--alpha", type=float, default=0.001, help="failure probability (default: %(default)s)")
+    p.add_argument("--n-approximate", type=int, default=100,
+                   help="samples of the paper's approximate variant (= n0: reuses the selection draws)")
+    p.add_argument("--n-examples", type=int, default=100, help="test inputs certified (default: %(default)s)")
+    p.add_argument("--radii", type=float, nargs="+", default=[0.0, 0.125, 0.25, 0.375, 0.5, 0.75, 1.0],
+                   help="radii of the table")
+    p.add_argument("--steps", type=int, default=10, help="ADP purification steps T")
+    p.add_argument("--batch-size", type=int, default=1000, help="noisy samples per forward pass")
+    p.set_defaults(func=_certify)
 
     from .evaluation import ATTACKS, DIGITS, PAPER
 

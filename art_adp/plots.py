@@ -7,7 +7,7 @@ from typing import Mapping
 
 import numpy as np
 
-__all__ = ["image_grid", "robustness_bars", "sweep_curve"]
+__all__ = ["image_grid", "robustness_bars", "sweep_curve", "certified_accuracy_curve", "score_norm_histogram"]
 
 
 def image_grid(path: str | os.PathLike, rows: Mapping[str, np.ndarray], *, title: str | None = None) -> None:
@@ -94,6 +94,63 @@ def sweep_curve(path: str | os.PathLike, xs, curves: Mapping[str, list[float]], 
     ax.legend(fontsize=8)
     if title:
         ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def certified_accuracy_curve(path: str | os.PathLike, curves: Mapping[str, Mapping[str, tuple]], *,
+                             title: str | None = None) -> None:
+    """
+    Save certified accuracy against ℓ₂ radius: one colour per σ, one line style per variant.
+
+    :param path: Output PNG.
+    :param curves: σ label → {variant label (e.g. ``"CERTIFY"``, ``"approximate"``) → (radii, accuracies in
+        [0, 1])}.
+    :param title: Figure title.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    styles = ["-", "--", ":", "-."]
+    for k, (sigma, variants) in enumerate(curves.items()):
+        for j, (variant, (radii, acc)) in enumerate(variants.items()):
+            ax.plot(radii, 100 * np.asarray(acc), styles[j % len(styles)], color=f"C{k}",
+                    label=f"σ = {sigma}, {variant}")
+    ax.set_xlabel("ℓ₂ radius")
+    ax.set_ylabel("certified accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def score_norm_histogram(path: str | os.PathLike, norms: Mapping[str, np.ndarray], *, threshold: float | None = None,
+                         title: str | None = None) -> None:
+    """
+    Save overlaid density histograms of score norms ‖h(x)‖₂ (the ADP paper's score-norm figure).
+
+    :param path: Output PNG.
+    :param norms: Label (e.g. ``"natural"``, ``"adversarial"``, ``"pur_a"``) → 1-D array of score norms.
+    :param threshold: Detection threshold, drawn as a vertical line.
+    :param title: Figure title.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    values = np.concatenate([np.asarray(v, dtype=float) for v in norms.values()])
+    bins = np.linspace(values.min(), values.max(), 40)
+    for label, v in norms.items():
+        ax.hist(np.asarray(v, dtype=float), bins=bins, density=True, alpha=0.45, label=label)
+    if threshold is not None:
+        ax.axvline(threshold, color="k", linestyle="--", label=f"threshold {threshold:.3g}")
+    ax.set_xlabel("score norm ‖h(x)‖₂")
+    ax.set_ylabel("density")
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -38,9 +38,18 @@ class ADPPurifier(PreprocessorPyTorch):
 
     :meth:`estimate_forward` is :meth:`forward`, so it agrees with the chosen mode. The score model is put in
     eval mode, frozen (no parameter gradients) and moved to this preprocessor's device.
+
+    Detection-driven noise (the paper's appendix "Detecting adversarial examples before purification"): with a
+    ``detector`` (a fitted :class:`~art_adp.ScoreNormDetector`), inputs it flags as attacked get σ_high = σ and
+    the others σ_low = βσ, in the same single pass (a per-sample σ). The flag is a hard threshold on ‖h(x)‖₂:
+    piecewise constant, so it passes no gradient. In either gradient mode the gradient of each sample is the
+    one through the purification of the branch it takes; an attacker who knows the detector attacks this
+    two-level defence end to end and may also steer ‖h(x)‖ below the threshold to get the weak σ_low branch
+    (see ``docs/detect_certify.md``).
     """
 
-    params = [*PURIFY_PARAMS, "gradient", "batch_size", "generator", "channels_last", "compile"]
+    params = [*PURIFY_PARAMS, "gradient", "batch_size", "generator", "channels_last", "compile", "detector", "beta",
+              "clip_inputs"]
 
     def __init__(
         self,
@@ -62,6 +71,9 @@ class ADPPurifier(PreprocessorPyTorch):
         amp: str | None = None,
         checkpoint: bool = False,
         compile: bool | str = False,
+        detector: Any | None = None,
+        beta: float = 0.2,
+        clip_inputs: bool = False,
         apply_fit: bool = False,
         apply_predict: bool = True,
         device_type: str = "gpu",
@@ -89,6 +101,13 @@ class ADPPurifier(PreprocessorPyTorch):
             instead of all activations; each step recomputed once in the backward pass).
         :param compile: ``torch.compile`` the score network on first use: ``True`` (inductor) or a backend name.
             Compilation takes minutes on a CPU; worth it for long GPU evaluations.
+        :param detector: ``None``, or a fitted :class:`~art_adp.ScoreNormDetector` (anything with
+            ``flag(x: Tensor) -> bool Tensor [N]``): flagged inputs get noise σ, the others βσ.
+        :param beta: β in [0, 1], the low noise level's fraction of σ (the paper: 0.2); used with a detector only.
+        :param clip_inputs: Clip inputs into ``clip_values`` before purifying instead of refusing values more than
+            10 % outside them: for inputs that already carry Gaussian noise, as in ART's
+            ``PyTorchRandomizedSmoothing(..., preprocessing_defences=[ADPPurifier(..., sigma=0, clip_inputs=True)])``
+            (denoised smoothing). This also lets mis-scaled (0–255) images through, clipped; NaN/Inf still raise.
         :param apply_fit: Purify at training time.
         :param apply_predict: Purify at prediction time.
         :param device_type: ``"gpu"`` (CUDA when available, else CPU) or ``"cpu"``.
@@ -114,10 +133,18 @@ class ADPPurifier(PreprocessorPyTorch):
         self.checkpoint = checkpoint
         self.compile = compile
         self._compiled: tuple[Any, Any] | None = None  # (compile setting, compiled network)
+        self.detector = detector
+        self.beta = beta
+        self.clip_inputs = clip_inputs
         self._check_params()
 
     def _purify(self, x: torch.Tensor) -> torch.Tensor:
-        return purify(self._network(), x, **self._purify_kwargs(), generator=self.generator)
+        kwargs = self._purify_kwargs()
+        if self.detector is not None:  # σ_high = σ for flagged inputs, σ_low = βσ for the others
+            with torch.no_grad():
+                attacked = self.detector.flag(x)
+            kwargs["sigma"] = self.sigma * torch.where(attacked, 1.0, self.beta).to(x.dtype)
+        return purify(self._network(), x, **kwargs, generator=self.generator)
 
     def _network(self):
         if not self.compile:
@@ -141,6 +168,8 @@ class ADPPurifier(PreprocessorPyTorch):
         if not torch.is_floating_point(x):
             raise ValueError(f"ADPPurifier expects floating-point inputs in {self.clip_values}, got {x.dtype}.")
         xd = x.to(self.device, torch.float32)
+        if self.clip_inputs:
+            xd = torch.where(xd.isfinite(), xd.clamp(*self.clip_values), xd)  # NaN/Inf stay, for purify to refuse
         if self.channels_last:
             self.score_model.to(memory_format=torch.channels_last)
             xd = xd.contiguous(memory_format=torch.channels_last)
@@ -179,5 +208,12 @@ class ADPPurifier(PreprocessorPyTorch):
             raise ValueError(f"batch_size must be an integer >= 1, got {self.batch_size!r}.")
         if not (isinstance(self.compile, bool) or (isinstance(self.compile, str) and self.compile)):
             raise ValueError(f"compile must be True, False or a torch.compile backend name, got {self.compile!r}.")
+        if self.detector is not None and not callable(getattr(self.detector, "flag", None)):
+            raise ValueError(f"detector must be a ScoreNormDetector (with a flag(x) method) or None, "
+                             f"got {type(self.detector).__name__}.")
+        if isinstance(self.beta, bool) or not (isinstance(self.beta, (int, float)) and 0 <= self.beta <= 1):
+            raise ValueError(f"beta must be a number in [0, 1], got {self.beta!r}.")
+        if not isinstance(self.clip_inputs, bool):
+            raise ValueError(f"clip_inputs must be True or False, got {self.clip_inputs!r}.")
         if self.generator is not None and not isinstance(self.generator, torch.Generator):
             raise ValueError(f"generator must be a torch.Generator or None, got {type(self.generator).__name__}.")

@@ -30,7 +30,10 @@ def check_params(
     :return: ``None`` for an adaptive rule, else the manual schedule α₀ … α_{T−1}.
     :raises ValueError: Naming the parameter, the value given and what is allowed.
     """
-    if isinstance(sigma, bool) or not (isinstance(sigma, (int, float)) and sigma >= 0):
+    if isinstance(sigma, torch.Tensor):  # per-sample noise levels (detection-driven two-level noise)
+        if sigma.ndim != 1 or not torch.is_floating_point(sigma) or not bool(((sigma >= 0) & sigma.isfinite()).all()):
+            raise ValueError(f"sigma as a tensor must be 1-D, floating point, finite and >= 0; got {sigma}.")
+    elif isinstance(sigma, bool) or not (isinstance(sigma, (int, float)) and sigma >= 0):
         raise ValueError(f"sigma must be a number >= 0, got {sigma!r}.")
     if isinstance(steps, bool) or not (isinstance(steps, int) and steps >= 0):
         raise ValueError(f"steps must be an integer >= 0, got {steps!r}.")
@@ -158,7 +161,8 @@ def purify(
 
     :param score_model: The noise-level-free score network h: ``N×C×H×W`` → same shape.
     :param x: Inputs, ``N×C×H×W``, values in ``clip_values``.
-    :param sigma: Standard deviation σ ≥ 0 of the injected Gaussian noise.
+    :param sigma: Standard deviation σ ≥ 0 of the injected Gaussian noise, or a 1-D tensor of one σ per sample
+        (the detection-driven two-level noise; the same ε is drawn either way).
     :param steps: The maximum number of steps T ≥ 0.
     :param step_size: ``"adaptive"`` (eq. 11 with the δ finite difference), ``"adaptive-jvp"`` (eq. 11 with
         ⟨h, J h⟩ computed exactly by a Jacobian-vector product, ``torch.func.jvp``: α = λ‖h‖² / (−⟨h, J h⟩), the
@@ -187,11 +191,14 @@ def purify(
     alphas = check_params(sigma, steps, step_size, lam, delta, step_clamp, tau, clip_values, compact=compact, amp=amp,
                           checkpoint=checkpoint)
     check_images(x, clip_values)
-    if sigma > 0:
-        device = x.device if generator is None else generator.device
-        x = x + sigma * torch.randn(x.shape, generator=generator, device=device).to(x)
-    x = x.clamp(*clip_values)
     n = x.shape[0]
+    if isinstance(sigma, torch.Tensor) and sigma.shape[0] != n:
+        raise ValueError(f"A per-sample sigma needs one value per input, got {sigma.shape[0]} for {n} inputs.")
+    if isinstance(sigma, torch.Tensor) or sigma > 0:  # a tensor: one σ per sample, the same ε either way
+        device = x.device if generator is None else generator.device
+        scale = sigma.to(x).view((-1,) + (1,) * (x.ndim - 1)) if isinstance(sigma, torch.Tensor) else sigma
+        x = x + scale * torch.randn(x.shape, generator=generator, device=device).to(x)
+    x = x.clamp(*clip_values)
     rows = torch.arange(n, device=x.device)  # the rows of x still evaluated: x_run = x[rows]
     x_run, active = x, torch.ones(n, dtype=torch.bool, device=x.device)
     taken, used = torch.zeros(n, dtype=torch.long, device=x.device), []
