@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from art_adp import ADPPurifier, DefendedModel, EOTClassifier, NCSNv2, purify
+from art_adp import ADPPurifier, DefendedModel, EOTClassifier, NCSNv2, ScoreNormDetector, purify
 
 CLIP = (0.0, 1.0)
-EXAMPLES = 250  # × 4 entry points = 1,000 inputs per run
+EXAMPLES = 200  # × 5 entry points = 1,000 inputs per run
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 SHAPES = st.one_of(
@@ -56,7 +56,8 @@ def nets():
     purifier = ADPPurifier(score, steps=2, device_type="cpu", generator=torch.Generator().manual_seed(0))
     art = PyTorchClassifier(model=clf, loss=torch.nn.CrossEntropyLoss(), input_shape=(1, 4, 4), nb_classes=3,
                             clip_values=CLIP, preprocessing_defences=[purifier], device_type="cpu")
-    return score, clf, purifier, EOTClassifier(art, nb_samples=2)
+    detector = ScoreNormDetector(score, threshold=1.0, device_type="cpu")
+    return score, clf, purifier, EOTClassifier(art, nb_samples=2), detector
 
 
 def check(call, x: np.ndarray, out_shape, bounded: bool) -> None:
@@ -88,7 +89,7 @@ def test_adp_purifier_forward(nets, x):
 @SETTINGS
 @given(x=images())
 def test_defended_model(nets, x):
-    _, clf, purifier, _ = nets
+    _, clf, purifier, _, _ = nets
     model = DefendedModel(clf, purifier, runs=2)
     check(lambda: model(torch.from_numpy(x)), x, (len(x) if x.ndim else 0, 3), bounded=False)
 
@@ -102,3 +103,16 @@ def test_eot_classifier(nets, x, gradient):
         check(lambda: eot.loss_gradient(x, y), x, x.shape, bounded=False)
     else:
         check(lambda: eot.predict(x), x, (len(x) if x.ndim else 0, 3), bounded=False)
+
+
+@SETTINGS
+@given(x=images())
+def test_score_norm_detector(nets, x):
+    detector = nets[4]
+
+    def call():
+        report, flags = detector.detect(x)
+        assert flags.dtype == np.bool_ and np.array_equal(flags, report["score_norms"] > 1.0)
+        return report["score_norms"]
+
+    check(call, x, (len(x) if x.ndim else 0,), bounded=False)
