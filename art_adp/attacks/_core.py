@@ -16,7 +16,7 @@ from art.estimators.classification import PyTorchClassifier
 
 from ..preprocessor import ADPPurifier
 
-__all__ = ["IterativeAttack", "defended_logits", "eot_gradient", "gradient_mode", "normalize", "project", "purifiers"]
+__all__ = ["IterativeAttack", "JointAttack", "defended_logits", "eot_gradient", "gradient_mode", "normalize", "project", "purifiers"]
 
 NORMS = (np.inf, 2)
 
@@ -195,3 +195,31 @@ def dlr(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     top_is_y = logits.argmax(1) == y
     other = torch.where(top_is_y, z[:, -2], z[:, -1])
     return -(z_y - other) / (z[:, -1] - z[:, -3] + 1e-12)
+
+
+class JointAttack(IterativeAttack):
+    """
+    The two joint attacks of Table 1: a weighted sum ``w · (defence-side direction) + (1 − w) · (classifier
+    gradient)``; subclasses give the direction in ``_direction``.
+    """
+
+    attack_params = IterativeAttack.attack_params + ["weight", "eot_samples"]
+    mode = "bpda"
+    min_eot_samples = 1
+
+    def __init__(self, estimator: PyTorchClassifier, *, norm=np.inf, eps: float = 8 / 255,
+                 eps_step: float = 2 / 255, max_iter: int = 40, weight: float = 0.5, eot_samples: int = 15,
+                 batch_size: int = 512, verbose: bool = False) -> None:
+        self.weight = weight
+        self.eot_samples = eot_samples
+        super().__init__(estimator, norm=norm, eps=eps, eps_step=eps_step, max_iter=max_iter, batch_size=batch_size,
+                         verbose=verbose)
+        self.purifier = the_purifier(estimator, type(self).__name__)
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        if not 0 <= self.weight <= 1:
+            raise ValueError(f"weight must lie in [0, 1], got {self.weight!r}.")
+        k = self.eot_samples
+        if isinstance(k, bool) or not (isinstance(k, int) and k >= self.min_eot_samples):
+            raise ValueError(f"eot_samples must be an integer >= {self.min_eot_samples}, got {k!r}.")

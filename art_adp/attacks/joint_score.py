@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import numpy as np
 import torch
-from art.estimators.classification import PyTorchClassifier
 
-from ._core import IterativeAttack, cross_entropy, defended_logits, eot_gradient, normalize, the_purifier
+from ._core import JointAttack, cross_entropy, defended_logits, eot_gradient, normalize
 
 __all__ = ["JointScore"]
 
 
-class JointScore(IterativeAttack):
+class JointScore(JointAttack):
     """
     x_{i+1} = Π(x_i + α (w · sign s_θ(x_i) + (1 − w) · sign ĝ_i)): the score direction drives x_i where the score
     norm is low, so purification leaves it alone, while ĝ_i ascends the classifier loss. ĝ_i is the BPDA+EOT
@@ -26,24 +24,7 @@ class JointScore(IterativeAttack):
     :param norm, eps, eps_step, max_iter, batch_size, verbose: As in :class:`~art_adp.attacks.BPDAEOT`.
     """
 
-    attack_params = IterativeAttack.attack_params + ["weight", "eot_samples"]
-    mode = "bpda"
-
-    def __init__(self, estimator: PyTorchClassifier, *, norm=np.inf, eps: float = 8 / 255,
-                 eps_step: float = 2 / 255, max_iter: int = 40, weight: float = 0.5, eot_samples: int = 15,
-                 batch_size: int = 512, verbose: bool = False) -> None:
-        self.weight = weight
-        self.eot_samples = eot_samples
-        super().__init__(estimator, norm=norm, eps=eps, eps_step=eps_step, max_iter=max_iter, batch_size=batch_size,
-                         verbose=verbose)
-        self.purifier = the_purifier(estimator, type(self).__name__)
-
-    def _check_params(self) -> None:
-        super()._check_params()
-        if not 0 <= self.weight <= 1:
-            raise ValueError(f"weight must lie in [0, 1], got {self.weight!r}.")
-        if isinstance(self.eot_samples, bool) or not (isinstance(self.eot_samples, int) and self.eot_samples >= 0):
-            raise ValueError(f"eot_samples must be an integer >= 0, got {self.eot_samples!r}.")
+    min_eot_samples = 0
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
