@@ -87,16 +87,7 @@ def sweep_curve(path: str | os.PathLike, xs, curves: Mapping[str, list[float]], 
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for label, ys in curves.items():
         ax.plot(xs, [100 * v for v in ys], "o-", label=label)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("accuracy (%)")
-    ax.set_ylim(0, 100)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save_percent_plot(plt, fig, ax, path, xlabel=xlabel, ylabel="accuracy (%)", title=title, title_size=10)
 
 
 def certified_accuracy_curve(path: str | os.PathLike, curves: Mapping[str, Mapping[str, tuple]], *,
@@ -116,13 +107,19 @@ def certified_accuracy_curve(path: str | os.PathLike, curves: Mapping[str, Mappi
         for j, (variant, (radii, acc)) in enumerate(variants.items()):
             ax.plot(radii, 100 * np.asarray(acc), styles[j % len(styles)], color=f"C{k}",
                     label=f"σ = {sigma}, {variant}")
-    ax.set_xlabel("ℓ₂ radius")
-    ax.set_ylabel("certified accuracy (%)")
+    _save_percent_plot(plt, fig, ax, path, xlabel="ℓ₂ radius", ylabel="certified accuracy (%)", title=title,
+                       title_size=9)
+
+
+def _save_percent_plot(plt, fig, ax, path, *, xlabel: str, ylabel: str, title: str | None, title_size: int) -> None:
+    """Label a 0–100 % line plot, add grid and legend, save it as PNG and close it."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_ylim(0, 100)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     if title:
-        ax.set_title(title, fontsize=9)
+        ax.set_title(title, fontsize=title_size)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
