@@ -137,6 +137,17 @@ def _certify(args) -> None:
     print((Path(args.run_dir) / "certify.md").read_text())
     print(f"wrote {args.run_dir}/certify.md, certify.png, certify.json and per-input records "
           f"({results['n_examples']} inputs, device {device})")
+def _import_ncsnv2(args) -> None:
+    from .score.import_ncsnv2 import import_ncsnv2
+
+    model = import_ncsnv2(args.checkpoint, args.config, ema=not args.raw_weights, output=args.output)
+    info, c = model.training_info, model.config
+    sigmas = info["sigmas"]
+    print(f"score model: {args.output} (NCSNv2 ngf={c['ngf']}, {c['in_channels']} x {c['image_size']} x "
+          f"{c['image_size']}, {'EMA' if info['weights'] == 'ema' else 'trained (non-EMA)'} weights, step "
+          f"{info['step']}, {len(sigmas)} sigmas from {sigmas[0]:.4g} to {sigmas[-1]:.4g})")
+
+
 def _floats(text: str) -> tuple[float, ...]:
     return tuple(float(v) for v in text.split(",") if v)
 
@@ -341,6 +352,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="EOT counts, comma-separated (flag alone: the paper's 1..50)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.set_defaults(func=_evaluate)
+
+    p = sub.add_parser("import-ncsnv2", help="convert a checkpoint of the NCSNv2 reference code to a score model",
+                       description="Convert a checkpoint_<step>.pth of ermongroup/ncsnv2 (e.g. their published "
+                       "CIFAR-10 model) into an art-adp score model (safetensors). Read with "
+                       "torch.load(weights_only=True); EMA weights when present; every name and shape checked.")
+    p.add_argument("checkpoint", help="the reference's checkpoint_<step>.pth")
+    p.add_argument("--config", required=True, help="its YAML config (configs/cifar10.yml or the log folder's "
+                                                   "config.yml)")
+    p.add_argument("-o", "--output", default="runs/cifar10/score.safetensors", help="default: %(default)s")
+    p.add_argument("--raw-weights", action="store_true", help="the trained weights instead of their EMA")
+    p.set_defaults(func=_import_ncsnv2, run_dir=".")
     return parser
 
 
