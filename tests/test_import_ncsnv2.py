@@ -284,6 +284,14 @@ def test_raw_weights_when_asked_or_when_there_is_no_ema(tmp_path, case):
     assert model.training_info["step"] == (None if case.startswith("bare") else 5000)
 
 
+def test_legacy_serialization_of_2020_checkpoints(tmp_path, files):
+    # Checkpoints written by torch < 1.6 are plain pickles, not zip archives; weights_only reads them too.
+    torch.save(reference_checkpoint(), tmp_path / "legacy.pth", _use_new_zipfile_serialization=False)
+    assert (tmp_path / "legacy.pth").read_bytes()[:1] == b"\x80"
+    legacy, current = import_ncsnv2(tmp_path / "legacy.pth", files[1]), import_ncsnv2(*files)
+    assert all(torch.equal(a, b) for a, b in zip(legacy.state_dict().values(), current.state_dict().values()))
+
+
 def test_saved_model_reloads_with_its_schedule(files, tmp_path):
     ckpt, config = files
     model = import_ncsnv2(ckpt, config, output=tmp_path / "out" / "score.safetensors")
