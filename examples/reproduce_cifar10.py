@@ -84,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name in BUDGET_FLAGS:
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=None,
                             help="lower the protocol's count (smoke runs only)")
+    parser.add_argument("--eot-aggregate", choices=["mean", "sign"], default="mean",
+                        help="EOT gradients: their mean (default) or the ADP authors' sign vote")
     parser.add_argument("--chunk-size", type=int, default=None, help="examples per unit of work (resume granularity)")
     parser.add_argument("--batch-size", type=int, default=None, help="images per forward pass")
     parser.add_argument("--purify-batch-size", type=int, default=4096, help="images per purifier chunk")
@@ -97,7 +99,7 @@ def protocol_config(name: str, args: argparse.Namespace) -> tuple[EvalConfig, li
     base = PROTOCOLS[name]
     fields = {k: getattr(args, k) for k in BUDGET_FLAGS if getattr(args, k) is not None}
     fields.update({k: getattr(args, k) for k in ("chunk_size", "batch_size") if getattr(args, k) is not None})
-    fields["seed"] = args.seed
+    fields["seed"], fields["eot_aggregate"] = args.seed, args.eot_aggregate
     if args.no_sanity:
         fields["sanity"] = False
     config = dataclasses.replace(base, **fields)

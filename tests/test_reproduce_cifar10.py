@@ -110,6 +110,7 @@ def test_missing_models_are_clear_errors(tmp_path, capsys):
 
 @pytest.mark.parametrize("protocol,argv,expected", [
     ("paper", [], []),
+    ("paper", ["--eot-aggregate", "sign"], []),  # an aggregation, not a count
     ("croce", ["--iterations", "2"], []),  # PGD counts are not Croce et al.'s protocol: nothing reduced
     ("croce", ["--apgd-eot", "20"], ["apgd_eot 20 (protocol: 200)"]),
     ("paper", ["--eot", "5", "--steps", "5"], ["eot 5 (protocol: 15)", "ADP sigma 0.25, T = 5 (protocol: 0.25, 10)"]),
@@ -119,3 +120,4 @@ def test_reduced_budgets_are_named(protocol, argv, expected):
     config, reduced = script.protocol_config(protocol, script.build_parser().parse_args(argv))
     assert reduced == expected
     assert config.note.startswith("REDUCED BUDGET") == bool(expected)
+    assert config.eot_aggregate == ("sign" if "sign" in argv else "mean")
