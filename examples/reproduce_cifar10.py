@@ -8,8 +8,8 @@
 The score model is the NCSNv2 (ngf = 128, 29.7 M parameters, 232 noise levels from 50 to 0.01, 300,000
 iterations) of Song & Ermon, whose checkpoints ermongroup/ncsnv2 publishes (the ADP paper trained its own with
 the same settings but σ_L = 0.008454 and learning rate 1e-3, so expect figures near the paper's, not equal); the
-classifier a naturally trained WRN-28-10 (the paper: 95.80 % clean). The defence is ADP with σ = 0.25, at most T = 10 adaptive steps,
-judged on the ensemble of S = 10 purifications.
+classifier a naturally trained WRN-28-10 (the paper: 95.80 % clean). The defence is ADP with σ = 0.25, at most
+T = 10 adaptive steps, judged on the ensemble of S = 10 purifications.
 
 Protocols (ℓ∞, ε = 8/255), each judged R times per example (mean and worst case over the R judgements):
 
@@ -119,7 +119,8 @@ def comparison(name: str, report: dict, reduced: list[str], n: int, device: str)
              f"CIFAR-10 test images: {n}; device: {device}"
              + (f"; REDUCED BUDGET ({'; '.join(reduced)}): smoke-scale numbers, not a robustness result" if reduced
                 else "; the protocol's full budget"), "",
-             "| Attack | Budget | Measured mean (%) | Measured worst case (%) | Published (%) |", "|---|---|---|---|---|"]
+             "| Attack | Budget | Measured mean (%) | Measured worst case (%) | Published (%) |",
+             "|---|---|---|---|---|"]
     for key, v in report["results"].items():
         setting, attack = key.split("/", 1)
         if setting != "main":

@@ -147,7 +147,8 @@ def _load(checkpoint: str | os.PathLike) -> Any:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-        detail = next((line for line in lines if line.startswith(("Trying to load", "Unsupported"))), type(err).__name__)
+        detail = next((line for line in lines if line.startswith(("Trying to load", "Unsupported"))),
+                      type(err).__name__)
         raise ValueError(f"{path} was refused: torch.load(weights_only=True) met something other than tensors and "
                          f"plain containers ({detail}). art-adp never fully unpickles a checkpoint, since that can "
                          "run code; save the weights as a plain state dict or the reference's checkpoint list "
