@@ -127,6 +127,63 @@ def _step(score_model, x, active, alpha_t, *, lam, delta, step_clamp, tau, clip_
     return torch.where(active.view(view), (x + alpha.view(view) * h).clamp(*clip_values), x), alpha, active
 
 
+def _noise(x: torch.Tensor, sigma, generator: torch.Generator | None) -> torch.Tensor:
+    """x + σε, ε ~ N(0, I) from ``generator``; σ a float or one value per sample (the same ε is drawn either way)."""
+    if isinstance(sigma, torch.Tensor):
+        if sigma.shape[0] != x.shape[0]:
+            raise ValueError(
+                f"A per-sample sigma needs one value per input, got {sigma.shape[0]} for {x.shape[0]} inputs."
+            )
+        scale = sigma.to(x).view((-1,) + (1,) * (x.ndim - 1))
+    elif sigma > 0:
+        scale = sigma
+    else:
+        return x
+    device = x.device if generator is None else generator.device
+    return x + scale * torch.randn(x.shape, generator=generator, device=device).to(x)
+
+
+class _Running:
+    """
+    The bookkeeping around Algorithm 1's loop: which samples still run, the rows of the batch the network still
+    sees (``compact`` drops stopped rows; on a CPU the loop also ends once every sample has stopped), the steps
+    each sample took and the α it used. None of it changes a value: stopped samples are frozen either way.
+    """
+
+    def __init__(self, x: torch.Tensor, *, compact: bool) -> None:
+        n = x.shape[0]
+        self.x, self.n, self.compact = x, n, compact
+        self.rows = torch.arange(n, device=x.device)  # the rows of x still evaluated: x_run = x[rows]
+        self.x_run, self.active = x, torch.ones(n, dtype=torch.bool, device=x.device)
+        self.taken, self.used = torch.zeros(n, dtype=torch.long, device=x.device), []
+
+    @property
+    def finished(self) -> bool:
+        """Every sample has stopped (or the batch is empty): nothing is left to evaluate."""
+        return len(self.rows) == 0
+
+    def skip(self) -> None:
+        self.used.append(self.x.new_zeros(self.n))
+
+    def update(self, x_run: torch.Tensor, alpha: torch.Tensor, active: torch.Tensor, *, last: bool) -> None:
+        compacted = len(self.rows) < self.n
+        self.used.append(alpha.new_zeros(self.n).index_copy(0, self.rows, alpha) if compacted else alpha)
+        self.taken = self.taken.index_add(0, self.rows, active.long()) if compacted else self.taken + active.long()
+        self.x_run, self.active = x_run, active
+        if last or not (self.compact or x_run.device.type == "cpu"):  # reading the mask: a host sync (free on CPU)
+            return
+        if (self.compact and not bool(active.all())) or not bool(active.any()):
+            self.x = self.output()  # park the stopped rows, frozen from here on
+            self.rows, self.x_run, self.active = self.rows[active], x_run[active], active[active]
+
+    def output(self) -> torch.Tensor:
+        return self.x.index_copy(0, self.rows, self.x_run) if len(self.rows) < self.n else self.x_run
+
+    def info(self) -> dict:
+        step_sizes = torch.stack(self.used, 1) if self.used else self.x.new_zeros(self.n, 0)
+        return {"steps": self.taken, "step_sizes": step_sizes.detach()}
+
+
 def purify(
     score_model: Callable[[torch.Tensor], torch.Tensor],
     x: torch.Tensor,
@@ -191,37 +248,17 @@ def purify(
     alphas = check_params(sigma, steps, step_size, lam, delta, step_clamp, tau, clip_values, compact=compact, amp=amp,
                           checkpoint=checkpoint)
     check_images(x, clip_values)
-    n = x.shape[0]
-    if isinstance(sigma, torch.Tensor) and sigma.shape[0] != n:
-        raise ValueError(f"A per-sample sigma needs one value per input, got {sigma.shape[0]} for {n} inputs.")
-    if isinstance(sigma, torch.Tensor) or sigma > 0:  # a tensor: one σ per sample, the same ε either way
-        device = x.device if generator is None else generator.device
-        scale = sigma.to(x).view((-1,) + (1,) * (x.ndim - 1)) if isinstance(sigma, torch.Tensor) else sigma
-        x = x + scale * torch.randn(x.shape, generator=generator, device=device).to(x)
-    x = x.clamp(*clip_values)
-    rows = torch.arange(n, device=x.device)  # the rows of x still evaluated: x_run = x[rows]
-    x_run, active = x, torch.ones(n, dtype=torch.bool, device=x.device)
-    taken, used = torch.zeros(n, dtype=torch.long, device=x.device), []
     step = functools.partial(_step, score_model, lam=lam, delta=delta, step_clamp=step_clamp, tau=tau,
                              clip_values=clip_values, amp=amp)
-    for t in range(steps):
-        if len(rows) == 0:  # every sample has stopped (or the batch is empty): nothing left to evaluate
-            used.append(x.new_zeros(n))
+    if checkpoint and torch.is_grad_enabled():
+        step = functools.partial(torch.utils.checkpoint.checkpoint, step, use_reentrant=False)
+    x_0 = _noise(x, sigma, generator).clamp(*clip_values)  # x₀ = clip(x + σε)
+    run = _Running(x_0, compact=compact)
+    for t in range(steps):  # t = 1 … T
+        if run.finished:
+            run.skip()
             continue
-        alpha_t = step_size if alphas is None else alphas[t]
-        if checkpoint and torch.is_grad_enabled():
-            x_run, alpha, active = torch.utils.checkpoint.checkpoint(step, x_run, active, alpha_t, use_reentrant=False)
-        else:
-            x_run, alpha, active = step(x_run, active, alpha_t)
-        compacted = len(rows) < n
-        used.append(alpha.new_zeros(n).index_copy(0, rows, alpha) if compacted else alpha)
-        taken = taken.index_add(0, rows, active.long()) if compacted else taken + active.long()
-        if t + 1 < steps and (compact or x_run.device.type == "cpu"):  # reading the mask: a host sync (free on CPU)
-            if (compact and not bool(active.all())) or not bool(active.any()):
-                x = x.index_copy(0, rows, x_run) if compacted else x_run  # park the stopped rows, frozen from here on
-                rows, x_run, active = rows[active], x_run[active], active[active]
-    x = x.index_copy(0, rows, x_run) if len(rows) < n else x_run
-    if not return_info:
-        return x
-    step_sizes = torch.stack(used, 1) if used else x.new_zeros(n, 0)
-    return x, {"steps": taken, "step_sizes": step_sizes.detach()}
+        alpha_t = step_size if alphas is None else alphas[t]  # eq. 11 ("adaptive") or the given schedule
+        x_t, alpha, active = step(run.x_run, run.active, alpha_t)  # x_t = clip(x_{t−1} + α_t h(x_{t−1})) while α_t ≥ τ
+        run.update(x_t, alpha, active, last=t + 1 == steps)
+    return (run.output(), run.info()) if return_info else run.output()

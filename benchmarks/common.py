@@ -13,7 +13,8 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-DIGITS = Path(os.environ.get("ART_ADP_DIGITS", "/work/notes/digits"))  # score.safetensors, classifier.safetensors
+# The digits models (score.safetensors, classifier.safetensors): what `art-adp demo` writes, or $ART_ADP_DIGITS.
+DIGITS = Path(os.environ.get("ART_ADP_DIGITS", ROOT / "runs" / "demo"))
 
 
 def setup(threads: int | None) -> dict:
@@ -67,6 +68,9 @@ def digits_models():
     from art_adp.data import load_digits
     from art_adp.models import load_classifier
 
+    if not (DIGITS / "score.safetensors").is_file():
+        raise SystemExit(f"No digits models in {DIGITS}: run `art-adp demo` first (it writes runs/demo), or point "
+                         "$ART_ADP_DIGITS at a folder with score.safetensors and classifier.safetensors.")
     data = load_digits()
     return (load_score_model(DIGITS / "score.safetensors"), load_classifier(DIGITS / "classifier.safetensors"),
             torch.as_tensor(data.x_test, dtype=torch.float32), torch.as_tensor(data.y_test))
