@@ -6,4 +6,5 @@ from art_adp.models.mlp import MLP
 from art_adp.models.train import evaluate_accuracy, train_classifier
 from art_adp.models.wrn import WideResNet
 
-__all__ = ["MLP", "SmallCNN", "DigitsCNN", "WideResNet", "train_classifier", "evaluate_accuracy", "train_adversarial_classifier", "save_classifier", "load_classifier"]
+__all__ = ["MLP", "SmallCNN", "DigitsCNN", "WideResNet", "train_classifier", "evaluate_accuracy",
+           "train_adversarial_classifier", "save_classifier", "load_classifier"]

@@ -58,13 +58,16 @@ def _art_trainer_progress(verbose: bool) -> Iterator[None]:
     epochs); for the duration of the call, hide the first and show the epochs only when `verbose`."""
     from art.defences.trainer import adversarial_trainer as module
 
-    saved = module.tqdm, module.trange
-    module.tqdm = functools.partial(saved[0], disable=True)
-    module.trange = functools.partial(saved[1], disable=not verbose, unit="epoch")
+    saved = {name: getattr(module, name) for name in ("tqdm", "trange") if hasattr(module, name)}
+    if "tqdm" in saved:
+        module.tqdm = functools.partial(saved["tqdm"], disable=True)
+    if "trange" in saved:
+        module.trange = functools.partial(saved["trange"], disable=not verbose, unit="epoch")
     try:
         yield
     finally:
-        module.tqdm, module.trange = saved
+        for name, value in saved.items():
+            setattr(module, name, value)
 
 
 def train_adversarial_classifier(
