@@ -26,8 +26,10 @@ def _device(model: nn.Module, device: DeviceLike) -> torch.device:
     return param.device if param is not None else torch.device("cpu")
 
 
-def _images_and_labels(x: ArrayLike, y: ArrayLike, x_name: str, y_name: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Convert to tensors and check shapes, lengths, finiteness, the [0, 1] range and the label dtype."""
+def _images_and_labels(
+    x: ArrayLike, y: ArrayLike, x_name: str, y_name: str, value_range: tuple[float, float] = (0.0, 1.0)
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Convert to tensors and check shapes, lengths, finiteness, the range (default [0, 1]) and the label dtype."""
     x = x.detach() if isinstance(x, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(x))
     y = y.detach() if isinstance(y, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(y))
     if not x.is_floating_point():
@@ -43,8 +45,9 @@ def _images_and_labels(x: ArrayLike, y: ArrayLike, x_name: str, y_name: str) -> 
     if not bool(torch.isfinite(x).all()):
         raise ValueError(f"{x_name} must be finite, got NaN or infinite values")
     lo, hi = float(x.min()), float(x.max())
-    if lo < -_RANGE_TOL or hi > 1 + _RANGE_TOL:
-        raise ValueError(f"{x_name} must lie in [0, 1], got values in [{lo:.4g}, {hi:.4g}]")
+    low, high = value_range
+    if lo < low - _RANGE_TOL or hi > high + _RANGE_TOL:
+        raise ValueError(f"{x_name} must lie in [{low:g}, {high:g}], got values in [{lo:.4g}, {hi:.4g}]")
     if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
         raise ValueError(f"{y_name} must hold integer class labels, got dtype {y.dtype}")
     return x, y

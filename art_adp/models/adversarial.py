@@ -1,0 +1,166 @@
+"""Adversarial training (Madry et al., ICLR 2018), the defence users would pick instead of ADP.
+
+The training loop is ART's own: :class:`art.defences.trainer.AdversarialTrainer` with ART's l_inf
+:class:`art.attacks.evasion.ProjectedGradientDescent` (random start) around a :class:`PyTorchClassifier`, so the
+baseline is the one an ART user gets, with the optimiser of :func:`art_adp.models.train_classifier` (Adam,
+betas (0.9, 0.999), no weight decay) and the same architectures as the undefended classifiers.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+from torch import nn
+
+from art_adp.models._checks import positive_int
+from art_adp.models.train import _check_labels, _device, _images_and_labels
+
+__all__ = ["train_adversarial_classifier"]
+
+
+def _positive_real(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return float(value)
+
+
+def _clip_values(clip_values: object) -> tuple[float, float]:
+    try:
+        low, high = (float(v) for v in clip_values)  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        raise ValueError(f"clip_values must be a pair (min, max) of numbers, got {clip_values!r}") from None
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise ValueError(f"clip_values must be a pair (min, max) of finite numbers with min < max, got {clip_values!r}")
+    return low, high
+
+
+@contextmanager
+def _seeded_global_rngs(seed: int) -> Iterator[None]:
+    """Seed NumPy's global RNG and torch's CPU generator with `seed`; restore both previous states on exit."""
+    state = np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        np.random.seed(seed)
+        torch.default_generator.manual_seed(seed)
+        try:
+            yield
+        finally:
+            np.random.set_state(state)
+
+
+@contextmanager
+def _art_trainer_progress(verbose: bool) -> Iterator[None]:
+    """ART 1.20's ``AdversarialTrainer.fit`` always draws two tqdm bars (a one-step "Precompute adv samples" and the
+    epochs); for the duration of the call, hide the first and show the epochs only when `verbose`."""
+    from art.defences.trainer import adversarial_trainer as module
+
+    saved = {name: getattr(module, name) for name in ("tqdm", "trange") if hasattr(module, name)}
+    if "tqdm" in saved:
+        module.tqdm = functools.partial(saved["tqdm"], disable=True)
+    if "trange" in saved:
+        module.trange = functools.partial(saved["trange"], disable=not verbose, unit="epoch")
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(module, name, value)
+
+
+def train_adversarial_classifier(
+    model: nn.Module,
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    *,
+    eps: float,
+    eps_step: float | None = None,
+    max_iter: int = 10,
+    epochs: int = 20,
+    batch_size: int = 128,
+    ratio: float = 1.0,
+    seed: int = 0,
+    verbose: bool = False,
+    clip_values: tuple[float, float] = (0.0, 1.0),
+    lr: float = 1e-3,
+) -> nn.Module:
+    """
+    Train `model` in place by l_inf PGD adversarial training (Madry et al.) with ART's ``AdversarialTrainer``.
+
+    Every epoch visits the training set once in shuffled mini-batches of `batch_size`; in each, a fraction `ratio`
+    of the images (all of them at the default 1, Madry et al.'s protocol) is replaced by ART
+    ``ProjectedGradientDescent`` examples against the current weights (l_inf, radius `eps`, `max_iter` steps of
+    `eps_step`, one uniform random start in the ball, clipped to `clip_values`), and Adam (`lr`, betas
+    (0.9, 0.999)) takes one cross-entropy step on the batch.
+
+    Randomness: ART 1.20 draws the batch order, the replaced subset and the PGD random starts from NumPy's global
+    RNG, and ``PyTorchClassifier.fit`` its in-batch order from torch's global CPU generator. This function seeds
+    both with `seed` while it trains and restores their previous states before returning, so the caller's random
+    streams are neither reseeded nor consumed. The initial weights are the caller's (seed torch before building
+    `model`); with the same initial weights and `seed`, training is reproducible on a deterministic backend such as
+    the CPU. Not thread-safe: ART's global RNG and progress bars are shared by the process.
+
+    :param model: Classifier mapping images of shape (N, C, H, W) in `clip_values` to logits of shape (N, K), e.g.
+        ``DigitsCNN``, ``MLP``, ``SmallCNN``; trained in place on the device of its parameters (CUDA: the current
+        CUDA device).
+    :param x_train: Training images of shape (N, C, H, W), floating point, values in `clip_values`.
+    :param y_train: Integer training labels of shape (N,) in [0, K).
+    :param eps: l_inf radius of the training attack, in (0, clip_values[1] - clip_values[0]].
+    :param eps_step: PGD step size; default ``2.5 * eps / max_iter`` (Madry et al.; eps/4 at max_iter = 10, the
+        demo's convention).
+    :param max_iter: PGD iterations per training batch.
+    :param epochs: Number of passes over the training set.
+    :param batch_size: Mini-batch size (of training and of the attack).
+    :param ratio: Fraction of each batch replaced by adversarial examples, in (0, 1].
+    :param seed: Seed of the global RNGs for the duration of training, in [0, 2**32).
+    :param verbose: Show a tqdm progress bar over the epochs.
+    :param clip_values: (min, max) of valid pixel values; PGD examples are clipped to it.
+    :param lr: Adam learning rate.
+    :return: The same `model`, trained, in eval mode.
+    :raises ValueError: If an argument is invalid: `eps`/`eps_step`/`lr` not positive and finite, `eps` larger than
+        the pixel range, non-positive `max_iter`/`epochs`/`batch_size`, `ratio` outside (0, 1], a bad `seed` or
+        `clip_values`, images not floating point, not 4-D, not finite or outside `clip_values`, labels not 1-D
+        integers in [0, K), mismatched or empty arrays.
+    """
+    low, high = _clip_values(clip_values)
+    eps = _positive_real("eps", eps)
+    if eps > high - low:
+        raise ValueError(f"eps must not exceed the pixel range clip_values[1] - clip_values[0] = {high - low:g}, "
+                         f"got {eps:g}; give eps on the scale of the images")
+    max_iter = positive_int("max_iter", max_iter)
+    eps_step = 2.5 * eps / max_iter if eps_step is None else _positive_real("eps_step", eps_step)
+    epochs = positive_int("epochs", epochs)
+    batch_size = positive_int("batch_size", batch_size)
+    if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real) or not 0 < ratio <= 1:
+        raise ValueError(f"ratio must be a number in (0, 1] (the fraction of each batch made adversarial), "
+                         f"got {ratio!r}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**32:
+        raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
+    lr = _positive_real("lr", lr)
+
+    x, y = _images_and_labels(x_train, y_train, "x_train", "y_train", value_range=(low, high))
+    device = _device(model, None)
+    model.to(device)
+    _check_labels(model, x, y, "y_train", device)
+    with torch.no_grad():
+        nb_classes = model.eval()(x[:1].to(device, torch.float32)).shape[1]
+
+    from art.attacks.evasion import ProjectedGradientDescent
+    from art.defences.trainer import AdversarialTrainer
+    from art.estimators.classification import PyTorchClassifier
+
+    classifier = PyTorchClassifier(
+        model=model, loss=nn.CrossEntropyLoss(),
+        optimizer=torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=0.0),
+        input_shape=tuple(x.shape[1:]), nb_classes=nb_classes, clip_values=(low, high),
+        device_type="gpu" if device.type == "cuda" else "cpu")
+    attack = ProjectedGradientDescent(classifier, norm=np.inf, eps=eps, eps_step=eps_step, max_iter=max_iter,
+                                      num_random_init=1, batch_size=batch_size, verbose=False)
+    trainer = AdversarialTrainer(classifier, attack, ratio=float(ratio))
+    x_np = x.cpu().numpy().astype(np.float32, copy=False)
+    y_np = y.cpu().numpy().astype(np.int64, copy=False)
+    with _seeded_global_rngs(int(seed)), _art_trainer_progress(verbose):
+        trainer.fit(x_np, y_np, batch_size=batch_size, nb_epochs=epochs)
+    return model.eval()
