@@ -34,7 +34,7 @@ class EOTClassifier(PyTorchClassifier):
 
     - :meth:`predict` averages class probabilities over ``nb_samples`` independent draws
       (``aggregate="softmax"``, the paper's ensemble), or logits (``"logits"``), or takes the majority vote
-      (``"vote"``), and returns logits-like scores (see :func:`~art_adp.defended.aggregate_draws`), so ART's
+      (``"vote"``), and returns logits-like scores (see :func:`~art_adp.ensemble.aggregate_draws`), so ART's
       ``AutoProjectedGradientDescent`` and ``AutoAttack`` accept it.
     - :meth:`loss_gradient` and :meth:`class_gradient` are EOT gradients: the mean over ``nb_grad_samples`` draws
       of the per-draw gradient (the gradient of the expected loss, or of the expected logit), in the gradient
@@ -46,15 +46,14 @@ class EOTClassifier(PyTorchClassifier):
     classifier's whole chain -- its defences, then its standardisation ``preprocessing=(mean, std)``, then its
     model, as ART applies them. It is a :class:`PyTorchClassifier` whose ``model`` is
     ``DefendedModel.from_estimator(classifier)`` (``runs = nb_grad_samples``): ART attacks that dispatch on the
-    estimator type
-    take their PyTorch path, and those that rebuild a classifier from ``estimator.model`` (APGD with a named
-    loss) differentiate the loss of the ``nb_grad_samples``-draw ensemble.
+    estimator type take their PyTorch path, and those that rebuild a classifier from ``estimator.model`` (APGD
+    with a named loss) differentiate the loss of the ``nb_grad_samples``-draw ensemble.
 
     Reproducibility: the randomness is the defences' own. Give the :class:`~art_adp.ADPPurifier` a seeded
     ``generator``; re-seeding it (``purifier.generator.manual_seed(s)``) before a call replays that call's
     draws exactly. On CPU the draws of one batch are the same as ``nb`` consecutive calls of the wrapped
-    classifier, whatever the chunking (for images whose size is a multiple of 16); chunks of ``N`` rows give
-    the same on every device.
+    classifier, whatever the blocks (for images whose size is a multiple of 16); blocks of one copy of the batch
+    (``N ≤ batch_size < 2N``) give the same on every device.
     """
 
     estimator_params = PyTorchClassifier.estimator_params + [
