@@ -1,41 +1,17 @@
-"""The defended classifier as a plain ``nn.Module`` (classifier ∘ ADP, S runs in one batched pass)."""
+"""The defended classifier as a plain ``nn.Module`` (classifier ∘ ADP, S runs stacked in batched passes)."""
 
 from __future__ import annotations
 
-import math
+import functools
 from typing import Callable
 
 import torch
 from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 
+from .ensemble import AGGREGATES, EstimatorLogits, aggregate_draws, defences, defend, stack_draws
 from .preprocessor import ADPPurifier
 
-__all__ = ["DefendedModel", "aggregate_draws"]
-
-AGGREGATES = ("softmax", "logits", "vote")
-
-
-def aggregate_draws(logits: torch.Tensor, aggregate: str = "softmax") -> torch.Tensor:
-    """
-    Combine the logits of S independent draws into the defence's logits-like scores (the paper's ensemble, eq. 12).
-
-    :param logits: ``S×N×K`` logits, one slice per draw.
-    :param aggregate: ``"softmax"``: log of the averaged class probabilities (computed stably with logsumexp);
-        ``"logits"``: averaged logits; ``"vote"``: majority vote, as ``log((votes + p̄) / (S + 1))`` where p̄ are
-        the averaged probabilities -- a finite log-distribution whose argmax is the vote, ties broken by p̄. The
-        vote's gradient flows only through p̄ (a vote is piecewise constant).
-    :return: ``N×K`` scores.
-    """
-    runs = logits.shape[0]
-    log_mean_p = torch.logsumexp(logits.log_softmax(-1), dim=0) - math.log(runs)
-    if aggregate == "softmax":
-        return log_mean_p
-    if aggregate == "logits":
-        return logits.mean(0)
-    if aggregate == "vote":
-        votes = torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).sum(0).to(logits.dtype)
-        return torch.log((votes + log_mean_p.exp()) / (runs + 1))
-    raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}.")
+__all__ = ["DefendedModel", "aggregate_draws"]  # aggregate_draws lives in art_adp.ensemble, re-exported here
 
 
 class DefendedModel(torch.nn.Module):
@@ -44,7 +20,8 @@ class DefendedModel(torch.nn.Module):
 
     | Paper link: https://arxiv.org/abs/2106.06041 (the S-run ensemble, eq. 12)
 
-    The ``runs`` purifications of a batch are one pass over ``runs`` stacked copies of it. The output is
+    The ``runs`` purifications of a batch are passes over ``runs`` stacked copies of it (one pass, or blocks of
+    ``batch_size`` rows: :func:`art_adp.ensemble.stack_draws`). The output is
     logits-like (see :func:`aggregate_draws`): with ``aggregate="softmax"`` the log of the averaged class
     probabilities (the paper's ensemble), with ``"logits"`` the averaged logits, with ``"vote"`` the majority
     vote. Gradients follow the purifier's ``gradient`` mode: ``"bpda"`` (straight-through) or ``"full"``
@@ -55,10 +32,13 @@ class DefendedModel(torch.nn.Module):
     gradient, for ``"softmax"`` the second differentiates the loss of the averaged prediction), and judge with
     the paper's ``runs=10``; change it with ``model.runs = ...``. Pass a seeded ``generator`` to the purifier
     to make outputs and gradients reproducible (re-seed it to replay).
+
+    For an ART ``PyTorchClassifier`` use :meth:`from_estimator`: it keeps the estimator's standardisation
+    (``preprocessing=(mean, std)``), which ``DefendedModel(estimator.model, purifier)`` would skip.
     """
 
     def __init__(self, classifier: torch.nn.Module, purifier: ADPPurifier | Callable[[torch.Tensor], torch.Tensor],
-                 *, runs: int = 10, aggregate: str = "softmax") -> None:
+                 *, runs: int = 10, aggregate: str = "softmax", batch_size: int | None = None) -> None:
         """
         :param classifier: Maps ``N×C×H×W`` inputs in the purifier's ``clip_values`` to ``N×K`` logits.
         :param purifier: An :class:`~art_adp.ADPPurifier` (its score model is registered as a submodule, so
@@ -66,6 +46,7 @@ class DefendedModel(torch.nn.Module):
             ``x → x'`` of torch tensors.
         :param runs: S ≥ 1, purifications averaged per input.
         :param aggregate: ``"softmax"`` (average probabilities), ``"logits"`` (average logits) or ``"vote"``.
+        :param batch_size: Rows (image × run) per forward pass; None: all ``runs`` copies in one pass.
         """
         super().__init__()
         if not callable(purifier):
@@ -74,12 +55,35 @@ class DefendedModel(torch.nn.Module):
             raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}.")
         if isinstance(runs, bool) or not (isinstance(runs, int) and runs >= 1):
             raise ValueError(f"runs must be an integer >= 1, got {runs!r}.")
+        if batch_size is not None and (isinstance(batch_size, bool) or not (isinstance(batch_size, int)
+                                                                          and batch_size >= 1)):
+            raise ValueError(f"batch_size must be an integer >= 1 or None, got {batch_size!r}.")
         self.classifier = classifier
         if isinstance(purifier, ADPPurifier):
             self.score_model = purifier.score_model
         self.purifier = purifier
         self.runs = runs
         self.aggregate = aggregate
+        self.batch_size = batch_size
+
+    @classmethod
+    def from_estimator(cls, estimator, *, runs: int = 10, aggregate: str = "softmax",
+                       batch_size: int | None = None) -> "DefendedModel":
+        """
+        The defended model of an ART ``PyTorchClassifier``: its predict-time preprocessing defences, in order and
+        in their gradient modes, as the purifier; its standardisation (``preprocessing=(mean, std)``) and model as
+        the classifier. One draw is :func:`art_adp.ensemble.logits` of the estimator, ART's own chain.
+
+        :param estimator: ``PyTorchClassifier(..., preprocessing_defences=[ADPPurifier(...)])`` (PyTorch
+            preprocessors only).
+        :param runs, aggregate, batch_size: As in the constructor.
+        """
+        found = defences(estimator)
+        one = found[0] if len(found) == 1 else None
+        purifier = one if isinstance(one, PreprocessorPyTorch) and one.apply_predict else \
+            functools.partial(defend, estimator)
+        return cls(EstimatorLogits(estimator, defended=False), purifier, runs=runs, aggregate=aggregate,
+                   batch_size=batch_size)
 
     def purify(self, x: torch.Tensor) -> torch.Tensor:
         """One independent purification of every row of ``x``."""
@@ -103,5 +107,4 @@ class DefendedModel(torch.nn.Module):
         """
         if not torch.is_floating_point(x) or x.ndim < 2:
             raise ValueError(f"x must be a floating-point N×C×H×W tensor, got {x.dtype} of shape {tuple(x.shape)}.")
-        logits = self.draw_logits(x.repeat(self.runs, *([1] * (x.ndim - 1))))
-        return aggregate_draws(logits.view(self.runs, x.shape[0], logits.shape[-1]), self.aggregate)
+        return aggregate_draws(stack_draws(self.draw_logits, x, self.runs, batch_size=self.batch_size), self.aggregate)

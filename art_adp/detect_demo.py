@@ -166,9 +166,9 @@ def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifie
                            device_type=device_type)
 
     def judge(two_level: bool, z: np.ndarray) -> tuple[float, float]:
-        model = DefendedModel(classifier, purifier(two_level, "bpda"), runs=c.runs)
-        with torch.no_grad():
-            pred = torch.cat([model(b).argmax(1).cpu() for b in torch.from_numpy(z).to(device).split(256)]).numpy()
+        model = DefendedModel(classifier, purifier(two_level, "bpda"), runs=c.runs, batch_size=c.batch_size)
+        with torch.no_grad():  # the runs stacked and run in blocks of batch_size rows (art_adp.ensemble)
+            pred = model(torch.from_numpy(z).to(device)).argmax(1).cpu().numpy()
         return float((pred == y).mean()), float(detector.detect(z)[1].mean())
 
     rows: dict[str, dict[str, tuple[float, float]]] = {"Clean": {}}

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import torch
 from art.estimators.classification import PyTorchClassifier
 
-from .defended import AGGREGATES, DefendedModel, aggregate_draws
+from .defended import DefendedModel
+from .ensemble import AGGREGATES, aggregate_draws, blocks, eot_gradient, eot_loss, stack_draws
 
 __all__ = ["EOTClassifier"]
 
@@ -31,31 +34,34 @@ class EOTClassifier(PyTorchClassifier):
 
     - :meth:`predict` averages class probabilities over ``nb_samples`` independent draws
       (``aggregate="softmax"``, the paper's ensemble), or logits (``"logits"``), or takes the majority vote
-      (``"vote"``), and returns logits-like scores (see :func:`~art_adp.defended.aggregate_draws`), so ART's
+      (``"vote"``), and returns logits-like scores (see :func:`~art_adp.ensemble.aggregate_draws`), so ART's
       ``AutoProjectedGradientDescent`` and ``AutoAttack`` accept it.
     - :meth:`loss_gradient` and :meth:`class_gradient` are EOT gradients: the mean over ``nb_grad_samples`` draws
       of the per-draw gradient (the gradient of the expected loss, or of the expected logit), in the gradient
       mode of the wrapped classifier's defences (for :class:`~art_adp.ADPPurifier`: ``gradient="bpda"`` or
       ``"full"``).
 
-    The draws of a batch are stacked into ``nb × N`` rows and run in chunks of ``batch_size`` rows, so memory is
-    bounded whatever ``N`` and the number of draws. It is a :class:`PyTorchClassifier` whose ``model`` is a
-    :class:`~art_adp.DefendedModel` (``runs = nb_grad_samples``): ART attacks that dispatch on the estimator type
-    take their PyTorch path, and those that rebuild a classifier from ``estimator.model`` (APGD with a named
-    loss) differentiate the loss of the ``nb_grad_samples``-draw ensemble.
+    The draws of a batch are stacked into ``nb × N`` rows and run in blocks of at most ``batch_size`` rows
+    (:mod:`art_adp.ensemble`), so memory is bounded whatever ``N`` and the number of draws. One draw is the wrapped
+    classifier's whole chain -- its defences, then its standardisation ``preprocessing=(mean, std)``, then its
+    model, as ART applies them. It is a :class:`PyTorchClassifier` whose ``model`` is
+    ``DefendedModel.from_estimator(classifier)`` (``runs = nb_grad_samples``): ART attacks that dispatch on the
+    estimator type take their PyTorch path, and those that rebuild a classifier from ``estimator.model`` (APGD
+    with a named loss) differentiate the loss of the ``nb_grad_samples``-draw ensemble.
 
     Reproducibility: the randomness is the defences' own. Give the :class:`~art_adp.ADPPurifier` a seeded
     ``generator``; re-seeding it (``purifier.generator.manual_seed(s)``) before a call replays that call's
     draws exactly. On CPU the draws of one batch are the same as ``nb`` consecutive calls of the wrapped
-    classifier, whatever the chunking (for images whose size is a multiple of 16); chunks of ``N`` rows give
-    the same on every device.
+    classifier, whatever the blocks (for images whose size is a multiple of 16); blocks of one copy of the batch
+    (``N ≤ batch_size < 2N``) give the same on every device.
     """
 
     estimator_params = PyTorchClassifier.estimator_params + [
         "classifier", "nb_samples", "nb_grad_samples", "aggregate", "batch_size"]
 
     def __init__(self, classifier: PyTorchClassifier, nb_samples: int = 10, nb_grad_samples: int | None = None,
-                 aggregate: str = "softmax", batch_size: int = 512) -> None:
+                 aggregate: str = "softmax", batch_size: int = 512,
+                 loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> None:
         """
         :param classifier: An ART :class:`PyTorchClassifier` whose preprocessing defences are random PyTorch
             preprocessors, e.g. ``preprocessing_defences=[ADPPurifier(...)]``; its preprocessing (mean/std) is kept.
@@ -63,6 +69,11 @@ class EOTClassifier(PyTorchClassifier):
         :param nb_grad_samples: Draws averaged by the gradients (default: ``nb_samples``).
         :param aggregate: ``"softmax"``, ``"logits"`` or ``"vote"`` (see :meth:`predict`).
         :param batch_size: Rows (image × draw) per forward pass.
+        :param loss: The loss of one draw's logits, replacing the classifier's: a per-example
+            ``(logits N×K, labels N) → N`` (e.g. cross-entropy with ``reduction="none"``, or Croce & Hein's DLR) makes
+            :meth:`loss_gradient` each example's EOT gradient and :meth:`compute_loss` each example's loss averaged
+            over ``nb_grad_samples`` draws (what ART's APGD with ``loss_type=None`` compares). Default: the
+            classifier's loss.
         """
         if not isinstance(classifier, PyTorchClassifier):
             raise ValueError(f"classifier must be an ART PyTorchClassifier, got {type(classifier).__name__}.")
@@ -71,9 +82,12 @@ class EOTClassifier(PyTorchClassifier):
                              "PreprocessorPyTorch (e.g. ADPPurifier), so draws can be batched and differentiated.")
         nb_grad_samples = nb_samples if nb_grad_samples is None else nb_grad_samples
         _check_eot_params(nb_samples, nb_grad_samples, aggregate, batch_size)
-        model = DefendedModel(classifier.model, self._defend, runs=nb_grad_samples,
-                              aggregate="softmax" if aggregate == "vote" else aggregate)
-        super().__init__(model=model, loss=classifier.loss, input_shape=classifier.input_shape,
+        if loss is not None and not callable(loss):
+            raise ValueError(f"loss must be a callable (logits, labels) -> losses or None, got {type(loss).__name__}.")
+        model = DefendedModel.from_estimator(classifier, runs=nb_grad_samples,
+                                             aggregate="softmax" if aggregate == "vote" else aggregate)
+        super().__init__(model=model, loss=classifier.loss if loss is None else loss,
+                         input_shape=classifier.input_shape,
                          nb_classes=classifier.nb_classes, channels_first=classifier.channels_first,
                          clip_values=classifier.clip_values,
                          device_type="cpu" if classifier.device.type == "cpu" else "gpu")
@@ -81,6 +95,7 @@ class EOTClassifier(PyTorchClassifier):
         self.nb_samples = nb_samples
         self.aggregate = aggregate
         self.batch_size = batch_size
+        self._per_example = loss is not None
 
     @property
     def nb_grad_samples(self) -> int:
@@ -96,10 +111,6 @@ class EOTClassifier(PyTorchClassifier):
         super()._check_params()
         if hasattr(self, "batch_size"):  # ART's constructor checks before this class has set its own
             _check_eot_params(self.nb_samples, self.nb_grad_samples, self.aggregate, self.batch_size)
-
-    def _defend(self, x: torch.Tensor) -> torch.Tensor:
-        """The wrapped classifier's preprocessing (defences, then standardisation), differentiable."""
-        return self.classifier._apply_preprocessing(x, None, fit=False, no_grad=False)[0]
 
     # -- inputs ---------------------------------------------------------------------------------------------
 
@@ -117,15 +128,10 @@ class EOTClassifier(PyTorchClassifier):
     def _labels(self, y: np.ndarray | torch.Tensor, n: int) -> torch.Tensor:
         if len(y) != n:
             raise ValueError(f"x and y must have the same length, got {n} and {len(y)}.")
+        if y.ndim == 2 and self._per_example:  # a per-example loss takes class indices
+            y = y.argmax(1)
         y_t = torch.as_tensor(y if y.ndim == 1 else self.reduce_labels(y), device=self._device)  # ART fails on 1-D
         return y_t.long() if not torch.is_floating_point(y_t) else y_t
-
-    def _chunks(self, n: int, draws: int):
-        """Row indices (draw-major: row r is draw r // n of image r % n) in chunks of ``batch_size``."""
-        if n == 0:
-            return []
-        rows = torch.arange(n * draws, device=self._device)
-        return [(chunk, chunk % n) for chunk in rows.split(self.batch_size)]
 
     # -- the defence's prediction ---------------------------------------------------------------------------
 
@@ -137,10 +143,11 @@ class EOTClassifier(PyTorchClassifier):
         """
         draws = self.nb_samples if draws is None else draws
         x_t = self._inputs(x)
+        if len(x_t) == 0:
+            return x_t.new_zeros(draws, 0, self.nb_classes)
         self._model.eval()
         with torch.no_grad():
-            rows = [self.model.draw_logits(x_t[index]) for _, index in self._chunks(len(x_t), draws)]
-        return torch.cat(rows).view(draws, len(x_t), -1) if rows else x_t.new_zeros(draws, 0, self.nb_classes)
+            return stack_draws(self.model.draw_logits, x_t, draws, batch_size=self.batch_size)
 
     def predict(self, x: np.ndarray | torch.Tensor, batch_size: int = 128, training_mode: bool = False,
                 **kwargs) -> np.ndarray:
@@ -159,28 +166,41 @@ class EOTClassifier(PyTorchClassifier):
     def loss_gradient(self, x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor, training_mode: bool = False,
                       **kwargs) -> np.ndarray | torch.Tensor:
         """
-        Mean over ``nb_grad_samples`` draws of the gradient of the classifier's loss with respect to ``x``.
+        Mean over ``nb_grad_samples`` draws of the gradient of the loss with respect to ``x``
+        (:func:`art_adp.ensemble.eot_gradient`).
 
         With a ``reduction="mean"`` loss (ART's default) each draw's gradient is the wrapped classifier's
-        ``loss_gradient`` for that draw; the result is their average.
+        ``loss_gradient`` for that draw; the result is their average. With a per-example ``loss`` it is each
+        example's gradient of its expected loss.
 
         :param x: Inputs ``N×C×H×W`` (numpy or torch).
         :param y: Labels, one-hot ``N×K`` or indices ``N``.
         :return: Gradients shaped like ``x``, of ``x``'s type.
         """
-        x_t = self._inputs(x).detach().requires_grad_(True)
+        x_t = self._inputs(x)
         y_t = self._labels(y, len(x_t))
-        draws, total = self.nb_grad_samples, len(x_t) * self.nb_grad_samples
         self._model.eval()
-        for rows, index in self._chunks(len(x_t), draws):
-            loss = self._loss(self.model.draw_logits(x_t[index]), y_t[index])
-            if loss.ndim == 0 and getattr(self._loss, "reduction", "mean") == "mean":
-                weight = len(rows) / total  # a mean over the chunk -> its share of the mean over all rows
-            else:
-                loss, weight = loss.sum(), 1.0 / draws  # a sum over rows -> the mean over draws
-            (loss * weight).backward()
-        grads = x_t.grad if x_t.grad is not None else torch.zeros_like(x_t)
+        grads, _ = eot_gradient(self.model.draw_logits, x_t, y_t, self._loss, self.nb_grad_samples,
+                                batch_size=self.batch_size)
         return grads.to(x.device, x.dtype) if isinstance(x, torch.Tensor) else grads.cpu().numpy()
+
+    def compute_loss(self, x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor, reduction: str = "none",
+                     **kwargs) -> np.ndarray | torch.Tensor:
+        """
+        With a per-example ``loss``: each example's loss averaged over ``nb_grad_samples`` draws
+        (:func:`art_adp.ensemble.eot_loss`), reduced by ``reduction`` (``"none"``, ``"mean"`` or ``"sum"``).
+        Otherwise ART's: the classifier's loss of ``model``'s output (the ``nb_grad_samples``-draw ensemble).
+        """
+        if not self._per_example:
+            return super().compute_loss(x, y, reduction=reduction, **kwargs)
+        if reduction not in ("none", "mean", "sum"):
+            raise ValueError(f"reduction must be 'none', 'mean' or 'sum', got {reduction!r}.")
+        x_t = self._inputs(x)
+        self._model.eval()
+        loss = eot_loss(self.model.draw_logits, x_t, self._labels(y, len(x_t)), self._loss, self.nb_grad_samples,
+                        batch_size=self.batch_size)
+        loss = loss if reduction == "none" else loss.mean() if reduction == "mean" else loss.sum()
+        return loss if isinstance(x, torch.Tensor) else loss.cpu().numpy()
 
     def class_gradient(self, x: np.ndarray | torch.Tensor, label: int | list[int] | np.ndarray | None = None,
                        training_mode: bool = False, **kwargs) -> np.ndarray:
@@ -205,10 +225,10 @@ class EOTClassifier(PyTorchClassifier):
             classes = [torch.as_tensor(per_input, device=self._device)]
         grads = torch.zeros(n, len(classes), *x_t.shape[1:], device=self._device)
         self._model.eval()
-        for _, index in self._chunks(n, self.nb_grad_samples):
-            logits = self.model.draw_logits(x_t[index])
+        for copies, images in blocks(n, self.nb_grad_samples, self.batch_size):
+            logits = self.model.draw_logits(x_t[images].repeat(copies, *([1] * (x_t.ndim - 1))))
             for k, c in enumerate(classes):
-                picked = logits[:, c] if isinstance(c, int) else logits.gather(1, c[index, None])
+                picked = logits[:, c] if isinstance(c, int) else logits.gather(1, c[images].repeat(copies)[:, None])
                 (g,) = torch.autograd.grad(picked.sum(), x_t, retain_graph=k + 1 < len(classes), allow_unused=True)
                 if g is not None:
                     grads[:, k] += g / self.nb_grad_samples

@@ -1,6 +1,7 @@
-"""What every attack of :mod:`art_adp.attacks` shares: the defended forward pass of an ART estimator, batched EOT
-gradients, the purifiers' gradient mode, and one projected-iteration loop (Table 1 of the paper: each attack is a
-different update direction inside it).
+"""What every attack of :mod:`art_adp.attacks` shares: the defended and the bare forward pass of an ART estimator
+(its whole preprocessing chain, ART's standardisation included: :func:`art_adp.ensemble.logits`), batched EOT
+gradients (:func:`art_adp.ensemble.eot_gradient`), the purifiers' gradient mode, and one projected-iteration loop
+(Table 1 of the paper: each attack is a different update direction inside it).
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 from art.attacks.attack import EvasionAttack
-from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 from art.estimators.classification import PyTorchClassifier
 
+from .. import ensemble
+from ..ensemble import logits
 from ..preprocessor import ADPPurifier
 
-__all__ = ["IterativeAttack", "JointAttack", "defended_logits", "eot_gradient", "gradient_mode", "normalize", "project", "purifiers"]
+__all__ = ["IterativeAttack", "JointAttack", "bare_logits", "defended_logits", "eot_gradient", "gradient_mode",
+           "normalize", "project", "purifiers"]
 
 NORMS = (np.inf, 2)
 
@@ -37,19 +40,15 @@ def the_purifier(estimator: PyTorchClassifier, attack: str) -> ADPPurifier:
 
 def defended_logits(estimator: PyTorchClassifier, x: torch.Tensor) -> torch.Tensor:
     """
-    ``model(preprocess(x))`` with autograd: every predict-time PyTorch preprocessor's ``forward`` (gradients follow
-    each one, e.g. an ADPPurifier's ``gradient`` mode), then the estimator's model.
-
-    :raises ValueError: If a preprocessor is not a ``PreprocessorPyTorch`` (no torch forward to differentiate).
+    ``model(preprocess(x))`` with autograd through the estimator's whole chain (defences, then ART's
+    standardisation): :func:`art_adp.ensemble.logits`, kept under this name.
     """
-    for op in estimator.preprocessing_operations:
-        if not isinstance(op, PreprocessorPyTorch):
-            raise ValueError(f"Attacks of art_adp.attacks need PyTorch preprocessors, got {type(op).__name__}; use its "
-                             "PreprocessorPyTorch variant.")
-        if op.apply_predict:
-            x = op.forward(x)[0]
-    out = estimator.model(x)
-    return out[-1] if isinstance(out, (list, tuple)) else out
+    return logits(estimator, x)
+
+
+def bare_logits(estimator: PyTorchClassifier, x: torch.Tensor) -> torch.Tensor:
+    """The classifier without its defences, standardisation included: ``logits(estimator, x, defended=False)``."""
+    return logits(estimator, x, defended=False)
 
 
 @contextlib.contextmanager
@@ -71,29 +70,17 @@ def eot_gradient(logits_fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Ten
                  max_batch: int, aggregate: str = "mean") -> tuple[torch.Tensor, torch.Tensor]:
     """
     EOT gradient of a per-example loss over ``nb_samples`` draws of a random ``logits_fn``: the draws are stacked
-    copies of the batch, as many per forward pass as ``max_batch`` images allow (one purifier pass per chunk).
+    copies of the batch, as many per forward pass as ``max_batch`` images allow (one purifier pass per block):
+    :func:`art_adp.ensemble.eot_gradient` with ``batch_size=max_batch``.
 
     :param logits_fn: ``N×C×H×W`` → ``N×K``, random (e.g. :func:`defended_logits` of an ADP estimator).
     :param loss: ``(logits, y) → N`` per-example losses to ascend.
     :param nb_samples: EOT draws k ≥ 1.
-    :param max_batch: Images per forward pass (bounds memory; at least one copy of the batch is always used).
+    :param max_batch: Images per forward pass (bounds memory).
     :param aggregate: ``"mean"`` (mean of the k gradients) or ``"sign"`` (the authors' vote: Σ_k sign(∇_k)).
     :return: ``(gradient N×C×H×W, mean loss N)``.
     """
-    n = x.shape[0]
-    per_pass = max(1, max_batch // max(n, 1))
-    total, losses, done = torch.zeros_like(x), torch.zeros(n, device=x.device), 0
-    while done < nb_samples:
-        c = min(per_pass, nb_samples - done)
-        xk = x.detach().repeat(c, *([1] * (x.ndim - 1))).requires_grad_(True)
-        with torch.enable_grad():
-            lk = loss(logits_fn(xk), y.repeat(c))
-            (g,) = torch.autograd.grad(lk.sum(), xk)
-        g = g.view(c, *x.shape)
-        total += g.sign().sum(0) if aggregate == "sign" else g.sum(0)
-        losses += lk.detach().view(c, n).sum(0)
-        done += c
-    return total / nb_samples, losses / nb_samples
+    return ensemble.eot_gradient(logits_fn, x, y, loss, nb_samples, batch_size=max_batch, aggregate=aggregate)
 
 
 def normalize(g: torch.Tensor, norm) -> torch.Tensor:

@@ -2,66 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
-import torch
 from art.attacks.attack import EvasionAttack
 from art.estimators.classification import PyTorchClassifier
 
-from ._core import cross_entropy, defended_logits, dlr, eot_gradient, gradient_mode, labels
+from ..eot import EOTClassifier
+from ._core import cross_entropy, dlr, gradient_mode, labels
 
 __all__ = ["APGDEOT"]
 
 LOSSES = {"ce": cross_entropy, "dlr": dlr}
-
-
-class _EOTView(PyTorchClassifier):
-    """
-    The defended estimator as APGD sees it under EOT: losses and loss gradients are means over ``nb_samples``
-    purifications (stacked copies, one pass per chunk), predictions are the log of the probabilities averaged
-    over the same number of draws.
-    """
-
-    def __init__(self, estimator: PyTorchClassifier, loss: Callable, nb_samples: int, max_batch: int) -> None:
-        super().__init__(model=estimator.model, loss=torch.nn.CrossEntropyLoss(), input_shape=estimator.input_shape,
-                         nb_classes=estimator.nb_classes, clip_values=estimator.clip_values,
-                         preprocessing_defences=estimator.preprocessing_defences,
-                         device_type="gpu" if estimator.device.type == "cuda" else "cpu")
-        self._eot_loss, self._nb_samples, self._max_batch = loss, nb_samples, max_batch
-
-    def _tensors(self, x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        xt = torch.as_tensor(x, dtype=torch.float32, device=self.device)
-        return xt, torch.as_tensor(y.argmax(1) if y.ndim == 2 else y, device=self.device)
-
-    def loss_gradient(self, x, y, training_mode: bool = False, **kwargs) -> np.ndarray:
-        xt, yt = self._tensors(x, y)
-        g, _ = eot_gradient(lambda z: defended_logits(self, z), xt, yt, self._eot_loss, self._nb_samples,
-                            max_batch=self._max_batch)
-        return g.cpu().numpy()
-
-    def compute_loss(self, x, y, reduction: str = "none", **kwargs) -> np.ndarray:
-        xt, yt = self._tensors(x, y)
-        total = torch.zeros(len(xt), device=self.device)
-        with torch.no_grad():
-            for c in _chunks(self._nb_samples, max(1, self._max_batch // max(len(xt), 1))):
-                logits = defended_logits(self, xt.repeat(c, *([1] * (xt.ndim - 1))))
-                total += self._eot_loss(logits, yt.repeat(c)).view(c, len(xt)).sum(0)
-        loss = (total / self._nb_samples).cpu().numpy()
-        return loss if reduction == "none" else (loss.mean() if reduction == "mean" else loss.sum())
-
-    def predict(self, x, batch_size: int = 128, training_mode: bool = False, **kwargs) -> np.ndarray:
-        xt = torch.as_tensor(x, dtype=torch.float32, device=self.device)
-        k = self._nb_samples
-        with torch.no_grad():
-            probs = sum(defended_logits(self, xt.repeat(c, *([1] * (xt.ndim - 1)))).softmax(-1)
-                        .view(c, len(xt), -1).sum(0)
-                        for c in _chunks(k, max(1, self._max_batch // max(len(xt), 1))))
-        return (probs / k).clamp_min(1e-30).log().cpu().numpy()
-
-
-def _chunks(total: int, size: int) -> list[int]:
-    return [min(size, total - i) for i in range(0, total, size)]
 
 
 class APGDEOT(EvasionAttack):
@@ -70,8 +20,10 @@ class APGDEOT(EvasionAttack):
     (Croce & Hein 2020: step-size halving at checkpoints, momentum 0.75), with the loss gradient averaged over
     ``eot_samples`` purifications through the full purification graph (``gradient="full"``), run first with the
     cross-entropy loss and then with the DLR loss on the examples the first run left correctly classified.
-    EOT samples are stacked copies of the batch, chunked to ``batch_size`` images per pass, so hundreds of
-    samples fit in memory.
+    APGD attacks an :class:`~art_adp.EOTClassifier` of the estimator with the per-example loss (its loss gradient
+    and loss are means over ``eot_samples`` draws of the estimator's whole chain, standardisation included; its
+    prediction the ensemble of as many draws). EOT samples are stacked copies of the batch, in blocks of
+    ``batch_size`` images per pass, so hundreds of samples fit in memory.
 
     | Paper link: https://arxiv.org/abs/2202.13711 (ADP: 33.7 % on CIFAR-10, APGD with 200 EOT samples);
       https://arxiv.org/abs/2003.01690 (APGD, DLR)
@@ -145,7 +97,8 @@ class APGDEOT(EvasionAttack):
                 for name in self.losses:
                     if not todo.any():
                         break
-                    view = _EOTView(self.estimator, LOSSES[name], self.eot_samples, self.batch_size)
+                    view = EOTClassifier(self.estimator, nb_samples=self.eot_samples, batch_size=self.batch_size,
+                                         loss=LOSSES[name])
                     apgd = AutoProjectedGradientDescent(view, norm=self.norm, eps=self.eps, eps_step=self.eps_step,
                                                         max_iter=self.max_iter, targeted=False, nb_random_init=1,
                                                         batch_size=max(1, min(len(x), self.batch_size)),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ._core import IterativeAttack, cross_entropy, eot_gradient, normalize
+from ._core import IterativeAttack, bare_logits, cross_entropy, eot_gradient, normalize
 
 __all__ = ["ClassifierPGD"]
 
@@ -16,7 +16,8 @@ class ClassifierPGD(IterativeAttack):
 
     | Paper link: https://arxiv.org/abs/2106.06041 (Table 1; Table 2's preprocessor-blind row)
 
-    :param estimator: A ``PyTorchClassifier``; its preprocessing defences are ignored, its ``model`` is attacked.
+    :param estimator: A ``PyTorchClassifier``; its preprocessing defences are ignored, its model is attacked as the
+        estimator sees it (behind its standardisation ``preprocessing=(mean, std)``).
     :param norm: ``np.inf`` or ``2``.
     :param eps: Radius ε of the threat model.
     :param eps_step: Step α per iteration.
@@ -26,5 +27,6 @@ class ClassifierPGD(IterativeAttack):
     """
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        g, _ = eot_gradient(self.estimator.model, x_adv, y, cross_entropy, 1, max_batch=len(x_adv))
+        g, _ = eot_gradient(lambda z: bare_logits(self.estimator, z), x_adv, y, cross_entropy, 1,
+                            max_batch=len(x_adv))
         return normalize(g, self.norm)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ._core import JointAttack, cross_entropy, defended_logits, eot_gradient, normalize
+from ._core import JointAttack, bare_logits, cross_entropy, defended_logits, eot_gradient, normalize
 
 __all__ = ["JointScore"]
 
@@ -14,7 +14,8 @@ class JointScore(JointAttack):
     x_{i+1} = Π(x_i + α (w · sign s_θ(x_i) + (1 − w) · sign ĝ_i)): the score direction drives x_i where the score
     norm is low, so purification leaves it alone, while ĝ_i ascends the classifier loss. ĝ_i is the BPDA+EOT
     gradient (the classifier's gradient at ``eot_samples`` purifications of x_i, averaged), as in the paper's
-    "Joint (score)+EOT" row; Table 1 writes the gradient at x_i itself, which ``eot_samples=0`` selects.
+    "Joint (score)+EOT" row; Table 1 writes the gradient at x_i itself, which ``eot_samples=0`` selects (the
+    classifier behind the estimator's standardisation, without the purifier).
 
     | Paper link: https://arxiv.org/abs/2106.06041 (Table 1 and Table 3; w = 0.5)
 
@@ -30,7 +31,8 @@ class JointScore(JointAttack):
         with torch.no_grad():
             score = self.purifier.score_model(x_adv.to(self.purifier.device)).to(x_adv)
         if self.eot_samples == 0:
-            g, _ = eot_gradient(self.estimator.model, x_adv, y, cross_entropy, 1, max_batch=len(x_adv))
+            g, _ = eot_gradient(lambda z: bare_logits(self.estimator, z), x_adv, y, cross_entropy, 1,
+                                max_batch=len(x_adv))
         else:
             g, _ = eot_gradient(lambda z: defended_logits(self.estimator, z), x_adv, y, cross_entropy,
                                 self.eot_samples, max_batch=self.batch_size)

@@ -8,29 +8,19 @@ from art.attacks.attack import EvasionAttack
 from art.estimators.classification import PyTorchClassifier
 
 from ..defended import DefendedModel
-from ._core import defended_logits, gradient_mode, labels, purifiers
+from ._core import gradient_mode, labels
 
 __all__ = ["SPSA"]
-
-
-class _EstimatorModule(torch.nn.Module):
-    """``model(preprocess(x))`` of an ART estimator as an ``nn.Module`` (for defences other than one ADPPurifier)."""
-
-    def __init__(self, estimator: PyTorchClassifier) -> None:
-        super().__init__()
-        self.estimator = estimator
-        self.model = estimator.model
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return defended_logits(self.estimator, x)
 
 
 class SPSA(EvasionAttack):
     """
     SPSA (Spall 1992; Uesato et al. 2018): gradient-free, the loss gradient estimated from ``nb_sample`` random
     ±1 directions per step by finite differences of the defended model's output, then an Adam step projected
-    onto the ℓ∞ ball. Runs torchattacks' ``SPSA`` (margin loss) over :class:`~art_adp.DefendedModel` with one
-    purification per query, so every query sees fresh purification noise, as a black-box attacker would.
+    onto the ℓ∞ ball. Runs torchattacks' ``SPSA`` (margin loss) over
+    ``DefendedModel.from_estimator(estimator, runs=1)`` -- the estimator's whole chain (defences, standardisation,
+    model) with one purification per query, so every query sees fresh purification noise, as a black-box attacker
+    would.
 
     | Paper link: https://arxiv.org/abs/2106.06041 (Table 1; Table 3 uses 1,280 samples per step)
 
@@ -80,13 +70,6 @@ class SPSA(EvasionAttack):
             raise ValueError(f"SPSA (torchattacks) clips to [0, 1]; the estimator's clip_values are {clip}; rescale "
                              "the data to [0, 1].")
 
-    def _model(self) -> torch.nn.Module:
-        found = purifiers(self.estimator)
-        others = [p for p in self.estimator.preprocessing_operations if p not in found and p.apply_predict]
-        if len(found) == 1 and all(type(p).__name__.startswith("Standardisation") for p in others):
-            return DefendedModel(self.estimator.model, found[0], runs=1)  # one purification per query
-        return _EstimatorModule(self.estimator)
-
     def generate(self, x: np.ndarray, y: np.ndarray | None = None, **kwargs) -> np.ndarray:
         """
         :param x: Inputs ``N×C×H×W`` in [0, 1].
@@ -99,7 +82,8 @@ class SPSA(EvasionAttack):
         device = self.estimator.device
         xt = torch.as_tensor(x, dtype=torch.float32, device=device)
         yt = torch.as_tensor(y, device=device)
-        attack = torchattacks.SPSA(self._model(), eps=self.eps, delta=self.delta, lr=self.eps_step,
+        model = DefendedModel.from_estimator(self.estimator, runs=1)  # one purification per query
+        attack = torchattacks.SPSA(model, eps=self.eps, delta=self.delta, lr=self.eps_step,
                                    nb_iter=self.max_iter, nb_sample=self.nb_sample,
                                    max_batch_size=max(1, min(self.nb_sample, self.batch_size // max(len(x), 1))))
         devices = [device] if device.type == "cuda" else []

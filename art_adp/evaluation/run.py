@@ -23,7 +23,7 @@ from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 from art.estimators.classification import PyTorchClassifier
 
 from .. import attacks as A
-from ..attacks._core import defended_logits, purifiers
+from ..attacks._core import bare_logits, defended_logits, purifiers
 from ..eot import EOTClassifier
 from ..preprocessor import ADPPurifier
 from . import distributed, report, sanity
@@ -181,7 +181,7 @@ def _run_unit(estimator, setting: Setting, attack: str, idx: np.ndarray, x: np.n
         _reseed(estimator, _seed(c.seed, "judge", setting.name, attack, int(idx[0]), r))
         preds.append(ensemble.predict(xt).argmax(1))
     with torch.no_grad():
-        bare = estimator.model(xt).argmax(1).cpu().numpy()
+        bare = bare_logits(estimator, xt).argmax(1).cpu().numpy()
     delta = (x_adv - xb).reshape(len(idx), -1)
     return [{"setting": setting.name, "attack": attack, "index": int(i), "label": int(yb[j]),
              "pred": [int(p[j]) for p in preds], "undefended_pred": int(bare[j]),
