@@ -74,7 +74,7 @@ tool() { local t="$1"; shift; "$VENV/bin/$t" "$@"; }
 
 gate "black 120" tool black --line-length 120 --check "${PY_FILES[@]}"
 gate "pycodestyle" tool pycodestyle --ignore=C0330,C0415,E203,E231,W503 --max-line-length=120 "${PY_FILES[@]}"
-gate "pylint >= 9.6" tool pylint --rcfile=.pylintrc --fail-under=9.6 art/defences/preprocessor/__init__.py "$NEW_MODULE"
+gate "pylint >= 9.6" tool pylint --rcfile=.pylintrc --persistent=n --fail-under=9.6 art/defences/preprocessor/__init__.py "$NEW_MODULE"
 # mypy follows the imports into ART's own modules; --follow-imports=silent reports only the PR's files (ART 1.20.1's
 # certification estimators have "Tensor not callable" findings under torch 2.13 that are not part of this PR).
 gate "mypy" tool mypy --follow-imports=silent --cache-dir "$VENV/.mypy_cache" "$NEW_MODULE"
@@ -83,7 +83,7 @@ gate "ruff" tool ruff check "${PY_FILES[@]}"
 # the module (importing `art`, hence torch 2.13), and that import fails ("SystemError: ... bad call flags").
 printf '[run]\ninclude = */%s\n' "$NEW_MODULE" > .coveragerc-pr
 gate "pytest --framework=pytorch, coverage >= 80 %" "$PY" -m pytest "$NEW_TEST" --framework=pytorch -q -p no:cacheprovider \
-    --cov --cov-config=.coveragerc-pr --cov-report=term-missing --cov-fail-under=80
+    --cov --cov-config=.coveragerc-pr --cov-report=term-missing --cov-fail-under=80 --durations=5
 
 echo "== upstream/check.sh: $((SECONDS - START)) s in all"
 if [ ${#FAILED[@]} -gt 0 ]; then
