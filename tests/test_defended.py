@@ -80,7 +80,7 @@ def test_log_of_mean_probabilities_is_stable_for_confident_logits():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"runs": 0}, "runs must be an integer >= 1, got 0."),
+    ({"nb_samples": 0}, "nb_samples must be an integer >= 1, got 0."),
     ({"aggregate": "mean"}, "aggregate must be one of 'softmax', 'logits', 'vote', got 'mean'."),
 ])
 def test_errors(setup, kwargs, message):
