@@ -18,7 +18,8 @@ import warnings
 from typing import Any, Callable, Iterable, Mapping
 
 __all__ = ["REMOVAL", "boolean", "integer", "non_negative_int", "number", "one_of", "positive_int", "probability",
-           "renamed_kwargs", "take_positional", "take_renamed", "warn_deprecated", "warn_renamed", "warn_renamed_attribute"]
+           "renamed_kwargs", "take_positional", "take_renamed", "warn_deprecated", "warn_renamed",
+           "warn_renamed_attribute"]
 
 REMOVAL = "0.3"  # the release that drops the deprecated names
 

@@ -22,9 +22,9 @@ class DefendedModel(torch.nn.Module):
     | Paper link: https://arxiv.org/abs/2106.06041 (the S-run ensemble, eq. 12)
 
     The ``nb_samples`` purifications of a batch are passes over ``nb_samples`` stacked copies of it (one pass, or
-    blocks of ``batch_size`` rows: :func:`art_adp.ensemble.stack_draws`). The output is logits-like (see :func:`aggregate_draws`): with ``aggregate="softmax"`` the log of the averaged class
-    probabilities (the paper's ensemble), with ``"logits"`` the averaged logits, with ``"vote"`` the majority
-    vote. Gradients follow the purifier's ``gradient`` mode: ``"bpda"`` (straight-through) or ``"full"``
+    blocks of ``batch_size`` rows: :func:`art_adp.ensemble.stack_draws`). The output is logits-like (see
+    :func:`aggregate_draws`): with ``aggregate="softmax"`` the log of the averaged class probabilities (the paper's
+    ensemble), with ``"logits"`` the averaged logits, with ``"vote"`` the majority vote. Gradients follow the purifier's ``gradient`` mode: ``"bpda"`` (straight-through) or ``"full"``
     (through purification).
 
     Attacking vs judging: attack with few draws and the attack's own EOT (e.g. ``nb_samples=1`` with torchattacks'
@@ -116,4 +116,5 @@ class DefendedModel(torch.nn.Module):
         """
         if not torch.is_floating_point(x) or x.ndim < 2:
             raise ValueError(f"x must be a floating-point N×C×H×W tensor, got {x.dtype} of shape {tuple(x.shape)}.")
-        return aggregate_draws(stack_draws(self.draw_logits, x, self.nb_samples, batch_size=self.batch_size), self.aggregate)
+        draws = stack_draws(self.draw_logits, x, self.nb_samples, batch_size=self.batch_size)
+        return aggregate_draws(draws, self.aggregate)

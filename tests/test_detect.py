@@ -178,7 +178,8 @@ def test_detect_demo_runs_every_attack_and_writes_its_outputs(tmp_path, tiny_sco
     torch.manual_seed(2)
     config = DetectConfig(n_calibration=10, n_examples=3, pgd_steps=1, steps=1, runs=1, eot=1, full_eot=1,
                           auc_eps=(0.05,))
-    results = run_detect_demo(tmp_path, tiny_score, DigitsCNN(nb_classes=10).eval(), config, progress=False, device="cpu",
+    classifier = DigitsCNN(nb_classes=10).eval()
+    results = run_detect_demo(tmp_path, tiny_score, classifier, config, progress=False, device="cpu",
                               log=lambda line: None)
     assert {p.name for p in tmp_path.iterdir()} == {"detect.json", "detect.md", "score_norms.png"}
     assert len(results["accuracy"]) == 5 and all(len(row) == 2 for row in results["accuracy"].values())
