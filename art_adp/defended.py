@@ -24,8 +24,8 @@ class DefendedModel(torch.nn.Module):
     The ``nb_samples`` purifications of a batch are passes over ``nb_samples`` stacked copies of it (one pass, or
     blocks of ``batch_size`` rows: :func:`art_adp.ensemble.stack_draws`). The output is logits-like (see
     :func:`aggregate_draws`): with ``aggregate="softmax"`` the log of the averaged class probabilities (the paper's
-    ensemble), with ``"logits"`` the averaged logits, with ``"vote"`` the majority vote. Gradients follow the purifier's ``gradient`` mode: ``"bpda"`` (straight-through) or ``"full"``
-    (through purification).
+    ensemble), with ``"logits"`` the averaged logits, with ``"vote"`` the majority vote. Gradients follow the
+    purifier's ``gradient`` mode: ``"bpda"`` (straight-through) or ``"full"`` (through purification).
 
     Attacking vs judging: attack with few draws and the attack's own EOT (e.g. ``nb_samples=1`` with torchattacks'
     ``EOTPGD(eot_iter=15)``, or ``nb_samples=15`` with plain ``PGD``: for ``"logits"`` both give the same expected
