@@ -125,7 +125,8 @@ def boolean(name: str, value: object) -> bool:
 def warn_deprecated(message: str, *, stacklevel: int = 2, subject: str = "the old name") -> None:
     """A ``DeprecationWarning``: ``"{message}; {subject} will be removed in 0.3."`` (``stacklevel`` as in
     ``warnings``: 2 points at the caller of the function calling this)."""
-    warnings.warn(f"{message}; {subject} will be removed in {REMOVAL}.", DeprecationWarning, stacklevel=stacklevel + 1)
+    warnings.warn(f"{message}; {subject} will be removed in {REMOVAL}.", DeprecationWarning,
+                  stacklevel=stacklevel + 1)
 
 
 def warn_renamed(owner: str, old: str, new: str, *, stacklevel: int = 2) -> None:
@@ -185,9 +186,11 @@ def renamed_kwargs(**renames: str) -> Callable:
     """
 
     def decorate(fn: Callable) -> Callable:
-        parts = fn.__qualname__.split(".")
-        owner = parts[-2] if parts[-1] == "__init__" and len(parts) > 1 else ".".join(parts[-2:]) \
-            if len(parts) > 1 and "<locals>" not in parts else parts[-1]
+        parts = [p for p in fn.__qualname__.split(".") if p != "<locals>"]
+        if parts[-1] == "__init__" and len(parts) > 1:
+            owner = parts[-2]  # "DefendedModel(runs=...)"
+        else:
+            owner = ".".join(parts[-2:])  # "purify(...)", "DefendedModel.from_estimator(...)"
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
