@@ -31,6 +31,7 @@ import torch
 from scipy.stats import binomtest, norm
 from tqdm.auto import tqdm
 
+from ._checks import number, positive_int, probability
 from .defended import DefendedModel
 from .preprocessor import ADPPurifier
 
@@ -68,16 +69,13 @@ def _check(model, x, sigma, n0, n, alpha, batch_size) -> None:
         raise ValueError(f"model must map N×C×H×W inputs to N×K logits, got {type(model).__name__}.")
     if not isinstance(x, torch.Tensor) or not torch.is_floating_point(x) or x.ndim < 2:
         raise ValueError(f"x must be a floating-point N×C×H×W tensor, got {type(x).__name__}.")
-    if isinstance(sigma, bool) or not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0):
-        raise ValueError(f"sigma must be a number > 0 (the smoothing noise), got {sigma!r}.")
+    number("sigma", sigma, low=0, low_open=True)  # the smoothing noise
     for name, value in (("n0", n0), ("n", n), ("batch_size", batch_size)):
-        if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
+        positive_int(name, value)
     if n0 > n:
         raise ValueError(f"n0 (samples to select the class, {n0}) must not exceed n (samples to estimate its "
                          f"probability, {n}); Cohen et al. use n0=100, n=100000.")
-    if isinstance(alpha, bool) or not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
-        raise ValueError(f"alpha must lie in (0, 1) (the failure probability, e.g. 0.001), got {alpha!r}.")
+    probability("alpha", alpha)  # the failure probability, e.g. 0.001
 
 
 def _counts(model, x: torch.Tensor, num: int, sigma: float, batch_size: int, generator) -> torch.Tensor:
@@ -196,8 +194,8 @@ def certified_accuracy(certificate: Certificate, y: np.ndarray, radii: Sequence[
 def adp_base_classifier(classifier: torch.nn.Module, score_model: torch.nn.Module, **purifier_kwargs) -> DefendedModel:
     """
     The base classifier g of ADP smoothing: ``classifier(purify(clip(x')))`` for a noisy input x' = x + σε, i.e.
-    ``DefendedModel(classifier, ADPPurifier(score_model, sigma=0, clip_inputs=True, ...), runs=1)``. The smoothing
-    noise is ADP's noise injection, so ADP's own σ is 0; the purification steps follow ``purifier_kwargs``.
+    ``DefendedModel(classifier, ADPPurifier(score_model, sigma=0, clip_inputs=True, ...), nb_samples=1)``. The
+    smoothing noise is ADP's noise injection, so ADP's own σ is 0; the purification steps follow ``purifier_kwargs``.
 
     :param classifier: ``N×C×H×W`` → ``N×K`` logits.
     :param score_model: The score network h.
@@ -208,7 +206,7 @@ def adp_base_classifier(classifier: torch.nn.Module, score_model: torch.nn.Modul
         if name in purifier_kwargs:
             raise ValueError(f"adp_base_classifier sets {name} itself (the smoothing noise replaces ADP's); drop it.")
     purifier = ADPPurifier(score_model, sigma=0.0, clip_inputs=True, **purifier_kwargs)
-    return DefendedModel(classifier, purifier, runs=1).eval()
+    return DefendedModel(classifier, purifier, nb_samples=1).eval()
 
 
 def _read_records(path: Path) -> dict[int, dict]:

@@ -8,6 +8,7 @@ from typing import Callable
 import torch
 from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 
+from ._checks import one_of, positive_int, renamed_kwargs, warn_renamed_attribute
 from .ensemble import AGGREGATES, EstimatorLogits, aggregate_draws, defences, defend, stack_draws
 from .preprocessor import ADPPurifier
 
@@ -16,58 +17,66 @@ __all__ = ["DefendedModel", "aggregate_draws"]  # aggregate_draws lives in art_a
 
 class DefendedModel(torch.nn.Module):
     """
-    ``classifier(purify(x))`` averaged over ``runs`` purifications, for torchattacks and plain PyTorch code.
+    ``classifier(purify(x))`` averaged over ``nb_samples`` purifications, for torchattacks and plain PyTorch code.
 
     | Paper link: https://arxiv.org/abs/2106.06041 (the S-run ensemble, eq. 12)
 
-    The ``runs`` purifications of a batch are passes over ``runs`` stacked copies of it (one pass, or blocks of
-    ``batch_size`` rows: :func:`art_adp.ensemble.stack_draws`). The output is
-    logits-like (see :func:`aggregate_draws`): with ``aggregate="softmax"`` the log of the averaged class
-    probabilities (the paper's ensemble), with ``"logits"`` the averaged logits, with ``"vote"`` the majority
-    vote. Gradients follow the purifier's ``gradient`` mode: ``"bpda"`` (straight-through) or ``"full"``
-    (through purification).
+    The ``nb_samples`` purifications of a batch are passes over ``nb_samples`` stacked copies of it (one pass, or
+    blocks of ``batch_size`` rows: :func:`art_adp.ensemble.stack_draws`). The output is logits-like (see
+    :func:`aggregate_draws`): with ``aggregate="softmax"`` the log of the averaged class probabilities (the paper's
+    ensemble), with ``"logits"`` the averaged logits, with ``"vote"`` the majority vote. Gradients follow the
+    purifier's ``gradient`` mode: ``"bpda"`` (straight-through) or ``"full"`` (through purification).
 
-    Attacking vs judging: attack with few runs and the attack's own EOT (e.g. ``runs=1`` with torchattacks'
-    ``EOTPGD(eot_iter=15)``, or ``runs=15`` with plain ``PGD``: for ``"logits"`` both give the same expected
+    Attacking vs judging: attack with few draws and the attack's own EOT (e.g. ``nb_samples=1`` with torchattacks'
+    ``EOTPGD(eot_iter=15)``, or ``nb_samples=15`` with plain ``PGD``: for ``"logits"`` both give the same expected
     gradient, for ``"softmax"`` the second differentiates the loss of the averaged prediction), and judge with
-    the paper's ``runs=10``; change it with ``model.runs = ...``. Pass a seeded ``generator`` to the purifier
-    to make outputs and gradients reproducible (re-seed it to replay).
+    the paper's ``nb_samples=10``; change it with ``model.nb_samples = ...``. Pass a seeded ``generator`` to the
+    purifier to make outputs and gradients reproducible (re-seed it to replay).
 
     For an ART ``PyTorchClassifier`` use :meth:`from_estimator`: it keeps the estimator's standardisation
     (``preprocessing=(mean, std)``), which ``DefendedModel(estimator.model, purifier)`` would skip.
     """
 
+    @renamed_kwargs(runs="nb_samples")
     def __init__(self, classifier: torch.nn.Module, purifier: ADPPurifier | Callable[[torch.Tensor], torch.Tensor],
-                 *, runs: int = 10, aggregate: str = "softmax", batch_size: int | None = None) -> None:
+                 *, nb_samples: int = 10, aggregate: str = "softmax", batch_size: int | None = None) -> None:
         """
         :param classifier: Maps ``N×C×H×W`` inputs in the purifier's ``clip_values`` to ``N×K`` logits.
         :param purifier: An :class:`~art_adp.ADPPurifier` (its score model is registered as a submodule, so
             ``.to()`` and ``.eval()`` reach it), another ART PyTorch preprocessor, or any random map
             ``x → x'`` of torch tensors.
-        :param runs: S ≥ 1, purifications averaged per input.
+        :param nb_samples: S ≥ 1, purifications averaged per input (ART's name; formerly ``runs``, deprecated).
         :param aggregate: ``"softmax"`` (average probabilities), ``"logits"`` (average logits) or ``"vote"``.
-        :param batch_size: Rows (image × run) per forward pass; None: all ``runs`` copies in one pass.
+        :param batch_size: Rows (image × draw) per forward pass; None: all ``nb_samples`` copies in one pass.
         """
         super().__init__()
         if not callable(purifier):
             raise ValueError(f"purifier must be an ADPPurifier or a callable x -> x', got {type(purifier).__name__}.")
-        if aggregate not in AGGREGATES:
-            raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}.")
-        if isinstance(runs, bool) or not (isinstance(runs, int) and runs >= 1):
-            raise ValueError(f"runs must be an integer >= 1, got {runs!r}.")
-        if batch_size is not None and (isinstance(batch_size, bool) or not (isinstance(batch_size, int)
-                                                                          and batch_size >= 1)):
-            raise ValueError(f"batch_size must be an integer >= 1 or None, got {batch_size!r}.")
+        one_of("aggregate", aggregate, AGGREGATES)
+        positive_int("nb_samples", nb_samples)
+        positive_int("batch_size", batch_size, optional=True)
         self.classifier = classifier
         if isinstance(purifier, ADPPurifier):
             self.score_model = purifier.score_model
         self.purifier = purifier
-        self.runs = runs
+        self.nb_samples = nb_samples
         self.aggregate = aggregate
         self.batch_size = batch_size
 
+    @property
+    def runs(self) -> int:
+        """Deprecated alias of :attr:`nb_samples` (removed in 0.3)."""
+        warn_renamed_attribute("DefendedModel", "runs", "nb_samples")
+        return self.nb_samples
+
+    @runs.setter
+    def runs(self, value: int) -> None:
+        warn_renamed_attribute("DefendedModel", "runs", "nb_samples")
+        self.nb_samples = value
+
     @classmethod
-    def from_estimator(cls, estimator, *, runs: int = 10, aggregate: str = "softmax",
+    @renamed_kwargs(runs="nb_samples")
+    def from_estimator(cls, estimator, *, nb_samples: int = 10, aggregate: str = "softmax",
                        batch_size: int | None = None) -> "DefendedModel":
         """
         The defended model of an ART ``PyTorchClassifier``: its predict-time preprocessing defences, in order and
@@ -76,13 +85,13 @@ class DefendedModel(torch.nn.Module):
 
         :param estimator: ``PyTorchClassifier(..., preprocessing_defences=[ADPPurifier(...)])`` (PyTorch
             preprocessors only).
-        :param runs, aggregate, batch_size: As in the constructor.
+        :param nb_samples, aggregate, batch_size: As in the constructor (``runs=`` is a deprecated alias).
         """
         found = defences(estimator)
         one = found[0] if len(found) == 1 else None
         purifier = one if isinstance(one, PreprocessorPyTorch) and one.apply_predict else \
             functools.partial(defend, estimator)
-        return cls(EstimatorLogits(estimator, defended=False), purifier, runs=runs, aggregate=aggregate,
+        return cls(EstimatorLogits(estimator, defended=False), purifier, nb_samples=nb_samples, aggregate=aggregate,
                    batch_size=batch_size)
 
     def purify(self, x: torch.Tensor) -> torch.Tensor:
@@ -103,8 +112,9 @@ class DefendedModel(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """
         :param x: ``N×C×H×W`` floating-point inputs in the purifier's ``clip_values``.
-        :return: ``N×K`` scores, aggregated over ``runs`` draws by :func:`aggregate_draws`.
+        :return: ``N×K`` scores, aggregated over ``nb_samples`` draws by :func:`aggregate_draws`.
         """
         if not torch.is_floating_point(x) or x.ndim < 2:
             raise ValueError(f"x must be a floating-point N×C×H×W tensor, got {x.dtype} of shape {tuple(x.shape)}.")
-        return aggregate_draws(stack_draws(self.draw_logits, x, self.runs, batch_size=self.batch_size), self.aggregate)
+        draws = stack_draws(self.draw_logits, x, self.nb_samples, batch_size=self.batch_size)
+        return aggregate_draws(draws, self.aggregate)

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from art.defences.detector.evasion import EvasionDetector
 
+from ._checks import number, positive_int, probability
 from .purify import check_images
 
 __all__ = ["ScoreNormDetector", "score_norms", "roc_auc"]
@@ -76,11 +77,8 @@ class ScoreNormDetector(EvasionDetector):
         self._check_params()
 
     def _check_params(self) -> None:
-        if self.threshold is not None and (isinstance(self.threshold, bool) or not (
-                isinstance(self.threshold, (int, float)) and math.isfinite(self.threshold))):
-            raise ValueError(f"threshold must be a finite number or None, got {self.threshold!r}.")
-        if isinstance(self.batch_size, bool) or not (isinstance(self.batch_size, int) and self.batch_size >= 1):
-            raise ValueError(f"batch_size must be an integer >= 1, got {self.batch_size!r}.")
+        number("threshold", self.threshold, optional=True)
+        positive_int("batch_size", self.batch_size)
         if len(self.clip_values) != 2 or not self.clip_values[0] < self.clip_values[1]:
             raise ValueError(f"clip_values must be (min, max) with min < max, got {self.clip_values!r}.")
 
@@ -119,8 +117,7 @@ class ScoreNormDetector(EvasionDetector):
         :param nb_epochs: Unused.
         :param fpr: Target false-positive rate in (0, 1).
         """
-        if not 0 < fpr < 1:
-            raise ValueError(f"fpr must lie in (0, 1), got {fpr!r}.")
+        probability("fpr", fpr)
         norms = np.sort(self.score_norms(x))
         if len(norms) == 0:
             raise ValueError("fit needs at least one clean input.")

@@ -15,6 +15,8 @@ from typing import Callable
 import torch
 from art.defences.preprocessor.preprocessor import Preprocessor, PreprocessorPyTorch
 
+from ._checks import one_of
+
 __all__ = ["AGGREGATES", "EOT_AGGREGATES", "EstimatorLogits", "aggregate_draws", "blocks", "defences", "defend",
            "eot_gradient", "eot_loss", "logits", "stack_draws"]
 
@@ -150,16 +152,15 @@ def aggregate_draws(logits: torch.Tensor, aggregate: str = "softmax") -> torch.T
         vote's gradient flows only through p̄ (a vote is piecewise constant).
     :return: ``N×K`` scores.
     """
-    runs = logits.shape[0]
-    log_mean_p = torch.logsumexp(logits.log_softmax(-1), dim=0) - math.log(runs)
+    one_of("aggregate", aggregate, AGGREGATES)
+    nb_samples = logits.shape[0]
+    log_mean_p = torch.logsumexp(logits.log_softmax(-1), dim=0) - math.log(nb_samples)
     if aggregate == "softmax":
         return log_mean_p
     if aggregate == "logits":
         return logits.mean(0)
-    if aggregate == "vote":
-        votes = torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).sum(0).to(logits.dtype)
-        return torch.log((votes + log_mean_p.exp()) / (runs + 1))
-    raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}.")
+    votes = torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).sum(0).to(logits.dtype)  # "vote"
+    return torch.log((votes + log_mean_p.exp()) / (nb_samples + 1))
 
 
 def eot_gradient(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, y: torch.Tensor,
@@ -181,8 +182,7 @@ def eot_gradient(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, y:
     :return: ``(gradient shaped like x, mean loss over the draws)``: the loss ``N`` per example, or a scalar for a
         batch loss.
     """
-    if aggregate not in EOT_AGGREGATES:
-        raise ValueError(f"aggregate must be one of {EOT_AGGREGATES}, got {aggregate!r}.")
+    one_of("aggregate", aggregate, EOT_AGGREGATES)
     n = len(x)
     grad, losses, batch = torch.zeros_like(x), x.new_zeros(n), None
     for copies, images in blocks(n, draws, batch_size):

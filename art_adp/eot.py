@@ -8,19 +8,20 @@ import numpy as np
 import torch
 from art.estimators.classification import PyTorchClassifier
 
+from ._checks import one_of, positive_int, renamed_kwargs, take_renamed, warn_renamed_attribute
 from .defended import DefendedModel
 from .ensemble import AGGREGATES, aggregate_draws, blocks, eot_gradient, eot_loss, stack_draws
 
 __all__ = ["EOTClassifier"]
 
+RENAMED = {"nb_grad_samples": "eot_samples"}  # deprecated in 0.2, removed in 0.3
 
-def _check_eot_params(nb_samples, nb_grad_samples, aggregate, batch_size) -> None:
-    for name, value in (("nb_samples", nb_samples), ("nb_grad_samples", nb_grad_samples),
-                        ("batch_size", batch_size)):
-        if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
-    if aggregate not in AGGREGATES:
-        raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}.")
+
+def _check_eot_params(nb_samples, eot_samples, aggregate, batch_size) -> None:
+    positive_int("nb_samples", nb_samples)
+    positive_int("eot_samples", eot_samples)
+    positive_int("batch_size", batch_size)
+    one_of("aggregate", aggregate, AGGREGATES)
 
 
 class EOTClassifier(PyTorchClassifier):
@@ -36,7 +37,7 @@ class EOTClassifier(PyTorchClassifier):
       (``aggregate="softmax"``, the paper's ensemble), or logits (``"logits"``), or takes the majority vote
       (``"vote"``), and returns logits-like scores (see :func:`~art_adp.ensemble.aggregate_draws`), so ART's
       ``AutoProjectedGradientDescent`` and ``AutoAttack`` accept it.
-    - :meth:`loss_gradient` and :meth:`class_gradient` are EOT gradients: the mean over ``nb_grad_samples`` draws
+    - :meth:`loss_gradient` and :meth:`class_gradient` are EOT gradients: the mean over ``eot_samples`` draws
       of the per-draw gradient (the gradient of the expected loss, or of the expected logit), in the gradient
       mode of the wrapped classifier's defences (for :class:`~art_adp.ADPPurifier`: ``gradient="bpda"`` or
       ``"full"``).
@@ -45,9 +46,9 @@ class EOTClassifier(PyTorchClassifier):
     (:mod:`art_adp.ensemble`), so memory is bounded whatever ``N`` and the number of draws. One draw is the wrapped
     classifier's whole chain -- its defences, then its standardisation ``preprocessing=(mean, std)``, then its
     model, as ART applies them. It is a :class:`PyTorchClassifier` whose ``model`` is
-    ``DefendedModel.from_estimator(classifier)`` (``runs = nb_grad_samples``): ART attacks that dispatch on the
+    ``DefendedModel.from_estimator(classifier)`` (``nb_samples = eot_samples``): ART attacks that dispatch on the
     estimator type take their PyTorch path, and those that rebuild a classifier from ``estimator.model`` (APGD
-    with a named loss) differentiate the loss of the ``nb_grad_samples``-draw ensemble.
+    with a named loss) differentiate the loss of the ``eot_samples``-draw ensemble.
 
     Reproducibility: the randomness is the defences' own. Give the :class:`~art_adp.ADPPurifier` a seeded
     ``generator``; re-seeding it (``purifier.generator.manual_seed(s)``) before a call replays that call's
@@ -57,22 +58,24 @@ class EOTClassifier(PyTorchClassifier):
     """
 
     estimator_params = PyTorchClassifier.estimator_params + [
-        "classifier", "nb_samples", "nb_grad_samples", "aggregate", "batch_size"]
+        "classifier", "nb_samples", "eot_samples", "aggregate", "batch_size"]
 
-    def __init__(self, classifier: PyTorchClassifier, nb_samples: int = 10, nb_grad_samples: int | None = None,
+    @renamed_kwargs(**RENAMED)
+    def __init__(self, classifier: PyTorchClassifier, nb_samples: int = 10, eot_samples: int | None = None,
                  aggregate: str = "softmax", batch_size: int = 512,
                  loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> None:
         """
         :param classifier: An ART :class:`PyTorchClassifier` whose preprocessing defences are random PyTorch
             preprocessors, e.g. ``preprocessing_defences=[ADPPurifier(...)]``; its preprocessing (mean/std) is kept.
         :param nb_samples: Draws averaged by :meth:`predict` (the paper's S = 10).
-        :param nb_grad_samples: Draws averaged by the gradients (default: ``nb_samples``).
+        :param eot_samples: Draws averaged by the gradients, EOT (default: ``nb_samples``; formerly
+            ``nb_grad_samples``, deprecated).
         :param aggregate: ``"softmax"``, ``"logits"`` or ``"vote"`` (see :meth:`predict`).
         :param batch_size: Rows (image × draw) per forward pass.
         :param loss: The loss of one draw's logits, replacing the classifier's: a per-example
             ``(logits N×K, labels N) → N`` (e.g. cross-entropy with ``reduction="none"``, or Croce & Hein's DLR) makes
             :meth:`loss_gradient` each example's EOT gradient and :meth:`compute_loss` each example's loss averaged
-            over ``nb_grad_samples`` draws (what ART's APGD with ``loss_type=None`` compares). Default: the
+            over ``eot_samples`` draws (what ART's APGD with ``loss_type=None`` compares). Default: the
             classifier's loss.
         """
         if not isinstance(classifier, PyTorchClassifier):
@@ -80,11 +83,11 @@ class EOTClassifier(PyTorchClassifier):
         if not classifier.all_framework_preprocessing:
             raise ValueError("EOTClassifier needs every preprocessing defence of the classifier to be a "
                              "PreprocessorPyTorch (e.g. ADPPurifier), so draws can be batched and differentiated.")
-        nb_grad_samples = nb_samples if nb_grad_samples is None else nb_grad_samples
-        _check_eot_params(nb_samples, nb_grad_samples, aggregate, batch_size)
+        eot_samples = nb_samples if eot_samples is None else eot_samples
+        _check_eot_params(nb_samples, eot_samples, aggregate, batch_size)
         if loss is not None and not callable(loss):
             raise ValueError(f"loss must be a callable (logits, labels) -> losses or None, got {type(loss).__name__}.")
-        model = DefendedModel.from_estimator(classifier, runs=nb_grad_samples,
+        model = DefendedModel.from_estimator(classifier, nb_samples=eot_samples,
                                              aggregate="softmax" if aggregate == "vote" else aggregate)
         super().__init__(model=model, loss=classifier.loss if loss is None else loss,
                          input_shape=classifier.input_shape,
@@ -98,19 +101,34 @@ class EOTClassifier(PyTorchClassifier):
         self._per_example = loss is not None
 
     @property
+    def eot_samples(self) -> int:
+        """Draws averaged by the gradients (also the ``nb_samples`` of ``model``, which APGD differentiates)."""
+        return self.model.nb_samples
+
+    @eot_samples.setter
+    def eot_samples(self, value: int) -> None:
+        _check_eot_params(1, value, "softmax", 1)
+        self.model.nb_samples = value
+
+    @property
     def nb_grad_samples(self) -> int:
-        """Draws averaged by the gradients (also the ``runs`` of ``model``, which APGD differentiates)."""
-        return self.model.runs
+        """Deprecated alias of :attr:`eot_samples` (removed in 0.3)."""
+        warn_renamed_attribute("EOTClassifier", "nb_grad_samples", "eot_samples")
+        return self.eot_samples
 
     @nb_grad_samples.setter
     def nb_grad_samples(self, value: int) -> None:
-        _check_eot_params(1, value, "softmax", 1)
-        self.model.runs = value
+        warn_renamed_attribute("EOTClassifier", "nb_grad_samples", "eot_samples")
+        self.eot_samples = value
+
+    def set_params(self, **kwargs) -> None:
+        """ART's ``set_params`` over ``estimator_params``; the deprecated ``nb_grad_samples`` is ``eot_samples``."""
+        super().set_params(**take_renamed(dict(kwargs), RENAMED, "EOTClassifier.set_params"))
 
     def _check_params(self) -> None:
         super()._check_params()
         if hasattr(self, "batch_size"):  # ART's constructor checks before this class has set its own
-            _check_eot_params(self.nb_samples, self.nb_grad_samples, self.aggregate, self.batch_size)
+            _check_eot_params(self.nb_samples, self.eot_samples, self.aggregate, self.batch_size)
 
     # -- inputs ---------------------------------------------------------------------------------------------
 
@@ -166,7 +184,7 @@ class EOTClassifier(PyTorchClassifier):
     def loss_gradient(self, x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor, training_mode: bool = False,
                       **kwargs) -> np.ndarray | torch.Tensor:
         """
-        Mean over ``nb_grad_samples`` draws of the gradient of the loss with respect to ``x``
+        Mean over ``eot_samples`` draws of the gradient of the loss with respect to ``x``
         (:func:`art_adp.ensemble.eot_gradient`).
 
         With a ``reduction="mean"`` loss (ART's default) each draw's gradient is the wrapped classifier's
@@ -180,16 +198,16 @@ class EOTClassifier(PyTorchClassifier):
         x_t = self._inputs(x)
         y_t = self._labels(y, len(x_t))
         self._model.eval()
-        grads, _ = eot_gradient(self.model.draw_logits, x_t, y_t, self._loss, self.nb_grad_samples,
+        grads, _ = eot_gradient(self.model.draw_logits, x_t, y_t, self._loss, self.eot_samples,
                                 batch_size=self.batch_size)
         return grads.to(x.device, x.dtype) if isinstance(x, torch.Tensor) else grads.cpu().numpy()
 
     def compute_loss(self, x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor, reduction: str = "none",
                      **kwargs) -> np.ndarray | torch.Tensor:
         """
-        With a per-example ``loss``: each example's loss averaged over ``nb_grad_samples`` draws
+        With a per-example ``loss``: each example's loss averaged over ``eot_samples`` draws
         (:func:`art_adp.ensemble.eot_loss`), reduced by ``reduction`` (``"none"``, ``"mean"`` or ``"sum"``).
-        Otherwise ART's: the classifier's loss of ``model``'s output (the ``nb_grad_samples``-draw ensemble).
+        Otherwise ART's: the classifier's loss of ``model``'s output (the ``eot_samples``-draw ensemble).
         """
         if not self._per_example:
             return super().compute_loss(x, y, reduction=reduction, **kwargs)
@@ -197,7 +215,7 @@ class EOTClassifier(PyTorchClassifier):
             raise ValueError(f"reduction must be 'none', 'mean' or 'sum', got {reduction!r}.")
         x_t = self._inputs(x)
         self._model.eval()
-        loss = eot_loss(self.model.draw_logits, x_t, self._labels(y, len(x_t)), self._loss, self.nb_grad_samples,
+        loss = eot_loss(self.model.draw_logits, x_t, self._labels(y, len(x_t)), self._loss, self.eot_samples,
                         batch_size=self.batch_size)
         loss = loss if reduction == "none" else loss.mean() if reduction == "mean" else loss.sum()
         return loss if isinstance(x, torch.Tensor) else loss.cpu().numpy()
@@ -205,7 +223,7 @@ class EOTClassifier(PyTorchClassifier):
     def class_gradient(self, x: np.ndarray | torch.Tensor, label: int | list[int] | np.ndarray | None = None,
                        training_mode: bool = False, **kwargs) -> np.ndarray:
         """
-        Mean over ``nb_grad_samples`` draws of the gradients of the class logits with respect to ``x``.
+        Mean over ``eot_samples`` draws of the gradients of the class logits with respect to ``x``.
 
         :param label: ``None`` (every class), one class index, or one index per input.
         :return: ``N×K×C×H×W`` (``label=None``) or ``N×1×C×H×W`` gradients.
@@ -225,15 +243,15 @@ class EOTClassifier(PyTorchClassifier):
             classes = [torch.as_tensor(per_input, device=self._device)]
         grads = torch.zeros(n, len(classes), *x_t.shape[1:], device=self._device)
         self._model.eval()
-        for copies, images in blocks(n, self.nb_grad_samples, self.batch_size):
+        for copies, images in blocks(n, self.eot_samples, self.batch_size):
             logits = self.model.draw_logits(x_t[images].repeat(copies, *([1] * (x_t.ndim - 1))))
             for k, c in enumerate(classes):
                 picked = logits[:, c] if isinstance(c, int) else logits.gather(1, c[images].repeat(copies)[:, None])
                 (g,) = torch.autograd.grad(picked.sum(), x_t, retain_graph=k + 1 < len(classes), allow_unused=True)
                 if g is not None:
-                    grads[:, k] += g / self.nb_grad_samples
+                    grads[:, k] += g / self.eot_samples
         return grads.cpu().numpy()
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(classifier={self.classifier!r}, nb_samples={self.nb_samples}, "
-                f"nb_grad_samples={self.nb_grad_samples}, aggregate={self.aggregate!r}, batch_size={self.batch_size})")
+                f"eot_samples={self.eot_samples}, aggregate={self.aggregate!r}, batch_size={self.batch_size})")

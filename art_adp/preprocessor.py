@@ -7,13 +7,15 @@ from typing import Any, Sequence
 import torch
 from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 
-from .purify import check_params, purify
+from ._checks import boolean, number, one_of, positive_int, renamed_kwargs, take_renamed, warn_renamed_attribute
+from .purify import DEFAULTS, check_params, describe, purify
 
 __all__ = ["ADPPurifier"]
 
 GRADIENTS = ("bpda", "full")
 PURIFY_PARAMS = ("sigma", "steps", "step_size", "lam", "delta", "step_clamp", "tau", "clip_values", "compact", "amp",
-                 "checkpoint")
+                 "gradient_checkpointing")
+RENAMED = {"checkpoint": "gradient_checkpointing"}  # deprecated in 0.2, removed in 0.3
 
 
 class ADPPurifier(PreprocessorPyTorch):
@@ -51,25 +53,26 @@ class ADPPurifier(PreprocessorPyTorch):
     params = [*PURIFY_PARAMS, "gradient", "batch_size", "generator", "channels_last", "compile", "detector", "beta",
               "clip_inputs"]
 
+    @renamed_kwargs(**RENAMED)
     def __init__(
         self,
         score_model: torch.nn.Module,
         *,
-        sigma: float = 0.25,
-        steps: int = 10,
-        step_size: str | float | Sequence[float] = "adaptive",
-        lam: float = 0.05,
-        delta: float = 1e-3,
-        step_clamp: tuple[float, float] = (1e-5, 0.1),
-        tau: float = 1e-3,
-        clip_values: tuple[float, float] = (0.0, 1.0),
+        sigma: float = DEFAULTS.sigma,
+        steps: int = DEFAULTS.steps,
+        step_size: str | float | Sequence[float] = DEFAULTS.step_size,
+        lam: float = DEFAULTS.lam,
+        delta: float = DEFAULTS.delta,
+        step_clamp: tuple[float, float] = DEFAULTS.step_clamp,
+        tau: float = DEFAULTS.tau,
+        clip_values: tuple[float, float] = DEFAULTS.clip_values,
         gradient: str = "bpda",
         batch_size: int = 256,
         generator: torch.Generator | None = None,
         channels_last: bool = False,
         compact: bool = False,
         amp: str | None = None,
-        checkpoint: bool = False,
+        gradient_checkpointing: bool = False,
         compile: bool | str = False,
         detector: Any | None = None,
         beta: float = 0.2,
@@ -97,8 +100,9 @@ class ADPPurifier(PreprocessorPyTorch):
             one host synchronisation per step; pays when samples stop early, e.g. ``sigma=0`` or a large ``tau``).
         :param amp: ``None``, ``"bfloat16"`` or ``"float16"``: the network forward under autocast (needs
             ``step_size="adaptive-jvp"`` or a manual schedule).
-        :param checkpoint: Gradient checkpointing per step for ``gradient="full"`` (memory of one batch per step
-            instead of all activations; each step recomputed once in the backward pass).
+        :param gradient_checkpointing: Gradient checkpointing per step for ``gradient="full"`` (memory of one batch
+            per step instead of all activations; each step recomputed once in the backward pass). Formerly
+            ``checkpoint=`` (deprecated).
         :param compile: ``torch.compile`` the score network on first use: ``True`` (inductor) or a backend name.
             Compilation takes minutes on a CPU; worth it for long GPU evaluations.
         :param detector: ``None``, or a fitted :class:`~art_adp.ScoreNormDetector` (anything with
@@ -130,13 +134,35 @@ class ADPPurifier(PreprocessorPyTorch):
         self.channels_last = channels_last
         self.compact = compact
         self.amp = amp
-        self.checkpoint = checkpoint
+        self.gradient_checkpointing = gradient_checkpointing
         self.compile = compile
         self._compiled: tuple[Any, Any] | None = None  # (compile setting, compiled network)
         self.detector = detector
         self.beta = beta
         self.clip_inputs = clip_inputs
         self._check_params()
+
+    @property
+    def checkpoint(self) -> bool:
+        """Deprecated alias of :attr:`gradient_checkpointing` (removed in 0.3)."""
+        warn_renamed_attribute("ADPPurifier", "checkpoint", "gradient_checkpointing")
+        return self.gradient_checkpointing
+
+    @checkpoint.setter
+    def checkpoint(self, value: bool) -> None:
+        warn_renamed_attribute("ADPPurifier", "checkpoint", "gradient_checkpointing")
+        self.gradient_checkpointing = value
+
+    def describe(self) -> str:
+        """
+        This purifier's setting in words, from its actual parameters, e.g. ``"ADP sigma = 0.25, T = 10 adaptive
+        steps (lambda = 0.05, delta = 1e-3, tau = 1e-3)"`` at the defaults; with a detector it adds the two noise
+        levels.
+        """
+        text = describe(**self._purify_kwargs())
+        if self.detector is not None:
+            text += f"; detection: sigma_low = beta sigma with beta = {self.beta:g} for inputs not flagged"
+        return text
 
     def _purify(self, x: torch.Tensor) -> torch.Tensor:
         kwargs = self._purify_kwargs()
@@ -187,6 +213,7 @@ class ADPPurifier(PreprocessorPyTorch):
 
     def set_params(self, **kwargs) -> None:
         """Set parameters from ``params`` and validate them; unknown names or invalid values raise and change nothing."""
+        kwargs = take_renamed(dict(kwargs), RENAMED, "ADPPurifier.set_params")
         unknown = sorted(set(kwargs) - set(self.params))
         if unknown:
             raise ValueError(f"Unknown ADPPurifier parameter(s) {unknown}; valid: {self.params}.")
@@ -202,18 +229,14 @@ class ADPPurifier(PreprocessorPyTorch):
 
     def _check_params(self) -> None:
         check_params(**self._purify_kwargs())
-        if self.gradient not in GRADIENTS:
-            raise ValueError(f"gradient must be one of {GRADIENTS}, got {self.gradient!r}.")
-        if isinstance(self.batch_size, bool) or not (isinstance(self.batch_size, int) and self.batch_size >= 1):
-            raise ValueError(f"batch_size must be an integer >= 1, got {self.batch_size!r}.")
+        one_of("gradient", self.gradient, GRADIENTS)
+        positive_int("batch_size", self.batch_size)
         if not (isinstance(self.compile, bool) or (isinstance(self.compile, str) and self.compile)):
             raise ValueError(f"compile must be True, False or a torch.compile backend name, got {self.compile!r}.")
         if self.detector is not None and not callable(getattr(self.detector, "flag", None)):
             raise ValueError(f"detector must be a ScoreNormDetector (with a flag(x) method) or None, "
                              f"got {type(self.detector).__name__}.")
-        if isinstance(self.beta, bool) or not (isinstance(self.beta, (int, float)) and 0 <= self.beta <= 1):
-            raise ValueError(f"beta must be a number in [0, 1], got {self.beta!r}.")
-        if not isinstance(self.clip_inputs, bool):
-            raise ValueError(f"clip_inputs must be True or False, got {self.clip_inputs!r}.")
+        number("beta", self.beta, low=0, high=1)
+        boolean("clip_inputs", self.clip_inputs)
         if self.generator is not None and not isinstance(self.generator, torch.Generator):
             raise ValueError(f"generator must be a torch.Generator or None, got {type(self.generator).__name__}.")

@@ -7,6 +7,7 @@ differentiates straight through it).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Callable, Sequence
 
@@ -14,15 +15,40 @@ import torch
 import torch.func
 import torch.utils.checkpoint
 
-__all__ = ["purify", "check_params", "check_images"]
+from ._checks import boolean, non_negative_int, number, renamed_kwargs
+
+__all__ = ["ADPDefaults", "DEFAULTS", "purify", "check_params", "check_images", "describe"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ADPDefaults:
+    """
+    The ADP hyperparameters as the authors' released code sets them (Yoon, Hwang & Lee 2021; see :func:`purify`
+    for where the paper's text differs): declared once, read by :func:`purify`, :class:`~art_adp.ADPPurifier` and
+    every report string (:func:`describe`).
+    """
+
+    sigma: float = 0.25
+    steps: int = 10
+    step_size: str = "adaptive"
+    lam: float = 0.05
+    delta: float = 1e-3
+    step_clamp: tuple[float, float] = (1e-5, 0.1)
+    tau: float = 1e-3
+    clip_values: tuple[float, float] = (0.0, 1.0)
+
+
+DEFAULTS = ADPDefaults()
 
 
 ADAPTIVE_RULES = ("adaptive", "adaptive-jvp")
 AMP_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+@renamed_kwargs(checkpoint="gradient_checkpointing")
 def check_params(
-    sigma, steps, step_size, lam, delta, step_clamp, tau, clip_values, *, compact=False, amp=None, checkpoint=False
+    sigma, steps, step_size, lam, delta, step_clamp, tau, clip_values, *, compact=False, amp=None,
+    gradient_checkpointing=False
 ) -> list[float] | None:
     """
     Validate the hyperparameters of :func:`purify` (the one place they are checked).
@@ -33,23 +59,18 @@ def check_params(
     if isinstance(sigma, torch.Tensor):  # per-sample noise levels (detection-driven two-level noise)
         if sigma.ndim != 1 or not torch.is_floating_point(sigma) or not bool(((sigma >= 0) & sigma.isfinite()).all()):
             raise ValueError(f"sigma as a tensor must be 1-D, floating point, finite and >= 0; got {sigma}.")
-    elif isinstance(sigma, bool) or not (isinstance(sigma, (int, float)) and sigma >= 0):
-        raise ValueError(f"sigma must be a number >= 0, got {sigma!r}.")
-    if isinstance(steps, bool) or not (isinstance(steps, int) and steps >= 0):
-        raise ValueError(f"steps must be an integer >= 0, got {steps!r}.")
-    if not 0 < lam < 1:
-        raise ValueError(f"lam must lie in (0, 1), got {lam!r}.")
-    if not delta > 0:
-        raise ValueError(f"delta must be > 0, got {delta!r}.")
+    else:
+        number("sigma", sigma, low=0)
+    non_negative_int("steps", steps)
+    number("lam", lam, low=0, high=1, low_open=True, high_open=True)
+    number("delta", delta, low=0, low_open=True)
     if len(step_clamp) != 2 or not 0 <= step_clamp[0] <= step_clamp[1]:
         raise ValueError(f"step_clamp must be (min, max) with 0 <= min <= max, got {step_clamp!r}.")
-    if not tau >= 0:
-        raise ValueError(f"tau must be >= 0, got {tau!r}.")
+    number("tau", tau, low=0)
     if len(clip_values) != 2 or not clip_values[0] < clip_values[1]:
         raise ValueError(f"clip_values must be (min, max) with min < max, got {clip_values!r}.")
-    for name, value in (("compact", compact), ("checkpoint", checkpoint)):
-        if not isinstance(value, bool):
-            raise ValueError(f"{name} must be True or False, got {value!r}.")
+    boolean("compact", compact)
+    boolean("gradient_checkpointing", gradient_checkpointing)
     if amp is not None and amp not in AMP_DTYPES:
         raise ValueError(f"amp must be None, 'bfloat16' or 'float16', got {amp!r}.")
     if amp is not None and step_size == "adaptive":
@@ -69,6 +90,36 @@ def check_params(
     if any(not a >= 0 for a in alphas):
         raise ValueError(f"step_size values must be >= 0, got {step_size!r}.")
     return alphas[:steps]
+
+
+def _fmt(value: float) -> str:
+    """A number as a report writes it: ``0.25``, ``10``, ``1e-3`` (small values in short scientific notation)."""
+    value = float(value)
+    if value != 0 and abs(value) < 1e-2:
+        mantissa, exponent = f"{value:.6e}".split("e")
+        mantissa = mantissa.rstrip("0").rstrip(".")
+        return f"{mantissa}e{int(exponent)}"
+    return f"{value:g}"
+
+
+def describe(*, sigma=DEFAULTS.sigma, steps=DEFAULTS.steps, step_size=DEFAULTS.step_size, lam=DEFAULTS.lam,
+             delta=DEFAULTS.delta, tau=DEFAULTS.tau, **_ignored) -> str:
+    """
+    The ADP setting in words, from the parameters themselves (for reports and logs), e.g.
+    ``"ADP sigma = 0.25, T = 10 adaptive steps (lambda = 0.05, delta = 1e-3, tau = 1e-3)"``.
+
+    Takes the keyword arguments of :func:`purify` (others are ignored).
+    """
+    noise = "per sample" if isinstance(sigma, torch.Tensor) else f"= {_fmt(sigma)}"
+    if step_size == "adaptive":
+        schedule = f"{steps} adaptive steps (lambda = {_fmt(lam)}, delta = {_fmt(delta)}, tau = {_fmt(tau)})"
+    elif step_size == "adaptive-jvp":
+        schedule = f"{steps} adaptive steps, exact JVP (lambda = {_fmt(lam)}, tau = {_fmt(tau)})"
+    elif isinstance(step_size, (int, float)):
+        schedule = f"{steps} steps of alpha = {_fmt(step_size)}"
+    else:
+        schedule = f"{steps} steps of alpha = {', '.join(_fmt(a) for a in list(step_size)[:steps])}"
+    return f"ADP sigma {noise}, T = {schedule}"
 
 
 RANGE_TOLERANCE = 0.1
@@ -184,23 +235,24 @@ class _Running:
         return {"steps": self.taken, "step_sizes": step_sizes.detach()}
 
 
+@renamed_kwargs(checkpoint="gradient_checkpointing")
 def purify(
     score_model: Callable[[torch.Tensor], torch.Tensor],
     x: torch.Tensor,
     *,
-    sigma: float = 0.25,
-    steps: int = 10,
-    step_size: str | float | Sequence[float] = "adaptive",
-    lam: float = 0.05,
-    delta: float = 1e-3,
-    step_clamp: tuple[float, float] = (1e-5, 0.1),
-    tau: float = 1e-3,
-    clip_values: tuple[float, float] = (0.0, 1.0),
+    sigma: float = DEFAULTS.sigma,
+    steps: int = DEFAULTS.steps,
+    step_size: str | float | Sequence[float] = DEFAULTS.step_size,
+    lam: float = DEFAULTS.lam,
+    delta: float = DEFAULTS.delta,
+    step_clamp: tuple[float, float] = DEFAULTS.step_clamp,
+    tau: float = DEFAULTS.tau,
+    clip_values: tuple[float, float] = DEFAULTS.clip_values,
     generator: torch.Generator | None = None,
     return_info: bool = False,
     compact: bool = False,
     amp: str | None = None,
-    checkpoint: bool = False,
+    gradient_checkpointing: bool = False,
 ):
     """
     Purify ``x`` by one run of ADP: x₀ = clip(x + σε), ε ~ N(0, I); then for t = 1 … T
@@ -240,17 +292,17 @@ def purify(
     :param amp: ``"bfloat16"`` or ``"float16"``: run the network forward under ``torch.autocast`` (its output
         is cast back to ``x``'s dtype; steps, ratios and clipping stay in ``x``'s dtype). Needs
         ``step_size="adaptive-jvp"`` or a manual schedule: the δ difference would drown in the rounding.
-    :param checkpoint: Gradient checkpointing per step (``torch.utils.checkpoint``) when autograd records:
+    :param gradient_checkpointing: Gradient checkpointing per step (``torch.utils.checkpoint``) when autograd records:
         a full-gradient backward stores one batch per step instead of every activation of 2T network
-        passes, and recomputes each step once. Same values and gradients.
+        passes, and recomputes each step once. Same values and gradients. (Formerly ``checkpoint=``, deprecated.)
     :return: The purified batch (same shape and dtype as ``x``), and the info dict if ``return_info``.
     """
     alphas = check_params(sigma, steps, step_size, lam, delta, step_clamp, tau, clip_values, compact=compact, amp=amp,
-                          checkpoint=checkpoint)
+                          gradient_checkpointing=gradient_checkpointing)
     check_images(x, clip_values)
     step = functools.partial(_step, score_model, lam=lam, delta=delta, step_clamp=step_clamp, tau=tau,
                              clip_values=clip_values, amp=amp)
-    if checkpoint and torch.is_grad_enabled():
+    if gradient_checkpointing and torch.is_grad_enabled():
         step = functools.partial(torch.utils.checkpoint.checkpoint, step, use_reentrant=False)
     x_0 = _noise(x, sigma, generator).clamp(*clip_values)  # x₀ = clip(x + σε)
     run = _Running(x_0, compact=compact)

@@ -126,7 +126,7 @@ def test_torchattacks_run_unchanged_against_defended_model(setup, device):
         adv = attack(x, y)
         assert_valid(adv.detach().cpu().numpy(), x.cpu().numpy())
         assert accuracy(clf, adv) <= clean - 0.25, f"{name} is a no-op on the undefended classifier"
-    model = DefendedModel(clf, purifier(score, device), runs=2).eval()
+    model = DefendedModel(clf, purifier(score, device), nb_samples=2).eval()
     for name, attack in attacks(model).items():
         adv = attack(x, y)
         assert adv.device == x.device

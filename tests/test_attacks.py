@@ -1,6 +1,8 @@
 """The attacks of art_adp.attacks: ε-ball and clip range respected, not no-ops, gradient modes restored, EOT
 invariances, and clear errors. Tiny models (an MLP trained on digits, NCSNv2(1, 8, ngf=4))."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -28,12 +30,13 @@ def setup():
 
 ATTACKS = {
     "ClassifierPGD": lambda est: A.ClassifierPGD(est, eps=EPS, eps_step=STEP, max_iter=6),
-    "BPDAEOT": lambda est: A.BPDAEOT(est, eps=EPS, eps_step=STEP, max_iter=6, eot_samples=2),
-    "BPDAEOT-sign": lambda est: A.BPDAEOT(est, eps=EPS, eps_step=STEP, max_iter=6, eot_samples=3, aggregate="sign"),
+    "PGDEOT-bpda": lambda est: A.PGDEOT(est, gradient="bpda", eps=EPS, eps_step=STEP, max_iter=6, eot_samples=2),
+    "PGDEOT-bpda-sign": lambda est: A.PGDEOT(est, gradient="bpda", eps=EPS, eps_step=STEP,
+                                          max_iter=6, eot_samples=3, aggregate="sign"),
     "JointScore": lambda est: A.JointScore(est, eps=EPS, eps_step=STEP, max_iter=12, eot_samples=2),
     "JointFull": lambda est: A.JointFull(est, eps=EPS, eps_step=STEP, max_iter=6, eot_samples=2),
-    "SPSA": lambda est: A.SPSA(est, eps=EPS, eps_step=STEP, max_iter=8, nb_sample=32, seed=0),
-    "FullGradientPGDEOT": lambda est: A.FullGradientPGDEOT(est, eps=EPS, eps_step=STEP, max_iter=6, eot_samples=2),
+    "BlackBoxSPSA": lambda est: A.BlackBoxSPSA(est, eps=EPS, eps_step=STEP, max_iter=8, samples_per_step=32, seed=0),
+    "PGDEOT-full": lambda est: A.PGDEOT(est, gradient="full", eps=EPS, eps_step=STEP, max_iter=6, eot_samples=2),
     "APGDEOT": lambda est: A.APGDEOT(est, eps=EPS, max_iter=6, eot_samples=2),
 }
 
@@ -63,9 +66,9 @@ def test_joint_attacks_with_weight_zero_are_bpda(setup):
     mlp, score, x, y = setup
     kw = dict(eps=EPS, eps_step=STEP, max_iter=3, eot_samples=2)
     outs = []
-    for cls in (A.BPDAEOT, A.JointScore, A.JointFull):
+    for cls in (A.PGDEOT, A.JointScore, A.JointFull):
         purifier = ADPPurifier(score, sigma=0.1, steps=1, generator=torch.Generator().manual_seed(0))
-        extra = {} if cls is A.BPDAEOT else {"weight": 0.0}
+        extra = {"gradient": "bpda"} if cls is A.PGDEOT else {"weight": 0.0}
         outs.append(cls(estimator(mlp, purifier), **kw, **extra).generate(x[:10], y=y[:10]))
     np.testing.assert_allclose(outs[1], outs[0], atol=1e-6)
     np.testing.assert_allclose(outs[2], outs[0], atol=1e-6)
@@ -73,8 +76,8 @@ def test_joint_attacks_with_weight_zero_are_bpda(setup):
 
 def test_l2_ball(setup):
     mlp, score, x, y = setup
-    x_adv = A.BPDAEOT(estimator(mlp, ADPPurifier(score, sigma=0.0, steps=0)), norm=2, eps=1.0, eps_step=0.3,
-                      max_iter=5, eot_samples=1).generate(x, y=y)
+    x_adv = A.PGDEOT(estimator(mlp, ADPPurifier(score, sigma=0.0, steps=0)), gradient="bpda", norm=2, eps=1.0,
+                     eps_step=0.3, max_iter=5, eot_samples=1).generate(x, y=y)
     assert np.linalg.norm((x_adv - x).reshape(len(x), -1), axis=1).max() <= 1.0 + 1e-5
 
 
@@ -83,13 +86,13 @@ def test_gradient_mode_is_set_during_the_attack_and_restored_after_an_error(setu
     purifier = ADPPurifier(score, sigma=0.1, steps=1, gradient="bpda")
     seen = []
 
-    class Spy(A.FullGradientPGDEOT):
+    class Spy(A.PGDEOT):
         def _direction(self, x_adv, yb):
             seen.append(purifier.gradient)
             raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError, match="boom"):
-        Spy(estimator(mlp, purifier), max_iter=1).generate(x[:2], y=y[:2])
+        Spy(estimator(mlp, purifier), gradient="full", max_iter=1).generate(x[:2], y=y[:2])
     assert seen == ["full"] and purifier.gradient == "bpda"
 
 
@@ -130,8 +133,8 @@ def test_bad_input_is_refused_with_the_fix(setup):
     bare = estimator(mlp)
     with pytest.raises(ValueError, match="exactly one ADPPurifier"):
         A.JointScore(bare)
-    with pytest.raises(ValueError, match="aggregate must be one of"):
-        A.BPDAEOT(bare, aggregate="median")
+    with pytest.raises(ValueError, match=re.escape("aggregate must be one of 'mean', 'sign', got 'median'.")):
+        A.PGDEOT(bare, aggregate="median")
     with pytest.raises(ValueError, match="eps must be a number > 0"):
         A.ClassifierPGD(bare, eps=0)
     with pytest.raises(ValueError, match="losses must be a non-empty sequence"):
@@ -139,4 +142,4 @@ def test_bad_input_is_refused_with_the_fix(setup):
     wide = PyTorchClassifier(mlp, torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=10,
                              clip_values=(0, 255))
     with pytest.raises(ValueError, match="SPSA \\(torchattacks\\) clips to \\[0, 1\\]"):
-        A.SPSA(wide)
+        A.BlackBoxSPSA(wide)

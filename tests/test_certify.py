@@ -2,6 +2,7 @@
 PyTorchRandomizedSmoothing."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -98,8 +99,8 @@ def test_certified_accuracy_counts_correct_predictions_at_radius():
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"n0": 200, "n": 100}, r"n0 \(samples to select the class, 200\) must not exceed n"),
-    ({"alpha": 0.0}, r"alpha must lie in \(0, 1\)"),
-    ({"alpha": 1.0}, r"alpha must lie in \(0, 1\)"),
+    ({"alpha": 0.0}, re.escape("alpha must be a number in (0, 1), got 0.0.")),
+    ({"alpha": 1.0}, re.escape("alpha must be a number in (0, 1), got 1.0.")),
     ({"sigma": 0.0}, "sigma must be a number > 0"),
     ({"sigma": -0.25}, "sigma must be a number > 0"),
     ({"n": 0}, "n must be an integer >= 1"),
@@ -194,7 +195,7 @@ def test_cli_certify_writes_table_curve_and_records(tmp_path, adp_models):
     score, _ = adp_models
     torch.manual_seed(1)
     save_score_model(score, tmp_path / "score.safetensors")
-    save_classifier(DigitsCNN(10), tmp_path / "classifier.safetensors")
+    save_classifier(DigitsCNN(nb_classes=10), tmp_path / "classifier.safetensors")
     run = tmp_path / "run"
     argv = ["certify", "--score", str(tmp_path / "score.safetensors"), "--classifier",
             str(tmp_path / "classifier.safetensors"), "--run-dir", str(run), "--sigmas", "0.25", "--n0", "5", "--n",

@@ -41,7 +41,7 @@ def test_train_score_and_classifier_on_digits(tmp_path, capsys):
                  "--sigma-begin", "1", "--num-sigmas", "3", "--quiet"]) == 0
     assert load_score_model(run / "score.safetensors").training_info["step"] == 5
     assert main(["train-classifier", "--run-dir", str(run), "--epochs", "1", "--quiet"]) == 0
-    assert load_classifier(run / "classifier.safetensors").config["num_classes"] == 10
+    assert load_classifier(run / "classifier.safetensors").config["nb_classes"] == 10
     acc = json.loads((run / "classifier.json").read_text())["test_accuracy"]
     assert 0.3 < acc <= 1.0  # one epoch of a small CNN on digits is far above chance
     assert "classifier:" in capsys.readouterr().out

@@ -1,6 +1,7 @@
 """ScoreNormDetector (threshold for a target FPR, report, AUC) and detection-driven two-level ADP noise."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -78,7 +79,7 @@ def test_detector_errors():
     det = ScoreNormDetector(torch.nn.Identity(), device_type="cpu")
     with pytest.raises(ValueError, match=r"no threshold yet: call fit\(x_clean, fpr=...\)"):
         det.detect(with_norms([1.0]))
-    with pytest.raises(ValueError, match=r"fpr must lie in \(0, 1\)"):
+    with pytest.raises(ValueError, match=re.escape("fpr must be a number in (0, 1), got 1.0.")):
         det.fit(with_norms([1.0, 2.0]), fpr=1.0)
     with pytest.raises(ValueError, match="scale the images"):
         det.fit(255 * with_norms([1.0, 2.0]))
@@ -177,10 +178,11 @@ def test_detect_demo_runs_every_attack_and_writes_its_outputs(tmp_path, tiny_sco
     torch.manual_seed(2)
     config = DetectConfig(n_calibration=10, n_examples=3, pgd_steps=1, steps=1, runs=1, eot=1, full_eot=1,
                           auc_eps=(0.05,))
-    results = run_detect_demo(tmp_path, tiny_score, DigitsCNN(10).eval(), config, progress=False, device="cpu",
+    classifier = DigitsCNN(nb_classes=10).eval()
+    results = run_detect_demo(tmp_path, tiny_score, classifier, config, progress=False, device="cpu",
                               log=lambda line: None)
     assert {p.name for p in tmp_path.iterdir()} == {"detect.json", "detect.md", "score_norms.png"}
     assert len(results["accuracy"]) == 5 and all(len(row) == 2 for row in results["accuracy"].values())
     assert set(results["roc_auc_by_eps"]) == {"0.05", "0.175"}
     with pytest.raises(ValueError, match=r"Unknown attack\(s\) \['cw'\]"):
-        run_detect_demo(tmp_path, tiny_score, DigitsCNN(10), DetectConfig(attacks=("cw",)), device="cpu")
+        run_detect_demo(tmp_path, tiny_score, DigitsCNN(nb_classes=10), DetectConfig(attacks=("cw",)), device="cpu")

@@ -158,17 +158,17 @@ def test_bpda_eot_gradient_agrees_with_defended_model(nets):
     grad = eot.class_gradient(x, label=y.argmax(1))[:, 0]
     purifier.generator.manual_seed(2)
     xg = torch.from_numpy(x).requires_grad_(True)
-    model = DefendedModel(eot.classifier.model, purifier, runs=3, aggregate="logits")
+    model = DefendedModel(eot.classifier.model, purifier, nb_samples=3, aggregate="logits")
     model(xg).gather(1, torch.from_numpy(y.argmax(1))[:, None]).sum().backward()
     assert np.allclose(grad, xg.grad.numpy(), rtol=1e-5, atol=1e-8)  # mean logits: the same expectation
 
 
 def test_model_is_the_defended_ensemble_used_by_rebuilt_estimators(nets):
     _, _, x, _ = nets
-    _, eot, purifier = build(nets, nb=4, nb_grad_samples=2)
-    assert isinstance(eot.model, DefendedModel) and eot.model.runs == 2
-    eot.set_params(nb_grad_samples=5)
-    assert eot.model.runs == 5 and eot.nb_grad_samples == 5
+    _, eot, purifier = build(nets, nb=4, eot_samples=2)
+    assert isinstance(eot.model, DefendedModel) and eot.model.nb_samples == 2
+    eot.set_params(eot_samples=5)
+    assert eot.model.nb_samples == 5 and eot.eot_samples == 5
     purifier.generator.manual_seed(0)
     with torch.no_grad():
         out = eot.model(torch.from_numpy(x))
@@ -185,9 +185,9 @@ def test_empty_batches_give_empty_outputs(nets):
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"nb_samples": 0}, "nb_samples must be an integer >= 1, got 0."),
-    ({"nb_grad_samples": 2.5}, "nb_grad_samples must be an integer >= 1, got 2.5."),
+    ({"eot_samples": 2.5}, "eot_samples must be an integer >= 1, got 2.5."),
     ({"batch_size": True}, "batch_size must be an integer >= 1, got True."),
-    ({"aggregate": "max"}, "aggregate must be one of ('softmax', 'logits', 'vote'), got 'max'."),
+    ({"aggregate": "max"}, "aggregate must be one of 'softmax', 'logits', 'vote', got 'max'."),
 ])
 def test_constructor_errors(nets, kwargs, message):
     art, _, _ = build(nets)
@@ -210,8 +210,8 @@ def test_input_errors(nets):
         eot.class_gradient(x, label=10)
     with pytest.raises(ValueError, match="divide 0-255 images by 255"):
         eot.predict(x * 255)
-    with pytest.raises(ValueError, match=re.escape("nb_grad_samples must be an integer >= 1, got 0.")):
-        eot.set_params(nb_grad_samples=0)
+    with pytest.raises(ValueError, match=re.escape("eot_samples must be an integer >= 1, got 0.")):
+        eot.set_params(eot_samples=0)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

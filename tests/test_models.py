@@ -26,13 +26,13 @@ def n_params(model):
 # (class, kwargs, input shape (N, C, H, W), K) -- small widths for speed
 SHAPE_CASES = [
     (MLP, dict(hidden=(32,)), (3, 1, 28, 28), 10),
-    (MLP, dict(in_channels=3, image_size=32, num_classes=5, hidden=()), (3, 3, 32, 32), 5),
+    (MLP, dict(in_channels=3, image_size=32, nb_classes=5, hidden=()), (3, 3, 32, 32), 5),
     (SmallCNN, dict(width=4, fc_width=16), (3, 1, 28, 28), 10),
-    (SmallCNN, dict(in_channels=3, image_size=30, num_classes=7, width=4, fc_width=16), (3, 3, 30, 30), 7),
+    (SmallCNN, dict(in_channels=3, image_size=30, nb_classes=7, width=4, fc_width=16), (3, 3, 30, 30), 7),
     (DigitsCNN, dict(width=4), (3, 1, 8, 8), 10),
-    (DigitsCNN, dict(num_classes=3, width=2), (3, 1, 8, 8), 3),
+    (DigitsCNN, dict(nb_classes=3, width=2), (3, 1, 8, 8), 3),
     (WideResNet, dict(depth=10, widen_factor=1), (3, 3, 32, 32), 10),
-    (WideResNet, dict(depth=16, widen_factor=1, num_classes=100, in_channels=1, dropout=0.3), (3, 1, 16, 16), 100),
+    (WideResNet, dict(depth=16, widen_factor=1, nb_classes=100, in_channels=1, dropout=0.3), (3, 1, 16, 16), 100),
 ]
 SHAPE_IDS = [f"{cls.__name__}-{i}" for i, (cls, *_rest) in enumerate(SHAPE_CASES)]
 
@@ -62,20 +62,21 @@ def test_default_sizes():
 
 def test_wrn_28_10_parameter_count():
     model = WideResNet()  # WRN-28-10: widths 16, 160, 320, 640
-    assert model.config == {"depth": 28, "widen_factor": 10, "num_classes": 10, "in_channels": 3, "dropout": 0.0}
+    assert model.config == {"in_channels": 3, "image_size": 32, "nb_classes": 10, "depth": 28, "widen_factor": 10,
+                            "dropout": 0.0}
     assert abs(n_params(model) - 36.48e6) / 36.48e6 < 0.01
 
 
 BAD_ARGS = [
     (WideResNet, dict(depth=27), "depth must satisfy (depth - 4) % 6 == 0 with depth >= 10 (10, 16, 22, 28, ...), got 27"),
     (WideResNet, dict(depth=4), "depth must satisfy (depth - 4) % 6 == 0 with depth >= 10 (10, 16, 22, 28, ...), got 4"),
-    (WideResNet, dict(depth=10, dropout=1.0), "dropout must be a number in [0, 1), got 1.0"),
-    (WideResNet, dict(depth=10, widen_factor=0), "widen_factor must be a positive integer, got 0"),
-    (MLP, dict(hidden=(8, 0)), "hidden[1] must be a positive integer, got 0"),
-    (MLP, dict(num_classes=2.5), "num_classes must be a positive integer, got 2.5"),
+    (WideResNet, dict(depth=10, dropout=1.0), "dropout must be a number in [0, 1), got 1.0."),
+    (WideResNet, dict(depth=10, widen_factor=0), "widen_factor must be an integer >= 1, got 0."),
+    (MLP, dict(hidden=(8, 0)), "hidden[1] must be an integer >= 1, got 0."),
+    (MLP, dict(nb_classes=2.5), "nb_classes must be an integer >= 1, got 2.5."),
     (SmallCNN, dict(image_size=3), "image_size must be at least 4 (two 2x2 max-pools), got 3"),
-    (SmallCNN, dict(width=True), "width must be a positive integer, got True"),
-    (DigitsCNN, dict(width=-1), "width must be a positive integer, got -1"),
+    (SmallCNN, dict(width=True), "width must be an integer >= 1, got True."),
+    (DigitsCNN, dict(width=-1), "width must be an integer >= 1, got -1."),
 ]
 
 
@@ -151,10 +152,10 @@ TRAIN_ERRORS = [
     (_bad(x_val=np.zeros((2, 1, 8, 8), np.float32)), "x_val and y_val must be given together"),
     (_bad(x_val=np.zeros((2, 1, 8, 8), np.float32), y_val=np.array([0, 11])),
      "y_val must hold class labels in [0, 10), got labels in [0, 11]"),
-    (_bad(epochs=0), "epochs must be a positive integer, got 0"),
-    (_bad(batch_size=1.5), "batch_size must be a positive integer, got 1.5"),
-    (_bad(lr=-1e-3), "lr must be a positive finite number, got -0.001"),
-    (_bad(seed="0"), "seed must be an integer or None, got '0'"),
+    (_bad(epochs=0), "epochs must be an integer >= 1, got 0."),
+    (_bad(batch_size=1.5), "batch_size must be an integer >= 1, got 1.5."),
+    (_bad(lr=-1e-3), "lr must be a number > 0, got -0.001."),
+    (_bad(seed="0"), "seed must be an integer or None, got '0'."),
 ]
 
 

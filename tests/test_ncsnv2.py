@@ -1,5 +1,6 @@
 """Tests for the NCSNv2 score network (art_adp.score.ncsnv2)."""
 import json
+import re
 
 import pytest
 import torch
@@ -127,12 +128,13 @@ def test_batch_independence(in_channels, image_size):
 @pytest.mark.parametrize(
     "kwargs,match",
     [
-        ({"in_channels": 0, "image_size": 8}, "in_channels must be >= 1"),
-        ({"in_channels": 1, "image_size": 8, "ngf": 0}, "ngf must be >= 2"),
-        ({"in_channels": 1, "image_size": 8, "ngf": 1}, "ngf must be >= 2"),
+        ({"in_channels": 0, "image_size": 8}, re.escape("in_channels must be an integer >= 1, got 0.")),
+        ({"in_channels": 1, "image_size": 8, "ngf": 0}, re.escape("ngf must be an integer >= 2, got 0.")),
+        ({"in_channels": 1, "image_size": 8, "ngf": 1}, re.escape("ngf must be an integer >= 2, got 1.")),
         ({"in_channels": 1, "image_size": 7}, r"Unsupported image_size 7.*even integer >= 4 \(e.g. 8, 28, 32\)"),
         ({"in_channels": 1, "image_size": 2}, "Unsupported image_size 2"),
-        ({"in_channels": 1.0, "image_size": 8}, "in_channels must be an int"),
+        ({"in_channels": 1.0, "image_size": 8}, re.escape("in_channels must be an integer >= 1, got 1.0.")),
+        ({"in_channels": 1, "image_size": "8"}, re.escape("image_size must be an integer, got '8'.")),
     ],
 )
 def test_bad_constructor_arguments(kwargs, match):

@@ -91,13 +91,14 @@ def test_logits_follow_arts_chain(setup, defended):
 
 ATTACKS = {
     "ClassifierPGD": lambda e: A.ClassifierPGD(e, eps=EPS, eps_step=STEP, max_iter=3),
-    "BPDAEOT": lambda e: A.BPDAEOT(e, eps=EPS, eps_step=STEP, max_iter=3, eot_samples=2),
-    "BPDAEOT-sign": lambda e: A.BPDAEOT(e, eps=EPS, eps_step=STEP, max_iter=3, eot_samples=2, aggregate="sign"),
+    "PGDEOT-bpda": lambda e: A.PGDEOT(e, gradient="bpda", eps=EPS, eps_step=STEP, max_iter=3, eot_samples=2),
+    "PGDEOT-bpda-sign": lambda e: A.PGDEOT(e, gradient="bpda", eps=EPS, eps_step=STEP,
+                                          max_iter=3, eot_samples=2, aggregate="sign"),
     "JointScore": lambda e: A.JointScore(e, eps=EPS, eps_step=STEP, max_iter=3, eot_samples=2),
     "JointScore-eot0": lambda e: A.JointScore(e, eps=EPS, eps_step=STEP, max_iter=3, eot_samples=0),
     "JointFull": lambda e: A.JointFull(e, eps=EPS, eps_step=STEP, max_iter=3, eot_samples=2),
-    "SPSA": lambda e: A.SPSA(e, eps=EPS, eps_step=STEP, max_iter=2, nb_sample=8, seed=0),
-    "FullGradientPGDEOT": lambda e: A.FullGradientPGDEOT(e, eps=EPS, eps_step=STEP, max_iter=3, eot_samples=2),
+    "BlackBoxSPSA": lambda e: A.BlackBoxSPSA(e, eps=EPS, eps_step=STEP, max_iter=2, samples_per_step=8, seed=0),
+    "PGDEOT-full": lambda e: A.PGDEOT(e, gradient="full", eps=EPS, eps_step=STEP, max_iter=3, eot_samples=2),
     "APGDEOT": lambda e: A.APGDEOT(e, eps=EPS, max_iter=3, eot_samples=2, seed=0),
 }
 
@@ -135,8 +136,8 @@ def test_eot_classifier_sees_the_standardisation(setup, gradient, batch_size):
 def test_defended_model_from_estimator_sees_the_standardisation(setup):
     mlp, score, x, _ = setup
     standardised, folded = pair(setup, gradient="full")
-    models = [DefendedModel.from_estimator(standardised, runs=3, batch_size=10),
-              DefendedModel(Folded(mlp), the_purifier(folded), runs=3)]
+    models = [DefendedModel.from_estimator(standardised, nb_samples=3, batch_size=10),
+              DefendedModel(Folded(mlp), the_purifier(folded), nb_samples=3)]
     outs = []
     for model, p in zip(models, (the_purifier(standardised), the_purifier(folded))):
         p.generator.manual_seed(4)

@@ -129,10 +129,10 @@ def test_set_params_validates_and_is_atomic(nets):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"gradient": "exact"}, "gradient must be one of ('bpda', 'full'), got 'exact'."),
+    ({"gradient": "exact"}, "gradient must be one of 'bpda', 'full', got 'exact'."),
     ({"batch_size": 0}, "batch_size must be an integer >= 1, got 0."),
     ({"steps": -1}, "steps must be an integer >= 0, got -1."),
-    ({"lam": 0}, "lam must lie in (0, 1), got 0."),
+    ({"lam": 0}, "lam must be a number in (0, 1), got 0."),
     ({"generator": 3}, "generator must be a torch.Generator or None, got int."),
 ])
 def test_constructor_errors(nets, kwargs, message):

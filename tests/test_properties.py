@@ -90,7 +90,7 @@ def test_adp_purifier_forward(nets, x):
 @given(x=images())
 def test_defended_model(nets, x):
     _, clf, purifier, _, _ = nets
-    model = DefendedModel(clf, purifier, runs=2)
+    model = DefendedModel(clf, purifier, nb_samples=2)
     check(lambda: model(torch.from_numpy(x)), x, (len(x) if x.ndim else 0, 3), bounded=False)
 
 

@@ -135,10 +135,10 @@ def test_gradient_flows_through_all_steps():
     [
         ({"sigma": -0.1}, "sigma must be a number >= 0, got -0.1."),
         ({"steps": 2.5}, "steps must be an integer >= 0, got 2.5."),
-        ({"lam": 1.0}, "lam must lie in (0, 1), got 1.0."),
-        ({"delta": 0}, "delta must be > 0, got 0."),
+        ({"lam": 1.0}, "lam must be a number in (0, 1), got 1.0."),
+        ({"delta": 0}, "delta must be a number > 0, got 0."),
         ({"step_clamp": (0.1, 0.01)}, "step_clamp must be (min, max) with 0 <= min <= max, got (0.1, 0.01)."),
-        ({"tau": -1}, "tau must be >= 0, got -1."),
+        ({"tau": -1}, "tau must be a number >= 0, got -1."),
         ({"clip_values": (1, 0)}, "clip_values must be (min, max) with min < max, got (1, 0)."),
         ({"step_size": "fast"}, "step_size must be 'adaptive', 'adaptive-jvp', a float or a sequence of floats, got 'fast'."),
         ({"step_size": [0.1, 0.1]}, "A step_size schedule needs at least steps=10 values, got 2."),

@@ -169,7 +169,8 @@ def test_checkpointed_full_gradient_equals_the_plain_one(net, x):
     grads = []
     for checkpoint in (False, True):
         xg = x.clone().requires_grad_()
-        out = purify(net, xg, generator=torch.Generator().manual_seed(5), tau=0.0, steps=4, checkpoint=checkpoint)
+        out = purify(net, xg, generator=torch.Generator().manual_seed(5), tau=0.0, steps=4,
+                     gradient_checkpointing=checkpoint)
         grads.append(torch.autograd.grad(out.square().sum(), xg)[0])
     assert torch.equal(grads[0], grads[1])
 
@@ -178,7 +179,7 @@ def test_checkpointed_full_gradient_equals_the_plain_one(net, x):
     "kwargs, message",
     [
         ({"compact": 1}, "compact must be True or False, got 1."),
-        ({"checkpoint": "yes"}, "checkpoint must be True or False, got 'yes'."),
+        ({"gradient_checkpointing": "yes"}, "gradient_checkpointing must be True or False, got 'yes'."),
         ({"amp": "fp8"}, "amp must be None, 'bfloat16' or 'float16', got 'fp8'."),
         ({"amp": "bfloat16"}, "amp needs step_size='adaptive-jvp' or a manual schedule: the finite difference of "
                               "step_size='adaptive' (h(x + δh) − h(x) with δ = 1e-3) drowns in half-precision rounding."),
@@ -194,8 +195,9 @@ def test_bad_fast_path_options_raise_clear_errors(kwargs, message):
 def test_purifier_passes_the_options(net, x):
     kwargs = dict(sigma=0.1, tau=0.003, steps=3, step_size="adaptive-jvp", device_type="cpu")
     plain = ADPPurifier(net, generator=torch.Generator().manual_seed(2), **kwargs)
-    fast = ADPPurifier(net, generator=torch.Generator().manual_seed(2), compact=True, checkpoint=True, **kwargs)
-    assert {"compact", "amp", "checkpoint", "compile"} <= set(fast.params)
+    fast = ADPPurifier(net, generator=torch.Generator().manual_seed(2), compact=True, gradient_checkpointing=True,
+                       **kwargs)
+    assert {"compact", "amp", "gradient_checkpointing", "compile"} <= set(fast.params)
     assert torch.allclose(plain.forward(x)[0], fast.forward(x)[0], atol=1e-6)
     grads = []
     for p in (plain, fast):

@@ -188,7 +188,7 @@ def test_foreign_safetensors_and_wrong_shapes_are_refused(tmp_path):
         load_score_model(plain)
     path = tmp_path / "m.safetensors"
     save_score_model(NCSNv2(1, 8, ngf=4), path)
-    from art_adp.checkpoint import read_checkpoint, write_checkpoint
+    from art_adp.serialization import read_checkpoint, write_checkpoint
 
     tensors, header = read_checkpoint(path)
     key = next(iter(tensors))

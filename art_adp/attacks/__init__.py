@@ -7,11 +7,13 @@ inside the ε-ball and ``clip_values``.
 """
 
 from .apgd_eot import APGDEOT
-from .bpda_eot import BPDAEOT
+from .bpda_eot import BPDAEOT  # deprecated: PGDEOT(gradient="bpda")
 from .classifier_pgd import ClassifierPGD
-from .full_pgd_eot import FullGradientPGDEOT
+from .full_pgd_eot import FullGradientPGDEOT  # deprecated: PGDEOT(gradient="full")
 from .joint_full import JointFull
 from .joint_score import JointScore
-from .spsa import SPSA
+from .pgd_eot import PGDEOT
+from .spsa import SPSA, BlackBoxSPSA  # SPSA: deprecated name of BlackBoxSPSA
 
-__all__ = ["APGDEOT", "BPDAEOT", "ClassifierPGD", "FullGradientPGDEOT", "JointFull", "JointScore", "SPSA"]
+__all__ = ["APGDEOT", "BlackBoxSPSA", "ClassifierPGD", "JointFull", "JointScore", "PGDEOT",
+           "BPDAEOT", "FullGradientPGDEOT", "SPSA"]

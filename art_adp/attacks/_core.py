@@ -15,11 +15,12 @@ from art.attacks.attack import EvasionAttack
 from art.estimators.classification import PyTorchClassifier
 
 from .. import ensemble
+from .._checks import integer, number, positive_int
 from ..ensemble import logits
-from ..preprocessor import ADPPurifier
+from ..preprocessor import GRADIENTS, ADPPurifier
 
-__all__ = ["IterativeAttack", "JointAttack", "bare_logits", "defended_logits", "eot_gradient", "gradient_mode",
-           "normalize", "project", "purifiers"]
+__all__ = ["GRADIENTS", "IterativeAttack", "JointAttack", "bare_logits", "check_norm", "defended_logits",
+           "eot_gradient", "gradient_mode", "normalize", "project", "purifiers"]
 
 NORMS = (np.inf, 2)
 
@@ -101,6 +102,12 @@ def project(x_adv: torch.Tensor, x: torch.Tensor, eps: float, norm, clip_values)
     return (x + delta).clamp(*clip_values)
 
 
+def check_norm(norm) -> None:
+    """The threat model's norm: ``np.inf`` or ``2`` (after ``"inf"`` was mapped to ``np.inf``)."""
+    if norm not in NORMS:
+        raise ValueError(f"norm must be np.inf (or 'inf') or 2, got {norm!r}.")
+
+
 def labels(estimator: PyTorchClassifier, x: np.ndarray, y: np.ndarray | None) -> np.ndarray:
     """Class indices from one-hot or index labels, or the estimator's predictions when ``y`` is None."""
     if y is None:
@@ -131,16 +138,11 @@ class IterativeAttack(EvasionAttack):
         self._check_params()
 
     def _check_params(self) -> None:
-        if self.norm not in NORMS:
-            raise ValueError(f"norm must be np.inf (or 'inf') or 2, got {self.norm!r}.")
+        check_norm(self.norm)
         for name in ("eps", "eps_step"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not (isinstance(value, (int, float)) and value > 0):
-                raise ValueError(f"{name} must be a number > 0, got {value!r}.")
+            number(name, getattr(self, name), low=0, low_open=True)
         for name in ("max_iter", "batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
+            positive_int(name, getattr(self, name))
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -205,8 +207,5 @@ class JointAttack(IterativeAttack):
 
     def _check_params(self) -> None:
         super()._check_params()
-        if not 0 <= self.weight <= 1:
-            raise ValueError(f"weight must lie in [0, 1], got {self.weight!r}.")
-        k = self.eot_samples
-        if isinstance(k, bool) or not (isinstance(k, int) and k >= self.min_eot_samples):
-            raise ValueError(f"eot_samples must be an integer >= {self.min_eot_samples}, got {k!r}.")
+        number("weight", self.weight, low=0, high=1)
+        integer("eot_samples", self.eot_samples, low=self.min_eot_samples)

@@ -7,7 +7,8 @@ from art.attacks.attack import EvasionAttack
 from art.estimators.classification import PyTorchClassifier
 
 from ..eot import EOTClassifier
-from ._core import cross_entropy, dlr, gradient_mode, labels
+from .._checks import one_of, positive_int
+from ._core import GRADIENTS, check_norm, cross_entropy, dlr, gradient_mode, labels
 
 __all__ = ["APGDEOT"]
 
@@ -66,17 +67,13 @@ class APGDEOT(EvasionAttack):
         self._check_params()
 
     def _check_params(self) -> None:
-        if self.norm not in (np.inf, 2):
-            raise ValueError(f"norm must be np.inf (or 'inf') or 2, got {self.norm!r}.")
+        check_norm(self.norm)
         unknown = [name for name in self.losses if name not in LOSSES]
         if unknown or not self.losses:
             raise ValueError(f"losses must be a non-empty sequence from {tuple(LOSSES)}, got {self.losses!r}.")
-        if self.gradient not in ("full", "bpda"):
-            raise ValueError(f"gradient must be 'full' or 'bpda', got {self.gradient!r}.")
+        one_of("gradient", self.gradient, GRADIENTS)
         for name in ("max_iter", "eot_samples", "batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
+            positive_int(name, getattr(self, name))
 
     def generate(self, x: np.ndarray, y: np.ndarray | None = None, **kwargs) -> np.ndarray:
         """
@@ -97,7 +94,8 @@ class APGDEOT(EvasionAttack):
                 for name in self.losses:
                     if not todo.any():
                         break
-                    view = EOTClassifier(self.estimator, nb_samples=self.eot_samples, batch_size=self.batch_size,
+                    view = EOTClassifier(self.estimator, nb_samples=self.eot_samples, eot_samples=self.eot_samples,
+                                         batch_size=self.batch_size,
                                          loss=LOSSES[name])
                     apgd = AutoProjectedGradientDescent(view, norm=self.norm, eps=self.eps, eps_step=self.eps_step,
                                                         max_iter=self.max_iter, targeted=False, nb_random_init=1,

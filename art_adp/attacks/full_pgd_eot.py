@@ -1,24 +1,16 @@
-"""PGD with EOT and exact gradients through the whole purification (Table 1, "Full gradient", plus EOT)."""
+"""Deprecated: ``FullGradientPGDEOT(...)`` is ``PGDEOT(..., gradient="full")`` (removed in 0.3)."""
 
 from __future__ import annotations
 
-from .bpda_eot import BPDAEOT
+from .._checks import warn_deprecated
+from .pgd_eot import PGDEOT
 
 __all__ = ["FullGradientPGDEOT"]
 
 
-class FullGradientPGDEOT(BPDAEOT):
-    """
-    x_{i+1} = Π(x_i + α sign E_k[∇_x L(g_φ(f_θ^{(k)}(x)), y)|_{x = x_i}]): autograd through every purification
-    step, the injected noise and the adaptive step sizes (the white-box attack of Croce et al. 2022), averaged over
-    ``eot_samples`` purifications run as one stacked batch. The estimator's ADPPurifiers are switched to
-    ``gradient="full"`` while attacking and restored afterwards; other PyTorch preprocessors are differentiated as
-    they are (which is how a gradient-masking defence shows up: see :mod:`art_adp.evaluation.sanity`).
+class FullGradientPGDEOT(PGDEOT):
+    """Deprecated alias of :class:`~art_adp.attacks.PGDEOT` with ``gradient="full"`` (removed in 0.3)."""
 
-    | Paper link: https://arxiv.org/abs/2106.06041 (Table 1); Croce et al., "Evaluating the Adversarial
-      Robustness of Adaptive Test-time Defenses", ICML 2022, https://arxiv.org/abs/2202.13711
-
-    Parameters as in :class:`~art_adp.attacks.BPDAEOT`; memory grows with ``batch_size`` × purification steps.
-    """
-
-    mode = "full"
+    def __init__(self, estimator, **kwargs) -> None:
+        warn_deprecated('FullGradientPGDEOT(...) is deprecated, use PGDEOT(..., gradient="full")')
+        super().__init__(estimator, gradient="full", **kwargs)

@@ -22,7 +22,7 @@ class JointFull(JointAttack):
     :param estimator: ``PyTorchClassifier(..., preprocessing_defences=[ADPPurifier(...)])``.
     :param weight: w in [0, 1], the share of the displacement direction (0.5 in the paper).
     :param eot_samples: Purifications per step (≥ 1).
-    :param norm, eps, eps_step, max_iter, batch_size, verbose: As in :class:`~art_adp.attacks.BPDAEOT`.
+    :param norm, eps, eps_step, max_iter, batch_size, verbose: As in :class:`~art_adp.attacks.PGDEOT`.
     """
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

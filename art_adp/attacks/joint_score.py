@@ -22,7 +22,7 @@ class JointScore(JointAttack):
     :param estimator: ``PyTorchClassifier(..., preprocessing_defences=[ADPPurifier(...)])``.
     :param weight: w in [0, 1], the share of the score direction (0.5 in the paper).
     :param eot_samples: Purifications per classifier gradient (0: gradient at x_i, no purification).
-    :param norm, eps, eps_step, max_iter, batch_size, verbose: As in :class:`~art_adp.attacks.BPDAEOT`.
+    :param norm, eps, eps_step, max_iter, batch_size, verbose: As in :class:`~art_adp.attacks.PGDEOT`.
     """
 
     min_eot_samples = 0

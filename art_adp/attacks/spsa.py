@@ -7,18 +7,21 @@ import torch
 from art.attacks.attack import EvasionAttack
 from art.estimators.classification import PyTorchClassifier
 
+from .._checks import number, positive_int, renamed_kwargs, take_renamed, warn_deprecated, warn_renamed_attribute
 from ..defended import DefendedModel
 from ._core import gradient_mode, labels
 
-__all__ = ["SPSA"]
+__all__ = ["BlackBoxSPSA", "SPSA"]
+
+RENAMED = {"nb_sample": "samples_per_step"}  # deprecated in 0.2, removed in 0.3
 
 
-class SPSA(EvasionAttack):
+class BlackBoxSPSA(EvasionAttack):
     """
-    SPSA (Spall 1992; Uesato et al. 2018): gradient-free, the loss gradient estimated from ``nb_sample`` random
+    SPSA (Spall 1992; Uesato et al. 2018): gradient-free, the loss gradient estimated from ``samples_per_step`` random
     ±1 directions per step by finite differences of the defended model's output, then an Adam step projected
     onto the ℓ∞ ball. Runs torchattacks' ``SPSA`` (margin loss) over
-    ``DefendedModel.from_estimator(estimator, runs=1)`` -- the estimator's whole chain (defences, standardisation,
+    ``DefendedModel.from_estimator(estimator, nb_samples=1)`` -- the estimator's whole chain (defences, standardisation,
     model) with one purification per query, so every query sees fresh purification noise, as a black-box attacker
     would.
 
@@ -31,40 +34,53 @@ class SPSA(EvasionAttack):
     :param eps: ℓ∞ radius.
     :param eps_step: Adam learning rate (the step size).
     :param max_iter: SPSA steps (the paper does not state them; 40 as for BPDA).
-    :param nb_sample: Finite-difference directions per step (1,280 in the paper); 2 × ``nb_sample`` queries.
+    :param samples_per_step: Finite-difference directions per step (1,280 in the paper); 2 × ``samples_per_step``
+        queries (torchattacks' ``nb_sample``; formerly ``nb_sample`` here too, deprecated).
     :param delta: Finite-difference radius.
     :param batch_size: Images per forward pass (examples × directions).
     :param seed: Seed of the directions, or None to use torch's global generator as it is.
     :param verbose: Unused (torchattacks shows no progress).
     """
 
-    attack_params = EvasionAttack.attack_params + ["eps", "eps_step", "max_iter", "nb_sample", "delta",
+    attack_params = EvasionAttack.attack_params + ["eps", "eps_step", "max_iter", "samples_per_step", "delta",
                                                    "batch_size", "seed", "verbose"]
     _estimator_requirements = (PyTorchClassifier,)
 
+    @renamed_kwargs(**RENAMED)
     def __init__(self, estimator: PyTorchClassifier, *, eps: float = 8 / 255, eps_step: float = 2 / 255,
-                 max_iter: int = 40, nb_sample: int = 1280, delta: float = 0.01, batch_size: int = 4096,
+                 max_iter: int = 40, samples_per_step: int = 1280, delta: float = 0.01, batch_size: int = 4096,
                  seed: int | None = 0, verbose: bool = False) -> None:
         super().__init__(estimator=estimator)
         self.eps = eps
         self.eps_step = eps_step
         self.max_iter = max_iter
-        self.nb_sample = nb_sample
+        self.samples_per_step = samples_per_step
         self.delta = delta
         self.batch_size = batch_size
         self.seed = seed
         self.verbose = verbose
         self._check_params()
 
+    @property
+    def nb_sample(self) -> int:
+        """Deprecated alias of :attr:`samples_per_step` (removed in 0.3)."""
+        warn_renamed_attribute(type(self).__name__, "nb_sample", "samples_per_step")
+        return self.samples_per_step
+
+    @nb_sample.setter
+    def nb_sample(self, value: int) -> None:
+        warn_renamed_attribute(type(self).__name__, "nb_sample", "samples_per_step")
+        self.samples_per_step = value
+
+    def set_params(self, **kwargs) -> None:
+        """ART's ``set_params``; the deprecated ``nb_sample`` is ``samples_per_step``."""
+        super().set_params(**take_renamed(dict(kwargs), RENAMED, f"{type(self).__name__}.set_params"))
+
     def _check_params(self) -> None:
         for name in ("eps", "eps_step", "delta"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not (isinstance(value, (int, float)) and value > 0):
-                raise ValueError(f"{name} must be a number > 0, got {value!r}.")
-        for name in ("max_iter", "nb_sample", "batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
+            number(name, getattr(self, name), low=0, low_open=True)
+        for name in ("max_iter", "samples_per_step", "batch_size"):
+            positive_int(name, getattr(self, name))
         clip = self.estimator.clip_values
         if clip is None or tuple(float(c) for c in clip) != (0.0, 1.0):
             raise ValueError(f"SPSA (torchattacks) clips to [0, 1]; the estimator's clip_values are {clip}; rescale "
@@ -82,10 +98,10 @@ class SPSA(EvasionAttack):
         device = self.estimator.device
         xt = torch.as_tensor(x, dtype=torch.float32, device=device)
         yt = torch.as_tensor(y, device=device)
-        model = DefendedModel.from_estimator(self.estimator, runs=1)  # one purification per query
+        model = DefendedModel.from_estimator(self.estimator, nb_samples=1)  # one purification per query
         attack = torchattacks.SPSA(model, eps=self.eps, delta=self.delta, lr=self.eps_step,
-                                   nb_iter=self.max_iter, nb_sample=self.nb_sample,
-                                   max_batch_size=max(1, min(self.nb_sample, self.batch_size // max(len(x), 1))))
+                                   nb_iter=self.max_iter, nb_sample=self.samples_per_step,
+                                   max_batch_size=max(1, min(self.samples_per_step, self.batch_size // max(len(x), 1))))
         devices = [device] if device.type == "cuda" else []
         with gradient_mode(self.estimator, "bpda"), torch.random.fork_rng(devices=devices):
             if self.seed is not None:
@@ -93,3 +109,12 @@ class SPSA(EvasionAttack):
             x_adv = attack(xt, yt)
         x_adv = (xt + (x_adv - xt).clamp(-self.eps, self.eps)).clamp(0, 1)  # exact ball despite float rounding
         return x_adv.detach().cpu().numpy().astype(x.dtype, copy=False)
+
+
+class SPSA(BlackBoxSPSA):
+    """Deprecated alias of :class:`BlackBoxSPSA` (removed in 0.3); ``torchattacks.SPSA`` is the attack it wraps."""
+
+    def __init__(self, estimator: PyTorchClassifier, **kwargs) -> None:
+        warn_deprecated("art_adp.attacks.SPSA is deprecated, use art_adp.attacks.BlackBoxSPSA")
+        take_renamed(kwargs, RENAMED, "SPSA")
+        super().__init__(estimator, **kwargs)

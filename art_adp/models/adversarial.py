@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -17,16 +16,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from art_adp.models._checks import positive_int
+from art_adp._checks import integer, number, positive_int
 from art_adp.models.train import _check_labels, _device, _images_and_labels
 
 __all__ = ["train_adversarial_classifier"]
 
 
 def _positive_real(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return float(value)
+    return number(name, value, low=0, low_open=True)
 
 
 def _clip_values(clip_values: object) -> tuple[float, float]:
@@ -133,11 +130,8 @@ def train_adversarial_classifier(
     eps_step = 2.5 * eps / max_iter if eps_step is None else _positive_real("eps_step", eps_step)
     epochs = positive_int("epochs", epochs)
     batch_size = positive_int("batch_size", batch_size)
-    if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real) or not 0 < ratio <= 1:
-        raise ValueError(f"ratio must be a number in (0, 1] (the fraction of each batch made adversarial), "
-                         f"got {ratio!r}")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**32:
-        raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
+    number("ratio", ratio, low=0, high=1, low_open=True)  # the fraction of each batch made adversarial
+    integer("seed", seed, low=0, high=2**32 - 1)
     lr = _positive_real("lr", lr)
 
     x, y = _images_and_labels(x_train, y_train, "x_train", "y_train", value_range=(low, high))

@@ -6,12 +6,12 @@ from typing import Iterable
 import torch
 from torch import nn
 
-from art_adp.models._checks import positive_int
+from art_adp._checks import positive_int, renamed_kwargs
 
 
 class MLP(nn.Module):
     """
-    Fully connected ReLU classifier: flatten -> [Linear -> ReLU] x len(hidden) -> Linear(num_classes).
+    Fully connected ReLU classifier: flatten -> [Linear -> ReLU] x len(hidden) -> Linear(nb_classes).
 
     The ADP paper (Yoon, Hwang & Lee, ICML 2021, appendix figure "Simple MLP structure for MNIST classifier") gives
     this network only as a figure whose layer sizes are not readable, so the default is the standard MNIST MLP with
@@ -19,28 +19,29 @@ class MLP(nn.Module):
 
     :param in_channels: Number of input channels C.
     :param image_size: Height and width H = W of the square input images.
-    :param num_classes: Number of classes K.
+    :param nb_classes: Number of classes K (formerly ``num_classes``, deprecated).
     :param hidden: Widths of the hidden layers; an empty sequence gives multinomial logistic regression.
     """
 
+    @renamed_kwargs(num_classes="nb_classes")
     def __init__(
-        self, in_channels: int = 1, image_size: int = 28, num_classes: int = 10, *, hidden: Iterable[int] = (512, 512)
+        self, in_channels: int = 1, image_size: int = 28, nb_classes: int = 10, *, hidden: Iterable[int] = (512, 512)
     ) -> None:
         super().__init__()
         in_channels = positive_int("in_channels", in_channels)
         image_size = positive_int("image_size", image_size)
-        num_classes = positive_int("num_classes", num_classes)
+        nb_classes = positive_int("nb_classes", nb_classes)
         if isinstance(hidden, (str, bytes)) or not isinstance(hidden, Iterable):
             raise ValueError(f"hidden must be a sequence of positive integers, got {hidden!r}")
         hidden = [positive_int(f"hidden[{i}]", h) for i, h in enumerate(hidden)]
-        self.config = {"in_channels": in_channels, "image_size": image_size, "num_classes": num_classes, "hidden": hidden}
+        self.config = {"in_channels": in_channels, "image_size": image_size, "nb_classes": nb_classes, "hidden": hidden}
 
         layers: list[nn.Module] = [nn.Flatten()]
         width = in_channels * image_size * image_size
         for h in hidden:
             layers += [nn.Linear(width, h), nn.ReLU()]
             width = h
-        layers.append(nn.Linear(width, num_classes))
+        layers.append(nn.Linear(width, nb_classes))
         self.net = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Optional, Union
 
 import numpy as np
@@ -11,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from art_adp.models._checks import positive_int
+from art_adp._checks import integer, number, positive_int
 
 ArrayLike = Union[np.ndarray, torch.Tensor]
 DeviceLike = Union[str, torch.device, None]
@@ -142,10 +141,8 @@ def train_classifier(
     """
     epochs = positive_int("epochs", epochs)
     batch_size = positive_int("batch_size", batch_size)
-    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not (math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
-        raise ValueError(f"seed must be an integer or None, got {seed!r}")
+    number("lr", lr, low=0, low_open=True)
+    integer("seed", seed, optional=True)
     if (x_val is None) != (y_val is None):
         raise ValueError("x_val and y_val must be given together")
 

@@ -1,13 +1,11 @@
 """Wide residual network (Zagoruyko & Komodakis, 2016), ADP's CIFAR-10 classifier (WRN-28-10)."""
 from __future__ import annotations
 
-import numbers
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from art_adp.models._checks import positive_int
+from art_adp._checks import number, positive_int, renamed_kwargs, take_positional
 
 
 class _Block(nn.Module):
@@ -41,29 +39,40 @@ class WideResNet(nn.Module):
     Convolutions have no bias; initialisation is He-normal (fan-out) for convolutions, BN weight 1 and bias 0,
     linear bias 0.
 
+    Arguments are keyword-only, in the order every classifier of :mod:`art_adp.models` shares (``in_channels``,
+    ``image_size``, ``nb_classes``); the old positional form ``WideResNet(depth, widen_factor, num_classes,
+    in_channels)`` still works, deprecated.
+
+    :param in_channels: Number of input channels C.
+    :param image_size: Height and width H = W of the square input images (recorded; global pooling takes any size).
+    :param nb_classes: Number of classes K (formerly ``num_classes``, deprecated).
     :param depth: Network depth; (depth - 4) must be a positive multiple of 6.
     :param widen_factor: Width multiplier k.
-    :param num_classes: Number of classes K.
-    :param in_channels: Number of input channels C.
     :param dropout: Dropout probability in [0, 1) between the two convolutions of each block.
     """
 
+    @renamed_kwargs(num_classes="nb_classes")
     def __init__(
-        self, depth: int = 28, widen_factor: int = 10, num_classes: int = 10, in_channels: int = 3, *,
-        dropout: float = 0.0,
+        self, *args: int, in_channels: int = 3, image_size: int = 32, nb_classes: int = 10, depth: int = 28,
+        widen_factor: int = 10, dropout: float = 0.0,
     ) -> None:
         super().__init__()
+        if args:  # the old signature WideResNet(depth, widen_factor, num_classes, in_channels, *, dropout)
+            old = take_positional("WideResNet", args, ("depth", "widen_factor", "nb_classes", "in_channels"), {},
+                                  new="WideResNet(depth=..., widen_factor=..., nb_classes=..., in_channels=...)",
+                                  stacklevel=3)
+            depth, widen_factor = old.get("depth", depth), old.get("widen_factor", widen_factor)
+            nb_classes, in_channels = old.get("nb_classes", nb_classes), old.get("in_channels", in_channels)
         depth = positive_int("depth", depth)
         if depth < 10 or (depth - 4) % 6 != 0:
             raise ValueError(f"depth must satisfy (depth - 4) % 6 == 0 with depth >= 10 (10, 16, 22, 28, ...), got {depth}")
         widen_factor = positive_int("widen_factor", widen_factor)
-        num_classes = positive_int("num_classes", num_classes)
+        nb_classes = positive_int("nb_classes", nb_classes)
         in_channels = positive_int("in_channels", in_channels)
-        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) or not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be a number in [0, 1), got {dropout!r}")
-        dropout = float(dropout)
-        self.config = {"depth": depth, "widen_factor": widen_factor, "num_classes": num_classes,
-                       "in_channels": in_channels, "dropout": dropout}
+        image_size = positive_int("image_size", image_size)
+        dropout = number("dropout", dropout, low=0, high=1, high_open=True)
+        self.config = {"in_channels": in_channels, "image_size": image_size, "nb_classes": nb_classes,
+                       "depth": depth, "widen_factor": widen_factor, "dropout": dropout}
 
         n = (depth - 4) // 6
         widths = [16, 16 * widen_factor, 32 * widen_factor, 64 * widen_factor]
@@ -72,7 +81,7 @@ class WideResNet(nn.Module):
             layers += [_Block(widths[g] if i == 0 else widths[g + 1], widths[g + 1], stride if i == 0 else 1, dropout)
                        for i in range(n)]
         layers += [nn.BatchNorm2d(widths[3]), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                   nn.Linear(widths[3], num_classes)]
+                   nn.Linear(widths[3], nb_classes)]
         self.net = nn.Sequential(*layers)
 
         for m in self.modules():

@@ -1,4 +1,4 @@
-"""Score-model checkpoints (safetensors + JSON header; see :mod:`art_adp.checkpoint`).
+"""Score-model checkpoints (safetensors + JSON header; see :mod:`art_adp.serialization`).
 
 A training checkpoint stores the EMA weights as the network's weights -- what purification should use -- and
 the raw weights, optimiser and RNG state under ``train/`` for resuming.
@@ -10,7 +10,7 @@ import os
 
 import torch
 
-from ..checkpoint import load_module, save_module
+from ..serialization import load_module, save_module
 from .ncsnv2 import NCSNv2
 
 __all__ = ["save_score_model", "load_score_model", "ARCHITECTURES"]

@@ -13,6 +13,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .._checks import integer, positive_int
+
 
 def _conv3x3(in_ch: int, out_ch: int, bias: bool = True, dilation: int = 1) -> nn.Conv2d:
     """3x3 convolution whose padding (= dilation) keeps the spatial size."""
@@ -220,13 +222,9 @@ class NCSNv2(nn.Module):
         :raises ValueError: If an argument is out of range.
         """
         super().__init__()
-        for name, value in (("in_channels", in_channels), ("image_size", image_size), ("ngf", ngf)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{name} must be an int, got {value!r}.")
-        if in_channels < 1:
-            raise ValueError(f"in_channels must be >= 1, got {in_channels}.")
-        if ngf < 2:
-            raise ValueError(f"ngf must be >= 2 (InstanceNorm++ normalises over >= 2 channels), got {ngf}.")
+        positive_int("in_channels", in_channels)
+        integer("image_size", image_size)
+        integer("ngf", ngf, low=2)  # InstanceNorm++ normalises over >= 2 channels
         if image_size < 4 or image_size % 2 != 0:
             raise ValueError(
                 f"Unsupported image_size {image_size}: NCSNv2 down-samples once by 2, so image_size must be an "

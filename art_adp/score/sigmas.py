@@ -18,6 +18,8 @@ import torch
 from scipy.optimize import brentq
 from scipy.stats import norm
 
+from .._checks import probability
+
 __all__ = ["geometric_sigmas", "recommend_sigmas", "median_heuristic_sigma", "pairwise_distances"]
 
 
@@ -106,8 +108,7 @@ def recommend_sigmas(
     :param seed: Seed of the subset.
     :return: Float32 tensor of decreasing levels, from σ₁ to ``sigma_end``.
     """
-    if not 0 < overlap < 1:
-        raise ValueError(f"overlap must lie in (0, 1), got {overlap}.")
+    probability("overlap", overlap)
     flat = _subsample(_flat(x), max_samples, seed)
     sigma_begin = float(pairwise_distances(flat).max())
     if not 0 < sigma_end < sigma_begin:

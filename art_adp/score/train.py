@@ -12,7 +12,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from ..checkpoint import TRAIN_PREFIX, read_checkpoint
+from ..serialization import TRAIN_PREFIX, read_checkpoint
 from .checkpoint import save_score_model
 from .dsm import dsm_loss
 
