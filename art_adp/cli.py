@@ -221,7 +221,7 @@ def _corruptions(args) -> None:
     run_corruptions(args.run_dir, load_classifier(args.classifier), load_score_model(args.score), data.x_test,
                     data.y_test, data.x_train, config, **optional, description=description,
                     cifar10c_root=args.cifar10c_root, nb_classes=data.nb_classes, progress=not args.quiet,
-                    device=args.device)
+                    device=args.device, variants=args.variants)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -347,6 +347,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=10, help="purification steps T (default: 10)")
     p.add_argument("--cifar10c-root", help="read the real CIFAR-10-C files from this folder instead of corrupting")
     p.add_argument("--description", help="data and split in words, for the table header")
+    p.add_argument("--variants", type=lambda t: tuple(v.strip() for v in t.split(",") if v.strip()),
+                   help="measure only these rows, comma-separated (e.g. 'ADP σ=0 + DCT,ADP σ=0 + AugMix')")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.set_defaults(func=_corruptions)
 

@@ -127,6 +127,8 @@ def test_corruption_run_writes_the_table_and_resumes(tmp_path):
     lines.clear()
     run_corruptions(tmp_path, *args, score_dct=score, progress=False, device="cpu", log=lines.append)
     assert any("380 of 456 (variant, corruption, severity) results on disk; 76 to go" in line for line in lines)
+    with pytest.raises(ValueError, match=re.escape("variants ['ADP σ=0 + AugMix'] cannot be measured")):
+        run_corruptions(tmp_path, *args, variants=("ADP σ=0 + AugMix",), progress=False, device="cpu")
     with pytest.raises(ValueError, match=re.escape(f"{tmp_path} holds a run with other settings")):
         run_corruptions(tmp_path, clf, score, data.x_test, data.y_test, data.x_train,
                         CorruptionConfig(n_examples=2, runs=1, steps=2, n_calibration=20), progress=False, device="cpu")

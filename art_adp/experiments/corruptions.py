@@ -101,6 +101,7 @@ def run_corruptions(run_dir: str | Path, classifier: torch.nn.Module, score: tor
                     y_test: np.ndarray, x_calibration: np.ndarray, config: CorruptionConfig = CorruptionConfig(), *,
                     score_dct: torch.nn.Module | None = None, score_augmix: torch.nn.Module | None = None,
                     description: str = "", cifar10c_root: str | Path | None = None, nb_classes: int = 10,
+                    variants: tuple[str, ...] | None = None,
                     progress: bool = True, device: str | torch.device | None = None,
                     log: Callable[[str], None] = print) -> dict:
     """
@@ -116,6 +117,8 @@ def run_corruptions(run_dir: str | Path, classifier: torch.nn.Module, score: tor
     :param score_augmix: Score model trained with ``augment="augmix"`` (its row is left out when ``None``).
     :param description: Data and models in words, for the table's header (e.g. the split).
     :param cifar10c_root: Read the corrupted sets from this CIFAR-10-C folder instead of corrupting ``x_test``.
+    :param variants: Measure only these rows (names from :data:`VARIANTS`; default: every row whose score model
+        is given), e.g. to add rows to a run folder from a second process.
     :return: The results (also in ``corruptions.json``).
     """
     c = config
@@ -124,7 +127,12 @@ def run_corruptions(run_dir: str | Path, classifier: torch.nn.Module, score: tor
     run_dir.mkdir(parents=True, exist_ok=True)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     x_test, y_test = np.asarray(x_test)[: c.n_examples], np.asarray(y_test)[: c.n_examples]
-    variants = _variants({k for k, m in (("plain", score), ("dct", score_dct), ("augmix", score_augmix)) if m is not None})
+    available = _variants({k for k, m in (("plain", score), ("dct", score_dct), ("augmix", score_augmix))
+                           if m is not None})
+    if variants is not None and not set(variants) <= set(available):
+        raise ValueError(f"variants {sorted(set(variants) - set(available))} cannot be measured: valid rows with the "
+                         f"score models given are {available}.")
+    variants = list(variants) if variants is not None else available
     settings = {"config": asdict(c), "n": len(x_test), "shape": list(x_test.shape[1:]),
                 "cifar10c_root": str(cifar10c_root) if cifar10c_root else None, "description": description}
     settings_path = run_dir / "settings.json"
