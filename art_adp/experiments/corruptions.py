@@ -213,7 +213,9 @@ def run_corruptions(run_dir: str | Path, classifier: torch.nn.Module, score: tor
     sweep_curve(run_dir / "corruptions.png", list(range(6)),
                 {v: [results["rows"][v]["clean"]] + [results["rows"][v][f"severity {k}"] for k in SEVERITIES]
                  for v in variants},
-                xlabel="severity (0 = clean)", title=f"Mean accuracy over 15 corruptions, {len(x_test)} images")
+                xlabel="severity (0 = clean)",
+                title=f"Mean over 15 corruptions: n = {len(x_test)}, S = {c.runs}, T = {c.steps}\n"
+                      f"device {device}, {results['seconds_measuring']:.0f} s measuring")
     log(header + table)
     log(f"time: {elapsed:.0f} s this call ({results['seconds_measuring']:.0f} s measuring in all), device {device}")
     log(f"wrote {run_dir / 'corruptions.md'}, corruptions.json, corruptions.png, records.jsonl")
