@@ -115,8 +115,9 @@ def test_corruption_run_writes_the_table_and_resumes(tmp_path):
     lines = []
     out = run_corruptions(tmp_path, *args, progress=False, device="cpu", log=lines.append)
     records = (tmp_path / "records.jsonl").read_text().splitlines()
-    assert len(records) == 5 * 76  # undefended, σ = 0 / 0.1 / 0.25, detection; clean + 75 sets
-    assert set(out["rows"]) == {"undefended", "ADP σ=0", "ADP σ=0.1", "ADP σ=0.25", "ADP σ=0.25 + detection"}
+    assert len(records) == 6 * 76  # undefended, σ = 0 / 0.1 / 0.25, detection, manual schedule; clean + 75 sets
+    assert set(out["rows"]) == {"undefended", "ADP σ=0", "ADP σ=0.1", "ADP σ=0.25", "ADP σ=0.25 + detection",
+                                "ADP σ=0, AugMix's schedule"}
     row = out["rows"]["undefended"]
     recs = [json.loads(r) for r in records if json.loads(r)["variant"] == "undefended"]
     fog = [r["correct"] / r["n"] for r in recs if r["corruption"] == "fog"]
@@ -126,7 +127,7 @@ def test_corruption_run_writes_the_table_and_resumes(tmp_path):
     assert (tmp_path / "corruptions.png").stat().st_size > 0 and "| undefended |" in (tmp_path / "corruptions.md").read_text()
     lines.clear()
     run_corruptions(tmp_path, *args, score_dct=score, progress=False, device="cpu", log=lines.append)
-    assert any("380 of 456 (variant, corruption, severity) results on disk; 76 to go" in line for line in lines)
+    assert any("456 of 532 (variant, corruption, severity) results on disk; 76 to go" in line for line in lines)
     with pytest.raises(ValueError, match=re.escape("variants ['ADP σ=0 + AugMix'] cannot be measured")):
         run_corruptions(tmp_path, *args, variants=("ADP σ=0 + AugMix",), progress=False, device="cpu")
     with pytest.raises(ValueError, match=re.escape(f"{tmp_path} holds a run with other settings")):

@@ -3,7 +3,8 @@
 Rows: the undefended classifier; ADP with σ = 0, 0.1, 0.25 (adaptive steps, λ = 0.05); ADP σ = 0.25 with
 score-norm detection (flagged inputs σ, the others βσ); ADP σ = 0 with a DCT-trained and with an AugMix-trained
 score model (the DCT one with adaptive steps, the AugMix one with the paper's manual schedule
-:func:`~art_adp.corruptions.corruption_step_sizes`, as its appendix says). Columns: clean accuracy, each of the
+:func:`~art_adp.corruptions.corruption_step_sizes`, as its appendix says); and, to tell the AugMix model's share
+from its schedule's, the plain model with that schedule. Columns: clean accuracy, each of the
 15 corruptions averaged over severities 1-5, the mean per severity and the mean of all 75 sets.
 
 The corrupted test sets are computed once into ``run_dir/data`` (:func:`~art_adp.corruptions.write_corrupted`,
@@ -40,6 +41,7 @@ VARIANT_SETTINGS = {
     "ADP σ=0.1": ("plain", 0.1, False, "adaptive"),
     "ADP σ=0.25": ("plain", 0.25, False, "adaptive"),
     "ADP σ=0.25 + detection": ("plain", 0.25, True, "adaptive"),
+    "ADP σ=0, AugMix's schedule": ("plain", 0.0, False, "corruption"),  # separates model from schedule
     "ADP σ=0 + DCT": ("dct", 0.0, False, "adaptive"),
     "ADP σ=0 + AugMix": ("augmix", 0.0, False, "corruption"),
 }
