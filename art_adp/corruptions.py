@@ -57,7 +57,7 @@ def _library():
         from imagecorruptions import corrupt
     except ImportError as e:  # pragma: no cover - the package is a dependency
         raise ImportError("art_adp.corruptions needs the imagecorruptions package: "
-                          "pip install imagecorruptions-imaug") from e
+                          "pip install 'art-adp[corruptions]' (or imagecorruptions-imaug)") from e
     return corrupt
 
 
