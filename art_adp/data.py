@@ -249,16 +249,20 @@ def _load_npy(path: Path) -> np.ndarray:
         raise ValueError(f"{path}: not a plain numeric .npy array; object/pickled arrays are refused ({e})") from e
 
 
-def load_cifar10c(root: str | os.PathLike, corruption: str, severity: int) -> tuple[np.ndarray, np.ndarray]:
+def load_cifar10c(root: str | os.PathLike, corruption: str, severity: int, *,
+                  nb_classes: int = 10) -> tuple[np.ndarray, np.ndarray]:
     """One corruption at one severity of CIFAR-10-C: a test-only set, hence a plain ``(x, y)`` pair, not a Dataset.
 
     ``root/<corruption>.npy`` holds uint8 ``(5n, 32, 32, 3)`` (n = 10,000 in the real files), severity ``k`` in rows
     ``(k-1)*n : k*n``; ``root/labels.npy`` holds ``5n`` (or ``n``) labels.  Read with ``allow_pickle=False``.
+    Caches in the same layout made by :func:`art_adp.corruptions.write_corrupted` from other data (any ``H×W``,
+    1 or 3 channels: ``(5n, H, W, C)``) are read the same way.
 
-    :param root: The ``CIFAR-10-C`` folder.
+    :param root: The ``CIFAR-10-C`` folder (or a cache in its layout).
     :param corruption: One of :data:`CIFAR10C_CORRUPTIONS`, e.g. ``"gaussian_noise"``.
     :param severity: 1 (mildest) .. 5.
-    :return: ``(x, y)``: x float32 ``(n, 3, 32, 32)`` in ``[0, 1]``, y int64 ``(n,)``.
+    :param nb_classes: Labels must lie in ``[0, nb_classes)`` (10 for CIFAR-10-C).
+    :return: ``(x, y)``: x float32 ``(n, C, H, W)`` in ``[0, 1]`` (``(n, 3, 32, 32)`` for CIFAR-10-C), y int64 ``(n,)``.
     """
     if corruption not in CIFAR10C_CORRUPTIONS:
         raise ValueError(f"unknown CIFAR-10-C corruption {corruption!r}; valid: {', '.join(CIFAR10C_CORRUPTIONS)}")
@@ -269,14 +273,15 @@ def load_cifar10c(root: str | os.PathLike, corruption: str, severity: int) -> tu
     if not all((folder / n).is_file() for n in names):
         raise _missing(folder, names, "CIFAR-10-C", "https://zenodo.org/record/2535967")
     x, y = (_load_npy(folder / n) for n in names)
-    if x.dtype != np.uint8 or x.ndim != 4 or x.shape[1:] != (32, 32, 3) or len(x) % 5 or not len(x):
-        raise ValueError(f"{folder / names[0]}: expected uint8 (5n, 32, 32, 3), found {x.dtype} {x.shape}")
+    if x.dtype != np.uint8 or x.ndim != 4 or x.shape[3] not in (1, 3) or len(x) % 5 or not len(x):
+        raise ValueError(f"{folder / names[0]}: expected uint8 (5n, 32, 32, 3), found {x.dtype} {x.shape} "
+                         f"(a cache of other data: uint8 (5n, H, W, C) with C = 1 or 3)")
     n = len(x) // 5
     if y.ndim != 1 or len(y) not in (n, 5 * n) or not np.issubdtype(y.dtype, np.integer):
         raise ValueError(f"{folder / names[1]}: expected {5 * n} (or {n}) integer labels, found {y.dtype} {y.shape}")
     rows = slice((severity - 1) * n, severity * n)
     x = np.ascontiguousarray(x[rows].transpose(0, 3, 1, 2), dtype=np.float32) / 255.0
-    return x, _check_labels(np.array(y[rows] if len(y) == 5 * n else y), 10, folder / names[1])
+    return x, _check_labels(np.array(y[rows] if len(y) == 5 * n else y), nb_classes, folder / names[1])
 
 
 def load_dataset(name: str, root: str | os.PathLike | None = None, **options) -> Dataset:

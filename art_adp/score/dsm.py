@@ -16,6 +16,8 @@ def dsm_loss(
     *,
     generator: torch.Generator | None = None,
     shard: tuple[int, int] | None = None,
+    center: torch.Tensor | None = None,
+    target: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """
     Multi-level denoising score matching loss for a noise-level-free score network.
@@ -31,6 +33,11 @@ def dsm_loss(
     :param shard: ``(rank, world_size)``: draw levels and noise for all of ``x`` (so every rank draws the same),
         then evaluate the model on rows ``rank·N/W … (rank+1)·N/W`` only and return their mean. The mean of
         the W shard losses is the loss of the whole batch: data-parallel training over the concatenated batch.
+    :param center: Centre of the perturbation, x̃ = center + σz (default ``x``): an augmentation F(x) for the
+        paper's augmented DSM (:mod:`art_adp.score.augment`).
+    :param target: The point the network learns to move x̃ towards (default ``x``): the loss becomes the batch
+        mean of ½‖h(x̃) + (x̃ − target)/σ‖² = ½‖h(x̃) + z + (center − target)/σ‖². With neither given the
+        computation is the plain one above, unchanged.
     :return: Scalar loss tensor.
     """
     sigmas = torch.as_tensor(sigmas, dtype=x.dtype, device=x.device)
@@ -40,7 +47,9 @@ def dsm_loss(
     idx = torch.randint(len(sigmas), (x.shape[0],), generator=generator, device=gen_device).to(x.device)
     z = torch.randn(x.shape, generator=generator, device=gen_device, dtype=x.dtype).to(x.device)
     sigma = sigmas[idx].view(-1, *([1] * (x.ndim - 1)))
-    x_noisy = x + sigma * z
+    x_noisy = x + sigma * z if center is None else center + sigma * z
+    if center is not None or target is not None:  # augmented DSM: −σ·score target is z + (center − target)/σ
+        z = z + ((x if center is None else center) - (x if target is None else target)) / sigma
     if shard is not None:
         rank, world = shard
         if x.shape[0] % world:

@@ -14,6 +14,7 @@ from tqdm.auto import tqdm
 
 from ..serialization import TRAIN_PREFIX, read_checkpoint
 from .checkpoint import save_score_model
+from .augment import augment_targets
 from .dsm import dsm_loss
 
 __all__ = ["train_score_model"]
@@ -80,6 +81,7 @@ def train_score_model(
     hflip: bool = False,
     checkpoint_every: int = 500,
     device: str | torch.device | None = None,
+    augment: str | None = None,
 ) -> torch.nn.Module:
     """
     Train a noise-level-free score network h by multi-level denoising score matching (:func:`dsm_loss`).
@@ -116,6 +118,10 @@ def train_score_model(
     :param hflip: Randomly flip images horizontally (the paper does for CIFAR, not for MNIST/FMNIST).
     :param checkpoint_every: Steps between checkpoints.
     :param device: Training device (default: the model's).
+    :param augment: ``None`` (plain DSM), ``"dct"`` or ``"augmix"``: the ADP paper's augmented DSM for common
+        corruptions, x̃ ~ N(F(x), σ²I) with target x (DCT) or the midpoint (x + F(x))/2 (AugMix); see
+        :mod:`art_adp.score.augment`. Pass σ_L ×10 in ``sigmas`` as the paper does. Its draws come from the
+        training generator, so resume stays exact.
     :return: The EMA network in eval mode, with ``training_info = {"sigmas": [...], "step": n}``.
     """
     if int(iterations) != iterations or iterations < 0:
@@ -126,6 +132,8 @@ def train_score_model(
         raise ValueError(f"ema_decay must lie in [0, 1), got {ema_decay}.")
     if checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}.")
+    if augment not in (None, "dct", "augmix"):
+        raise ValueError(f"augment must be None, 'dct' or 'augmix', got {augment!r}.")
     device = torch.device(device) if device is not None else next(model.parameters()).device
     model.to(device).train()
     distributed = dist.is_available() and dist.is_initialized()
@@ -150,6 +158,10 @@ def train_score_model(
     gen.manual_seed(seed)
     step = 0
     if checkpoint_path is not None and resume and Path(checkpoint_path).exists():
+        held = (read_checkpoint(checkpoint_path)[1].get("train") or {}).get("augment")
+        if held != augment:
+            raise ValueError(f"Cannot resume from {checkpoint_path}: it was trained with augment={held!r}, not "
+                             f"{augment!r}. Use another checkpoint_path or resume=False.")
         step = _restore(checkpoint_path, model, ema, opt, gen, sigmas)
     net = model
     if distributed:
@@ -162,6 +174,8 @@ def train_score_model(
             return
         tensors, groups = _state_tensors(model, opt, gen)
         train = {"param_groups": groups, "batch_size": batch_size, "ema_decay": ema_decay, "hflip": hflip}
+        if augment is not None:
+            train["augment"] = augment
         save_score_model(ema, checkpoint_path, sigmas=sigmas, step=step, tensors=tensors, train=train)
 
     start_step = step
@@ -174,7 +188,8 @@ def train_score_model(
             if hflip:
                 flip = torch.rand(global_batch, generator=gen, device=device) < 0.5
                 xb = torch.where(flip.view(-1, 1, 1, 1), xb.flip(-1), xb)
-            loss = dsm_loss(net, xb, sigmas, generator=gen, shard=shard)
+            aug = augment_targets(xb, augment, gen) if augment is not None else {}
+            loss = dsm_loss(net, xb, sigmas, generator=gen, shard=shard, **aug)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

@@ -1,0 +1,1 @@
+"""Applications that write a run directory (records, resume, settings guard): evaluations, reproductions, tables."""

@@ -1,0 +1,258 @@
+"""The ADP paper's common-corruption table (its Table 4 and appendix Table 8) on any data set: ``art-adp corruptions``.
+
+Rows: the undefended classifier; ADP with σ = 0, 0.1, 0.25 (adaptive steps, λ = 0.05); ADP σ = 0.25 with
+score-norm detection (flagged inputs σ, the others βσ); ADP σ = 0 with a DCT-trained and with an AugMix-trained
+score model (the DCT one with adaptive steps, the AugMix one with the paper's manual schedule
+:func:`~art_adp.corruptions.corruption_step_sizes`, as its appendix says); and, to tell the AugMix model's share
+from its schedule's, the plain model with that schedule. Columns: clean accuracy, each of the
+15 corruptions averaged over severities 1-5, the mean per severity and the mean of all 75 sets.
+
+The corrupted test sets are computed once into ``run_dir/data`` (:func:`~art_adp.corruptions.write_corrupted`,
+the CIFAR-10-C layout) and read back through :func:`~art_adp.data.load_cifar10c`; with ``cifar10c_root`` the real
+CIFAR-10-C files are read instead. One record per (variant, corruption, severity) goes to ``records.jsonl`` as it
+finishes; a rerun skips finished ones, and refuses a run folder whose ``settings.json`` differs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ..corruptions import CORRUPTIONS, SEVERITIES, corruption_step_sizes, write_corrupted
+from ..data import load_cifar10c
+from ..defended import aggregate_draws
+from ..detect import ScoreNormDetector
+from ..evaluation.records import append_records
+from ..purify import purify
+
+__all__ = ["CorruptionConfig", "run_corruptions", "VARIANTS"]
+
+# row -> (score model, σ, detection-driven σ, step schedule): the paper's Table 4 rows
+VARIANT_SETTINGS = {
+    "undefended": None,
+    "ADP σ=0": ("plain", 0.0, False, "adaptive"),
+    "ADP σ=0.1": ("plain", 0.1, False, "adaptive"),
+    "ADP σ=0.25": ("plain", 0.25, False, "adaptive"),
+    "ADP σ=0.25 + detection": ("plain", 0.25, True, "adaptive"),
+    "ADP σ=0, AugMix's schedule": ("plain", 0.0, False, "corruption"),  # separates model from schedule
+    "ADP σ=0 + DCT": ("dct", 0.0, False, "adaptive"),
+    "ADP σ=0 + AugMix": ("augmix", 0.0, False, "corruption"),
+}
+VARIANTS = tuple(VARIANT_SETTINGS)
+
+
+@dataclass(frozen=True)
+class CorruptionConfig:
+    """Settings of :func:`run_corruptions` (all of them go to ``settings.json`` and guard resuming)."""
+
+    n_examples: int | None = None  # first N test images (None: all)
+    runs: int = 2  # S purifications averaged (softmax) where σ > 0; σ = 0 purification is deterministic: S = 1
+    steps: int = 10  # T
+    lam: float = 0.05
+    beta: float = 0.2  # detection: unflagged inputs get βσ
+    fpr: float = 0.05  # detection threshold: this false-positive rate on clean calibration images
+    n_calibration: int = 500  # clean training images the detection threshold is fitted on
+    batch_size: int = 512
+    seed: int = 0  # purification noise
+    corruption_seed: int = 0
+
+
+def _variants(available: set[str]) -> list[str]:
+    """The rows whose score model is given."""
+    return [v for v, st in VARIANT_SETTINGS.items() if st is None or st[0] in available]
+
+
+def _load_records(path: Path) -> dict[tuple[str, str, int], dict]:
+    if not path.exists():
+        return {}
+    data = path.read_bytes()
+    out = {}
+    for line in data[: data.rfind(b"\n") + 1].decode().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            out[(r["variant"], r["corruption"], int(r["severity"]))] = r
+    return out
+
+
+def _predictor(variant: str, classifier, scores: dict, detector, c: CorruptionConfig, device) -> Callable:
+    """``(x, generator) -> predicted labels`` for one row of the table."""
+    if VARIANT_SETTINGS[variant] is None:
+        return lambda x, gen: classifier(x).argmax(1)
+    key, sigma, detection, schedule = VARIANT_SETTINGS[variant]
+    score = scores[key]
+    step_size = corruption_step_sizes(steps=c.steps) if schedule == "corruption" else "adaptive"
+    runs = c.runs if sigma > 0 else 1  # σ = 0: purification is deterministic, every draw is the same
+
+    def predict(x, gen):
+        s = sigma * torch.where(detector.flag(x), 1.0, c.beta).to(x.dtype) if detection else sigma
+        logits = torch.stack([classifier(purify(score, x, sigma=s, steps=c.steps, step_size=step_size, lam=c.lam,
+                                              generator=gen)) for _ in range(runs)])
+        return aggregate_draws(logits, "softmax").argmax(1)
+
+    return predict
+
+
+def run_corruptions(run_dir: str | Path, classifier: torch.nn.Module, score: torch.nn.Module, x_test: np.ndarray,
+                    y_test: np.ndarray, x_calibration: np.ndarray, config: CorruptionConfig = CorruptionConfig(), *,
+                    score_dct: torch.nn.Module | None = None, score_augmix: torch.nn.Module | None = None,
+                    description: str = "", cifar10c_root: str | Path | None = None, nb_classes: int = 10,
+                    variants: tuple[str, ...] | None = None,
+                    progress: bool = True, device: str | torch.device | None = None,
+                    log: Callable[[str], None] = print) -> dict:
+    """
+    Measure every row of the table on the clean and the 75 corrupted test sets; write ``records.jsonl``,
+    ``corruptions.json``, ``corruptions.md`` and ``corruptions.png`` to ``run_dir``.
+
+    :param classifier: ``N×C×H×W`` in [0, 1] → logits.
+    :param score: The plain DSM score model h (rows σ = 0 / 0.1 / 0.25 and detection).
+    :param x_test: Clean test images ``N×C×H×W`` float in [0, 1] (the first ``config.n_examples`` are used).
+    :param y_test: Their labels.
+    :param x_calibration: Clean images (not the test images) for the detection threshold.
+    :param score_dct: Score model trained with ``augment="dct"`` (its row is left out when ``None``).
+    :param score_augmix: Score model trained with ``augment="augmix"`` (its row is left out when ``None``).
+    :param description: Data and models in words, for the table's header (e.g. the split).
+    :param cifar10c_root: Read the corrupted sets from this CIFAR-10-C folder instead of corrupting ``x_test``.
+    :param variants: Measure only these rows (names from :data:`VARIANTS`; default: every row whose score model
+        is given), e.g. to add rows to a run folder from a second process.
+    :return: The results (also in ``corruptions.json``).
+    """
+    c = config
+    start = time.perf_counter()
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    x_test, y_test = np.asarray(x_test)[: c.n_examples], np.asarray(y_test)[: c.n_examples]
+    available = _variants({k for k, m in (("plain", score), ("dct", score_dct), ("augmix", score_augmix))
+                           if m is not None})
+    if variants is not None and not set(variants) <= set(available):
+        raise ValueError(f"variants {sorted(set(variants) - set(available))} cannot be measured: valid rows with the "
+                         f"score models given are {available}.")
+    variants = list(variants) if variants is not None else available
+    settings = {"config": asdict(c), "n": len(x_test), "shape": list(x_test.shape[1:]),
+                "cifar10c_root": str(cifar10c_root) if cifar10c_root else None, "description": description}
+    settings_path = run_dir / "settings.json"
+    if settings_path.exists() and json.loads(settings_path.read_text()) != settings:
+        raise ValueError(f"{run_dir} holds a run with other settings ({settings_path}); use another --run-dir "
+                         f"or delete it.")
+    settings_path.write_text(json.dumps(settings, indent=2))  # rows may be added later (e.g. --score-dct)
+
+    data_root = Path(cifar10c_root) if cifar10c_root else run_dir / "data"
+    if not cifar10c_root:
+        log(f"corrupting {len(x_test)} test images ({len(CORRUPTIONS)} corruptions x 5 severities) into {data_root}")
+        write_corrupted(data_root, x_test, y_test, seed=c.corruption_seed, source=description, progress=progress)
+
+    classifier = classifier.to(device).eval()
+    layout = torch.channels_last if device.type == "cpu" else torch.contiguous_format  # faster convs on CPU
+    scores = {k: m.to(device, memory_format=layout).eval().requires_grad_(False) for k, m in
+              (("plain", score), ("dct", score_dct), ("augmix", score_augmix)) if m is not None}
+    detector = ScoreNormDetector(scores["plain"], batch_size=c.batch_size,
+                                 device_type="gpu" if device.type == "cuda" else "cpu")
+    detector.fit(np.asarray(x_calibration)[: c.n_calibration], fpr=c.fpr)
+
+    records_path = run_dir / "records.jsonl"
+    done = _load_records(records_path)
+    sets = [("clean", 0)] + [(name, s) for name in CORRUPTIONS for s in SEVERITIES]
+    todo = [(v, name, s) for v in variants for name, s in sets if (v, name, s) not in done]
+    log(f"{len(done)} of {len(variants) * len(sets)} (variant, corruption, severity) results on disk; "
+        f"{len(todo)} to go")
+    cache: dict[tuple[str, int], tuple[torch.Tensor, np.ndarray]] = {}
+
+    def load(name, s):
+        if (name, s) not in cache:
+            if name == "clean":
+                x, y = x_test, y_test
+            else:
+                x, y = load_cifar10c(data_root, name, s, nb_classes=nb_classes)
+                x, y = x[: len(x_test)], y[: len(x_test)]
+            cache.clear()
+            xt = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(device)
+            cache[(name, s)] = (xt.contiguous(memory_format=layout), y)
+        return cache[(name, s)]
+
+    predictors = {v: _predictor(v, classifier, scores, detector, c, device) for v in variants}
+    bar = tqdm(total=len(todo), disable=not progress, desc="corruptions", dynamic_ncols=True)
+    for name, s in sets:  # set-major: each corrupted set is loaded once for all rows
+        for v in variants:
+            if (v, name, s) in done:
+                continue
+            x, y = load(name, s)
+            t0 = time.perf_counter()
+            gen = torch.Generator(device).manual_seed(c.seed * 1_000_003 + VARIANTS.index(v) * 1009
+                                                      + (CORRUPTIONS.index(name) + 1 if name != "clean" else 0) * 7
+                                                      + s)
+            with torch.no_grad():
+                pred = torch.cat([predictors[v](xb, gen) for xb in x.split(c.batch_size)]).cpu().numpy()
+            record = {"variant": v, "corruption": name, "severity": s, "correct": int((pred == y).sum()),
+                      "n": int(len(y)), "seconds": round(time.perf_counter() - t0, 3)}
+            append_records(records_path, [record])
+            done[(v, name, s)] = record
+            bar.update(1)
+            bar.set_postfix_str(f"{v} | {name} {s}")
+    bar.close()
+
+    done = _load_records(records_path)  # re-read: another process may have added rows to this run folder
+    results = summarise(done, [v for v in VARIANTS if any(k[0] == v for k in done)])
+    elapsed = time.perf_counter() - start
+    results.update({"settings": settings, "detection_threshold": detector.threshold,
+                    "seconds_this_call": round(elapsed, 1),
+                    "seconds_measuring": round(sum(r["seconds"] for r in done.values()), 1),
+                    "device": str(device)})
+    (run_dir / "corruptions.json").write_text(json.dumps(results, indent=2))
+    table = markdown_table(results)
+    header = (f"{description}\nn = {len(x_test)} test images, S = {c.runs} purifications where σ > 0, T = {c.steps}; "
+              f"detection threshold {detector.threshold:.4g} (fpr {c.fpr} on {min(c.n_calibration, len(x_calibration))}"
+              f" clean training images); device {device}\n\n")
+    (run_dir / "corruptions.md").write_text(header + table + "\n")
+    from ..plots import sweep_curve
+
+    sweep_curve(run_dir / "corruptions.png", list(range(6)),
+                {v: [results["rows"][v]["clean"]] + [results["rows"][v][f"severity {k}"] for k in SEVERITIES]
+                 for v in variants},
+                xlabel="severity (0 = clean)",
+                title=f"Mean over 15 corruptions: n = {len(x_test)}, S = {c.runs}, T = {c.steps}\n"
+                      f"device {device}, {results['seconds_measuring']:.0f} s measuring")
+    log(header + table)
+    log(f"time: {elapsed:.0f} s this call ({results['seconds_measuring']:.0f} s measuring in all), device {device}")
+    log(f"wrote {run_dir / 'corruptions.md'}, corruptions.json, corruptions.png, records.jsonl")
+    return results
+
+
+def summarise(records: dict[tuple[str, str, int], dict], variants) -> dict:
+    """Accuracies per row: clean, each corruption over its 5 severities, each severity over the 15, and the mean."""
+    rows = {}
+    for v in variants:
+        acc = {(name, s): r["correct"] / r["n"] for (rv, name, s), r in records.items() if rv == v}
+        row = {"clean": acc.get(("clean", 0), float("nan"))}
+        for name in CORRUPTIONS:
+            row[name] = float(np.mean([acc.get((name, s), np.nan) for s in SEVERITIES]))
+        for s in SEVERITIES:
+            row[f"severity {s}"] = float(np.mean([acc.get((name, s), np.nan) for name in CORRUPTIONS]))
+        row["mean"] = float(np.mean([row[name] for name in CORRUPTIONS]))
+        rows[v] = row
+    return {"rows": rows, "columns": ["clean", *CORRUPTIONS, *(f"severity {s}" for s in SEVERITIES), "mean"]}
+
+
+SHORT = {"gaussian_noise": "gauss", "shot_noise": "shot", "impulse_noise": "impulse", "defocus_blur": "defocus",
+         "glass_blur": "glass", "motion_blur": "motion", "zoom_blur": "zoom", "snow": "snow", "frost": "frost",
+         "fog": "fog", "brightness": "bright", "contrast": "contrast", "elastic_transform": "elastic",
+         "pixelate": "pixel", "jpeg_compression": "jpeg"}
+
+
+def markdown_table(results: dict) -> str:
+    """Two markdown tables (accuracy in %): per corruption, then per severity."""
+    rows = results["rows"]
+    per_c = ["clean", *CORRUPTIONS, "mean"]
+    lines = ["| variant | " + " | ".join(SHORT.get(k, k) for k in per_c) + " |",
+             "|---" * (len(per_c) + 1) + "|"]
+    lines += [f"| {v} | " + " | ".join(f"{100 * r[k]:.1f}" for k in per_c) + " |" for v, r in rows.items()]
+    per_s = ["clean", *(f"severity {s}" for s in SEVERITIES), "mean"]
+    lines += ["", "| variant | clean | sev 1 | sev 2 | sev 3 | sev 4 | sev 5 | mean |", "|---" * 8 + "|"]
+    lines += [f"| {v} | " + " | ".join(f"{100 * r[k]:.1f}" for k in per_s) + " |" for v, r in rows.items()]
+    return "\n".join(lines)
