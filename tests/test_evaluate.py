@@ -30,13 +30,13 @@ from evalsuite_models import tiny_models
 ROOT = Path(__file__).resolve().parents[1]
 # SPSA and APGD draw from torch's and numpy's global generators: both must be seeded per unit for the records of
 # a resumed or sharded run to match.
-ARGS = ["--dataset", "digits", "--preset", "smoke", "--n-examples", "12", "--chunk-size", "3", "--sigma", "0.1",
+ARGS = ["--dataset", "digits", "--preset", "smoke", "--n-examples", "6", "--chunk-size", "3", "--sigma", "0.1",
         "--steps", "1", "--attacks", "clf-pgd,spsa,full-pgd-eot,apgd-eot", "--eps", "0.2", "--iterations", "2",
         "--eot", "2", "--spsa-iterations", "2", "--spsa-samples", "8", "--apgd-iterations", "2", "--apgd-eot", "2",
         "--sanity-examples", "3", "--threads", "1", "--quiet"]
-# main: clean + 4 attacks on 12 examples; fixed noise: clean + 3; undefended baseline: clean, PGD, APGD, SPSA;
+# main: clean + 4 attacks on 6 examples; fixed noise: clean + 3; undefended baseline: clean, PGD, APGD, SPSA;
 # sanity on the first chunk of 3: flags, eps = 1, eps/2, 1 and 4 iterations, EOT 1 and 4
-EXPECTED = 12 * (5 + 4 + 4) + 3 * 7
+EXPECTED = 6 * (5 + 4 + 4) + 3 * 7
 QUIET = dict(progress=False, log=lambda line: None)
 
 
@@ -77,14 +77,13 @@ def test_one_process_run_writes_every_record_once_and_the_card(baseline):
         assert (baseline / name).stat().st_size > 0
     result = json.loads((baseline / "report.json").read_text())
     assert result["schema"] == "art-adp/evaluation-card/1" and result["scale"] == "smoke" and not result["claim"]
-    assert result["results"]["main/clean"]["n"] == 12 and result["strongest"] is None
+    assert result["results"]["main/clean"]["n"] == 6 and result["strongest"] is None
     assert [r["attack"] for r in result["card"]] == ["clean", "clf-pgd", "spsa", "full-pgd-eot", "apgd-eot"]
     main = [json.loads(r) for r in records if json.loads(r)["setting"] == "main"]
-    assert len(main) == 12 * 5 and max(r["linf"] for r in main) <= 0.2 + 1e-6
+    assert len(main) == 6 * 5 and max(r["linf"] for r in main) <= 0.2 + 1e-6
     digests = json.loads((baseline / "settings.json").read_text())
     assert all(json.loads(r)["settings"] in digests for r in records)  # every record names its settings
-    spsa = digests[main[-1]["settings"] if main[-1]["attack"] == "spsa" else
-                   next(r["settings"] for r in main if r["attack"] == "spsa")]
+    spsa = digests[next(r["settings"] for r in main if r["attack"] == "spsa")]
     assert spsa["budget"] == {"eps": 0.2, "eps_step": 0.05, "norm": "inf", "spsa_iterations": 2, "spsa_samples": 8}
     assert spsa["defences"][0]["sigma"] == 0.1 and len(spsa["classifier_sha256"]) == 64
 
@@ -190,6 +189,21 @@ def test_mean_worst_majority_and_undefended_over_repeats_by_hand():
     assert s["ci"]["worst"] == pytest.approx([beta.ppf(0.025, 1, 5), beta.ppf(0.975, 2, 4)])
     assert s["ci"]["majority"] == pytest.approx([beta.ppf(0.025, 2, 4), beta.ppf(0.975, 3, 3)])
     assert s["ci"]["mean"] == pytest.approx(list(report.wilson(7 / 15, 5))) and s["max_l2"] == 0.3
+
+
+def test_each_check_passes_and_fails_where_it_should():
+    assert sanity.check_unbounded(0.02) is None and "93.0 %" in sanity.check_unbounded(0.93)
+    assert sanity.check_monotone([(0.1, 0.8), (0.2, 0.5), (1.0, 0.0)], "eps") is None
+    assert "rises with eps" in sanity.check_monotone([(0.1, 0.5), (0.2, 0.7)], "eps")
+    assert sanity.check_monotone([(0.1, 0.5), (0.2, 0.53)], "eps") is None  # within 5 points
+    assert sanity.check_converged([(1, 0.5), (5, 0.40), (15, 0.39)], "EOT draws") is None  # 1 point at the end
+    assert "40.0 % at EOT draws = 5, 36.0 % at EOT draws = 15" in sanity.check_converged(
+        [(1, 0.5), (15, 0.36), (5, 0.40)], "EOT draws")  # sorted by count
+    assert sanity.check_black_box(0.30, 0.33) is None and "beats" in sanity.check_black_box(0.20, 0.33)
+    assert sanity.check_randomness(1.0, eot=15, repeats=3) is None and sanity.check_randomness(0.0, eot=1, repeats=1) \
+        is None
+    assert "R = 1 time(s)" in sanity.check_randomness(0.5, eot=15, repeats=1)
+    assert sanity.check_zero_gradients(0.0) is None and "25 % of inputs" in sanity.check_zero_gradients(0.25)
 
 
 class Identity(PreprocessorPyTorch):

@@ -145,7 +145,7 @@ PRESETS: dict[str, EvalConfig] = {
     "croce": EvalConfig(attacks=("apgd-eot",), apgd_iterations=100, apgd_eot=200, runs=10, repeats=5,
                         sanity_iterations=(0.25, 0.5, 1.0), sanity_eot=(20, 50, 200), preset_name="croce"),
     "smoke": EvalConfig(attacks=ATTACKS, iterations=2, eot=2, spsa_iterations=1, spsa_samples=8, apgd_iterations=2,
-                        apgd_eot=2, runs=2, repeats=2, chunk_size=32, sanity_examples=32,
+                        apgd_eot=2, runs=2, repeats=2, chunk_size=16, sanity_examples=16,
                         sanity_iterations=(0.5, 1.0, 2.0), sanity_eot=(1, 2, 4), n_examples=32, preset_name="smoke"),
 }
 # The reference a budget is compared with: the paper's protocol, and Croce et al.'s for APGD.
