@@ -146,7 +146,7 @@ PRESETS: dict[str, EvalConfig] = {
                         sanity_iterations=(0.25, 0.5, 1.0), sanity_eot=(20, 50, 200), preset_name="croce"),
     "smoke": EvalConfig(attacks=ATTACKS, iterations=2, eot=2, spsa_iterations=1, spsa_samples=8, apgd_iterations=2,
                         apgd_eot=2, runs=2, repeats=2, chunk_size=16, sanity_examples=16,
-                        sanity_iterations=(0.5, 1.0, 2.0), sanity_eot=(1, 2, 4), n_examples=32, preset_name="smoke"),
+                        sanity_iterations=(0.5, 1.0, 2.0), sanity_eot=(1, 2, 4), n_examples=16, preset_name="smoke"),
 }
 # The reference a budget is compared with: the paper's protocol, and Croce et al.'s for APGD.
 REFERENCE = replace(PRESETS["paper"], apgd_iterations=PRESETS["croce"].apgd_iterations,
