@@ -210,22 +210,17 @@ def adp_base_classifier(classifier: torch.nn.Module, score_model: torch.nn.Modul
 
 
 def _read_records(path: Path) -> dict[int, dict]:
-    records = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:  # a line cut short by an interruption: recomputed
-                    continue
-                records[record["index"]] = record
-    return records
+    """Complete records of a certification JSONL file by input index (a line cut short by an interruption is
+    ignored here and cut off before the next append)."""
+    from .evaluation.records import read_jsonl
+
+    return {record["index"]: record for record in read_jsonl(path)}
 
 
 def run_certify(run_dir: str | Path, model_for_sigma: Callable[[float], Callable], x: torch.Tensor, y: np.ndarray,
                 *, sigmas: Sequence[float] = (0.12, 0.25, 0.5), n0: int = 100, n: int = 1000, alpha: float = 0.001,
                 n_approximate: int = 100, radii: Sequence[float] = (0.0, 0.125, 0.25, 0.375, 0.5, 0.75, 1.0),
-                batch_size: int = 1000, seed: int = 0, progress: bool = True) -> dict:
+                batch_size: int = 1000, seed: int = 0, progress: bool = True, settings: dict | None = None) -> dict:
     """
     Certify every input of ``x`` at each σ (CERTIFY and the approximate variant), writing one JSON line per input
     to ``run_dir/certify_sigma{σ}.jsonl`` as it finishes, so an interrupted run resumes where it stopped (input i
@@ -237,6 +232,8 @@ def run_certify(run_dir: str | Path, model_for_sigma: Callable[[float], Callable
     :param run_dir: Output folder.
     :param model_for_sigma: σ → base classifier (e.g. ``lambda s: adp_base_classifier(clf, score)``).
     :param x: ``N×C×H×W`` inputs; ``y``: their ``N`` labels.
+    :param settings: Further settings that change the certificates (e.g. the checkpoints' SHA-256, the purification
+        steps), stored and compared with n₀, n, α, the approximate n and the seed.
     :return: ``{"table": {σ: {"certify": [...], "approximate": [...]}}, "radii": [...], ...}``.
     """
     from .plots import certified_accuracy_curve
@@ -245,11 +242,17 @@ def run_certify(run_dir: str | Path, model_for_sigma: Callable[[float], Callable
         _check(lambda z: z, x, sigma, n0, n, alpha, batch_size)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    settings = {"n0": n0, "n": n, "alpha": alpha, "n_approximate": n_approximate, "seed": seed}
+    from .evaluation.records import append_records, describe_differences
+
+    settings = {**(settings or {}), "n0": n0, "n": n, "alpha": alpha, "n_approximate": n_approximate, "seed": seed}
+    settings = json.loads(json.dumps(settings))  # as stored (tuples become lists)
     settings_path = run_dir / "certify_settings.json"
-    if settings_path.exists() and json.loads(settings_path.read_text()) != settings:
-        raise ValueError(f"{run_dir} holds certificates made with {settings_path.read_text()}, not {settings}; "
-                         "use another run directory (or the same settings to resume).")
+    if settings_path.exists():
+        stored = json.loads(settings_path.read_text())
+        if stored != settings:
+            raise ValueError(f"{run_dir} holds certificates made with other settings: "
+                             f"{describe_differences(stored, settings)}. Use another run directory, or the same "
+                             "settings to resume.")
     settings_path.write_text(json.dumps(settings))
     y = np.asarray(y)
     table, curves = {}, {}
@@ -258,22 +261,20 @@ def run_certify(run_dir: str | Path, model_for_sigma: Callable[[float], Callable
         path = run_dir / f"certify_sigma{sigma:g}.jsonl"
         records = _read_records(path)
         todo = [i for i in range(len(x)) if i not in records]
-        with path.open("a") as out:
-            for i in tqdm(todo, desc=f"certify sigma={sigma:g} ({len(records)} done)", disable=not progress):
-                gen = torch.Generator(x.device).manual_seed(seed * 1_000_003 + i)
-                exact = certify(model, x[i:i + 1], sigma=sigma, n0=n0, n=n, alpha=alpha, batch_size=batch_size,
-                                generator=gen, progress=False)
-                if n_approximate == n0:  # the selection draws double as the paper's approximate estimate
-                    approx = approximate_radius(exact.selection_counts, sigma)
-                else:
-                    approx = certify_approximate(model, x[i:i + 1], sigma=sigma, n=n_approximate,
-                                                 batch_size=batch_size, generator=gen, progress=False)
-                record = {"index": i, "label": int(y[i]), "prediction": int(exact.prediction[0]),
-                          "radius": float(exact.radius[0]), "p_a_lower": float(exact.p_a[0]),
-                          "approx_prediction": int(approx.prediction[0]), "approx_radius": float(approx.radius[0])}
-                out.write(json.dumps(record) + "\n")
-                out.flush()
-                records[i] = record
+        for i in tqdm(todo, desc=f"certify sigma={sigma:g} ({len(records)} done)", disable=not progress):
+            gen = torch.Generator(x.device).manual_seed(seed * 1_000_003 + i)
+            exact = certify(model, x[i:i + 1], sigma=sigma, n0=n0, n=n, alpha=alpha, batch_size=batch_size,
+                            generator=gen, progress=False)
+            if n_approximate == n0:  # the selection draws double as the paper's approximate estimate
+                approx = approximate_radius(exact.selection_counts, sigma)
+            else:
+                approx = certify_approximate(model, x[i:i + 1], sigma=sigma, n=n_approximate,
+                                             batch_size=batch_size, generator=gen, progress=False)
+            record = {"index": i, "label": int(y[i]), "prediction": int(exact.prediction[0]),
+                      "radius": float(exact.radius[0]), "p_a_lower": float(exact.p_a[0]),
+                      "approx_prediction": int(approx.prediction[0]), "approx_radius": float(approx.radius[0])}
+            append_records(path, [record])
+            records[i] = record
         rec = [records[i] for i in range(len(x))]
         exact = Certificate(np.array([r["prediction"] for r in rec]), np.array([r["radius"] for r in rec]),
                             np.array([r["p_a_lower"] for r in rec]), np.zeros((len(rec), 0)), sigma, False)

@@ -151,6 +151,7 @@ def _certify(args) -> None:
 
     from .certify import adp_base_classifier, run_certify
     from .data import load_dataset
+    from .evaluation.records import file_sha256
 
     score, classifier = _load_models(args)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -165,7 +166,9 @@ def _certify(args) -> None:
 
     results = run_certify(args.run_dir, model_for_sigma, x, y, sigmas=args.sigmas, n0=args.n0, n=args.n,
                           alpha=args.alpha, n_approximate=args.n_approximate, radii=args.radii,
-                          batch_size=args.batch_size, seed=args.seed, progress=not args.quiet)
+                          batch_size=args.batch_size, seed=args.seed, progress=not args.quiet,
+                          settings={"steps": args.steps, "score_sha256": file_sha256(args.score),
+                                    "classifier_sha256": file_sha256(args.classifier), "dataset": args.dataset})
     print((Path(args.run_dir) / "certify.md").read_text())
     print(f"wrote {args.run_dir}/certify.md, certify.png, certify.json and per-input records "
           f"({results['n_examples']} inputs, device {device})")
@@ -192,6 +195,47 @@ SIGMA_SWEEP = (0.05, 0.10, 0.15, 0.20, 0.25, 0.30, 0.35, 0.40)  # the paper's Ta
 EOT_SWEEP = (1, 3, 5, 10, 15, 30, 50)  # the paper's Table 6
 
 
+EVAL_FLAGS = ("attacks", "eps", "eps_step", "iterations", "eot", "eot_aggregate", "spsa_iterations", "spsa_samples",
+              "apgd_iterations", "apgd_eot", "runs", "repeats", "seed", "chunk_size", "batch_size", "sanity_examples",
+              "sigma_sweep", "eot_sweep", "eps_sweep", "n_examples")
+DATASET_EPS = {"digits": 0.175}  # the demo's radius; other datasets: the paper's 8/255
+
+
+def _fresh_copy(model, seed: int):
+    """A re-initialised copy of ``model`` (same architecture and constructor arguments)."""
+    import copy
+
+    import torch
+
+    fresh = copy.deepcopy(model)
+    torch.manual_seed(seed)
+    for module in fresh.modules():
+        if hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+    return fresh
+
+
+def _adversarial_baseline(args, classifier, data, config):
+    """Load ``<run-dir>/adv_classifier.safetensors``, or train it with ART's AdversarialTrainerMadryPGD (on the
+    classifier's training split, the run's eps and step) and save it there."""
+    from .models import load_classifier, save_classifier
+
+    path = Path(args.run_dir) / "adv_classifier.safetensors"
+    if path.exists():
+        return load_classifier(path, "cpu"), f"{path} (loaded)"
+    try:
+        from .models.adversarial import train_adversarial_classifier
+    except ImportError as err:
+        raise ValueError(f"--baseline adversarial-training needs art_adp.models.adversarial ({err}); or put a "
+                         f"trained classifier at {path}.") from err
+    model = train_adversarial_classifier(_fresh_copy(classifier, config.seed), data.x_train, data.y_train,
+                                         eps=config.eps, eps_step=config.step, max_iter=args.adv_max_iter,
+                                         epochs=args.adv_epochs, seed=config.seed, verbose=not args.quiet)
+    save_classifier(model.cpu(), path)
+    return model, (f"{path} (trained: ART AdversarialTrainerMadryPGD, eps = {config.eps:.4g}, step "
+                   f"{config.step:.4g}, {args.adv_max_iter} PGD steps, {args.adv_epochs} epochs)")
+
+
 def _evaluate(args) -> None:
     import dataclasses
     import math
@@ -199,26 +243,24 @@ def _evaluate(args) -> None:
     import torch
 
     from .data import load_dataset
-    from .evaluation import DIGITS, PAPER, evaluate
+    from .evaluation import EvalConfig, evaluate
+    from .evaluation.records import file_sha256
     from .models import load_classifier
     from .preprocessor import ADPPurifier
     from .score import load_score_model
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    base = DIGITS if args.dataset == "digits" else PAPER
-    fields = {"attacks": args.attacks, "eps": args.eps, "eps_step": args.eps_step, "iterations": args.iterations,
-              "eot": args.eot, "eot_aggregate": args.eot_aggregate, "spsa_iterations": args.spsa_iterations,
-              "spsa_samples": args.spsa_samples, "apgd_iterations": args.apgd_iterations, "apgd_eot": args.apgd_eot,
-              "runs": args.runs, "repeats": args.repeats, "seed": args.seed, "chunk_size": args.chunk_size,
-              "batch_size": args.batch_size, "sanity_examples": args.sanity_examples,
-              "sigma_sweep": args.sigma_sweep, "eot_sweep": args.eot_sweep}
-    fields = {k: v for k, v in fields.items() if v is not None}
+    overrides = {k: getattr(args, k) for k in EVAL_FLAGS if getattr(args, k) is not None}
     if args.norm is not None:
-        fields["norm"] = math.inf if args.norm == "inf" else 2
+        overrides["norm"] = math.inf if args.norm == "inf" else 2
     if args.no_sanity:
-        fields["sanity"] = False
-    config = dataclasses.replace(base, **fields)
+        overrides["sanity"] = False
+    if args.no_fixed_noise:
+        overrides["fixed_noise"] = False
+    config = EvalConfig.preset(args.preset, **overrides)
+    if args.eps is None:  # the dataset's radius: a threat model, not an override of the preset's budgets
+        config = dataclasses.replace(config, eps=DATASET_EPS.get(args.dataset, 8 / 255))
     score_path = Path(args.score or "runs/demo/score.safetensors")
     clf_path = Path(args.classifier or "runs/demo/classifier.safetensors")
     for path, what in ((score_path, "--score"), (clf_path, "--classifier")):
@@ -226,20 +268,28 @@ def _evaluate(args) -> None:
             raise ValueError(f"{path} not found: train the digits models with `art-adp demo` (they land in runs/demo) "
                              f"or pass {what} PATH.")
     data = load_dataset(args.dataset, args.data_root)
-    n = len(data.x_test) if args.n_examples is None else min(args.n_examples, len(data.x_test))
+    n = len(data.x_test) if config.n_examples is None else min(config.n_examples, len(data.x_test))
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     score = load_score_model(score_path, "cpu")
     classifier = load_classifier(clf_path, "cpu")
     purifier = ADPPurifier(score, sigma=args.sigma, steps=args.steps, batch_size=args.purify_batch_size,
                            device_type="gpu" if device == "cuda" else "cpu", channels_last=device == "cpu")
     description = {
-        "Defence": f"ADP sigma = {args.sigma:g}, T = {args.steps} adaptive steps (lambda = 0.05, delta = 1e-3, "
-                   f"tau = 1e-3), S = {config.runs} runs averaged",
-        "Data": f"{args.dataset}, {n} test images",
-        "Models": f"score {score_path} ({type(score).__name__}), classifier {clf_path} ({type(classifier).__name__})",
+        "Defence": f"ADP sigma = {args.sigma:g}, T = {args.steps} adaptive steps (lambda = {purifier.lam:g}, "
+                   f"delta = {purifier.delta:g}, tau = {purifier.tau:g}), S = {config.runs} runs averaged",
+        "Data": f"{args.dataset}, first {n} test images",
+        "Models": f"score {score_path} ({type(score).__name__}, sha256 {file_sha256(score_path)[:12]}), classifier "
+                  f"{clf_path} ({type(classifier).__name__}, sha256 {file_sha256(clf_path)[:12]})",
+        "Device": f"{device}" + (f", {torch.get_num_threads()} CPU threads" if device == "cpu" else ""),
     }
+    baselines = {}
+    if args.baseline == "adversarial-training":
+        model, where = _adversarial_baseline(args, classifier, data, config)
+        baselines["adv. training"] = model
+        description["Baseline"] = f"adversarial training, {where}"
     evaluate(classifier, purifier, data.x_test[:n], data.y_test[:n], config=config, run_dir=args.run_dir,
-             nb_classes=data.nb_classes, description=description, progress=not args.quiet, device=device)
+             nb_classes=data.nb_classes, description=description, progress=not args.quiet, device=device,
+             baselines=baselines, estimate_only=args.estimate_only)
 
 
 def _corruptions(args) -> None:
@@ -402,43 +452,63 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.set_defaults(func=_corruptions)
 
-    from .evaluation import ATTACKS, DIGITS, PAPER
+    from .evaluation import ATTACKS, PRESETS
 
-    p = sub.add_parser("evaluate", help="attack the ADP-defended classifier with every attack; table, JSON, records",
-                       description="Defaults: the paper's counts, or for --dataset digits the reduced counts that "
-                                   f"fit 10 minutes on 2 CPU cores ({DIGITS.note}) Also: python -m art_adp.evaluate "
-                                   "..., torchrun --nproc_per_node=N -m art_adp.evaluate ...")
+    paper, croce, smoke = PRESETS["paper"], PRESETS["croce"], PRESETS["smoke"]
+    p = sub.add_parser(
+        "evaluate", help="attack the ADP-defended classifier; evaluation card (markdown, JSON, figure), records",
+        description="Presets: paper (the default; the paper's Table 3 protocol: BPDA/Joint 40 iterations of eps/4 "
+                    f"with EOT 15, SPSA {paper.spsa_iterations} steps of {paper.spsa_samples} samples, full-gradient "
+                    "PGD+EOT, S = 10, R = 3), croce (Croce et al. 2022: full-gradient APGD-CE then APGD-DLR, 100 "
+                    f"iterations, EOT 200, R = 5), smoke (CI-sized: {smoke.n_examples} examples, "
+                    f"{smoke.iterations} iterations, EOT {smoke.eot}; not a robustness claim). Every flag below "
+                    "overrides the preset's value, and the card says so. A run prints its estimated time first "
+                    "(--estimate-only: only that). Also: python -m art_adp.evaluate ..., torchrun "
+                    "--nproc_per_node=N -m art_adp.evaluate ...")
     common(p, "runs/evaluate")
+    p.set_defaults(seed=None)
     dataset(p)
+    p.add_argument("--preset", choices=sorted(PRESETS), default="paper", help="named budgets (default: paper)")
+    p.add_argument("--estimate-only", action="store_true", help="print the estimated time on this device and stop")
     p.add_argument("--score", help="score-model checkpoint (default: runs/demo/score.safetensors)")
     p.add_argument("--classifier", help="classifier checkpoint (default: runs/demo/classifier.safetensors)")
-    p.add_argument("--n-examples", type=int, help="first N test examples (default: all)")
+    p.add_argument("--n-examples", type=int, help="first N test examples (default: all; smoke: "
+                                                  f"{smoke.n_examples})")
     p.add_argument("--attacks", type=lambda t: tuple(a for a in t.split(",") if a),
-                   help=f"comma-separated, from {','.join(ATTACKS)} (default: all)")
+                   help=f"comma-separated, from {','.join(ATTACKS)} (paper: {','.join(paper.attacks)}; croce: "
+                        f"{','.join(croce.attacks)})")
     p.add_argument("--sigma", type=float, default=0.25, help="ADP noise level (default: 0.25)")
     p.add_argument("--steps", type=int, default=10, help="purification steps T (default: 10)")
-    p.add_argument("--runs", type=int, help=f"S, purifications per judged prediction (default: {PAPER.runs})")
-    p.add_argument("--repeats", type=int, help=f"R, judgements per example (default: {PAPER.repeats}; digits "
-                                               f"{DIGITS.repeats})")
+    p.add_argument("--runs", type=int, help=f"S, purifications per judged prediction (paper: {paper.runs})")
+    p.add_argument("--repeats", type=int, help=f"R, judgements per example (paper: {paper.repeats}; croce: "
+                                               f"{croce.repeats})")
     p.add_argument("--norm", choices=["inf", "2"], help="threat model norm (default: inf)")
-    p.add_argument("--eps", type=float, help=f"radius (default: 8/255; digits {DIGITS.eps})")
-    p.add_argument("--eps-step", type=float, help="step (default: eps/4)")
-    p.add_argument("--iterations", type=int, help="PGD/BPDA/joint iterations")
-    p.add_argument("--eot", type=int, help="EOT samples of BPDA, joint and full-gradient PGD")
+    p.add_argument("--eps", type=float, help=f"radius (default: 8/255; digits {DATASET_EPS['digits']})")
+    p.add_argument("--eps-step", type=float, help="step (default: eps/4, following --eps)")
+    p.add_argument("--iterations", type=int, help=f"PGD/BPDA/joint iterations (paper: {paper.iterations})")
+    p.add_argument("--eot", type=int, help=f"EOT samples of BPDA, joint and full-gradient PGD (paper: {paper.eot})")
     p.add_argument("--eot-aggregate", choices=["mean", "sign"], help="mean of gradients or the authors' sign vote")
-    p.add_argument("--spsa-iterations", type=int)
-    p.add_argument("--spsa-samples", type=int, help="SPSA samples per step (paper: 1280)")
-    p.add_argument("--apgd-iterations", type=int)
-    p.add_argument("--apgd-eot", type=int, help="APGD EOT samples (Croce et al.: 200)")
+    p.add_argument("--spsa-iterations", type=int, help=f"SPSA steps (paper preset: {paper.spsa_iterations})")
+    p.add_argument("--spsa-samples", type=int, help=f"SPSA samples per step (paper: {paper.spsa_samples})")
+    p.add_argument("--apgd-iterations", type=int, help=f"APGD iterations per loss (croce: {croce.apgd_iterations})")
+    p.add_argument("--apgd-eot", type=int, help=f"APGD EOT samples (croce: {croce.apgd_eot})")
     p.add_argument("--chunk-size", type=int, help="examples per unit of work (resume and sharding granularity)")
     p.add_argument("--batch-size", type=int, help="images per forward pass (examples x EOT copies)")
     p.add_argument("--purify-batch-size", type=int, default=4096, help="images per purifier chunk")
     p.add_argument("--sanity-examples", type=int, help="examples for the sanity attacks")
-    p.add_argument("--no-sanity", action="store_true", help="skip the sanity attacks")
+    p.add_argument("--no-sanity", action="store_true", help="skip the sanity checks (then no masking verdict)")
+    p.add_argument("--no-fixed-noise", action="store_true", help="skip the fixed-randomness column")
+    p.add_argument("--eps-sweep", type=_floats, help="further eps values for the accuracy-against-eps figure")
     p.add_argument("--sigma-sweep", nargs="?", const=SIGMA_SWEEP, type=_floats,
                    help="sigma values, comma-separated (flag alone: the paper's 0.05..0.40)")
     p.add_argument("--eot-sweep", nargs="?", const=EOT_SWEEP, type=_ints,
                    help="EOT counts, comma-separated (flag alone: the paper's 1..50)")
+    p.add_argument("--baseline", choices=["adversarial-training"],
+                   help="add an adversarially trained classifier (ART AdversarialTrainerMadryPGD, same architecture "
+                        "and training split), attacked and judged the same way; cached as <run-dir>/"
+                        "adv_classifier.safetensors")
+    p.add_argument("--adv-epochs", type=int, default=20, help="adversarial-training epochs (default: 20)")
+    p.add_argument("--adv-max-iter", type=int, default=10, help="adversarial-training PGD steps (default: 10)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.set_defaults(func=_evaluate)
 

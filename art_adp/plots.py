@@ -151,3 +151,20 @@ def score_norm_histogram(path: str | os.PathLike, norms: Mapping[str, np.ndarray
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def accuracy_vs_eps(path: str | os.PathLike, curves: Mapping[str, list[tuple[float, float, float, float]]], *,
+                    title: str | None = None) -> None:
+    """
+    Save accuracy against the attack radius ε with confidence intervals as error bars.
+
+    :param curves: Curve label → ``(eps, accuracy, ci_low, ci_high)`` points, accuracies in [0, 1].
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for k, (label, points) in enumerate(curves.items()):
+        eps, acc, lo, hi = (np.asarray(v, dtype=float) for v in zip(*points))
+        yerr = 100 * np.clip([acc - lo, hi - acc], 0, None)  # float rounding at 0 % and 100 %
+        ax.errorbar(eps, 100 * acc, yerr=yerr, fmt="o-" if k < 3 else "s--",
+                    capsize=3, label=label)
+    _save_percent_plot(plt, fig, ax, path, xlabel="eps", ylabel="accuracy (%)", title=title, title_size=9)

@@ -1,6 +1,7 @@
 """certify (Cohen et al.'s CERTIFY), the paper's approximate variant, and ADP smoothing inside ART's
 PyTorchRandomizedSmoothing."""
 
+import json
 import math
 import re
 
@@ -206,3 +207,18 @@ def test_cli_certify_writes_table_curve_and_records(tmp_path, adp_models):
     assert len((run / "certify_sigma0.25.jsonl").read_text().splitlines()) == 2
     assert main(argv[:-3] + ["--n", "4", "--quiet"]) == 2  # n0 > n: a clear error, exit status 2
     assert main(argv[:-3] + ["--n", "30", "--quiet"]) == 2  # other settings than the records in run-dir
+
+
+def test_run_certify_cuts_a_torn_last_line_before_appending_and_names_changed_settings(tmp_path):
+    x, y = at_distance([0.1, 0.3, -0.2, 0.05]), np.array([1, 1, 0, 0])
+    args = dict(sigmas=(0.25,), n0=20, n=200, alpha=0.01, n_approximate=20, radii=(0.0, 0.1), seed=3, progress=False)
+    run_certify(tmp_path, lambda s: HalfSpace(), x[:2], y[:2], **args)
+    path = tmp_path / "certify_sigma0.25.jsonl"
+    whole = path.read_text()
+    path.write_text(whole + '{"index": 2, "label": 0, "predic')  # a writer killed mid-line
+    run_certify(tmp_path, lambda s: HalfSpace(), x, y, **args)
+    lines = path.read_text().splitlines()
+    assert path.read_text().startswith(whole) and path.read_text().endswith("\n")
+    assert sorted(json.loads(line)["index"] for line in lines) == [0, 1, 2, 3]  # valid JSONL, nothing lost
+    with pytest.raises(ValueError, match=r"other settings: n 200 \(now 300\)\. Use another run directory"):
+        run_certify(tmp_path, lambda s: HalfSpace(), x, y, **{**args, "n": 300})

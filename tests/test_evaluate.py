@@ -1,8 +1,11 @@
 """The evaluation harness: records survive a SIGKILL and a re-run completes them exactly; torchrun with 2 gloo
-processes gives the 1-process records; the sanity report flags a gradient-masked toy defence; judging, tables and
-the checks compute what they should. Tiny models (an MLP trained on digits, NCSNv2(1, 8, ngf=4))."""
+processes gives the 1-process records; records know their settings (a changed setting is refused, by name); the
+card's statistics and confidence intervals match hand computations; every sanity check is tripped by a planted
+defence and left alone by a benign one; the header says what ran. Tiny models (an MLP trained on digits,
+NCSNv2(1, 8, ngf=4))."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -14,22 +17,27 @@ import numpy as np
 import pytest
 import torch
 from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
+from scipy.stats import beta, norm
 
 import art_adp
 from art_adp import EvalConfig, save_score_model
 from art_adp.evaluation import report, sanity
-from art_adp.evaluation.records import append_records, load_records
-from art_adp.models import save_classifier
+from art_adp.evaluation.records import append_records, load_records, read_jsonl
+from art_adp.evaluation.run import Setting, _unit_cost, frozen_noise, plan
+from art_adp.models import MLP, save_classifier
 from evalsuite_models import tiny_models
 
 ROOT = Path(__file__).resolve().parents[1]
 # SPSA and APGD draw from torch's and numpy's global generators: both must be seeded per unit for the records of
 # a resumed or sharded run to match.
-ARGS = ["--dataset", "digits", "--n-examples", "12", "--chunk-size", "3", "--sigma", "0.1", "--steps", "1",
-        "--attacks", "clf-pgd,spsa,full-pgd-eot,apgd-eot", "--runs", "2", "--repeats", "2", "--eps", "0.2",
-        "--iterations", "2", "--eot", "2", "--spsa-iterations", "2", "--spsa-samples", "8", "--apgd-iterations", "2",
-        "--apgd-eot", "2", "--sanity-examples", "3", "--threads", "1", "--quiet"]
-EXPECTED = 12 * 5 + 3 * 3  # main: clean + 4 attacks on 12 examples; 3 sanity attacks on the first chunk of 3
+ARGS = ["--dataset", "digits", "--preset", "smoke", "--n-examples", "6", "--chunk-size", "3", "--sigma", "0.1",
+        "--steps", "1", "--attacks", "clf-pgd,spsa,full-pgd-eot,apgd-eot", "--eps", "0.2", "--iterations", "2",
+        "--eot", "2", "--spsa-iterations", "2", "--spsa-samples", "8", "--apgd-iterations", "2", "--apgd-eot", "2",
+        "--sanity-examples", "3", "--threads", "1", "--quiet"]
+# main: clean + 4 attacks on 6 examples; fixed noise: clean + 3; undefended baseline: clean, PGD, APGD, SPSA;
+# sanity on the first chunk of 3: flags, eps = 1, eps/2, 1 and 4 iterations, EOT 1 and 4
+EXPECTED = 6 * (5 + 4 + 4) + 3 * 7
+QUIET = dict(progress=False, log=lambda line: None)
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +49,8 @@ def checkpoints(tmp_path_factory):
     return ["--score", str(folder / "score.safetensors"), "--classifier", str(folder / "classifier.safetensors")]
 
 
-def command(run_dir, checkpoints, launcher=(sys.executable, "-m", "art_adp.evaluate")):
-    return [*launcher, *ARGS, *checkpoints, "--run-dir", str(run_dir)]
+def command(run_dir, checkpoints, launcher=(sys.executable, "-m", "art_adp.evaluate"), extra=()):
+    return [*launcher, *ARGS, *checkpoints, "--run-dir", str(run_dir), *extra]
 
 
 def env():
@@ -53,35 +61,36 @@ def lines(run_dir):
     return [line for f in sorted((Path(run_dir) / "records").glob("*.jsonl")) for line in f.read_text().splitlines()]
 
 
-def run_in_process(run_dir, checkpoints, capsys):
-    from art_adp.cli import main
-
-    assert main(command(run_dir, checkpoints, launcher=("evaluate",))) == 0
-    return capsys.readouterr().out
-
-
 @pytest.fixture(scope="module")
 def baseline(checkpoints, tmp_path_factory):
     from art_adp.cli import main
 
     run_dir = tmp_path_factory.mktemp("baseline")
     assert main(command(run_dir, checkpoints, launcher=("evaluate",))) == 0
-    assert "Sanity report" in (run_dir / "report.md").read_text()  # with every run
     return run_dir
 
 
-def test_one_process_run_writes_every_record_once_and_the_outputs(baseline):
+def test_one_process_run_writes_every_record_once_and_the_card(baseline):
     records = lines(baseline)
     assert len(records) == EXPECTED == len(load_records((baseline / "records").glob("*.jsonl")))
-    for name in ("report.md", "report.json", "robustness.png"):
+    for name in ("report.md", "report.json", "accuracy_vs_eps.png", "settings.json"):
         assert (baseline / name).stat().st_size > 0
     result = json.loads((baseline / "report.json").read_text())
-    assert result["results"]["main/clean"]["n"] == 12 and result["strongest"] in art_adp.evaluation.ATTACKS
+    assert result["schema"] == "art-adp/evaluation-card/1" and result["scale"] == "smoke" and not result["claim"]
+    assert result["results"]["main/clean"]["n"] == 6 and result["strongest"] is None
+    assert [r["attack"] for r in result["card"]] == ["clean", "clf-pgd", "spsa", "full-pgd-eot", "apgd-eot"]
     main = [json.loads(r) for r in records if json.loads(r)["setting"] == "main"]
-    assert len(main) == 12 * 5 and max(r["linf"] for r in main) <= 0.2 + 1e-6
+    assert len(main) == 6 * 5 and max(r["linf"] for r in main) <= 0.2 + 1e-6
+    digests = json.loads((baseline / "settings.json").read_text())
+    assert all(json.loads(r)["settings"] in digests for r in records)  # every record names its settings
+    spsa = digests[next(r["settings"] for r in main if r["attack"] == "spsa")]
+    assert spsa["budget"] == {"eps": 0.2, "eps_step": 0.05, "norm": "inf", "spsa_iterations": 2, "spsa_samples": 8}
+    assert spsa["defences"][0]["sigma"] == 0.1 and len(spsa["classifier_sha256"]) == 64
 
 
 def test_killed_run_resumes_to_the_same_records_and_table(baseline, checkpoints, tmp_path, capsys):
+    from art_adp.cli import main
+
     proc = subprocess.Popen(command(tmp_path, checkpoints), env=env(), cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
@@ -93,8 +102,8 @@ def test_killed_run_resumes_to_the_same_records_and_table(baseline, checkpoints,
     assert proc.wait() == -signal.SIGKILL, "the run finished before it could be killed"
     partial = len(lines(tmp_path))
     assert 15 <= partial < EXPECTED
-    out = run_in_process(tmp_path, checkpoints, capsys)  # the same command again
-    assert "Sanity report" in out
+    assert main(command(tmp_path, checkpoints, launcher=("evaluate",))) == 0  # the same command again
+    assert "Sanity report" in capsys.readouterr().out
     assert len(lines(tmp_path)) == EXPECTED  # nothing duplicated, nothing missing
     assert sorted(lines(tmp_path)) == sorted(lines(baseline))
     assert (tmp_path / "report.md").read_text() == (baseline / "report.md").read_text()
@@ -111,46 +120,32 @@ def test_torchrun_two_gloo_processes_give_the_one_process_records(baseline, chec
     assert (tmp_path / "report.md").read_text() == (baseline / "report.md").read_text()
 
 
-class Rounding(PreprocessorPyTorch):
-    """A gradient-masking toy defence: quantises its input to 5 levels (zero gradient almost everywhere)."""
+def test_a_changed_setting_in_the_same_run_dir_is_refused_by_name(baseline, checkpoints, tmp_path, capsys):
+    import shutil
 
-    def __init__(self) -> None:
-        super().__init__(device_type="cpu", apply_fit=False, apply_predict=True)
+    from art_adp.cli import main
 
-    def forward(self, x, y=None):
-        return torch.round(x * 4) / 4, y
+    shutil.copytree(baseline, tmp_path / "run")
+    before = sorted(lines(tmp_path / "run"))
+    assert main(command(tmp_path / "run", checkpoints, launcher=("evaluate",), extra=("--iterations", "3"))) == 2
+    err = capsys.readouterr().err
+    assert "holds records for main/clf-pgd made with other settings: budget.iterations 2 (now 3)" in err
+    assert "Use another --run-dir, or the same settings to resume." in err
+    assert main(command(tmp_path / "run", checkpoints, launcher=("evaluate",), extra=("--sigma", "0.2"))) == 2
+    assert "defences.0.sigma 0.1 (now 0.2)" in capsys.readouterr().err
+    assert sorted(lines(tmp_path / "run")) == before  # nothing reused, nothing written
 
 
-def test_planted_gradient_masking_is_flagged(tmp_path):
+def test_adding_an_attack_resumes_the_others_and_runs_only_the_new_one(tmp_path):
     mlp, _, x, y = tiny_models()
-    config = EvalConfig(attacks=("full-pgd-eot", "spsa"), eps=0.2, eps_step=0.05, iterations=3, eot=1,
-                        spsa_iterations=5, spsa_samples=16, runs=1, repeats=1, chunk_size=16, sanity_examples=16)
-    lines_out = []
-    result = art_adp.evaluate(mlp, [Rounding()], x[:16], y[:16], config=config, run_dir=tmp_path, progress=False,
-                              log=lines_out.append)
-    warnings = result["sanity"]["warnings"]
-    assert any("unbounded attack (eps = 1)" in w for w in warnings)
-    assert any("black-box SPSA" in w for w in warnings)
-    assert sum("WARNING: GRADIENT MASKING?" in line for line in lines_out) == len(warnings) >= 2
-
-
-def test_sanity_checks_pass_and_fail_where_they_should():
-    assert sanity.check_unbounded(0.02) is None and "93.0 %" in sanity.check_unbounded(0.93)
-    assert sanity.check_monotone([(0.1, 0.8), (0.2, 0.5), (1.0, 0.0)], "eps") is None
-    assert "rises with eps" in sanity.check_monotone([(0.1, 0.5), (0.2, 0.7)], "eps")
-    assert sanity.check_monotone([(0.1, 0.5), (0.2, 0.53)], "eps") is None  # within 5 points
-    assert sanity.check_black_box(0.30, 0.33) is None and "beats" in sanity.check_black_box(0.20, 0.33)
-
-
-def test_mean_and_worst_case_over_repeats():
-    rows = [{"label": 1, "pred": [1, 1, 1], "undefended_pred": 0, "linf": 0.1, "l2": 0.2},
-            {"label": 2, "pred": [2, 0, 2], "undefended_pred": 2, "linf": 0.1, "l2": 0.2},
-            {"label": 3, "pred": [0, 0, 0], "undefended_pred": 0, "linf": 0.1, "l2": 0.2},
-            {"label": 4, "pred": [4, 4, 1], "undefended_pred": 4, "linf": 0.1, "l2": 0.2}]
-    s = report.summarize(rows)
-    assert s["mean"] == pytest.approx(7 / 12)  # 3 + 2 + 0 + 2 correct of 12 judgements
-    assert s["worst"] == pytest.approx(1 / 4)  # only the first is correct in every repeat
-    assert s["per_repeat"] == pytest.approx([3 / 4, 2 / 4, 2 / 4]) and s["undefended"] == pytest.approx(2 / 4)
+    config = EvalConfig.preset("smoke", attacks=("clf-pgd",), eps=0.2, n_examples=6, chunk_size=6, sanity=False)
+    art_adp.evaluate(mlp, [Identity()], x, y, config=config, run_dir=tmp_path, **QUIET)
+    first = sorted(lines(tmp_path))
+    art_adp.evaluate(mlp, [Identity()], x, y, config=EvalConfig.preset(
+        "smoke", attacks=("clf-pgd", "full-pgd-eot"), eps=0.2, n_examples=6, chunk_size=6, sanity=False),
+        run_dir=tmp_path, **QUIET)
+    after = lines(tmp_path)
+    assert set(first) <= set(after) and len(after) == len(first) + 6  # on the undefended model it is PGD: reused
 
 
 def test_records_ignore_and_cut_a_partial_last_line(tmp_path):
@@ -161,10 +156,277 @@ def test_records_ignore_and_cut_a_partial_last_line(tmp_path):
         f.write('{"setting": "main", "attack": "cle')  # a writer killed mid-line
     assert list(load_records([path])) == [("main", "clean", 0)]
     append_records(path, [{**rec, "index": 1}])
-    assert [json.loads(line)["index"] for line in path.read_text().splitlines()] == [0, 1]
+    assert [json.loads(line)["index"] for line in path.read_text().splitlines()] == [0, 1]  # valid JSONL
+    assert [r["index"] for r in read_jsonl(path)] == [0, 1]
     append_records(tmp_path / "other.jsonl", [{**rec, "pred": [2]}])
     with pytest.raises(ValueError, match="mixes evaluations with different settings"):
         load_records([path, tmp_path / "other.jsonl"])
+
+
+def test_confidence_intervals_match_the_hand_formulas():
+    lo, hi = report.clopper_pearson(7, 10)
+    assert (lo, hi) == pytest.approx((beta.ppf(0.025, 7, 4), beta.ppf(0.975, 8, 3)))
+    assert (lo, hi) == pytest.approx((0.3475, 0.9333), abs=1e-4)  # the published table value for 7/10
+    assert report.clopper_pearson(0, 10) == pytest.approx((0.0, 1 - 0.025 ** 0.1))
+    assert report.clopper_pearson(10, 10) == pytest.approx((0.025 ** 0.1, 1.0))
+    z, p, n = norm.ppf(0.975), 0.7, 10
+    centre, half = (p + z * z / 20) / (1 + z * z / n), z / (1 + z * z / n) * math.sqrt(p * 0.3 / n + z * z / 400)
+    assert report.wilson(0.7, 10) == pytest.approx((centre - half, centre + half))
+    assert report.wilson(0.7, 10) == pytest.approx((0.3968, 0.8922), abs=1e-4)
+
+
+def test_mean_worst_majority_and_undefended_over_repeats_by_hand():
+    rows = [{"label": 1, "pred": [1, 1, 1], "undefended_pred": 0, "linf": 0.1, "l2": 0.2},
+            {"label": 2, "pred": [2, 0, 2], "undefended_pred": 2, "linf": 0.1, "l2": 0.2},
+            {"label": 3, "pred": [0, 0, 0], "undefended_pred": 0, "linf": 0.1, "l2": 0.2},
+            {"label": 4, "pred": [4, 0, 1], "undefended_pred": 4, "linf": 0.1, "l2": 0.2},
+            {"label": 5, "pred": [5, 0, 0], "undefended_pred": 5, "linf": 0.1, "l2": 0.3}]
+    s = report.summarize(rows)
+    assert s["mean"] == pytest.approx(7 / 15)  # 3 + 2 + 0 + 1 + 1 correct of 15 judgements
+    assert s["worst"] == pytest.approx(1 / 5)  # only the first is correct in every repeat
+    assert s["majority"] == pytest.approx(2 / 5)  # 1 and 2; [4, 0, 1] is a three-way tie, [5, 0, 0] votes 0
+    assert s["per_repeat"] == pytest.approx([4 / 5, 1 / 5, 2 / 5]) and s["undefended"] == pytest.approx(3 / 5)
+    assert s["ci"]["worst"] == pytest.approx([beta.ppf(0.025, 1, 5), beta.ppf(0.975, 2, 4)])
+    assert s["ci"]["majority"] == pytest.approx([beta.ppf(0.025, 2, 4), beta.ppf(0.975, 3, 3)])
+    assert s["ci"]["mean"] == pytest.approx(list(report.wilson(7 / 15, 5))) and s["max_l2"] == 0.3
+
+
+def test_each_check_passes_and_fails_where_it_should():
+    assert sanity.check_unbounded(0.02) is None and "93.0 %" in sanity.check_unbounded(0.93)
+    assert sanity.check_monotone([(0.1, 0.8), (0.2, 0.5), (1.0, 0.0)], "eps") is None
+    assert "rises with eps" in sanity.check_monotone([(0.1, 0.5), (0.2, 0.7)], "eps")
+    assert sanity.check_monotone([(0.1, 0.5), (0.2, 0.53)], "eps") is None  # within 5 points
+    assert sanity.check_converged([(1, 0.5), (5, 0.40), (15, 0.39)], "EOT draws") is None  # 1 point at the end
+    assert "40.0 % at EOT draws = 5, 36.0 % at EOT draws = 15" in sanity.check_converged(
+        [(1, 0.5), (15, 0.36), (5, 0.40)], "EOT draws")  # sorted by count
+    assert sanity.check_black_box(0.30, 0.33) is None and "beats" in sanity.check_black_box(0.20, 0.33)
+    assert sanity.check_randomness(1.0, eot=15, repeats=3) is None and sanity.check_randomness(0.0, eot=1, repeats=1) \
+        is None
+    assert "R = 1 time(s)" in sanity.check_randomness(0.5, eot=15, repeats=1)
+    assert sanity.check_zero_gradients(0.0) is None and "25 % of inputs" in sanity.check_zero_gradients(0.25)
+
+
+class Identity(PreprocessorPyTorch):
+    """A benign deterministic defence: the identity."""
+
+    def __init__(self) -> None:
+        super().__init__(device_type="cpu", apply_fit=False, apply_predict=True)
+
+    def forward(self, x, y=None):
+        return x, y
+
+
+class Rounding(Identity):
+    """Gradient masking: quantises its input to 5 levels (zero gradient almost everywhere)."""
+
+    def forward(self, x, y=None):
+        return torch.round(x * 4) / 4, y
+
+
+class NoisyGradient(Identity):
+    """Output x exactly; the gradient of each call is (1 + s·r) ⊙ ∇ with r ~ N(0, 1) per pixel: one draw points
+    the wrong way on many pixels, the EOT mean of k draws on fewer and fewer, so accuracy keeps falling with EOT."""
+
+    def forward(self, x, y=None):
+        r = 5.0 * torch.randn_like(x)
+        return x + (r * x - (r * x).detach()), y
+
+
+class SparseGradient(Identity):
+    """Output x exactly; each call passes the gradient of 10 % of the pixels (a random mask), so every iteration
+    moves few pixels and accuracy keeps falling with iterations."""
+
+    def forward(self, x, y=None):
+        mask = (torch.rand_like(x) < 0.1).to(x.dtype)
+        return x.detach() + mask * (x - x.detach()), y
+
+
+class Jitter(Identity):
+    """A random defence: adds small Gaussian noise, so the same input judged twice gives different outputs."""
+
+    def forward(self, x, y=None):
+        return (x + 0.05 * torch.randn_like(x)).clamp(0, 1), y
+
+
+def run(defence, tmp_path, n=16, **overrides):
+    mlp, _, x, y = tiny_models()
+    torch.manual_seed(0)
+    config = EvalConfig.preset("smoke", **{"attacks": ("full-pgd-eot",), "eps": 0.2, "iterations": 3, "eot": 1,
+                                           "n_examples": n, "chunk_size": n, "sanity_examples": n,
+                                           "sanity_iterations": (1.0,), "sanity_eot": (1,), **overrides})
+    return art_adp.evaluate(mlp, [defence], x, y, config=config, run_dir=tmp_path, **QUIET)
+
+
+def warned(result, text):
+    return any(text in w for w in result["sanity"]["warnings"])
+
+
+def test_rounding_trips_eps_1_zero_gradients_and_spsa_at_the_paper_budget(tmp_path):
+    result = run(Rounding(), tmp_path, attacks=("full-pgd-eot", "spsa"), spsa_iterations=40, spsa_samples=1280)
+    assert warned(result, "unbounded attack (eps = 1)") and warned(result, "loss gradient through the defence is "
+                                                                           "exactly zero for 100 %")
+    assert warned(result, "black-box SPSA") and "SPSA vs white-box" in result["sanity"]["ran"]
+    text = (tmp_path / "report.md").read_text()
+    assert text.count("WARNING: GRADIENT MASKING?") == 3 and "no sign of gradient masking" not in text
+
+
+def test_spsa_below_the_paper_budget_is_not_compared(tmp_path):
+    result = run(Rounding(), tmp_path, attacks=("full-pgd-eot", "spsa"), spsa_iterations=2, spsa_samples=16)
+    assert not warned(result, "black-box SPSA")
+    assert any(s.startswith("SPSA vs white-box: SPSA's budget is below the paper's (spsa_iterations 2 < 40, "
+                            "spsa_samples 16 < 1280)") for s in result["sanity"]["skipped"])
+
+
+def test_accuracy_still_falling_with_eot_trips_eot_convergence(tmp_path):
+    result = run(NoisyGradient(), tmp_path, n=32, eot=4, sanity_eot=(1, 4, 64))
+    points = dict(result["sanity"]["inputs"]["eot_points"])
+    assert points[4] - points[64] > 0.02, points
+    assert warned(result, "NOT CONVERGED: accuracy still falls with EOT draws")
+
+
+def test_accuracy_still_falling_with_iterations_trips_iterations_convergence(tmp_path):
+    result = run(SparseGradient(), tmp_path, n=32, iterations=4, sanity_iterations=(0.5, 1.0, 5.0))
+    points = dict(result["sanity"]["inputs"]["iteration_points"])
+    assert points[4] - points[20] > 0.02, points
+    assert warned(result, "NOT CONVERGED: accuracy still falls with iterations")
+
+
+def test_a_random_defence_trips_the_randomness_check_unless_eot_and_repeats_are_used(tmp_path):
+    result = run(Jitter(), tmp_path / "a", n=8)
+    assert result["sanity"]["inputs"]["random_fraction"] == 1.0
+    assert warned(result, "RANDOMIZED DEFENCE: the same input judged twice gives different outputs (100 % of inputs), "
+                          "but the attacks use EOT 1")
+    assert not warned(run(Jitter(), tmp_path / "b", n=8, eot=2, sanity_eot=(2,)), "RANDOMIZED DEFENCE")
+
+
+def test_a_benign_defence_trips_no_check(tmp_path):
+    result = run(Identity(), tmp_path, iterations=6, sanity_iterations=(0.5, 1.0, 2.0), sanity_eot=(1, 2))
+    assert result["sanity"]["warnings"] == [] and result["sanity"]["inputs"]["random_fraction"] == 0.0
+    assert result["sanity"]["verdict"] is None  # smoke budgets: no verdict either way
+    text = (tmp_path / "report.md").read_text()
+    assert "no verdict on gradient masking: budgets below the reference" in text
+    assert "no sign of gradient masking" not in text and "No strongest attack named" in text
+
+
+def test_reference_budgets_and_every_check_give_the_verdict_and_name_the_strongest(tmp_path):
+    mlp, _, x, y = tiny_models()
+    config = EvalConfig.preset("paper", attacks=("clf-pgd", "full-pgd-eot"), eps=0.2, n_examples=6, chunk_size=6,
+                               sanity_examples=6, sanity_eot=(1, 15), sanity_iterations=(0.5, 1.0))
+    result = art_adp.evaluate(mlp, [Identity()], x, y, config=config, run_dir=tmp_path, **QUIET)
+    text = (tmp_path / "report.md").read_text()
+    assert result["claim"] and result["scale"] == "reference" and result["strongest"] in ("clf-pgd", "full-pgd-eot")
+    assert text.startswith("Budgets meet the reference") and "SMOKE-SCALE" not in text
+    assert "- no sign of gradient masking (randomness, zero gradients, eps = 1, monotone in eps" in text
+    assert "Strongest attack:" in text
+
+
+def test_header_and_rows_say_what_ran_no_sanity_gives_no_verdict_and_the_step_follows_eps(checkpoints, tmp_path):
+    from art_adp.cli import main
+
+    argv = ["evaluate", *checkpoints, "--run-dir", str(tmp_path), "--preset", "smoke", "--n-examples", "4",
+            "--chunk-size", "4", "--eps", "0.1", "--attacks", "clf-pgd,spsa", "--spsa-samples", "16", "--no-sanity",
+            "--steps", "1", "--quiet"]
+    assert main(argv) == 0
+    text = (tmp_path / "report.md").read_text()
+    head = text.splitlines()
+    assert head[0].startswith("SMOKE-SCALE RUN, NOT A ROBUSTNESS CLAIM: budgets below the reference")
+    assert "clf-pgd: iterations 2 < 40" in head[0] and "S = 2 < 10; R = 2 < 3" in head[0]
+    assert head[1] == ("Preset: smoke, overridden: attacks = ['clf-pgd', 'spsa'], chunk_size = 4, eps = 0.1, "
+                       "n_examples = 4, sanity = False, spsa_samples = 16")
+    assert head[2].startswith("Threat model: l_inf eps = 0.1, step 0.025 (eps/4, following eps)")
+    spsa_row = next(line for line in head if line.startswith("| SPSA"))
+    assert "1 it of 0.025, 16 samples/step" in spsa_row and "(overridden: spsa_samples)" in spsa_row
+    assert "steps of 0.025" in text and "no sign of gradient masking" not in text
+    assert "no verdict on gradient masking: budgets below the reference and the sanity checks did not run" in text
+    result = json.loads((tmp_path / "report.json").read_text())
+    assert result["sanity"]["verdict"] is None and result["strongest"] is None
+    assert result["overridden"]["spsa_samples"] == 16 and result["config"]["step"] == 0.025
+    assert max(r["linf"] for r in read_jsonl(tmp_path / "records" / "rank-0.jsonl")) <= 0.1 + 1e-6
+
+
+def test_presets_and_overrides_from_python():
+    assert EvalConfig() == EvalConfig.preset("paper") and EvalConfig.preset("paper").overridden == ()
+    c = EvalConfig.preset("smoke", eps=0.1, spsa_samples=8)
+    assert c.step == 0.025 and c.overridden == ("eps",)  # spsa_samples = 8 is the smoke preset's own value
+    croce = EvalConfig.preset("croce")
+    assert (croce.attacks, croce.apgd_iterations, croce.apgd_eot, croce.repeats) == (("apgd-eot",), 100, 200, 5)
+    paper = EvalConfig.preset("paper")
+    assert (paper.iterations, paper.eot, paper.spsa_samples, paper.runs, paper.step) == (40, 15, 1280, 10, 2 / 255)
+    with pytest.raises(ValueError, match="Unknown preset 'fast'; choose from \\('paper', 'croce', 'smoke'\\)"):
+        EvalConfig.preset("fast")
+
+
+def test_plan_and_the_time_estimate_count_what_runs():
+    c = EvalConfig.preset("paper", attacks=("bpda-eot", "spsa"))
+    names = [s.name for s in plan(c)]
+    assert names == ["main", "fixed", "sanity:flags", "sanity:eps=1", "sanity:eps/2", "sanity:iterations=10",
+                     "sanity:iterations=20", "sanity:iterations=100", "sanity:eot=1", "sanity:eot=5", "sanity:eot=50"]
+    probe = {"forward": 1.0, "full": 3.0}
+    main = plan(c)[0]
+    assert _unit_cost(main, "bpda-eot", c, probe) == 40 * 15 * 1.0 + 10 * 3 * 1.0  # attack + S x R judgements
+    assert _unit_cost(main, "spsa", c, probe) == 40 * 2 * 1280 + 30
+    assert _unit_cost(Setting("fixed", ("bpda-eot",), {"eot": 1}, judge="fixed"), "bpda-eot", c, probe) == 40 + 1
+
+
+def test_estimate_only_logs_the_estimate_and_attacks_nothing(tmp_path):
+    mlp, score, x, y = tiny_models()
+    logged = []
+    out = art_adp.evaluate(mlp, art_adp.ADPPurifier(score, steps=1), x, y, config=EvalConfig.preset("paper"),
+                           run_dir=tmp_path, progress=False, log=logged.append, estimate_only=True)
+    assert out["estimate_seconds"] > 0 and not (tmp_path / "records").exists()
+    assert logged[0].startswith("Estimated time on this device (cpu") and "Smaller: --preset croce, --preset smoke, --n-examples N" in logged[0]
+
+
+def test_fixed_noise_gives_the_attack_and_the_judge_the_same_draw():
+    mlp, score, x, y = tiny_models()
+    from art_adp.attacks._core import defended_logits
+    from art_adp.evaluation.run import _as_estimator
+
+    est = _as_estimator(mlp, x[:8], 10, (0, 1), torch.device("cpu"), [art_adp.ADPPurifier(score, sigma=0.3, steps=1)])
+    xt = torch.as_tensor(x[:8])
+    with torch.no_grad():
+        assert not torch.equal(defended_logits(est, xt), defended_logits(est, xt))  # random
+        with frozen_noise(est, 7):
+            a, b = defended_logits(est, xt), art_adp.EOTClassifier(est, nb_samples=1).predict(xt)
+            assert torch.equal(a, defended_logits(est, xt))
+            np.testing.assert_allclose(a.log_softmax(1).numpy(), b, atol=1e-5)
+        assert "forward" not in vars(est.preprocessing_operations[0])  # restored
+
+
+def test_baselines_are_attacked_the_same_way_and_judged_once(tmp_path):
+    mlp, score, x, y = tiny_models()
+    torch.manual_seed(3)
+    other = MLP(1, 8, 10, hidden=(16,)).eval()  # an untrained classifier: clean accuracy by hand below
+    config = EvalConfig.preset("smoke", attacks=("clf-pgd", "bpda-eot"), eps=0.2, n_examples=8, chunk_size=8,
+                               sanity=False, fixed_noise=False)
+    result = art_adp.evaluate(mlp, art_adp.ADPPurifier(score, sigma=0.1, steps=1), x, y, config=config,
+                              run_dir=tmp_path, baselines={"other": other}, **QUIET)
+    with torch.no_grad():
+        clean = float((other(torch.as_tensor(x[:8])).argmax(1).numpy() == y[:8]).mean())
+        bare = float((mlp(torch.as_tensor(x[:8])).argmax(1).numpy() == y[:8]).mean())
+    rows = {r["attack"]: r for r in result["card"]}
+    assert rows["clean"]["baselines"]["other"]["value"] == clean and rows["clean"]["baselines"]["undefended"][
+        "value"] == bare
+    assert rows["bpda-eot"]["baselines"]["other"] == rows["clf-pgd"]["baselines"]["other"]  # both PGD on it
+    assert rows["clf-pgd"]["baselines"]["other"]["as"] == "clf-pgd"
+    recs = [r for r in read_jsonl(tmp_path / "records" / "rank-0.jsonl") if r["setting"] == "baseline:other"]
+    assert {r["attack"] for r in recs} == {"clean", "clf-pgd"} and all(len(r["pred"]) == 1 for r in recs)
+    header = (tmp_path / "report.md").read_text().splitlines()
+    assert any(line.startswith("| Attack | Budget | Undefended | other (baseline) | ADP mean |") for line in header)
+
+
+def test_cli_adversarial_training_baseline(checkpoints, tmp_path):
+    pytest.importorskip("art_adp.models.adversarial")
+    from art_adp.cli import main
+
+    argv = ["evaluate", *checkpoints, "--run-dir", str(tmp_path), "--preset", "smoke", "--n-examples", "4",
+            "--chunk-size", "4", "--attacks", "clf-pgd", "--no-sanity", "--no-fixed-noise", "--steps", "1", "--quiet",
+            "--baseline", "adversarial-training", "--adv-epochs", "1", "--adv-max-iter", "1"]
+    assert main(argv) == 0
+    assert (tmp_path / "adv_classifier.safetensors").stat().st_size > 0
+    result = json.loads((tmp_path / "report.json").read_text())
+    assert result["baselines"] == ["undefended", "adv. training"] and "Baseline" in result["description"]
+    assert main(argv) == 0  # reuses the saved classifier and the records
 
 
 def test_bad_configuration_is_refused():
@@ -194,12 +456,15 @@ def test_sweeps_write_tables_and_plots_and_leave_the_purifier_as_it_was(tmp_path
     mlp, score, x, y = tiny_models()
     generator = torch.Generator().manual_seed(5)
     purifier = art_adp.ADPPurifier(score, sigma=0.1, steps=1, generator=generator)
-    config = EvalConfig(attacks=("clf-pgd",), eps=0.2, iterations=2, runs=1, repeats=2, chunk_size=6, sanity=False,
-                        sigma_sweep=(0.05, 0.3), eot_sweep=(1, 2))
-    result = art_adp.evaluate(mlp, purifier, x[:6], y[:6], config=config, run_dir=tmp_path, progress=False,
-                              log=lambda line: None)
+    config = EvalConfig.preset("smoke", attacks=("clf-pgd",), eps=0.2, iterations=2, runs=1, repeats=2, n_examples=6,
+                               chunk_size=6, sanity=False, fixed_noise=False, sigma_sweep=(0.05, 0.3),
+                               eot_sweep=(1, 2), eps_sweep=(0.1,))
+    result = art_adp.evaluate(mlp, purifier, x, y, config=config, run_dir=tmp_path, **QUIET)
     assert purifier.sigma == 0.1 and purifier.generator is generator
-    assert {"sigma=0.05/bpda-eot", "sigma=0.3/clean", "eot=2/bpda-eot"} <= set(result["results"])
+    assert {"sigma=0.05/bpda-eot", "sigma=0.3/clean", "eot=2/bpda-eot", "eps=0.1/clf-pgd"} <= set(result["results"])
     text = (tmp_path / "report.md").read_text()
-    assert "| 0.05 |" in text and "| BPDA+EOT |" in text and "no sign of gradient masking" in text
-    assert (tmp_path / "sigma_sweep.png").stat().st_size > 0 and (tmp_path / "eot_sweep.png").stat().st_size > 0
+    assert "| 0.05 |" in text and "| BPDA+EOT |" in text
+    for name in ("sigma_sweep.png", "eot_sweep.png", "accuracy_vs_eps.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    curve = report.eps_curves(result)["Clf-PGD (preprocessor-blind)"]
+    assert [p[0] for p in curve] == [0.0, 0.1, 0.2]  # clean, the swept eps, the main eps

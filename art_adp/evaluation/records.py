@@ -1,43 +1,66 @@
-"""Per-example evaluation records as JSON lines: appended atomically as they finish, read back for resuming.
+"""Run records as JSON lines, shared by the evaluation and certification runs: appended atomically as they finish,
+read back for resuming, and guarded by the settings that produced them.
 
-One record per (setting, attack, example). A chunk's records go out in one ``os.write`` on a file opened for
-appending, followed by ``fsync``; a process killed mid-write leaves at most one partial last line, which
-:func:`load_records` ignores and :func:`append_records` cuts off before writing again, so a resumed run has
-neither duplicated nor missing records.
+A writer's records go out in one ``os.write`` on a file opened for appending, followed by ``fsync``; a process
+killed mid-write leaves at most one partial last line, which :func:`read_jsonl` ignores and :func:`append_records`
+cuts off (:func:`truncate_torn`) before writing again, so a resumed run has neither duplicated nor missing records.
+
+Every evaluation record carries the digest of the settings that produced it (:func:`settings_digest`), and the run
+folder's ``settings.json`` maps each digest to the full settings; :func:`check_settings` refuses to resume over
+records made with other settings and names the settings that differ.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
-__all__ = ["append_records", "load_records", "record_key"]
+import numpy as np
+import torch
+
+__all__ = ["append_records", "array_sha256", "check_settings", "describe_differences", "file_sha256",
+           "load_records", "module_sha256", "read_jsonl", "record_key", "save_settings", "settings_digest",
+           "truncate_torn"]
 
 
 def record_key(record: dict) -> tuple[str, str, int]:
-    """The identity of a record: (setting, attack, example index)."""
+    """The identity of an evaluation record: (setting, attack, example index)."""
     return record["setting"], record["attack"], int(record["index"])
 
 
-def _complete_prefix(path: Path) -> int:
-    """Length in bytes of the file's complete lines (everything up to the last newline)."""
-    data = path.read_bytes()
+def _complete_prefix(data: bytes) -> int:
+    """Length in bytes of the complete lines (everything up to the last newline)."""
     return data.rfind(b"\n") + 1
 
 
+def truncate_torn(path: str | os.PathLike) -> int:
+    """
+    Cut a partial last line (a writer killed mid-line) off the file at ``path``, if any.
+
+    :return: Bytes removed (0 when the file is whole or absent).
+    """
+    path = Path(path)
+    if not path.exists():
+        return 0
+    size = path.stat().st_size
+    keep = _complete_prefix(path.read_bytes())
+    if keep != size:
+        os.truncate(path, keep)
+    return size - keep
+
+
 def append_records(path: str | os.PathLike, records: Iterable[dict]) -> None:
-    """Append ``records`` to the JSONL file at ``path`` in one write (creating folders and the file)."""
+    """Append ``records`` to the JSONL file at ``path`` in one write (creating folders and the file), after
+    cutting off a torn last line."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records).encode()
     if not payload:
         return
-    if path.exists():
-        keep = _complete_prefix(path)
-        if keep != path.stat().st_size:  # a killed writer's partial line
-            os.truncate(path, keep)
+    truncate_torn(path)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, payload)
@@ -46,26 +69,135 @@ def append_records(path: str | os.PathLike, records: Iterable[dict]) -> None:
         os.close(fd)
 
 
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """The complete records of a JSONL file (a partial last line is ignored; an absent file gives [])."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    text = data[: _complete_prefix(data)].decode()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
 def load_records(paths: Iterable[str | os.PathLike]) -> dict[tuple[str, str, int], dict]:
     """
-    Read complete records from JSONL files (a partial last line is ignored), keyed by :func:`record_key`.
+    Read complete evaluation records from JSONL files, keyed by :func:`record_key`.
 
     :raises ValueError: If two files disagree on the same key (records from different settings mixed in one
         run folder).
     """
     out: dict[tuple[str, str, int], dict] = {}
     for path in paths:
-        path = Path(path)
-        if not path.exists():
-            continue
-        text = path.read_bytes()[: _complete_prefix(path)].decode()
-        for line in text.splitlines():
-            if not line.strip():
-                continue
-            record = json.loads(line)
+        for record in read_jsonl(path):
             key = record_key(record)
             if key in out and out[key] != record:
                 raise ValueError(f"Conflicting records for {key} in {path}; the run folder mixes evaluations with "
                                  "different settings: use a new --run-dir.")
             out[key] = record
     return out
+
+
+def _canonical(value: Any) -> Any:
+    """JSON-able form of a settings value (tuples as lists, numpy scalars as Python numbers, inf as "inf")."""
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return str(value)
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return repr(value)
+
+
+def settings_digest(settings: Mapping) -> str:
+    """First 16 hex digits of the SHA-256 of the canonical JSON of ``settings``."""
+    text = json.dumps(_canonical(settings), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def array_sha256(*arrays: np.ndarray) -> str:
+    """SHA-256 of arrays' shapes, dtypes and bytes (the data an evaluation ran on)."""
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.shape}{a.dtype}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def module_sha256(module: torch.nn.Module) -> str:
+    """SHA-256 of a module's state dict (names, shapes, dtypes, values): the weights an evaluation attacked."""
+    h = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        t = tensor.detach().cpu().contiguous()
+        h.update(f"{name}{tuple(t.shape)}{t.dtype}".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's bytes (e.g. a checkpoint)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    if isinstance(value, list) and any(isinstance(v, (Mapping, list)) for v in value):
+        out = {}
+        for i, v in enumerate(value):
+            out.update(_flatten(v, f"{prefix}.{i}" if prefix else str(i)))
+        return out
+    return {prefix: value}
+
+
+def describe_differences(old: Mapping, new: Mapping) -> str:
+    """``"eps 0.1 (now 0.2), budget.iterations 10 (now 20)"``: the settings that differ, dotted paths."""
+    a, b = _flatten(_canonical(old)), _flatten(_canonical(new))
+    parts = [f"{k} {a.get(k, '(unset)')} (now {b.get(k, '(unset)')})" for k in sorted(set(a) | set(b))
+             if a.get(k) != b.get(k)]
+    return ", ".join(parts)
+
+
+def save_settings(path: str | os.PathLike, settings: Mapping[str, Mapping]) -> None:
+    """Merge ``{digest: settings}`` into the JSON file at ``path`` (atomic replace)."""
+    path = Path(path)
+    stored = json.loads(path.read_text()) if path.exists() else {}
+    stored.update({k: _canonical(v) for k, v in settings.items()})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(stored, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def check_settings(run_dir: str | os.PathLike, found: Mapping[Any, str], expected: Mapping[Any, Mapping],
+                   stored: Mapping[str, Mapping]) -> None:
+    """
+    Refuse to resume over records made with other settings.
+
+    :param run_dir: The run folder (for the message).
+    :param found: Group (e.g. ``(setting, attack)``) → the settings digest its existing records carry.
+    :param expected: Group → the settings this run would record for it.
+    :param stored: Digest → settings, as saved in the run folder.
+    :raises ValueError: Naming the first group whose records differ, and which settings differ.
+    """
+    for group, digest in found.items():
+        if group not in expected or digest == settings_digest(expected[group]):
+            continue
+        label = "/".join(map(str, group)) if isinstance(group, tuple) else str(group)
+        if digest not in stored:
+            raise ValueError(f"{run_dir} holds records for {label} made with unknown settings (digest {digest}, "
+                             "not in settings.json); use another --run-dir.")
+        raise ValueError(f"{run_dir} holds records for {label} made with other settings: "
+                         f"{describe_differences(stored[digest], expected[group])}. Use another --run-dir, or the "
+                         "same settings to resume.")

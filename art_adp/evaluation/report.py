@@ -1,19 +1,27 @@
-"""Tables (the paper's Table 3 shape, Tables 5 and 6 for the sweeps), the sanity report and the JSON report."""
+"""The evaluation card: per attack, accuracy as the mean over R judgements, the worst case over R, the majority vote
+over R and with the randomness fixed, each with a 95 % confidence interval over examples; the baselines side by
+side; the budgets actually run; the sanity report. Written as markdown (``report.md``), JSON with a versioned
+schema (``report.json``) and one figure (``accuracy_vs_eps.png``), plus the sweeps' tables and plots.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from . import sanity
+from .config import BUDGET_FIELDS, budget_text, judging_shortfalls, shortfalls, white_box_fields
 
-__all__ = ["LABELS", "build", "write"]
+__all__ = ["LABELS", "SCHEMA", "build", "clopper_pearson", "markdown", "summarize", "wilson", "write"]
 
+SCHEMA = "art-adp/evaluation-card/1"
+LEVEL = 0.95
 LABELS = {
     "clean": "Natural (clean)",
     "clf-pgd": "Clf-PGD (preprocessor-blind)",
@@ -24,110 +32,268 @@ LABELS = {
     "full-pgd-eot": "Full-gradient PGD+EOT",
     "apgd-eot": "APGD-EOT (CE, then DLR)",
 }
+BASELINE_ATTACK = {"clean": "clean", "clf-pgd": "clf-pgd", "bpda-eot": "clf-pgd", "joint-score": "clf-pgd",
+                   "joint-full": "clf-pgd", "full-pgd-eot": "clf-pgd", "apgd-eot": "apgd-eot", "spsa": "spsa"}
 
 
-def budget(attack: str, c) -> str:
-    """The attack's counts under ``c``, for the table."""
-    it = f"{c.iterations} it"
-    return {
-        "clean": "-",
-        "clf-pgd": it,
-        "bpda-eot": f"{it}, EOT {c.eot} ({c.eot_aggregate})",
-        "joint-score": f"{it}, EOT {c.eot}, w = {c.joint_weight:g}",
-        "joint-full": f"{it}, EOT {c.eot}, w = {c.joint_weight:g}",
-        "spsa": f"{c.spsa_iterations} it, {c.spsa_samples} samples/step",
-        "full-pgd-eot": f"{it}, EOT {c.eot}",
-        "apgd-eot": f"{c.apgd_iterations} it/loss, EOT {c.apgd_eot}",
-    }[attack]
+def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:
+    """Exact (Clopper–Pearson) interval for a proportion of ``k`` successes in ``n`` trials (scipy's beta)."""
+    from scipy.stats import beta
+
+    a = 1 - level
+    lo = 0.0 if k == 0 else float(beta.ppf(a / 2, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - a / 2, k + 1, n - k))
+    return lo, hi
+
+
+def wilson(p: float, n: int, level: float = LEVEL) -> tuple[float, float]:
+    """Wilson score interval for a proportion ``p`` over ``n`` examples (``p·n`` need not be an integer)."""
+    from scipy.stats import norm
+
+    z = float(norm.ppf(1 - (1 - level) / 2))
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _majority(preds: list[int], label: int) -> bool:
+    """The label is the unique most frequent of the R predictions (a tie counts against the defence)."""
+    values, counts = np.unique(preds, return_counts=True)
+    top = counts.max()
+    return bool(counts[values == label].sum() == top and (counts == top).sum() == 1)
 
 
 def summarize(rows: list[dict]) -> dict:
-    """Accuracies of one (setting, attack): mean over examples and repeats, worst case over repeats, undefended."""
+    """
+    Accuracies of one (setting, attack) over its examples: the mean over examples and R judgements (Wilson CI),
+    the worst case over R (correct in all R), the majority vote over R, each repeat, and the undefended model on
+    the same inputs (Clopper–Pearson CIs).
+    """
+    n = len(rows)
     correct = np.array([[p == r["label"] for p in r["pred"]] for r in rows], dtype=bool)
-    return {"n": len(rows), "mean": float(correct.mean()), "worst": float(correct.all(1).mean()),
-            "per_repeat": [float(v) for v in correct.mean(0)],
-            "undefended": float(np.mean([r["undefended_pred"] == r["label"] for r in rows])),
+    worst = int(correct.all(1).sum())
+    majority = sum(_majority(r["pred"], r["label"]) for r in rows)
+    undefended = sum(r["undefended_pred"] == r["label"] for r in rows)
+    mean = float(correct.mean())
+    return {"n": n, "repeats": int(correct.shape[1]), "mean": mean, "worst": worst / n, "majority": majority / n,
+            "per_repeat": [float(v) for v in correct.mean(0)], "undefended": undefended / n,
+            "ci": {"mean": list(wilson(mean, n)), "worst": list(clopper_pearson(worst, n)),
+                   "majority": list(clopper_pearson(majority, n)), "undefended": list(clopper_pearson(undefended, n))},
             "max_linf": max(r["linf"] for r in rows), "max_l2": max(r["l2"] for r in rows)}
 
 
-def build(records: dict, config, settings, *, description: dict, seconds: dict, world_size: int) -> dict:
-    """The report: one summary per (setting, attack), the strongest attack, the sanity warnings."""
+def _sanity(results: dict, groups: dict, config, settings) -> dict:
+    """The checks' inputs, warnings, which checks ran and which were skipped (and why)."""
+    inputs: dict = {}
+    warnings, ran, skipped = [], [], []
+    flags = groups.get(("sanity:flags", "flags"))
+    main_attacks = next(s for s in settings if s.name == "main").attacks
+    if flags:
+        inputs["random_fraction"] = float(np.mean([r["random_output"] for r in flags]))
+        inputs["zero_gradient_fraction"] = float(np.mean([r["zero_gradient"] for r in flags]))
+        eots = [getattr(config, white_box_fields(a)[1]) for a in main_attacks
+                if a in ("bpda-eot", "joint-score", "joint-full", "full-pgd-eot", "apgd-eot")]
+        inputs["smallest_eot"] = min(eots) if eots else 1
+        warnings += [sanity.check_randomness(inputs["random_fraction"], eot=inputs["smallest_eot"],
+                                             repeats=config.repeats),
+                     sanity.check_zero_gradients(inputs["zero_gradient_fraction"])]
+        ran += ["randomness", "zero gradients"]
+    subset = [s for s in settings if s.subset and s.name != "sanity:flags"]
+    if subset:
+        white = subset[0].attacks[0]
+        it_field, eot_field = white_box_fields(white)
+        n_sub = len(groups[(subset[0].name, white)])
+        base = summarize(groups[("main", white)][:n_sub])["mean"]
+        inputs.update(white_box_attack=white, n=n_sub)
+        inputs["eps_points"] = [(config.eps / 2, results[f"sanity:eps/2/{white}"]["mean"]), (config.eps, base),
+                                (1.0, results[f"sanity:eps=1/{white}"]["mean"])]
+        inputs["unbounded"] = inputs["eps_points"][-1][1]
+        inputs["iteration_points"] = sorted([(getattr(config, it_field), base)] + [
+            (s.overrides[it_field], results[f"{s.name}/{white}"]["mean"]) for s in subset if it_field in s.overrides])
+        inputs["eot_points"] = sorted([(getattr(config, eot_field), base)] + [
+            (s.overrides[eot_field], results[f"{s.name}/{white}"]["mean"]) for s in subset if eot_field in s.overrides])
+        warnings += [sanity.check_unbounded(inputs["unbounded"]),
+                     sanity.check_monotone(inputs["eps_points"], "eps")]
+        ran += ["eps = 1", "monotone in eps"]
+        for what, points in (("iterations", inputs["iteration_points"]), ("EOT", inputs["eot_points"])):
+            if len(points) > 1:
+                name = "iterations" if what == "iterations" else "EOT draws"
+                warnings += [sanity.check_monotone(points, name), sanity.check_converged(points, name)]
+                ran += [f"monotone in {what}", f"{what} convergence"]
+            else:
+                skipped.append(f"{what} convergence: one point only")
+    elif config.sanity:
+        skipped.append("white-box checks: no gradient attack among the attacks")
+    if "spsa" in main_attacks:
+        whites = [results[f"main/{a}"]["mean"] for a in main_attacks if a not in ("clean", "spsa")]
+        short = shortfalls("spsa", config)
+        if short:
+            skipped.append(f"SPSA vs white-box: SPSA's budget is below the paper's ({', '.join(short)}), so a weak "
+                           "SPSA could not reveal masking")
+        elif whites:
+            inputs["black_box"], inputs["best_white_box"] = results["main/spsa"]["mean"], min(whites)
+            warnings.append(sanity.check_black_box(inputs["black_box"], inputs["best_white_box"]))
+            ran.append("SPSA vs white-box")
+    elif config.sanity:
+        skipped.append("SPSA vs white-box: SPSA not among the attacks")
+    return {"inputs": inputs, "warnings": [w for w in warnings if w], "ran": ran, "skipped": skipped}
+
+
+def build(records: dict, config, settings, *, description: dict, seconds: dict, world_size: int,
+          estimate_seconds: float | None = None) -> dict:
+    """The card: one summary per (setting, attack), the per-attack rows, the scale and the verdicts."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for (s, a, _), r in sorted(records.items()):
         groups.setdefault((s, a), []).append(r)
     results = {f"{s.name}/{a}": summarize(groups[(s.name, a)]) for s in settings for a in s.attacks
-               if (s.name, a) in groups}  # in the plan's order: clean first, then the attacks as listed
-    main = {a: results[f"main/{a}"] for s in settings if s.name == "main" for a in s.attacks}
-    attacked = {a: v for a, v in main.items() if a != "clean"}
-    strongest = min(attacked, key=lambda a: (attacked[a]["worst"], attacked[a]["mean"])) if attacked else None
+               if (s.name, a) in groups and a != "flags"}  # in the plan's order
+    main_setting = next(s for s in settings if s.name == "main")
+    baselines = [s.baseline for s in settings if s.baseline is not None]
+    short = {a: shortfalls(a, config) for a in main_setting.attacks}
+    short = {a: v for a, v in short.items() if v}
+    judging = judging_shortfalls(config)
+    claim = not short and not judging
+    check = _sanity(results, groups, config, settings)
+    complete = config.sanity and not any(s.startswith(("white-box", "iterations", "EOT")) for s in check["skipped"])
 
-    sanity_inputs: dict = {"unbounded": None, "eps_points": [], "iteration_points": [], "black_box": None,
-                           "best_white_box": None}
-    subset = [s for s in settings if s.name.startswith("sanity:")]
-    if subset:
-        white = subset[0].attacks[0]
-        n_sub = results[f"{subset[0].name}/{white}"]["n"]
-        base = summarize(groups[("main", white)][:n_sub])["mean"]
-        sanity_inputs["unbounded"] = results[f"sanity:eps=1/{white}"]["mean"]
-        sanity_inputs["eps_points"] = [(config.eps / 2, results[f"sanity:eps/2/{white}"]["mean"]),
-                                       (config.eps, base), (1.0, sanity_inputs["unbounded"])]
-        half = max(1, (config.apgd_iterations if white == "apgd-eot" else config.iterations) // 2)
-        full = config.apgd_iterations if white == "apgd-eot" else config.iterations
-        sanity_inputs["iteration_points"] = [(half, results[f"sanity:iterations/2/{white}"]["mean"]), (full, base)]
-        sanity_inputs["white_box_attack"] = white
-    if "spsa" in attacked:
-        whites = [v["mean"] for a, v in attacked.items() if a != "spsa"]
-        sanity_inputs["black_box"] = attacked["spsa"]["mean"]
-        sanity_inputs["best_white_box"] = min(whites) if whites else None
-    warnings = sanity.sanity_warnings(**{k: v for k, v in sanity_inputs.items() if k != "white_box_attack"})
+    rows = []
+    for a in main_setting.attacks:
+        v = results[f"main/{a}"]
+        row = {"attack": a, "label": LABELS[a], "budget": budget_text(a, config), "below_reference": short.get(a, []),
+               "overridden": sorted(set(config.overridden) & set(BUDGET_FIELDS[a])), "n": v["n"],
+               "transfer_to_undefended": {"value": v["undefended"], "ci": v["ci"]["undefended"]},
+               "mean": {"value": v["mean"], "ci": v["ci"]["mean"], "method": "wilson"},
+               "worst": {"value": v["worst"], "ci": v["ci"]["worst"], "method": "clopper-pearson"},
+               "majority": {"value": v["majority"], "ci": v["ci"]["majority"], "method": "clopper-pearson"}}
+        if f"fixed/{a}" in results:
+            f = results[f"fixed/{a}"]
+            row["fixed"] = {"value": f["mean"], "ci": f["ci"]["worst"], "method": "clopper-pearson"}  # R = 1
+        for b in baselines:
+            key = f"baseline:{b}/{BASELINE_ATTACK[a]}"
+            if key in results:
+                row.setdefault("baselines", {})[b] = {"value": results[key]["mean"], "ci": results[key]["ci"]["worst"],
+                                                      "method": "clopper-pearson", "as": BASELINE_ATTACK[a]}
+        rows.append(row)
 
-    from dataclasses import asdict
-
+    attacked = {r["attack"]: r for r in rows if r["attack"] != "clean"}
+    strongest = min(attacked, key=lambda a: (attacked[a]["worst"]["value"], attacked[a]["mean"]["value"])) \
+        if attacked else None
+    reasons = []
+    if not claim:
+        reasons.append("budgets below the reference")
+    if not complete:
+        reasons.append("the sanity checks did not run" if not config.sanity else "not every sanity check ran")
+    verdict = None
+    if check["warnings"]:
+        verdict = "warnings"
+    elif not reasons:
+        verdict = "no sign of gradient masking"
     cfg = asdict(config)
     cfg["norm"] = "inf" if config.norm == math.inf else config.norm
-    return {"config": cfg, "description": description, "results": results, "strongest": strongest,
-            "sanity": {"inputs": sanity_inputs, "warnings": warnings}, "seconds": seconds, "world_size": world_size,
-            "budgets": {a: budget(a, config) for a in main}}
+    cfg["step"] = config.step
+    return {"schema": SCHEMA, "scale": "reference" if claim else "smoke", "claim": claim,
+            "preset": config.preset_name, "overridden": {k: _jsonable(cfg[k]) for k in config.overridden},
+            "shortfalls": {"attacks": short, "judging": judging}, "config": cfg, "description": description,
+            "card": rows, "results": results, "strongest": strongest if not reasons else None,
+            "strongest_candidate": strongest, "verdict_withheld_because": reasons,
+            "sanity": {**check, "verdict": verdict}, "seconds": seconds, "estimate_seconds": estimate_seconds,
+            "world_size": world_size, "baselines": baselines}
+
+
+def _jsonable(v):
+    return list(v) if isinstance(v, tuple) else v
 
 
 def _pct(v: float) -> str:
     return f"{100 * v:.1f}"
 
 
-def markdown(result: dict) -> str:
-    """The report as markdown: header, the Table-3-shaped table, sweeps, sanity report."""
+def _cell(stat: dict | None) -> str:
+    if stat is None:
+        return "n/a"
+    lo, hi = stat["ci"]
+    return f"{_pct(stat['value'])} [{_pct(lo)}, {_pct(hi)}]"
+
+
+def header(result: dict) -> list[str]:
+    """The lines above the card: scale, preset and overrides, threat model, defence, judging."""
     c = result["config"]
     norm = "l_inf" if c["norm"] == "inf" else "l_2"
-    step = c["eps_step"] if c["eps_step"] is not None else c["eps"] / 4
-    lines = [f"Threat model: {norm} eps = {c['eps']:.4g}, step {step:.4g}"]
+    lines = []
+    if result["claim"]:
+        lines.append("Budgets meet the reference (the paper's protocol; Croce et al. for APGD).")
+    else:
+        short = [f"{a}: {', '.join(v)}" for a, v in result["shortfalls"]["attacks"].items()]
+        short += result["shortfalls"]["judging"]
+        lines.append("SMOKE-SCALE RUN, NOT A ROBUSTNESS CLAIM: budgets below the reference (the paper's protocol; "
+                     f"Croce et al. for APGD): {'; '.join(short)}.")
+    over = result["overridden"]
+    lines.append(f"Preset: {result['preset']}" + (
+        f", overridden: {', '.join(f'{k} = {v}' for k, v in over.items())}" if over else " (no overrides)"))
+    step = "eps/4, following eps" if c["eps_step"] is None else "set explicitly"
+    lines.append(f"Threat model: {norm} eps = {c['eps']:.4g}, step {c['step']:.4g} ({step}); APGD starts at 2 eps")
     lines += [f"{k}: {v}" for k, v in result["description"].items()]
-    lines += [f"Judged on the ensemble of S = {c['runs']} purifications, repeated R = {c['repeats']} times: mean over "
-              "examples and repeats; worst case = correct in all R repeats.", ""]
-    lines += ["| Attack | Budget | Undefended | Defended mean | Defended worst case | n |", "|---|---|---|---|---|---|"]
-    for key, v in result["results"].items():
-        setting, attack = key.split("/", 1)
-        if setting == "main":
-            lines.append(f"| {LABELS[attack]} | {result['budgets'][attack]} | {_pct(v['undefended'])} | "
-                         f"{_pct(v['mean'])} | {_pct(v['worst'])} | {v['n']} |")
+    lines.append(f"Judged on the ensemble of S = {c['runs']} purifications, R = {c['repeats']} times with fresh "
+                 "noise; fixed = one frozen noise draw shared by the attack (EOT 1) and the judge.")
+    return lines
+
+
+def markdown(result: dict) -> str:
+    """The card as markdown: header, the per-attack table with CIs, sweeps, sanity report."""
+    rows, baselines = result["card"], result["baselines"]
+    lines = [*header(result), ""]
+    cols = ["Attack", "Budget", *[b.capitalize() if b == "undefended" else f"{b} (baseline)" for b in baselines],
+            "ADP mean", "ADP worst of R",
+            "ADP majority of R", "ADP fixed noise", "n"]
+    lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        budget = r["budget"]
+        if r["below_reference"]:
+            budget += f" (below reference: {', '.join(r['below_reference'])})"
+        if r["overridden"]:
+            budget += f" (overridden: {', '.join(r['overridden'])})"
+        cells = [r["label"], budget, *[_cell(r.get("baselines", {}).get(b)) for b in baselines],
+                 _cell(r["mean"]), _cell(r["worst"]), _cell(r["majority"]), _cell(r.get("fixed")), str(r["n"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    c = result["config"]
     lines.append("")
-    lines.append("Accuracy in %. " + (c["note"] or ""))
+    foot = (f"Accuracy in % with 95 % confidence intervals over the n examples (Clopper–Pearson; Wilson for the mean "
+            f"over R, whose count is fractional). Budgets per row as run, steps of {c['step']:.4g}; mean = over "
+            "examples and R judgements; worst = correct in all R; majority = the label is the unique most frequent "
+            "of the R predictions; fixed noise = EOT 1 against one frozen draw, judged on that draw (SPSA: n/a).")
+    if baselines:
+        foot += (" Undefended and other baselines are attacked directly with the same budgets and judged once "
+                 "(deterministic); on them the PGD-family rows are PGD, APGD runs with EOT 1.")
+    lines.append(foot + (f" {c['note']}" if c["note"] else ""))
     if result["strongest"]:
-        s = result["results"][f"main/{result['strongest']}"]
-        lines.append(f"Strongest attack: {LABELS[result['strongest']]} ({_pct(s['mean'])} % mean, "
-                     f"{_pct(s['worst'])} % worst case).")
+        s = next(r for r in rows if r["attack"] == result["strongest"])
+        lines.append(f"Strongest attack: {s['label']} ({_pct(s['mean']['value'])} % mean, "
+                     f"{_pct(s['worst']['value'])} % worst case).")
+    else:
+        lines.append(f"No strongest attack named: {' and '.join(result['verdict_withheld_because'])}.")
     sweeps = sweep_tables(result)
     if sweeps:
         lines += ["", *sweeps]
-    lines += ["", "Sanity report (Carlini et al. 2019):"]
+    lines += ["", "Sanity report (Carlini et al. 2019; Croce et al. 2022; AutoAttack's flags):"]
     inputs = result["sanity"]["inputs"]
-    if inputs.get("unbounded") is not None:
-        lines.append(f"- {inputs['white_box_attack']} on the first {result['results'][next(k for k in result['results'] if k.startswith('sanity:eps=1'))]['n']}"
-                     f" examples: accuracy {', '.join(f'{_pct(a)} % at eps {e:.4g}' for e, a in inputs['eps_points'])}; "
-                     f"{', '.join(f'{_pct(a)} % after {int(i)} iterations' for i, a in inputs['iteration_points'])}")
-    if inputs.get("black_box") is not None and inputs.get("best_white_box") is not None:
+    if "random_fraction" in inputs:
+        lines.append(f"- randomness: the same input judged twice gives different outputs for "
+                     f"{_pct(inputs['random_fraction'])} % of inputs; zero loss gradient for "
+                     f"{_pct(inputs['zero_gradient_fraction'])} %")
+    if "eps_points" in inputs:
+        lines.append(f"- {inputs['white_box_attack']} on the first {inputs['n']} examples: accuracy "
+                     + ", ".join(f"{_pct(a)} % at eps {e:.4g}" for e, a in inputs["eps_points"]) + "; "
+                     + ", ".join(f"{_pct(a)} % after {int(i)} it" for i, a in inputs["iteration_points"]) + "; "
+                     + ", ".join(f"{_pct(a)} % with EOT {int(k)}" for k, a in inputs["eot_points"]))
+    if "black_box" in inputs:
         lines.append(f"- SPSA {_pct(inputs['black_box'])} % vs best white-box {_pct(inputs['best_white_box'])} %")
-    warnings = result["sanity"]["warnings"]
-    lines += [f"- WARNING: {w}" for w in warnings] if warnings else ["- no sign of gradient masking"]
+    lines += [f"- skipped: {s}" for s in result["sanity"]["skipped"]]
+    lines += [f"- WARNING: {w}" for w in result["sanity"]["warnings"]]
+    if result["sanity"]["verdict"] == "no sign of gradient masking":
+        lines.append(f"- no sign of gradient masking ({', '.join(result['sanity']['ran'])})")
+    elif not result["sanity"]["warnings"]:
+        lines.append(f"- no verdict on gradient masking: {' and '.join(result['verdict_withheld_because'])}")
     return "\n".join(lines) + "\n"
 
 
@@ -149,8 +315,29 @@ def sweep_tables(result: dict) -> list[str]:
     return lines
 
 
+def eps_curves(result: dict, top: int = 3) -> dict:
+    """Accuracy against ε with CIs for the ``top`` strongest attacks: ε = 0 (clean), the main ε, every swept ε."""
+    res, c = result["results"], result["config"]
+    attacked = sorted((r for r in result["card"] if r["attack"] != "clean"), key=lambda r: r["mean"]["value"])
+    clean = res["main/clean"]
+    curves = {}
+    for r in attacked[:top]:
+        a = r["attack"]
+        points = [(0.0, clean["mean"], *clean["ci"]["mean"]), (c["eps"], r["mean"]["value"], *r["mean"]["ci"])]
+        for key, v in res.items():
+            setting, attack = key.split("/", 1)
+            if setting.startswith("eps=") and attack == a:
+                points.append((float(setting[4:]), v["mean"], *v["ci"]["mean"]))
+        curves[r["label"]] = sorted(points)
+    inputs = result["sanity"]["inputs"]
+    if "eps_points" in inputs:
+        n, a = inputs["n"], inputs["white_box_attack"]
+        curves[f"{LABELS[a]}, first {n} (sanity)"] = sorted((e, acc, *wilson(acc, n)) for e, acc in inputs["eps_points"])
+    return curves
+
+
 def write(result: dict, run_dir: str | os.PathLike, *, log: Callable[[str], None] = print) -> None:
-    """Write ``report.md``, ``report.json`` and the plots into ``run_dir`` and log the markdown."""
+    """Write ``report.md``, ``report.json`` and the figures into ``run_dir`` and log the markdown."""
     from .. import plots
 
     run_dir = Path(run_dir)
@@ -160,8 +347,9 @@ def write(result: dict, run_dir: str | os.PathLike, *, log: Callable[[str], None
     tmp.write_text(json.dumps(result, indent=2))
     os.replace(tmp, run_dir / "report.json")
     res = result["results"]
-    main = {LABELS[k.split("/", 1)[1]]: (v["mean"], v["worst"]) for k, v in res.items() if k.startswith("main/")}
-    plots.robustness_bars(run_dir / "robustness.png", main, title="ADP under attack (mean / worst case over R)")
+    scale = "reference budgets" if result["claim"] else "SMOKE-SCALE, not a robustness claim"
+    plots.accuracy_vs_eps(run_dir / "accuracy_vs_eps.png", eps_curves(result),
+                          title=f"Accuracy against eps, mean over R, 95 % CI ({scale})")
     sigmas = sorted({float(k.split("/")[0][6:]) for k in res if k.startswith("sigma=")})
     if sigmas:
         curves = {LABELS[a]: [res[f"sigma={s:g}/{a}"]["mean"] for s in sigmas] for a in ("clean", "bpda-eot", "clf-pgd")}

@@ -1,21 +1,24 @@
-"""The evaluation harness: attacks × examples, judged on the S-run ensemble repeated R times, with per-example
-records, resume, torchrun sharding, sweeps and the sanity report.
+"""The evaluation harness: attacks × examples, judged on the S-run ensemble repeated R times and with the
+randomness fixed, per-example records that know their settings, resume, torchrun sharding, sweeps, baselines and
+the sanity checks.
 
 Work is cut into units (setting, attack, chunk of examples). Every random draw of a unit -- purification noise
-while attacking and while judging, SPSA's directions -- comes from seeds derived from (seed, setting, attack,
-chunk, repeat) alone, so a unit gives the same records whichever process runs it, in any order, and an
-interrupted evaluation redoes only the units without records.
+while attacking and while judging, SPSA's directions, APGD's start -- comes from seeds derived from (seed, setting,
+attack, chunk, repeat) alone, so a unit gives the same records whichever process runs it, in any order, and an
+interrupted evaluation redoes only the units without records. Every record carries the digest of the settings that
+produced it (threat model, budget, defence parameters, S, R, seed, the SHA-256 of the weights and of the data);
+``settings.json`` in the run folder holds them in full, and resuming with other settings is refused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -25,113 +28,84 @@ from art.estimators.classification import PyTorchClassifier
 from .. import attacks as A
 from ..attacks._core import bare_logits, defended_logits, purifiers
 from ..eot import EOTClassifier
-from ..preprocessor import ADPPurifier
-from . import distributed, report, sanity
-from .records import append_records, load_records
+from ..preprocessor import PURIFY_PARAMS, ADPPurifier
+from . import distributed, report
+from .config import (ATTACKS, GRADIENT_ATTACKS, PAPER_ATTACKS, PRESETS, EvalConfig, attack_budget,
+                     white_box_fields)
+from .records import (append_records, array_sha256, check_settings, load_records, module_sha256, save_settings,
+                      settings_digest)
 
-__all__ = ["ATTACKS", "DIGITS", "EvalConfig", "evaluate"]
+__all__ = ["ATTACKS", "DIGITS", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "estimate", "evaluate", "plan"]
 
-ATTACKS = ("clf-pgd", "bpda-eot", "joint-score", "joint-full", "spsa", "full-pgd-eot", "apgd-eot")
-GRADIENT_ATTACKS = ("full-pgd-eot", "apgd-eot", "bpda-eot")  # sanity checks use the first one evaluated
-
-
-@dataclass(frozen=True)
-class EvalConfig:
-    """
-    What to run. Defaults: the paper's CIFAR-10 protocol (Table 3: ℓ∞ ε = 8/255, α = 2/255, 40 iterations, 15 EOT
-    samples, SPSA with 1,280 samples per step; ensemble of S = 10) and Croce et al.'s APGD (100 iterations, 200
-    EOT samples). :data:`DIGITS` is the reduced budget of ``art-adp evaluate --dataset digits``.
-
-    :param attacks: Names from :data:`ATTACKS`; the clean row is always evaluated.
-    :param eps_step: Step α; None: ε/4 (the paper's 2/255 at 8/255).
-    :param runs: S, purifications averaged per judged prediction.
-    :param repeats: R, independent judgements of every example (mean and worst case are reported).
-    :param chunk_size: Examples per unit of work (the resume and sharding granularity).
-    :param batch_size: Images per forward pass (examples × EOT copies).
-    :param sanity_examples: Examples (the first ones, whole chunks) the sanity attacks run on.
-    :param sigma_sweep: σ values for the Table-5 sweep (clean, Clf-PGD, BPDA+EOT at each).
-    :param eot_sweep: EOT sample counts for the Table-6 sweep (BPDA+EOT at each).
-    :param note: A line printed under the table (e.g. which counts were reduced).
-    """
-
-    attacks: tuple[str, ...] = ATTACKS
-    norm: float = math.inf
-    eps: float = 8 / 255
-    eps_step: float | None = None
-    iterations: int = 40
-    eot: int = 15
-    eot_aggregate: str = "mean"
-    joint_weight: float = 0.5
-    spsa_iterations: int = 40
-    spsa_samples: int = 1280
-    apgd_iterations: int = 100
-    apgd_eot: int = 200
-    runs: int = 10
-    repeats: int = 3
-    seed: int = 0
-    chunk_size: int = 64
-    batch_size: int = 4096
-    sanity: bool = True
-    sanity_examples: int = 64
-    sigma_sweep: tuple[float, ...] = ()
-    eot_sweep: tuple[int, ...] = ()
-    note: str = ""
-
-    @property
-    def step(self) -> float:
-        return self.eps / 4 if self.eps_step is None else self.eps_step
-
-    def check(self) -> None:
-        unknown = [a for a in self.attacks if a not in ATTACKS]
-        if unknown:
-            raise ValueError(f"Unknown attack(s) {unknown}; choose from {ATTACKS}.")
-        if self.norm not in (math.inf, 2):
-            raise ValueError(f"norm must be inf or 2, got {self.norm!r}.")
-        for name in ("iterations", "eot", "spsa_iterations", "spsa_samples", "apgd_iterations", "apgd_eot", "runs",
-                     "repeats", "chunk_size", "batch_size", "sanity_examples"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
-        if not self.eps > 0:
-            raise ValueError(f"eps must be > 0, got {self.eps!r}.")
-        if self.norm == 2 and "spsa" in self.attacks:
-            raise ValueError("SPSA (torchattacks) is an l_inf attack; leave 'spsa' out of the attacks for norm 2.")
-        if self.eot_aggregate not in ("mean", "sign"):
-            raise ValueError(f"eot_aggregate must be 'mean' or 'sign', got {self.eot_aggregate!r}.")
-
-
-PAPER = EvalConfig()
-DIGITS = EvalConfig(
-    eps=0.175, eps_step=2.5 * 0.175 / 4, iterations=4, eot=2, spsa_iterations=1, spsa_samples=4, apgd_iterations=2,
-    apgd_eot=1, runs=2, repeats=2, chunk_size=120, sanity_examples=120,
-    note="Counts reduced for digits so that every attack runs on all 360 test digits within 10 minutes on 2 CPU "
-         "cores: 4 iterations of 2.5 eps/4, EOT 2, SPSA 1 step of 4 samples, APGD 2 iterations per loss with EOT 1, "
-         "judged with S = 2 (the demo's defence averages 10); the paper: 40 iterations of eps/4, EOT 15, SPSA "
-         "1,280 samples per step, S = 10; Croce et al.: APGD 100 iterations, EOT 200.",
-)
+PAPER = PRESETS["paper"]
+DIGITS = EvalConfig.preset("smoke", eps=0.175)  # kept for existing imports: the smoke preset at the digits ε
+PGD_FAMILY = ("clf-pgd", "bpda-eot", "joint-score", "joint-full", "full-pgd-eot")  # all PGD on an undefended model
 
 
 @dataclass(frozen=True)
 class Setting:
+    """
+    One group of attacks run with the same overrides of the config.
+
+    :param judge: ``"ensemble"`` (S-run ensemble, R times), ``"fixed"`` (one frozen draw shared with the attack),
+        ``"once"`` (a deterministic baseline, judged once).
+    :param baseline: Name of the baseline classifier attacked instead of the defended one.
+    """
+
     name: str
     attacks: tuple[str, ...]
     overrides: dict = field(default_factory=dict)  # EvalConfig fields, or "sigma" for the purifiers
     subset: bool = False  # only the sanity examples
+    judge: str = "ensemble"
+    baseline: str | None = None
 
 
-def plan(c: EvalConfig) -> list[Setting]:
-    """The settings an evaluation runs: the main table, the sanity attacks, the sweeps."""
+def config_for(setting: Setting, c: EvalConfig) -> EvalConfig:
+    """``c`` with the setting's overrides (σ, which belongs to the purifier, aside)."""
+    return replace(c, **{k: v for k, v in setting.overrides.items() if k != "sigma"})
+
+
+def white_box_attack(c: EvalConfig) -> str | None:
+    """The gradient attack the sanity checks run: the first of :data:`GRADIENT_ATTACKS` in the config."""
+    return next((a for a in GRADIENT_ATTACKS if a in c.attacks), None)
+
+
+def plan(c: EvalConfig, *, randomized: bool = True, baselines: Sequence[str] = ()) -> list[Setting]:
+    """
+    The settings an evaluation runs: the main table, the fixed-randomness view, the sanity attacks, the sweeps,
+    the baselines.
+
+    :param randomized: Whether the defence has ADPPurifiers (the fixed-randomness view needs one).
+    :param baselines: Names of baseline classifiers.
+    """
     settings = [Setting("main", ("clean", *c.attacks))]
-    white = next((a for a in GRADIENT_ATTACKS if a in c.attacks), None)
-    if c.sanity and white is not None:
-        settings += [
-            Setting("sanity:eps=1", (white,), {"eps": 1.0, "eps_step": c.step / c.eps}, True),
-            Setting("sanity:eps/2", (white,), {"eps": c.eps / 2, "eps_step": c.step / 2}, True),
-            Setting("sanity:iterations/2", (white,), {"iterations": max(1, c.iterations // 2),
-                                                      "apgd_iterations": max(1, c.apgd_iterations // 2)}, True),
-        ]
+    if c.fixed_noise and randomized:
+        settings.append(Setting("fixed", ("clean", *(a for a in c.attacks if a != "spsa")),
+                                {"eot": 1, "apgd_eot": 1}, judge="fixed"))
+    white = white_box_attack(c)
+    if c.sanity:
+        settings.append(Setting("sanity:flags", ("flags",), {}, True))
+        if white is not None:
+            settings += [
+                Setting("sanity:eps=1", (white,), {"eps": 1.0, "eps_step": c.step / c.eps}, True),
+                Setting("sanity:eps/2", (white,), {"eps": c.eps / 2, "eps_step": c.step / 2}, True),
+            ]
+            it_field, eot_field = white_box_fields(white)
+            main_it, main_eot = getattr(c, it_field), getattr(c, eot_field)
+            for k in sorted({max(1, round(m * main_it)) for m in c.sanity_iterations} - {main_it}):
+                settings.append(Setting(f"sanity:{it_field}={k}", (white,), {it_field: k}, True))
+            for k in sorted(set(c.sanity_eot) - {main_eot}):
+                settings.append(Setting(f"sanity:{eot_field}={k}", (white,), {eot_field: k}, True))
+    swept = tuple(a for a in c.attacks if a != "spsa")
+    for e in c.eps_sweep:
+        step = None if c.eps_step is None else c.eps_step * e / c.eps
+        settings.append(Setting(f"eps={e:g}", swept, {"eps": float(e), "eps_step": step}))
     settings += [Setting(f"sigma={s:g}", ("clean", "clf-pgd", "bpda-eot"), {"sigma": float(s)}) for s in c.sigma_sweep]
     settings += [Setting(f"eot={k}", ("bpda-eot",), {"eot": int(k)}) for k in c.eot_sweep]
+    reduced = ("clean", *(("clf-pgd",) if any(a in PGD_FAMILY for a in c.attacks) else ()),
+               *(a for a in ("apgd-eot", "spsa") if a in c.attacks))
+    settings += [Setting(f"baseline:{name}", reduced, {"eot": 1, "apgd_eot": 1}, judge="once", baseline=name)
+                 for name in baselines]
     return settings
 
 
@@ -167,95 +141,317 @@ def _reseed(estimator: PyTorchClassifier, seed: int) -> None:
         p.set_params(generator=torch.Generator(p.device).manual_seed(seed))
 
 
-def _run_unit(estimator, setting: Setting, attack: str, idx: np.ndarray, x: np.ndarray, y: np.ndarray,
-              c: EvalConfig) -> list[dict]:
-    cs = replace(c, **{k: v for k, v in setting.overrides.items() if k != "sigma"})
+@contextlib.contextmanager
+def frozen_noise(estimator: PyTorchClassifier, seed: int):
+    """
+    Fix the randomness of the estimator's ADPPurifiers: every forward pass re-seeds the purifier's generator with
+    ``seed``, so a batch of N rows gets the same noise draw on every call (the attack's and the judge's alike): a
+    deterministic defence. Rows are drawn by position, so the view is exact for attacks that always pass the whole
+    chunk with EOT 1 (PGD, BPDA, Joint, full-gradient PGD); APGD's later passes on the examples still unbroken see
+    the draws of their new positions.
+    """
+    found = purifiers(estimator)
+    for p in found:
+        original = type(p).forward
+
+        def forward(x, y=None, _p=p, _original=original):
+            if _p.generator is None:
+                _p.set_params(generator=torch.Generator(_p.device))
+            _p.generator.manual_seed(seed)
+            return _original(_p, x, y)
+
+        p.forward = forward
+    try:
+        yield
+    finally:
+        for p in found:
+            vars(p).pop("forward", None)
+
+
+def _flags(estimator: PyTorchClassifier, xt: torch.Tensor, yt: torch.Tensor, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """AutoAttack's two flags per input: the defended output differs between two calls; the loss gradient through
+    the defence is exactly zero."""
+    outs = []
+    for r in range(2):
+        _reseed(estimator, _seed(seed, "flags", r))
+        with torch.no_grad():
+            outs.append(defended_logits(estimator, xt).float())
+    random = ((outs[0] - outs[1]).abs().flatten(1).amax(1) > 1e-6).cpu().numpy()
+    _reseed(estimator, _seed(seed, "flags", "gradient"))
+    xg = xt.clone().requires_grad_(True)
+    with torch.enable_grad():
+        loss = torch.nn.functional.cross_entropy(defended_logits(estimator, xg), yt, reduction="sum")
+        if loss.requires_grad:
+            (g,) = torch.autograd.grad(loss, xg, allow_unused=True)
+        else:
+            g = None
+    zero = np.ones(len(xt), bool) if g is None else (g.flatten(1).abs().amax(1) == 0).cpu().numpy()
+    return random, zero
+
+
+def _run_unit(estimator: PyTorchClassifier, setting: Setting, attack: str, idx: np.ndarray, x: np.ndarray,
+              y: np.ndarray, c: EvalConfig, digest: str) -> list[dict]:
+    cs = config_for(setting, c)
     seed = _seed(c.seed, setting.name, attack, int(idx[0]))
-    _reseed(estimator, seed)
     xb, yb = x[idx], y[idx]
-    x_adv = xb if attack == "clean" else build_attack(attack, estimator, cs, seed).generate(xb, y=yb)
     device = estimator.device
-    xt = torch.as_tensor(x_adv, dtype=torch.float32, device=device)
-    preds, ensemble = [], EOTClassifier(estimator, nb_samples=c.runs, batch_size=c.batch_size)
-    for r in range(c.repeats):
-        _reseed(estimator, _seed(c.seed, "judge", setting.name, attack, int(idx[0]), r))
-        preds.append(ensemble.predict(xt).argmax(1))
+    base = {"setting": setting.name, "attack": attack, "settings": digest}
+    if attack == "flags":
+        random, zero = _flags(estimator, torch.as_tensor(xb, device=device), torch.as_tensor(yb, device=device), seed)
+        return [{**base, "index": int(i), "label": int(yb[j]), "random_output": bool(random[j]),
+                 "zero_gradient": bool(zero[j])} for j, i in enumerate(idx)]
+    _reseed(estimator, seed)
+    frozen = frozen_noise(estimator, seed) if setting.judge == "fixed" else contextlib.nullcontext()
+    with frozen:
+        x_adv = xb if attack == "clean" else build_attack(attack, estimator, cs, seed).generate(xb, y=yb)
+        xt = torch.as_tensor(x_adv, dtype=torch.float32, device=device)
+        if setting.judge == "ensemble":
+            preds, ensemble = [], EOTClassifier(estimator, nb_samples=c.runs, batch_size=c.batch_size)
+            for r in range(c.repeats):
+                _reseed(estimator, _seed(c.seed, "judge", setting.name, attack, int(idx[0]), r))
+                preds.append(ensemble.predict(xt).argmax(1))
+        elif setting.judge == "fixed":
+            preds = [EOTClassifier(estimator, nb_samples=1, batch_size=c.batch_size).predict(xt).argmax(1)]
+        else:
+            preds = [estimator.predict(x_adv.astype(np.float32), batch_size=c.batch_size).argmax(1)]
     with torch.no_grad():
         bare = bare_logits(estimator, xt).argmax(1).cpu().numpy()
     delta = (x_adv - xb).reshape(len(idx), -1)
-    return [{"setting": setting.name, "attack": attack, "index": int(i), "label": int(yb[j]),
-             "pred": [int(p[j]) for p in preds], "undefended_pred": int(bare[j]),
-             "linf": round(float(np.abs(delta[j]).max()), 6), "l2": round(float(np.linalg.norm(delta[j])), 6)}
-            for j, i in enumerate(idx)]
+    return [{**base, "index": int(i), "label": int(yb[j]), "pred": [int(p[j]) for p in preds],
+             "undefended_pred": int(bare[j]), "linf": round(float(np.abs(delta[j]).max()), 6),
+             "l2": round(float(np.linalg.norm(delta[j])), 6)} for j, i in enumerate(idx)]
+
+
+def _describe_defence(d) -> dict:
+    if isinstance(d, ADPPurifier):
+        out = {"type": "ADPPurifier", **{k: getattr(d, k) for k in PURIFY_PARAMS}, "gradient": d.gradient,
+               "beta": d.beta, "clip_inputs": d.clip_inputs, "score_sha256": module_sha256(d.score_model)}
+        if d.detector is not None:
+            out["detector_threshold"] = getattr(d.detector, "threshold", None)
+        return out
+    return {"type": type(d).__name__, **{k: getattr(d, k, None) for k in getattr(d, "params", [])}}
+
+
+def unit_settings(setting: Setting, attack: str, c: EvalConfig, common: dict) -> dict:
+    """Everything that changes the records of (``setting``, ``attack``): ``common`` (data, weights, defence, S, R,
+    seed, chunking) and the attack's budget under the setting's overrides."""
+    cs = config_for(setting, c)
+    out = {**common, "setting": setting.name, "attack": attack, "budget": attack_budget(attack, cs),
+           "judge": setting.judge}
+    if "sigma" in setting.overrides:
+        out["sigma_override"] = setting.overrides["sigma"]
+    if setting.baseline is not None:
+        out["defences"] = []
+        out["classifier_sha256"] = common["baselines_sha256"][setting.baseline]
+    return out
+
+
+def _probe(estimator: PyTorchClassifier, x: np.ndarray, c: EvalConfig) -> dict:
+    """Seconds per image of one defended forward pass (no gradient) and of one full-gradient forward+backward pass,
+    timed on a batch of the real inputs."""
+    from ..attacks._core import gradient_mode
+
+    dev = estimator.device
+    rows = min(c.batch_size, 1024 if dev.type == "cuda" else 32)
+    xb = torch.as_tensor(np.resize(x, (rows, *x.shape[1:])), dtype=torch.float32, device=dev)
+    xf = xb[: max(1, rows // 4)]  # the full-gradient pass holds every purification step: a quarter of the rows
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
+    _reseed(estimator, 0)
+    with torch.no_grad():
+        defended_logits(estimator, xb[:8])  # warm-up
+    sync()
+    t = time.perf_counter()
+    with torch.no_grad():
+        defended_logits(estimator, xb)
+    sync()
+    forward = (time.perf_counter() - t) / rows
+    t = time.perf_counter()
+    with gradient_mode(estimator, "full"), torch.enable_grad():
+        xg = xf.clone().requires_grad_(True)
+        out = defended_logits(estimator, xg)
+        if out.requires_grad:
+            out.sum().backward()
+    sync()
+    full = (time.perf_counter() - t) / len(xf)
+    return {"rows": rows, "forward": forward, "full": max(full, forward)}
+
+
+def _unit_cost(setting: Setting, attack: str, c: EvalConfig, probe: dict) -> float:
+    """Estimated seconds per example of one (setting, attack): purification passes × the probe's cost."""
+    if setting.baseline is not None:
+        return 0.0
+    cs = config_for(setting, c)
+    f, b = probe["forward"], probe["full"]
+    judge = {"ensemble": cs.runs * cs.repeats * f, "fixed": f, "once": 0.0}[setting.judge]
+    attack_cost = {
+        "clean": 0.0,
+        "flags": 3 * f + b,
+        "clf-pgd": 0.0,
+        "bpda-eot": cs.iterations * cs.eot * f,
+        "joint-score": cs.iterations * cs.eot * f,
+        "joint-full": cs.iterations * cs.eot * f,
+        "full-pgd-eot": cs.iterations * cs.eot * b,
+        "apgd-eot": 2 * cs.apgd_iterations * cs.apgd_eot * (b + f),
+        "spsa": cs.spsa_iterations * 2 * cs.spsa_samples * f,
+    }[attack]
+    return attack_cost + judge
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def estimate(units: Sequence[tuple[Setting, str, np.ndarray]], c: EvalConfig, probe: dict) -> float:
+    """Estimated seconds for ``units`` (setting, attack, example indices) on the device the probe ran on."""
+    return sum(_unit_cost(s, a, c, probe) * len(ch) for s, a, ch in units)
+
+
+def _as_estimator(model, x: np.ndarray, nb_classes: int, clip_values, dev: torch.device,
+                  defences: Sequence[PreprocessorPyTorch] | None = None) -> PyTorchClassifier:
+    if isinstance(model, PyTorchClassifier):
+        return model
+    model = model.to(dev).eval()
+    return PyTorchClassifier(model, torch.nn.CrossEntropyLoss(), input_shape=x.shape[1:], nb_classes=nb_classes,
+                             clip_values=clip_values, preprocessing_defences=defences or None,
+                             device_type="gpu" if dev.type == "cuda" else "cpu")
 
 
 def evaluate(classifier: torch.nn.Module, defences: ADPPurifier | Sequence[PreprocessorPyTorch], x: np.ndarray,
              y: np.ndarray, *, config: EvalConfig = PAPER, run_dir: str = "runs/evaluate", nb_classes: int | None = None,
              clip_values: tuple[float, float] = (0.0, 1.0), description: dict | None = None, progress: bool = True,
-             device: str | None = None, log: Callable[[str], None] = print) -> dict | None:
+             device: str | None = None, log: Callable[[str], None] = print,
+             baselines: Mapping[str, torch.nn.Module | PyTorchClassifier] | None = None,
+             estimate_only: bool = False) -> dict | None:
     """
-    Attack ``classifier`` defended by ``defences`` with every attack of ``config`` and judge each adversarial
-    example on the S-run ensemble, R times; write per-example records as they finish, then the markdown table
-    (paper Table 3 shape, with the sanity report), the JSON report and plots.
+    Attack ``classifier`` defended by ``defences`` with every attack of ``config``; judge each adversarial example
+    on the S-run ensemble R times and with its randomness fixed; write per-example records as they finish, then the
+    evaluation card (``report.md``, ``report.json`` with a versioned schema, ``accuracy_vs_eps.png``) with the
+    sanity report.
 
     | Paper link: https://arxiv.org/abs/2106.06041 (Tables 3, 5, 6); Croce et al. 2022,
       https://arxiv.org/abs/2202.13711; Carlini et al. 2019, https://arxiv.org/abs/1902.06705 (sanity checks)
 
-    Under ``torchrun --nproc_per_node=N`` the units are shared round-robin between the processes (one GPU each
-    when present, gloo on CPU); rank 0 merges the records and writes the report, which equals a one-process run's.
-    Re-running with the same ``run_dir`` and settings resumes: units with records are skipped.
+    Before the attacks, a short timed probe estimates the run's time on this device (logged). Under
+    ``torchrun --nproc_per_node=N`` the units are shared round-robin between the processes (one GPU each when
+    present, gloo on CPU); rank 0 merges the records and writes the report, which equals a one-process run's.
+    Re-running with the same ``run_dir`` and settings resumes: units with records are skipped; records made with
+    other settings make it raise a ValueError that names the settings that differ.
 
     :param classifier: ``N×C×H×W`` → ``N×K`` logits.
     :param defences: An :class:`~art_adp.ADPPurifier` or a list of ART PyTorch preprocessors (e.g. a toy
         defence to test the sanity checks).
-    :param x: Test inputs ``N×C×H×W`` in ``clip_values``.
+    :param x: Test inputs ``N×C×H×W`` in ``clip_values`` (the first ``config.n_examples`` are used).
     :param y: Labels, ``N`` indices.
-    :param config: Attacks, budgets, S, R, sweeps (:class:`EvalConfig`).
-    :param run_dir: Output folder: ``records/rank-*.jsonl``, ``report.md``, ``report.json``, ``*.png``.
+    :param config: Attacks, budgets, S, R, checks, sweeps (:class:`EvalConfig`, e.g. ``EvalConfig.preset("smoke")``).
+    :param run_dir: Output folder: ``records/rank-*.jsonl``, ``settings.json``, ``report.md``, ``report.json``,
+        ``*.png``.
     :param nb_classes: K (default: the classifier's output width).
     :param description: Extra header lines for the report (data, models, defence).
-    :param progress: tqdm bars per attack.
+    :param progress: A tqdm bar over the units of work.
     :param device: ``"cpu"`` or ``"cuda"`` (default: CUDA when available, one per torchrun process).
     :param log: Where report lines go.
+    :param baselines: Name → classifier (``nn.Module`` or undefended ``PyTorchClassifier``) evaluated with the same
+        attacks, budgets and threat model, side by side (e.g. an adversarially trained model). Without a purifier
+        the attacks reduce to their classifier versions (PGD for the PGD family, APGD and SPSA as they are); a
+        baseline is deterministic and judged once. The undefended ``classifier`` is always the first baseline
+        (``"undefended"``).
+    :param estimate_only: Log the time estimate and return ``{"estimate_seconds": ...}`` without attacking.
     :return: The report (rank 0), else None.
     """
     from tqdm.auto import tqdm
 
     config.check()
+    baselines = dict(baselines or {})
     rank, world = distributed.setup()
     dev = distributed.device_for_rank(device)
     defences = [defences] if isinstance(defences, PreprocessorPyTorch) else list(defences)
     x, y = np.asarray(x, dtype=np.float32), np.asarray(y, dtype=np.int64)
     if x.ndim != 4 or len(x) != len(y):
         raise ValueError(f"x must be N×C×H×W and y N labels, got shapes {x.shape} and {y.shape}.")
+    if config.n_examples is not None:
+        x, y = x[: config.n_examples], y[: config.n_examples]
     classifier = classifier.to(dev).eval()
     if nb_classes is None:
         with torch.no_grad():
             nb_classes = int(classifier(torch.as_tensor(x[:1], device=dev)).shape[-1])
-    estimator = PyTorchClassifier(classifier, torch.nn.CrossEntropyLoss(), input_shape=x.shape[1:],
-                                  nb_classes=nb_classes, clip_values=clip_values, preprocessing_defences=defences,
-                                  device_type="gpu" if dev.type == "cuda" else "cpu")
+    estimator = _as_estimator(classifier, x, nb_classes, clip_values, dev, defences)
+    if defences:  # the undefended classifier, attacked directly, is always the first baseline
+        baselines = {"undefended": classifier, **{k: v for k, v in baselines.items() if k != "undefended"}}
+    baseline_estimators = {k: _as_estimator(m, x, nb_classes, clip_values, dev) for k, m in baselines.items()}
+    for name, est in baseline_estimators.items():
+        if est.preprocessing_defences:
+            raise ValueError(f"baseline {name!r} has preprocessing defences; baselines are undefended classifiers.")
     run_dir = Path(run_dir)
     records_dir = run_dir / "records"
     done = load_records(sorted(records_dir.glob("*.jsonl")))
     mine = records_dir / f"rank-{rank}.jsonl"
     chunks = [np.arange(s, min(s + config.chunk_size, len(x))) for s in range(0, len(x), config.chunk_size)]
     sanity_chunks = [ch for ch in chunks if ch[0] < config.sanity_examples]
-    settings = plan(config)
+    settings = plan(config, randomized=bool(purifiers(estimator)), baselines=tuple(baseline_estimators))
     units = [(s, a, ch) for s in settings for a in s.attacks for ch in (sanity_chunks if s.subset else chunks)]
-    seconds: dict[str, float] = {}
+
+    common = {"data_sha256": array_sha256(x, y), "n_examples": len(x), "classifier_sha256": module_sha256(classifier),
+              "defences": [_describe_defence(d) for d in defences], "nb_classes": nb_classes,
+              "clip_values": list(clip_values), "runs": config.runs, "repeats": config.repeats, "seed": config.seed,
+              "chunk_size": config.chunk_size, "batch_size": config.batch_size,
+              "baselines_sha256": {k: module_sha256(e.model) for k, e in baseline_estimators.items()}}
+    expected = {(s.name, a): unit_settings(s, a, config, common) for s in settings for a in s.attacks}
+    digests = {k: settings_digest(v) for k, v in expected.items()}
+    found: dict = {}
+    for (s, a, _), r in done.items():
+        if (s, a) in digests and r.get("settings") != digests[(s, a)]:
+            found.setdefault((s, a), r.get("settings"))
+    stored_path = run_dir / "settings.json"
+    stored = json.loads(stored_path.read_text()) if stored_path.exists() else {}
+    check_settings(run_dir, found, expected, stored)
+
+    pending = [u for u in units if not all((u[0].name, u[1], int(i)) in done for i in u[2])]
+    todo_units = [u for u in distributed.shard(units, rank, world) if any(u is v for v in pending)]
     saved = [(p, p.sigma, p.generator) for p in purifiers(estimator)]
+    est_seconds = None
+    if rank == 0 and (pending or estimate_only):
+        probe = _probe(estimator, x, config)
+        for p, _, generator in saved:
+            p.set_params(generator=generator)
+        est_seconds = estimate(pending, config, probe) / world
+        order = list(PRESETS)  # paper, croce (APGD only), smoke (CI-sized)
+        smaller = order[order.index(config.preset_name) + 1:] if config.preset_name in order else order
+        log(f"Estimated time on this device ({dev.type}, {torch.get_num_threads()} CPU threads): about "
+            f"{_duration(est_seconds)} for {len(pending)} of {len(units)} units of work on {len(x)} examples "
+            f"(probe: {1000 * probe['forward']:.2f} ms per defended image, {1000 * probe['full']:.2f} ms with a "
+            f"full gradient, batches of {probe['rows']}). Smaller: "
+            + "".join(f"--preset {name}, " for name in smaller)
+            + "--n-examples N, or per-attack flags (e.g. --spsa-samples 128).")
+    if estimate_only:
+        distributed.finish()
+        return {"estimate_seconds": est_seconds}
+    if rank == 0:
+        save_settings(stored_path, {digests[k]: v for k, v in expected.items()})
+    distributed.barrier()
+
+    seconds: dict[str, float] = {}
     try:
-        for s in settings:
+        bar = tqdm(total=len(todo_units), disable=not progress or not todo_units, unit="unit", desc="evaluate")
+        for s, a, ch in todo_units:
+            bar.set_description(f"{s.name}: {a}")
             for p, sigma, _ in saved:
                 p.set_params(sigma=s.overrides.get("sigma", sigma))
-            for a in s.attacks:
-                todo = [ch for (su, au, ch) in distributed.shard(units, rank, world) if su is s and au == a
-                        and not all((s.name, a, int(i)) in done for i in ch)]
-                start = time.perf_counter()
-                for ch in tqdm(todo, desc=f"{s.name}: {a}", disable=not progress or not todo, unit="chunk"):
-                    append_records(mine, _run_unit(estimator, s, a, ch, x, y, config))
-                seconds[f"{s.name}/{a}"] = time.perf_counter() - start
+            target = baseline_estimators[s.baseline] if s.baseline is not None else estimator
+            start = time.perf_counter()
+            append_records(mine, _run_unit(target, s, a, ch, x, y, config, digests[(s.name, a)]))
+            seconds[f"{s.name}/{a}"] = seconds.get(f"{s.name}/{a}", 0.0) + time.perf_counter() - start
+            bar.update(1)
+        bar.close()
     finally:
         for p, sigma, generator in saved:
             p.set_params(sigma=sigma, generator=generator)
@@ -264,12 +460,13 @@ def evaluate(classifier: torch.nn.Module, defences: ADPPurifier | Sequence[Prepr
         distributed.finish()
         return None
     records = load_records(sorted(records_dir.glob("*.jsonl")))
-    expected = {(s.name, a, int(i)) for (s, a, ch) in units for i in ch}
-    missing = expected - set(records)
+    wanted = {(s.name, a, int(i)) for (s, a, ch) in units for i in ch}
+    missing = wanted - set(records)
     if missing:
         raise RuntimeError(f"{len(missing)} records missing after the evaluation (e.g. {sorted(missing)[:3]}).")
-    result = report.build(records, config, plan(config), description=description or {}, seconds=seconds,
-                          world_size=world)
+    records = {k: records[k] for k in sorted(wanted)}
+    result = report.build(records, config, settings, description=description or {}, seconds=seconds,
+                          world_size=world, estimate_seconds=est_seconds)
     report.write(result, run_dir, log=log)
     distributed.finish()
     return result

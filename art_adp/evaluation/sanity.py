@@ -1,10 +1,16 @@
-"""Gradient-masking checks after Carlini et al., "On Evaluating Adversarial Robustness" (2019), §5
-(https://arxiv.org/abs/1902.06705): each check returns a warning string or None.
+"""Gradient-masking checks that can fail: each returns a warning string or None.
+
+After Carlini et al., "On Evaluating Adversarial Robustness" (2019), §5 (https://arxiv.org/abs/1902.06705): an
+unbounded attack reaches ≈ 0 %, accuracy does not rise with ε or iterations, a black-box attack does not beat the
+white-box ones; convergence in EOT draws and iterations (Croce et al. 2022, https://arxiv.org/abs/2202.13711); and
+AutoAttack's flags (Croce & Hein 2020, ``autoattack/checks.py``): a randomized defence (the same input judged twice
+gives different outputs) needs EOT and repeated judging, and zero input gradients mean the attack is blind.
 """
 
 from __future__ import annotations
 
-__all__ = ["check_black_box", "check_monotone", "check_unbounded", "sanity_warnings"]
+__all__ = ["check_black_box", "check_converged", "check_monotone", "check_randomness", "check_unbounded",
+           "check_zero_gradients"]
 
 
 def check_unbounded(accuracy: float, *, tolerance: float = 0.10) -> str | None:
@@ -29,6 +35,22 @@ def check_monotone(points: list[tuple[float, float]], what: str, *, tolerance: f
     return None
 
 
+def check_converged(points: list[tuple[float, float]], what: str, *, tolerance: float = 0.02) -> str | None:
+    """
+    The attack has converged in ``what`` (EOT draws, iterations): between the two largest values, accuracy falls by
+    at most ``tolerance``.
+
+    :param points: ``(value of what, accuracy)`` pairs, at least two.
+    """
+    points = sorted(points)
+    (a, acc_a), (b, acc_b) = points[-2], points[-1]
+    if acc_a - acc_b > tolerance:
+        return (f"NOT CONVERGED: accuracy still falls with {what}: {100 * acc_a:.1f} % at {what} = {a:g}, "
+                f"{100 * acc_b:.1f} % at {what} = {b:g} (more than {100 * tolerance:.0f} points); raise {what} "
+                "until it stops falling.")
+    return None
+
+
 def check_black_box(black_box: float, best_white_box: float, *, tolerance: float = 0.05) -> str | None:
     """A black-box attack (SPSA) must not beat the best white-box attack by more than ``tolerance``."""
     if black_box < best_white_box - tolerance:
@@ -38,17 +60,26 @@ def check_black_box(black_box: float, best_white_box: float, *, tolerance: float
     return None
 
 
-def sanity_warnings(*, unbounded: float | None, eps_points: list[tuple[float, float]],
-                    iteration_points: list[tuple[float, float]], black_box: float | None,
-                    best_white_box: float | None) -> list[str]:
-    """Every check that has its inputs; the list of warnings (empty when all pass)."""
-    found = []
-    if unbounded is not None:
-        found.append(check_unbounded(unbounded))
-    if len(eps_points) > 1:
-        found.append(check_monotone(eps_points, "eps"))
-    if len(iteration_points) > 1:
-        found.append(check_monotone(iteration_points, "iterations"))
-    if black_box is not None and best_white_box is not None:
-        found.append(check_black_box(black_box, best_white_box))
-    return [w for w in found if w]
+def check_randomness(random_fraction: float, *, eot: int, repeats: int) -> str | None:
+    """
+    AutoAttack's randomness flag: if the same input judged twice gives different outputs, the defence is random,
+    and an evaluation needs EOT (> 1 draw per gradient) and more than one judgement per example.
+
+    :param random_fraction: Fraction of inputs whose two defended outputs differed.
+    :param eot: The smallest EOT draw count the gradient attacks used.
+    :param repeats: R, judgements per example.
+    """
+    if random_fraction > 0 and (eot <= 1 or repeats <= 1):
+        return (f"RANDOMIZED DEFENCE: the same input judged twice gives different outputs ({100 * random_fraction:.0f} "
+                f"% of inputs), but the attacks use EOT {eot} and each example is judged R = {repeats} time(s): use "
+                "EOT (AutoAttack's version='rand': 20 draws) and R > 1.")
+    return None
+
+
+def check_zero_gradients(zero_fraction: float) -> str | None:
+    """AutoAttack's zero-gradient flag: inputs whose loss gradient through the defence is exactly zero."""
+    if zero_fraction > 0:
+        return (f"GRADIENT MASKING? the loss gradient through the defence is exactly zero for "
+                f"{100 * zero_fraction:.0f} % of inputs: gradient-based attacks are blind there (use BPDA, "
+                "a black-box attack, or a smooth surrogate).")
+    return None

@@ -1,0 +1,199 @@
+"""What an evaluation runs: :class:`EvalConfig`, the named presets (``paper``, ``croce``, ``smoke``), each attack's
+budget, and the comparison of a configuration with the reference budgets that decides whether a run may be read as
+a robustness claim.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, replace
+
+__all__ = ["ATTACKS", "GRADIENT_ATTACKS", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "attack_budget", "budget_text",
+           "shortfalls", "white_box_fields"]
+
+ATTACKS = ("clf-pgd", "bpda-eot", "joint-score", "joint-full", "spsa", "full-pgd-eot", "apgd-eot")
+GRADIENT_ATTACKS = ("full-pgd-eot", "apgd-eot", "bpda-eot")  # the sanity checks use the first one evaluated
+PAPER_ATTACKS = ("clf-pgd", "bpda-eot", "joint-score", "joint-full", "spsa", "full-pgd-eot")
+BUDGET_FIELDS = {  # the EvalConfig fields that make up each attack's budget
+    "clean": (),
+    "clf-pgd": ("iterations",),
+    "bpda-eot": ("iterations", "eot", "eot_aggregate"),
+    "joint-score": ("iterations", "eot", "joint_weight"),
+    "joint-full": ("iterations", "eot", "joint_weight"),
+    "full-pgd-eot": ("iterations", "eot", "eot_aggregate"),
+    "apgd-eot": ("apgd_iterations", "apgd_eot"),
+    "spsa": ("spsa_iterations", "spsa_samples"),
+    "flags": (),
+}
+COUNT_FIELDS = ("iterations", "eot", "spsa_iterations", "spsa_samples", "apgd_iterations", "apgd_eot")
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """
+    What to run. The defaults are the ``paper`` preset: the paper's CIFAR-10 protocol (Table 3: ℓ∞ ε = 8/255, step
+    ε/4 = 2/255, 40 iterations, 15 EOT samples, Joint attacks, SPSA with 1,280 samples per step; ensemble of S = 10)
+    plus full-gradient PGD+EOT at the same budget. :meth:`preset` gives ``paper``, ``croce`` (Croce et al. 2022:
+    full-gradient APGD-CE then APGD-DLR, 100 iterations, EOT 200, judged R = 5 times) and ``smoke`` (CI-sized), with
+    overrides recorded for the report's header.
+
+    :param attacks: Names from :data:`ATTACKS`; the clean row is always evaluated.
+    :param eps_step: Step α of the PGD-type attacks and SPSA's learning rate; None: ε/4, following the ε in use.
+    :param runs: S, purifications averaged per judged prediction.
+    :param repeats: R, independent judgements of every example (mean, worst case and majority vote are reported).
+    :param chunk_size: Examples per unit of work (the resume and sharding granularity).
+    :param batch_size: Images per forward pass (examples × EOT copies).
+    :param sanity_examples: Examples (the first ones, whole chunks) the sanity attacks run on.
+    :param sanity_iterations: Multiples of the white-box attack's iterations for the monotonicity and convergence
+        checks (1 is the main run, reused).
+    :param sanity_eot: EOT draw counts for the EOT-convergence check (the main count is added and reused).
+    :param fixed_noise: Also attack and judge every example with its randomness fixed (one frozen draw that the
+        attack, with EOT 1, and the judge share: the deterministic-defence view).
+    :param eps_sweep: Further ε at which every white-box attack runs (the accuracy-against-ε figure).
+    :param sigma_sweep: σ values for the Table-5 sweep (clean, Clf-PGD, BPDA+EOT at each).
+    :param eot_sweep: EOT sample counts for the Table-6 sweep (BPDA+EOT at each).
+    :param n_examples: Evaluate the first N examples (None: all).
+    :param preset_name: The preset these values came from (for the header).
+    :param overridden: Fields set explicitly over the preset's values (for the header).
+    :param note: A line printed under the table.
+    """
+
+    attacks: tuple[str, ...] = PAPER_ATTACKS
+    norm: float = math.inf
+    eps: float = 8 / 255
+    eps_step: float | None = None
+    iterations: int = 40
+    eot: int = 15
+    eot_aggregate: str = "mean"
+    joint_weight: float = 0.5
+    spsa_iterations: int = 40
+    spsa_samples: int = 1280
+    apgd_iterations: int = 100
+    apgd_eot: int = 200
+    runs: int = 10
+    repeats: int = 3
+    seed: int = 0
+    chunk_size: int = 64
+    batch_size: int = 4096
+    sanity: bool = True
+    sanity_examples: int = 64
+    sanity_iterations: tuple[float, ...] = (0.25, 0.5, 1.0, 2.5)
+    sanity_eot: tuple[int, ...] = (1, 5, 15, 50)
+    fixed_noise: bool = True
+    eps_sweep: tuple[float, ...] = ()
+    sigma_sweep: tuple[float, ...] = ()
+    eot_sweep: tuple[int, ...] = ()
+    n_examples: int | None = None
+    preset_name: str = "paper"
+    overridden: tuple[str, ...] = ()
+    note: str = ""
+
+    @property
+    def step(self) -> float:
+        """The step in use: ``eps_step``, or ε/4 when unset (it follows ε)."""
+        return self.eps / 4 if self.eps_step is None else self.eps_step
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "EvalConfig":
+        """
+        A named preset with ``overrides`` applied; fields whose value differs from the preset's are listed in
+        ``overridden`` (and in the report's header).
+
+        :param name: ``"paper"``, ``"croce"`` or ``"smoke"``.
+        :raises ValueError: For an unknown preset or field.
+        """
+        if name not in PRESETS:
+            raise ValueError(f"Unknown preset {name!r}; choose from {tuple(PRESETS)}.")
+        base = PRESETS[name]
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise ValueError(f"Unknown EvalConfig field(s) {unknown}; valid: {sorted(names)}.")
+        changed = tuple(sorted(k for k, v in overrides.items() if getattr(base, k) != v))
+        return replace(base, **overrides, overridden=tuple(sorted(set(base.overridden) | set(changed))))
+
+    def check(self) -> None:
+        unknown = [a for a in self.attacks if a not in ATTACKS]
+        if unknown:
+            raise ValueError(f"Unknown attack(s) {unknown}; choose from {ATTACKS}.")
+        if self.norm not in (math.inf, 2):
+            raise ValueError(f"norm must be inf or 2, got {self.norm!r}.")
+        for name in (*COUNT_FIELDS, "runs", "repeats", "chunk_size", "batch_size", "sanity_examples"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
+        if self.n_examples is not None and (isinstance(self.n_examples, bool) or not (
+                isinstance(self.n_examples, int) and self.n_examples >= 1)):
+            raise ValueError(f"n_examples must be an integer >= 1 or None, got {self.n_examples!r}.")
+        if not self.eps > 0:
+            raise ValueError(f"eps must be > 0, got {self.eps!r}.")
+        if self.eps_step is not None and not self.eps_step > 0:
+            raise ValueError(f"eps_step must be > 0 or None (eps/4), got {self.eps_step!r}.")
+        if self.norm == 2 and "spsa" in self.attacks:
+            raise ValueError("SPSA (torchattacks) is an l_inf attack; leave 'spsa' out of the attacks for norm 2.")
+        if self.eot_aggregate not in ("mean", "sign"):
+            raise ValueError(f"eot_aggregate must be 'mean' or 'sign', got {self.eot_aggregate!r}.")
+        if any(not m > 0 for m in self.sanity_iterations) or any(
+                isinstance(k, bool) or not (isinstance(k, int) and k >= 1) for k in self.sanity_eot):
+            raise ValueError(f"sanity_iterations must be positive multiples and sanity_eot integers >= 1, got "
+                             f"{self.sanity_iterations!r} and {self.sanity_eot!r}.")
+
+
+PRESETS: dict[str, EvalConfig] = {
+    "paper": EvalConfig(),
+    "croce": EvalConfig(attacks=("apgd-eot",), apgd_iterations=100, apgd_eot=200, runs=10, repeats=5,
+                        sanity_iterations=(0.25, 0.5, 1.0), sanity_eot=(20, 50, 200), preset_name="croce"),
+    "smoke": EvalConfig(attacks=ATTACKS, iterations=2, eot=2, spsa_iterations=1, spsa_samples=8, apgd_iterations=2,
+                        apgd_eot=2, runs=2, repeats=2, chunk_size=16, sanity_examples=16,
+                        sanity_iterations=(0.5, 1.0, 2.0), sanity_eot=(1, 2, 4), n_examples=16, preset_name="smoke"),
+}
+# The reference a budget is compared with: the paper's protocol, and Croce et al.'s for APGD.
+REFERENCE = replace(PRESETS["paper"], apgd_iterations=PRESETS["croce"].apgd_iterations,
+                    apgd_eot=PRESETS["croce"].apgd_eot)
+
+
+def white_box_fields(attack: str) -> tuple[str, str]:
+    """The (iterations, EOT) fields of a white-box attack's budget."""
+    return ("apgd_iterations", "apgd_eot") if attack == "apgd-eot" else ("iterations", "eot")
+
+
+def attack_budget(attack: str, c: EvalConfig) -> dict:
+    """The settings of ``c`` that change ``attack``'s result (its counts and the threat model)."""
+    budget = {k: getattr(c, k) for k in BUDGET_FIELDS[attack]}
+    if attack not in ("clean", "flags"):
+        budget.update(norm="inf" if c.norm == math.inf else c.norm, eps=c.eps,
+                      eps_step=(2 * c.eps if attack == "apgd-eot" else c.step))
+    return budget
+
+
+def shortfalls(attack: str, c: EvalConfig) -> list[str]:
+    """The counts of ``attack``'s budget below the reference (e.g. ``["iterations 4 < 40"]``)."""
+    return [f"{k} {getattr(c, k)} < {getattr(REFERENCE, k)}" for k in BUDGET_FIELDS[attack]
+            if k in COUNT_FIELDS and getattr(c, k) < getattr(REFERENCE, k)]
+
+
+def judging_shortfalls(c: EvalConfig) -> list[str]:
+    """S and R below the reference (S = 10; R = 3, or 5 with APGD as Croce et al. judge)."""
+    out = []
+    if c.runs < REFERENCE.runs:
+        out.append(f"S = {c.runs} < {REFERENCE.runs}")
+    need = 5 if "apgd-eot" in c.attacks else REFERENCE.repeats
+    if c.repeats < need:
+        out.append(f"R = {c.repeats} < {need}")
+    return out
+
+
+def budget_text(attack: str, c: EvalConfig) -> str:
+    """The attack's budget under ``c``, for a table row."""
+    it = f"{c.iterations} it of {c.step:.4g}"
+    return {
+        "clean": "-",
+        "clf-pgd": it,
+        "bpda-eot": f"{it}, EOT {c.eot} ({c.eot_aggregate})",
+        "joint-score": f"{it}, EOT {c.eot}, w = {c.joint_weight:g}",
+        "joint-full": f"{it}, EOT {c.eot}, w = {c.joint_weight:g}",
+        "spsa": f"{c.spsa_iterations} it of {c.step:.4g}, {c.spsa_samples} samples/step",
+        "full-pgd-eot": f"{it}, EOT {c.eot} ({c.eot_aggregate})",
+        "apgd-eot": f"CE+DLR, {c.apgd_iterations} it/loss, EOT {c.apgd_eot}",
+    }[attack]
