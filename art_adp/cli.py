@@ -86,12 +86,7 @@ def _train_classifier(args) -> None:
     _, c, size, _ = data.x_train.shape
     cls = getattr(models, CLASSIFIERS[args.arch])
     torch.manual_seed(args.seed)  # the initial weights too: the same command gives the same model
-    if args.arch == "digits-cnn":
-        model = cls(data.nb_classes)
-    elif args.arch == "wrn":
-        model = cls(num_classes=data.nb_classes, in_channels=c)
-    else:
-        model = cls(c, size, data.nb_classes)
+    model = cls(in_channels=c, image_size=size, nb_classes=data.nb_classes)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.adversarial_training:
         _train_adversarial_classifier(args, model.to(device), data)

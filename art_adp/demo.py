@@ -84,7 +84,7 @@ def run_demo(run_dir: str | Path = "runs/demo", config: DemoConfig = DemoConfig(
     if clf_path.exists():
         classifier = load_classifier(clf_path, device)
     else:
-        classifier = train_classifier(DigitsCNN(10), data.x_train, data.y_train, epochs=c.classifier_epochs,
+        classifier = train_classifier(DigitsCNN(nb_classes=10), data.x_train, data.y_train, epochs=c.classifier_epochs,
                                       batch_size=64, seed=c.seed, progress=progress, device=device)
         save_classifier(classifier, clf_path)
     trained = time.perf_counter() - start

@@ -119,20 +119,21 @@ def build_attack(name: str, estimator: PyTorchClassifier, c: EvalConfig, seed: i
     if name == "clf-pgd":
         return A.ClassifierPGD(estimator, max_iter=c.iterations, **common)
     if name == "bpda-eot":
-        return A.BPDAEOT(estimator, max_iter=c.iterations, eot_samples=c.eot, aggregate=c.eot_aggregate, **common)
+        return A.PGDEOT(estimator, gradient="bpda", max_iter=c.iterations, eot_samples=c.eot,
+                        aggregate=c.eot_aggregate, **common)
     if name == "joint-score":
         return A.JointScore(estimator, max_iter=c.iterations, eot_samples=c.eot, weight=c.joint_weight, **common)
     if name == "joint-full":
         return A.JointFull(estimator, max_iter=c.iterations, eot_samples=c.eot, weight=c.joint_weight, **common)
     if name == "full-pgd-eot":
-        return A.FullGradientPGDEOT(estimator, max_iter=c.iterations, eot_samples=c.eot, aggregate=c.eot_aggregate,
-                                    **common)
+        return A.PGDEOT(estimator, gradient="full", max_iter=c.iterations, eot_samples=c.eot,
+                        aggregate=c.eot_aggregate, **common)
     if name == "apgd-eot":
         return A.APGDEOT(estimator, norm=c.norm, eps=c.eps, max_iter=c.apgd_iterations, eot_samples=c.apgd_eot,
                          batch_size=c.batch_size, seed=seed)
     if name == "spsa":
-        return A.SPSA(estimator, eps=c.eps, eps_step=c.step, max_iter=c.spsa_iterations, nb_sample=c.spsa_samples,
-                      batch_size=c.batch_size, seed=seed)
+        return A.BlackBoxSPSA(estimator, eps=c.eps, eps_step=c.step, max_iter=c.spsa_iterations,
+                              samples_per_step=c.spsa_samples, batch_size=c.batch_size, seed=seed)
     raise ValueError(f"Unknown attack {name!r}; choose from {ATTACKS}.")
 
 
