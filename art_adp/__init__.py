@@ -9,7 +9,6 @@ from .certify import certify, certify_approximate
 from .defended import DefendedModel
 from .detect import ScoreNormDetector
 from .eot import EOTClassifier
-from .evaluation import EvalConfig, evaluate
 from .preprocessor import ADPPurifier
 from .purify import purify
 from .score import (
@@ -24,6 +23,18 @@ from .score import (
 )
 
 __version__ = "0.1.0"
+
+# The evaluation harness writes run directories and plots: it loads on first use, so that importing the library
+# loads no harness, plotting or command-line module.
+_LAZY = {"EvalConfig": "evaluation", "evaluate": "evaluation"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "ADPPurifier",

@@ -20,33 +20,14 @@ def _demo(args) -> None:
     run_demo(args.run_dir, config, progress=not args.quiet, device=args.device)
 
 
-def _distributed_device(requested: str | None) -> tuple[str, int]:
-    """Under ``torchrun`` (``WORLD_SIZE`` > 1): join the process group (NCCL on GPUs, gloo on CPU) and return
-    this rank's device and rank; otherwise the requested device (default: CUDA when available) and rank 0."""
-    import os
-
-    import torch
-    import torch.distributed as dist
-
-    cuda = torch.cuda.is_available() and requested != "cpu"
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return requested or ("cuda" if cuda else "cpu"), 0
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if cuda:
-        torch.cuda.set_device(local_rank)
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if cuda else "gloo")
-    return (f"cuda:{local_rank}" if cuda else "cpu"), dist.get_rank()
-
-
 def _train_score(args) -> None:
     import torch
-    import torch.distributed as dist
 
     from .data import load_dataset
+    from .experiments import distributed
     from .score import NCSNv2, geometric_sigmas, recommend_sigmas, train_score_model
 
-    device, rank = _distributed_device(args.device)
+    device, rank, _ = distributed.setup(args.device)
     data = load_dataset(args.dataset, args.data_root)
     sigma_end = args.sigma_end * (10 if args.augment else 1)  # the paper: sigma_L x10 for DCT/AugMix training
     if args.sigma_begin is None:
@@ -62,8 +43,7 @@ def _train_score(args) -> None:
                                 checkpoint_every=args.checkpoint_every, seed=args.seed, progress=not args.quiet,
                                 hflip=args.hflip, device=device, augment=args.augment)
     finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        distributed.finish()
     if rank != 0:
         return
     print(f"score model: {run_dir / 'score.safetensors'} (step {ema.training_info['step']}, "
@@ -342,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train-score", help="train an NCSNv2 score network by multi-level DSM",
                        description="Train an NCSNv2 score network by multi-level DSM. Data-parallel on N GPUs (or N "
-                       "CPU processes): torchrun --nproc_per_node=N -m art_adp.cli train-score ... "
+                       "CPU processes): torchrun --nproc_per_node=N -m art_adp train-score ... "
                        "(--batch-size is per process).")
     common(p, "runs/score")
     dataset(p)
@@ -458,8 +438,8 @@ def build_parser() -> argparse.ArgumentParser:
                     f"iterations, EOT 200, R = 5), smoke (CI-sized: {smoke.n_examples} examples, "
                     f"{smoke.iterations} iterations, EOT {smoke.eot}; not a robustness claim). Every flag below "
                     "overrides the preset's value, and the card says so. A run prints its estimated time first "
-                    "(--estimate-only: only that). Also: python -m art_adp.evaluate ..., torchrun "
-                    "--nproc_per_node=N -m art_adp.evaluate ...")
+                    "(--estimate-only: only that). Also: python -m art_adp evaluate ..., torchrun "
+                    "--nproc_per_node=N -m art_adp evaluate ...")
     common(p, "runs/evaluate")
     p.set_defaults(seed=None)
     dataset(p)

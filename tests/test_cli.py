@@ -1,8 +1,10 @@
 """The `art-adp` command line: help, errors, and train-score / train-classifier on digits."""
 
 import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,9 +21,24 @@ def test_help(command, capsys):
     assert "--run-dir" in capsys.readouterr().out
 
 
-def test_console_script_is_installed():
-    out = subprocess.run([sys.executable, "-m", "art_adp.cli", "--help"], capture_output=True, text=True, check=True)
-    assert "train-score" in out.stdout and "demo" in out.stdout
+def test_the_installed_script_and_python_m_art_adp_are_one_command_line():
+    script = shutil.which("art-adp", path=str(Path(sys.executable).parent))
+    assert script is not None, "art-adp is not installed beside this Python (pip install -e .)"
+    module = subprocess.run([sys.executable, "-m", "art_adp", "--help"], capture_output=True, text=True, check=True)
+    installed = subprocess.run([script, "--help"], capture_output=True, text=True, check=True)
+    assert module.stdout.replace("__main__.py", "art-adp") == installed.stdout
+    assert all(c in installed.stdout for c in ("demo", "train-score", "evaluate", "certify", "corruptions"))
+    failed = subprocess.run([sys.executable, "-m", "art_adp", "evaluate", "--n-examples", "0"], capture_output=True,
+                            text=True)
+    assert failed.returncode == 2 and "art-adp evaluate: error:" in failed.stderr
+
+
+def test_importing_the_library_loads_no_harness_plot_or_command_line_module():
+    code = ("import sys, art_adp; print(' '.join(m for m in sys.modules if m.startswith(('art_adp.evaluation', "
+            "'art_adp.experiments', 'art_adp.plots', 'art_adp.cli', 'art_adp.demo', 'matplotlib'))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert loaded == []
+    assert callable(__import__("art_adp").evaluate)  # the harness loads on first use
 
 
 def test_missing_data_root_is_a_clear_error(capsys):

@@ -49,7 +49,7 @@ def checkpoints(tmp_path_factory):
     return ["--score", str(folder / "score.safetensors"), "--classifier", str(folder / "classifier.safetensors")]
 
 
-def command(run_dir, checkpoints, launcher=(sys.executable, "-m", "art_adp.evaluate"), extra=()):
+def command(run_dir, checkpoints, launcher=(sys.executable, "-m", "art_adp", "evaluate"), extra=()):
     return [*launcher, *ARGS, *checkpoints, "--run-dir", str(run_dir), *extra]
 
 
@@ -111,7 +111,7 @@ def test_killed_run_resumes_to_the_same_records_and_table(baseline, checkpoints,
 
 def test_torchrun_two_gloo_processes_give_the_one_process_records(baseline, checkpoints, tmp_path):
     launcher = (sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
-                "art_adp.evaluate")
+                "art_adp", "evaluate")
     done = subprocess.run(command(tmp_path, checkpoints, launcher), env=env(), cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -2,8 +2,8 @@
 ``paper``, ``croce``, ``smoke``, reference budgets), run.py (attacks × examples, judged on the S-run ensemble R
 times and with fixed noise), records.py (JSONL records that carry their settings, resume, the settings guard; shared
 with certification runs), report.py (the evaluation card with confidence intervals), sanity.py (checks that can
-fail), distributed.py (torchrun sharding). ``python -m art_adp.evaluation`` (or ``python -m art_adp.evaluate``) is
-``art-adp evaluate``, for ``torchrun``.
+fail); sharding over torchrun processes uses :mod:`art_adp.experiments.distributed`. ``python -m art_adp evaluate``
+is ``art-adp evaluate``, also under ``torchrun``.
 """
 
 from .config import ATTACKS, PAPER_ATTACKS, PRESETS, EvalConfig

@@ -28,8 +28,9 @@ from art.estimators.classification import PyTorchClassifier
 from .. import attacks as A
 from ..attacks._core import bare_logits, defended_logits, purifiers
 from ..eot import EOTClassifier
+from ..experiments import distributed
 from ..preprocessor import PURIFY_PARAMS, ADPPurifier
-from . import distributed, report
+from . import report
 from .config import (ATTACKS, GRADIENT_ATTACKS, PAPER_ATTACKS, PRESETS, EvalConfig, attack_budget,
                      white_box_fields)
 from .records import (append_records, array_sha256, check_settings, load_records, module_sha256, save_settings,
@@ -373,8 +374,7 @@ def evaluate(classifier: torch.nn.Module, defences: ADPPurifier | Sequence[Prepr
 
     config.check()
     baselines = dict(baselines or {})
-    rank, world = distributed.setup()
-    dev = distributed.device_for_rank(device)
+    dev, rank, world = distributed.setup(device)
     defences = [defences] if isinstance(defences, PreprocessorPyTorch) else list(defences)
     x, y = np.asarray(x, dtype=np.float32), np.asarray(y, dtype=np.int64)
     if x.ndim != 4 or len(x) != len(y):

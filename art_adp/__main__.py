@@ -1,0 +1,8 @@
+"""``python -m art_adp …`` is ``art-adp …``; under torchrun: ``torchrun --nproc_per_node=N -m art_adp evaluate …``."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
