@@ -47,8 +47,8 @@ CLAIMS = {
 
 
 def text_output(nb) -> str:
-    return "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", [])
-                   if out.get("output_type") == "stream")
+    return "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code"
+                   for out in cell.get("outputs", []) if out.get("output_type") == "stream")
 
 
 @pytest.fixture(scope="module")
