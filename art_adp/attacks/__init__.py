@@ -1,5 +1,5 @@
-"""Attacks on ADP, one per module, as ART ``EvasionAttack``s (Table 1 of https://arxiv.org/abs/2106.06041, plus the
-strongest adaptive attacks of Croce et al. 2022, https://arxiv.org/abs/2202.13711).
+"""Attacks on ADP, one per module, as ART ``EvasionAttack`` subclasses (Table 1 of https://arxiv.org/abs/2106.06041,
+plus the strongest adaptive attacks of Croce et al. 2022, https://arxiv.org/abs/2202.13711).
 
 Every attack takes an ART ``PyTorchClassifier`` -- with ``preprocessing_defences=[ADPPurifier(...)]`` for the
 defended model -- sets the purifier gradient mode it needs while it runs and restores it, and returns inputs

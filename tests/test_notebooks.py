@@ -1,0 +1,115 @@
+"""The example notebooks run top to bottom at small settings (their parameters cell overridden) and print what
+they claim; they are stored without outputs, each with one cell tagged ``parameters``."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+NOTEBOOKS = sorted(EXAMPLES.glob("*.ipynb"))
+
+pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+_spec = importlib.util.spec_from_file_location("notebook_execute", EXAMPLES / "execute.py")
+notebook_execute = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(notebook_execute)
+
+SMALL = dict(SCORE_ITERATIONS=30, NGF=8, CLASSIFIER_EPOCHS=2, STEPS=2, RUNS=2)
+SETTINGS = {
+    "01_quickstart": dict(N_EXAMPLES=20, PGD_STEPS=2),
+    "02_attacking_adp_honestly": dict(
+        N_EXAMPLES=12, PGD_STEPS=2, REPEATS=2, EOT_DRAWS=[1, 2], N_GRAD=4, EOT_SWEEP=[1, 2], GRAD_REFERENCE_DRAWS=4,
+        N_SANITY=6, EVAL_EXAMPLES=6, EVAL_RUN_DIR="evaluate",
+        EVAL_SETTINGS={"attacks": ("bpda-eot",), "iterations": 2, "eot": 1, "runs": 1, "repeats": 2, "chunk_size": 6,
+                       "sanity_examples": 6}),
+    "03_torchattacks": dict(N_EXAMPLES=6, N_SLOW=3, ATTACK_STEPS=2, EOT_ITER=2, SPSA_ITERATIONS=1, SPSA_SAMPLES=4,
+                            AUTOATTACK_EOT_ITER=1),
+    "04_detection_and_certification": dict(N_CALIBRATION=40, N_EXAMPLES=20, PGD_STEPS=2, N_CERTIFY=3,
+                                           CERT_SIGMAS=[0.25], N0=10, N_DRAWS=40, SMOOTHING_SAMPLES=20),
+    "05_your_own_data": dict(CLI_ITERATIONS=2, N_EXAMPLES=12, PGD_STEPS=2),
+}
+# What each notebook must print at any setting (checked on its text output).
+CLAIMS = {
+    "01_quickstart": ["defended, S = 2 ensemble:", "BPDA PGD", "Clf-PGD (preprocessor-blind)"],
+    "02_attacking_adp_honestly": [
+        "BPDA gradient vs the classifier's gradient at the purified point: max |difference| = 0.00e+00",
+        "PGD-EOT, full, 2 draws", "| BPDA+EOT |", "Sanity report"],
+    "03_torchattacks": ["PGD", "EOTPGD (eot_iter=2)", "APGD-CE (eot_iter=2)", "SPSA (1 it, 4 samples)",
+                        'AutoAttack(version="rand"), EOT 1'],
+    "04_detection_and_certification": ["ROC AUC", "two-level ADP", "certified accuracy"],
+    "05_your_own_data": ["train (1437, 1, 8, 8), test (360, 1, 8, 8)", "idx files readable: (1437, 1, 28, 28)",
+                         "MSE(noisy) / MSE(denoised)"],
+}
+
+
+def text_output(nb) -> str:
+    return "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code"
+                   for out in cell.get("outputs", []) if out.get("output_type") == "stream")
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory):
+    """A 30-step score model and a 2-epoch classifier on the digits, saved where notebooks 02-04 load them."""
+    from art_adp import NCSNv2, geometric_sigmas, train_score_model
+    from art_adp.data import load_digits
+    from art_adp.models import DigitsCNN, save_classifier, train_classifier
+
+    folder = tmp_path_factory.mktemp("models")
+    data = load_digits()
+    train_score_model(NCSNv2(1, 8, ngf=8), data.x_train, geometric_sigmas(1.0, 0.01, 12), 30, batch_size=64,
+                      checkpoint_path=folder / "score.safetensors", seed=0, progress=False)
+    torch.manual_seed(0)
+    save_classifier(train_classifier(DigitsCNN(10), data.x_train, data.y_train, epochs=2, batch_size=64, seed=0,
+                                     progress=False), folder / "classifier.safetensors")
+    return folder
+
+
+def test_there_are_five_notebooks():
+    assert [p.stem for p in NOTEBOOKS] == list(SETTINGS)
+
+
+def parameter_names(nb) -> set:
+    """The names the cell tagged ``parameters`` assigns."""
+    cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
+    return {line.split("=")[0].strip() for line in "".join(cell["source"]).splitlines()
+            if "=" in line and not line.startswith((" ", "#"))}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_is_stored_without_outputs_with_one_parameters_cell(path):
+    nb = json.loads(path.read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert all(c["outputs"] == [] and c["execution_count"] is None for c in code), f"{path.name}: clear the outputs"
+    assert sum("parameters" in c.get("metadata", {}).get("tags", []) for c in code) == 1
+    # every override below names a real parameter (a typo would silently run the full settings in CI)
+    assert set(SETTINGS[path.stem]) <= parameter_names(nb), set(SETTINGS[path.stem]) - parameter_names(nb)
+
+
+def test_inject_parameters_needs_a_parameters_cell():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    with pytest.raises(ValueError, match="no cell tagged 'parameters'"):
+        notebook_execute.inject_parameters(nb, {"x": 2})
+    nb.cells[0].metadata["tags"] = ["parameters"]
+    notebook_execute.inject_parameters(nb, {"x": 2, "name": "a"})
+    assert nb.cells[1].source == "# Parameters injected by examples/execute.py\nx = 2\nname = 'a'\n"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_at_small_settings(path, tmp_path, tiny_models):
+    if path.stem == "03_torchattacks":
+        pytest.importorskip("torchattacks")
+    names = parameter_names(json.loads(path.read_text()))
+    parameters = {**{k: v for k, v in SMALL.items() if k in names}, **SETTINGS[path.stem]}
+    if "MODEL_DIR" in names:  # notebook 01 trains its own models (the "train" branch); 02-04 load the tiny ones
+        parameters["MODEL_DIR"] = "models" if path.stem == "01_quickstart" else str(tiny_models)
+    nb, seconds = notebook_execute.execute(path, parameters, cwd=tmp_path, timeout=600)
+    text = text_output(nb)
+    for claim in CLAIMS[path.stem]:
+        assert claim in text, f"{path.name}: {claim!r} not in its output:\n{text}"
+    print(f"{path.name}: {seconds:.1f} s")
