@@ -16,7 +16,7 @@ from art_adp.score import NCSNv2, load_score_model, train_score_model
 from art_adp.score.train import _restore  # noqa: F401  (the trainer's resume path is what snapshots rely on)
 
 TINY = MnistRecipe(hidden=(16,), clf_epochs=30, clf_batch_size=8, ngf=2, num_sigmas=4, batch_size=4, budgets=(2, 4), curve_milestones=(2, 4),
-                   checkpoint_every=1, steps=2, runs=2, repeats=2, iterations=2, eot=1, full_iterations=1, full_eot=1,
+                   checkpoint_every=1, steps=2, runs=2, repeats=2, iterations=2, bpda_iterations=2, eot=1, full_iterations=1, full_eot=1,
                    n_examples=6, n_bpda=3, n_full=2, n_curve=4, chunk_size=4)
 
 
@@ -137,3 +137,20 @@ def test_snapshots_follow_one_uninterrupted_run(tmp_path):
     assert [r["step"] for r in read_snapshot_log(tmp_path)] == [2, 5]
     with pytest.raises(ValueError, match="past the milestone 3 that has no snapshot"):
         train_with_snapshots(NCSNv2(1, 8, ngf=2), x, sig, [3, 6], tmp_path, batch_size=3, seed=3, progress=False)
+
+
+def test_cli_maps_every_option_onto_the_recipe(done_run, capsys):
+    from art_adp.cli import main
+
+    root, run, _, _ = done_run
+    argv = ["reproduce", "mnist", "--data-root", str(root), "--run-dir", str(run), "--quiet", "--device", "cpu",
+            "--hidden", "16", "--clf-epochs", "30", "--clf-batch-size", "8", "--ngf", "2", "--num-sigmas", "4",
+            "--batch-size", "4", "--budgets", "2,4", "--curve-milestones", "2,4", "--checkpoint-every", "1",
+            "--steps", "2", "--runs", "2", "--repeats", "2", "--iterations", "2", "--bpda-iterations", "2",
+            "--eot", "1", "--full-iterations", "1", "--full-eot", "1", "--n-examples", "6", "--n-bpda", "3",
+            "--n-full", "2", "--n-curve", "4", "--chunk-size", "4"]
+    assert main(argv) == 0  # the same recipe as TINY: every stage is reused, nothing is recomputed
+    out = capsys.readouterr().out
+    assert "[eval] reusing every record" in out and f"table: {run / 'table.md'}" in out
+    assert main(argv[:-2] + ["--chunk-size", "5"]) == 2
+    assert "holds a run of another recipe (differs in ['chunk_size'])" in capsys.readouterr().err

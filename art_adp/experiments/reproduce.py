@@ -55,8 +55,10 @@ class MnistRecipe:
     ``batch_size``, Adam ``lr``, EMA ``ema_decay``. The table is measured at every iteration count of ``budgets``;
     the learning curve at every ``curve_milestones`` entry (the budgets are milestones too).
 
-    Attack budgets: ℓ∞ ε = ``eps``; Clf-PGD and BPDA+EOT ``iterations`` steps of ``eps_step`` (BPDA with ``eot``
-    samples); the full-gradient row (``full_attack``) ``full_iterations`` × ``full_eot``. Rows run on the first
+    Attack budgets: ℓ∞ ε = ``eps``; Clf-PGD ``iterations`` steps of ``eps_step`` (the paper's row: 40 × 0.01);
+    BPDA+EOT ``bpda_iterations`` steps of ``attack_eps_step`` with ``eot`` samples; the full-gradient row
+    (``full_attack``) ``full_iterations`` steps of ``attack_eps_step`` with ``full_eot`` samples (APGD sets its own
+    step). Rows run on the first
     ``n_examples`` / ``n_bpda`` / ``n_full`` test images (``None``: all).
     """
 
@@ -81,7 +83,9 @@ class MnistRecipe:
     eps: float = 0.3
     eps_step: float = 0.01
     iterations: int = 40
+    bpda_iterations: int = 40
     eot: int = 15
+    attack_eps_step: float = 0.01
     full_attack: str = "full-pgd-eot"
     full_iterations: int = 40
     full_eot: int = 15
@@ -101,7 +105,7 @@ class MnistRecipe:
             value = getattr(self, name)
             if value is not None and (int(value) != value or value < 0):
                 raise ValueError(f"{name} must be None or an integer >= 0, got {value!r}.")
-        for name in ("runs", "repeats", "iterations", "eot", "full_iterations", "full_eot", "chunk_size", "n_curve"):
+        for name in ("runs", "repeats", "iterations", "bpda_iterations", "eot", "full_iterations", "full_eot", "chunk_size", "n_curve"):
             if int(getattr(self, name)) != getattr(self, name) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}.")
 
@@ -114,8 +118,9 @@ class MnistRecipe:
         return {
             "clean": {"n": self.n_examples},
             "clf-pgd": {"n": self.n_examples, "iterations": self.iterations, "eps_step": self.eps_step},
-            "bpda-eot": {"n": self.n_bpda, "iterations": self.iterations, "eps_step": self.eps_step, "eot": self.eot},
-            self.full_attack: {"n": self.n_full, "iterations": self.full_iterations, "eps_step": self.eps_step,
+            "bpda-eot": {"n": self.n_bpda, "iterations": self.bpda_iterations, "eps_step": self.attack_eps_step,
+                         "eot": self.eot},
+            self.full_attack: {"n": self.n_full, "iterations": self.full_iterations, "eps_step": self.attack_eps_step,
                                "eot": self.full_eot},
         }
 
