@@ -79,7 +79,8 @@ def test_reproduce_writes_the_table_with_the_papers_numbers(done_run):
         assert 0 < rows[row]["2"]["max_linf"] <= TINY.eps + 1e-6  # attacked, inside the ε-ball
     assert rows["clean"]["2"]["max_linf"] == 0
     curve = report["curve"]
-    assert [c["step"] for c in curve] == [2, 4] and all(c["denoising_ratio"] > 0 for c in curve)
+    assert [c["step"] for c in curve] == [2, 4]
+    assert all(c["denoising_ratio"] > 0 and c["attack_ratio"] > 0 for c in curve)
     assert (run / "learning_curve.png").stat().st_size > 0
     assert [r["step"] for r in read_snapshot_log(run / "score")] == [2, 4]
 
@@ -154,3 +155,23 @@ def test_cli_maps_every_option_onto_the_recipe(done_run, capsys):
     assert "[eval] reusing every record" in out and f"table: {run / 'table.md'}" in out
     assert main(argv[:-2] + ["--chunk-size", "5"]) == 2
     assert "holds a run of another recipe (differs in ['chunk_size'])" in capsys.readouterr().err
+
+
+class _TowardsGrey(torch.nn.Module):
+    """h(x) = (0.5 − x)/0.25: the exact noise-level-free score of a point mass at 0.5 seen at noise 0.25."""
+
+    def forward(self, x):
+        return (0.5 - x) / 0.25
+
+
+def test_denoising_ratio_of_a_linear_score_is_the_adaptive_rules_contraction():
+    from art_adp.experiments.measure import denoising_ratio
+
+    # α = λ·0.25 every step, so each step removes λ = 5 % of the distance to 0.5: 10 steps leave 0.95¹⁰ of it
+    x = torch.full((6, 1, 8, 8), 0.5)
+    assert denoising_ratio(_TowardsGrey(), x, sigma=0.25, steps=10) == pytest.approx(0.95 ** -20, rel=1e-3)
+    d = 0.1 * torch.sign(torch.randn(6, 1, 8, 8, generator=torch.Generator().manual_seed(0)))
+    assert denoising_ratio(_TowardsGrey(), x, sigma=0.0, steps=10, x_start=x + d) == pytest.approx(0.95 ** -20, rel=1e-3)
+    assert denoising_ratio(_TowardsGrey(), x, sigma=0.0, steps=0, x_start=x + d) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="x_start must have the shape of x"):
+        denoising_ratio(_TowardsGrey(), x, x_start=x[:2])

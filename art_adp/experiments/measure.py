@@ -97,19 +97,27 @@ def attack(name: str, estimator: PyTorchClassifier, purifier: ADPPurifier, x: np
 
 
 def denoising_ratio(score_model: torch.nn.Module, x, *, sigma: float = 0.25, steps: int = 10, seed: int = 0,
-                    batch_size: int = 256) -> float:
+                    batch_size: int = 256, x_start=None) -> float:
     """
-    MSE of the noisy start x₀ = clip(x + σε) to the clean x, divided by the MSE of the purified output (same ε):
-    how many times purification shrinks the injected noise (> 1: it denoises).
+    How many times purification shrinks the squared distance to the clean images ``x``.
+
+    Without ``x_start``: the MSE of the noisy start x₀ = clip(x + σε) to x, divided by the MSE of the purified
+    output (same ε) -- the denoising ratio (> 1: it denoises). With ``x_start`` (e.g. adversarial images of x):
+    MSE(x_start, x) / MSE(purify(x_start), x) -- 1 means the perturbation survives purification intact.
     """
     x = torch.as_tensor(np.asarray(x), dtype=torch.float32)
+    start = x if x_start is None else torch.as_tensor(np.asarray(x_start), dtype=torch.float32)
+    if start.shape != x.shape:
+        raise ValueError(f"x_start must have the shape of x, {tuple(x.shape)}; got {tuple(start.shape)}.")
     before = after = 0.0
     with torch.no_grad():
-        for i, xb in enumerate(x.split(batch_size)):
+        for i, (xb, sb) in enumerate(zip(x.split(batch_size), start.split(batch_size))):
             g = torch.Generator().manual_seed(derive_seed(seed, "denoise", i))
-            noisy = purify(score_model, xb, sigma=sigma, steps=0, generator=g)
-            g.manual_seed(derive_seed(seed, "denoise", i))
-            clean = purify(score_model, xb, sigma=sigma, steps=steps, generator=g)
-            before += float((noisy - xb).pow(2).sum())
+            clean = purify(score_model, sb, sigma=sigma, steps=steps, generator=g)
+            if x_start is None:
+                g.manual_seed(derive_seed(seed, "denoise", i))
+                before += float((purify(score_model, sb, sigma=sigma, steps=0, generator=g) - xb).pow(2).sum())
+            else:
+                before += float((sb - xb).pow(2).sum())
             after += float((clean - xb).pow(2).sum())
     return before / max(after, 1e-30)
