@@ -347,7 +347,7 @@ def _summarise(records: list[dict], recipe: MnistRecipe, n_test: int) -> dict:
             n, k = len(recs), sum(r["correct"] for r in recs)
             kb = sum(r["undefended_correct"] for r in recs)
             out.setdefault(row, {})[str(b)] = {
-                "n": n, "correct": k, "accuracy": k / n if n else None, "ci95": wilson(k, n),
+                "n": n, "target_n": limit, "correct": k, "accuracy": k / n if n else None, "ci95": wilson(k, n),
                 "undefended": kb / n if n else None, "undefended_ci95": wilson(kb, n),
                 "max_linf": max((r["linf"] for r in recs), default=0.0),
                 "wall_s": round(sum(r["wall_s"] for r in recs), 1)}
@@ -368,8 +368,11 @@ def render_table(report: dict) -> str:
     budgets = [str(b) for b in recipe["budgets"]]
     rows = report["rows"]
     train = {str(r["step"]): r for r in report["score_snapshots"]}
+    def trained(b):
+        return f"{train[b]['wall_s'] / 60:.0f} min" if b in train else "not trained yet"
+
     head = ["row", "n", "attack budget", "paper (ADP)", "undefended MLP"] + [
-        f"ADP, score {int(b):,} it ({train.get(b, {}).get('wall_s', float('nan')) / 60:.0f} min)" for b in budgets]
+        f"ADP, score {int(b):,} it ({trained(b)})" for b in budgets]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row, per in rows.items():
         first = per[budgets[0]]
@@ -377,9 +380,13 @@ def render_table(report: dict) -> str:
         budget = "–" if row == "clean" else (f"ε = {recipe['eps']}, {spec['iterations']} × {spec['eps_step']}"
                                               + (f", EOT {spec['eot']}" if "eot" in spec else ""))
         paper = PAPER_MNIST.get(row)
-        cells = [ROW_TITLES[row], str(first["n"]), budget, "–" if paper is None else f"{paper:.2f}",
-                 _pct(first["undefended"]) + _ci(first["undefended_ci95"])]
-        cells += [_pct(per[b]["accuracy"]) + _ci(per[b]["ci95"]) for b in budgets]
+        cells = [ROW_TITLES[row], str(first["target_n"]), budget, "–" if paper is None else f"{paper:.2f}",
+                 _pct(first["undefended"]) + _ci(first["undefended_ci95"]) if row in ("clean", "clf-pgd") else "–"]
+        for b in budgets:
+            cell = _pct(per[b]["accuracy"]) + _ci(per[b]["ci95"])
+            if 0 < per[b]["n"] < per[b]["target_n"]:
+                cell += f" (partial: {per[b]['n']} of {per[b]['target_n']})"
+            cells.append(cell)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
