@@ -391,31 +391,40 @@ def render_table(report: dict) -> str:
     return "\n".join(lines)
 
 
-def _plot_curve(curve: list[dict], path: Path, title: str) -> None:
+def _plot_curve(curve: list[dict], path: Path, title: str, undefended: float | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     steps = [r["step"] for r in curve]
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4.2))
     ax.plot(steps, [100 * r["clean"] / r["n"] for r in curve], "o-", label="ADP clean")
     ax.plot(steps, [100 * r["clf_pgd"] / r["n"] for r in curve], "s-", label="ADP under Clf-PGD ε = 0.3")
-    ax.axhline(PAPER_MNIST["clf-pgd"], color="gray", ls=":", label="paper, Clf-PGD (96.41 %)")
-    ax.set_xscale("log")
-    ax.set_xlabel("score-model training iterations")
-    ax.set_ylabel("accuracy (%)")
-    ax2 = ax.twinx()
-    ax2.plot(steps, [r["denoising_ratio"] for r in curve], "^--", color="tab:green",
-             label="denoising ratio, clean + noise (right)")
+    ax.axhline(PAPER_MNIST["clean"], color="tab:blue", ls=":", lw=1, label="paper, clean (98.07 %)")
+    if undefended is not None:
+        ax.axhline(100 * undefended, color="gray", ls="--", lw=1, label=f"undefended MLP, clean ({100 * undefended:.2f} %)")
+    ax.axhline(PAPER_MNIST["clf-pgd"], color="tab:orange", ls=":", lw=1, label="paper, Clf-PGD (96.41 %)")
+    for r in curve:
+        ax.annotate(f"{r['train_wall_s'] / 60:.0f} min", (r["step"], 100 * r["clean"] / r["n"]),
+                    textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+    ax.set_ylim(-3, 103)
+    ax.set_ylabel(f"accuracy (%), first {curve[0]['n']} test images, S = {curve[0]['runs']}")
+    ax2.plot(steps, [r["denoising_ratio"] for r in curve], "^-", color="tab:green",
+             label="denoising ratio: noisy clean images")
     if all(r.get("attack_ratio") is not None for r in curve):
-        ax2.plot(steps, [r["attack_ratio"] for r in curve], "v--", color="tab:red",
-                 label="attack-removal ratio, Clf-PGD (right)")
-    ax2.set_ylabel("MSE before / after purification")
-    lines = ax.get_legend_handles_labels()
-    lines2 = ax2.get_legend_handles_labels()
-    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=8, loc="lower right")
-    ax.set_title(title, fontsize=8)
+        ax2.plot(steps, [r["attack_ratio"] for r in curve], "v-", color="tab:red",
+                 label="attack-removal ratio: Clf-PGD images")
+    ax2.axhline(1.0, color="gray", lw=0.8)
+    ax2.set_ylim(bottom=0)
+    ax2.set_ylabel("MSE to the clean image: before / after purifying")
+    for a in (ax, ax2):
+        a.set_xscale("log")
+        a.set_xlabel("score-model training iterations (labels: training wall time)" if a is ax
+                     else "score-model training iterations")
+        a.legend(fontsize=8, loc="center right")
+        a.grid(alpha=0.3)
+    fig.suptitle(title, fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -489,7 +498,10 @@ def reproduce_mnist(data_root: str | os.PathLike, run_dir: str | os.PathLike = "
         f"{table}\n")
     if curve:
         _plot_curve(curve, run_dir / "learning_curve.png",
-                    f"NCSNv2 ngf={recipe.ngf}, batch {recipe.batch_size}, σ {recipe.sigma_begin}→{recipe.sigma_end}; "
-                    f"first {curve[0]['n']} test images, S = {recipe.runs}; device: {report['device']}")
+                    f"ADP (σ = {recipe.sigma}, T = {recipe.steps}) with NCSNv2 ngf = {recipe.ngf}, batch "
+                    f"{recipe.batch_size}, {recipe.num_sigmas} σ from {recipe.sigma_begin} to {recipe.sigma_end}; "
+                    f"MLP classifier; {report['data']['n_train']} training / {report['data']['n_test']} test images "
+                    f"from {Path(str(data_root)).name}\ndevice: {report['device']}",
+                    undefended=clf_info.get("test_accuracy"))
     log(table)
     return report
