@@ -13,11 +13,11 @@ from art_adp.experiments.reproduce import MnistRecipe, reproduce_mnist
 from art_adp.experiments.snapshots import read_snapshot_log, train_with_snapshots
 from art_adp.models import load_classifier
 from art_adp.score import NCSNv2, load_score_model, train_score_model
-from art_adp.score.train import _restore  # noqa: F401  (the trainer's resume path is what snapshots rely on)
 
-TINY = MnistRecipe(hidden=(16,), clf_epochs=30, clf_batch_size=8, ngf=2, num_sigmas=4, batch_size=4, budgets=(2, 4), curve_milestones=(2, 4),
-                   checkpoint_every=1, steps=2, runs=2, repeats=2, iterations=2, bpda_iterations=2, eot=1, full_iterations=1, full_eot=1,
-                   n_examples=6, n_bpda=3, n_full=2, n_curve=4, chunk_size=4)
+TINY = MnistRecipe(hidden=(16,), clf_epochs=30, clf_batch_size=8, ngf=2, num_sigmas=4, batch_size=4, budgets=(2, 4),
+                   curve_milestones=(2, 4), checkpoint_every=1, steps=2, runs=2, repeats=2, iterations=2,
+                   bpda_iterations=2, eot=1, full_iterations=1, full_eot=1, n_examples=6, n_bpda=3, n_full=2, n_curve=4,
+                   chunk_size=4)
 
 
 def _write_idx(path, array, magic):
@@ -171,7 +171,8 @@ def test_denoising_ratio_of_a_linear_score_is_the_adaptive_rules_contraction():
     x = torch.full((6, 1, 8, 8), 0.5)
     assert denoising_ratio(_TowardsGrey(), x, sigma=0.25, steps=10) == pytest.approx(0.95 ** -20, rel=1e-3)
     d = 0.1 * torch.sign(torch.randn(6, 1, 8, 8, generator=torch.Generator().manual_seed(0)))
-    assert denoising_ratio(_TowardsGrey(), x, sigma=0.0, steps=10, x_start=x + d) == pytest.approx(0.95 ** -20, rel=1e-3)
+    ratio = denoising_ratio(_TowardsGrey(), x, sigma=0.0, steps=10, x_start=x + d)
+    assert ratio == pytest.approx(0.95 ** -20, rel=1e-3)
     assert denoising_ratio(_TowardsGrey(), x, sigma=0.0, steps=0, x_start=x + d) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="x_start must have the shape of x"):
         denoising_ratio(_TowardsGrey(), x, x_start=x[:2])

@@ -22,7 +22,7 @@ import json
 import os
 import platform
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -105,7 +105,8 @@ class MnistRecipe:
             value = getattr(self, name)
             if value is not None and (int(value) != value or value < 0):
                 raise ValueError(f"{name} must be None or an integer >= 0, got {value!r}.")
-        for name in ("runs", "repeats", "iterations", "bpda_iterations", "eot", "full_iterations", "full_eot", "chunk_size", "n_curve"):
+        for name in ("runs", "repeats", "iterations", "bpda_iterations", "eot", "full_iterations", "full_eot",
+                     "chunk_size", "n_curve"):
             if int(getattr(self, name)) != getattr(self, name) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}.")
 
@@ -249,7 +250,8 @@ def _stage_eval(classifier, data, recipe: MnistRecipe, run_dir: Path, device: st
         return _jsonl(path)
     log(f"[eval] {len(units)} chunk(s) of up to {recipe.chunk_size} images to judge")
     n_pgd = min(n_test, max(recipe.n_curve, n_test if recipe.n_examples is None else recipe.n_examples))
-    x_pgd = _clf_pgd(classifier, data, recipe, n_pgd, run_dir, device) if any(u[1] == "clf-pgd" for u in units) else None
+    needs_pgd = any(u[1] == "clf-pgd" for u in units)
+    x_pgd = _clf_pgd(classifier, data, recipe, n_pgd, run_dir, device) if needs_pgd else None
     bar = tqdm(total=sum(len(u[2]) for u in units), desc="eval", unit="image", disable=not progress)
     loaded: dict[int, tuple] = {}
     for b, row, idx in units:
@@ -403,7 +405,8 @@ def _plot_curve(curve: list[dict], path: Path, title: str, undefended: float | N
     ax.plot(steps, [100 * r["clf_pgd"] / r["n"] for r in curve], "s-", label="ADP under Clf-PGD ε = 0.3")
     ax.axhline(PAPER_MNIST["clean"], color="tab:blue", ls=":", lw=1, label="paper, clean (98.07 %)")
     if undefended is not None:
-        ax.axhline(100 * undefended, color="gray", ls="--", lw=1, label=f"undefended MLP, clean ({100 * undefended:.2f} %)")
+        ax.axhline(100 * undefended, color="gray", ls="--", lw=1,
+                   label=f"undefended MLP, clean ({100 * undefended:.2f} %)")
     ax.axhline(PAPER_MNIST["clf-pgd"], color="tab:orange", ls=":", lw=1, label="paper, Clf-PGD (96.41 %)")
     for r in curve:
         ax.annotate(f"{r['train_wall_s'] / 60:.0f} min", (r["step"], 100 * r["clean"] / r["n"]),
