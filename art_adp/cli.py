@@ -212,7 +212,7 @@ def _reproduce(args) -> None:
     chosen = {k: v for k, v in vars(args).items() if k in fields and v is not None}
     recipe = MnistRecipe(**chosen)
     reproduce_mnist(args.data_root, args.run_dir, recipe, device=args.device, progress=not args.quiet,
-                    stages=tuple(args.stages))
+                    stages=tuple(args.stages), note=args.note)
     print(f"table: {Path(args.run_dir) / 'table.md'}")
 
 
@@ -394,6 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, help="seed of every random draw (default: 0)")
     p.add_argument("--stages", nargs="+", default=["classifier", "score", "curve", "table", "report"],
                    choices=["classifier", "score", "curve", "table", "report"], help="default: all, in order")
+    p.add_argument("--note", default="", help="a line for the table and the figure (data provenance, machine)")
     _recipe_arguments(p)
     p.set_defaults(func=_reproduce)
     return parser

@@ -436,7 +436,7 @@ def _plot_curve(curve: list[dict], path: Path, title: str, undefended: float | N
 def reproduce_mnist(data_root: str | os.PathLike, run_dir: str | os.PathLike = "runs/reproduce-mnist",
                     recipe: MnistRecipe | None = None, *, device: str | None = None, progress: bool = True,
                     stages: tuple[str, ...] = ("classifier", "score", "curve", "table", "report"),
-                    data=None, log: Callable[[str], None] = print) -> dict | None:
+                    data=None, note: str = "", log: Callable[[str], None] = print) -> dict | None:
     """
     Train (or resume) the MNIST MLP and a score model, measure the learning curve and the table, write the report.
 
@@ -449,6 +449,7 @@ def reproduce_mnist(data_root: str | os.PathLike, run_dir: str | os.PathLike = "
     :param device: ``"cpu"`` or ``"cuda"`` (default: CUDA when available).
     :param stages: The stages to run, in order (e.g. only ``("classifier", "score")`` to train in the background).
     :param data: A :class:`~art_adp.data.Dataset` to use instead of reading ``data_root``.
+    :param note: A line for the table and the figure (e.g. where the data come from, how busy the machine was).
     :return: The report (``table.json``'s content) when the ``report`` stage ran, else None.
     """
     from ..data import load_mnist
@@ -490,21 +491,22 @@ def reproduce_mnist(data_root: str | os.PathLike, run_dir: str | os.PathLike = "
         "data": {"root": str(data_root), "n_train": int(len(data.x_train)), "n_test": int(len(data.x_test))},
         "classifier": clf_info, "score_snapshots": read_snapshot_log(run_dir / "score"),
         "row_budgets": {row: {k: v for k, v in spec.items() if k != "n"} for row, spec in recipe.rows().items()},
-        "rows": _summarise(records, recipe, len(data.x_test)), "curve": curve,
+        "rows": _summarise(records, recipe, len(data.x_test)), "curve": curve, "note": note,
     }
     (run_dir / "table.json").write_text(json.dumps(report, indent=1))
     table = render_table(report)
     (run_dir / "table.md").write_text(
         f"# ADP on MNIST ({report['data']['n_train']} training / {report['data']['n_test']} test images from "
         f"{data_root})\n\nDevice: {report['device']}. ADP: σ = {recipe.sigma}, T = {recipe.steps}, judged on the "
-        f"S = {recipe.runs} ensemble, worst case over R = {recipe.repeats} repeats; 95 % Wilson intervals.\n\n"
+        f"S = {recipe.runs} ensemble, worst case over R = {recipe.repeats} repeats; 95 % Wilson intervals."
+        f"{' ' + note if note else ''}\n\n"
         f"{table}\n")
     if curve:
         _plot_curve(curve, run_dir / "learning_curve.png",
                     f"ADP (σ = {recipe.sigma}, T = {recipe.steps}) with NCSNv2 ngf = {recipe.ngf}, batch "
                     f"{recipe.batch_size}, {recipe.num_sigmas} σ from {recipe.sigma_begin} to {recipe.sigma_end}; "
                     f"MLP classifier; {report['data']['n_train']} training / {report['data']['n_test']} test images "
-                    f"from {Path(str(data_root)).name}\ndevice: {report['device']}",
+                    f"from {Path(str(data_root)).name}\ndevice: {report['device']}{'; ' + note if note else ''}",
                     undefended=clf_info.get("test_accuracy"))
     log(table)
     return report
