@@ -291,6 +291,46 @@ def _corruptions(args) -> None:
                     device=args.device, variants=args.variants)
 
 
+def _reproduce(args) -> None:
+    import dataclasses
+
+    import torch
+
+    from .experiments.reproduce import MnistRecipe, reproduce_mnist
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    fields = {f.name for f in dataclasses.fields(MnistRecipe)}
+    chosen = {k: v for k, v in vars(args).items() if k in fields and v is not None}
+    recipe = MnistRecipe(**chosen)
+    reproduce_mnist(args.data_root, args.run_dir, recipe, device=args.device, progress=not args.quiet,
+                    stages=tuple(args.stages), note=args.note)
+    print(f"table: {Path(args.run_dir) / 'table.md'}")
+
+
+def _recipe_arguments(p) -> None:
+    """One option per field of the MNIST recipe (``--n-bpda 100``, ``--budgets 2000,8000`` ...)."""
+    import dataclasses
+
+    from .experiments.reproduce import MnistRecipe
+
+    for f in dataclasses.fields(MnistRecipe):
+        if f.name == "seed":
+            continue
+        default = f.default
+        if isinstance(default, tuple):
+            kind = _ints
+            shown = ",".join(map(str, default))
+        elif f.name.startswith("n_") or isinstance(default, int):
+            kind = (lambda t: None if t.lower() == "all" else int(t)) if f.name.startswith("n_") else int
+            shown = "all" if default is None else default
+        elif isinstance(default, float):
+            kind, shown = float, default
+        else:
+            kind, shown = str, default
+        p.add_argument("--" + f.name.replace("_", "-"), type=kind, default=None, help=f"default: {shown}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .demo import DemoConfig
 
@@ -497,6 +537,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="runs/cifar10/score.safetensors", help="default: %(default)s")
     p.add_argument("--raw-weights", action="store_true", help="the trained weights instead of their EMA")
     p.set_defaults(func=_import_ncsnv2, run_dir=".")
+
+    p = sub.add_parser("reproduce", help="the paper's MNIST row end to end: train or resume the MLP and a score "
+                                         "model, learning curve, attacks, table beside the paper's numbers",
+                       description="Every stage resumes: re-run the same command to continue. See docs/mnist.md.")
+    p.add_argument("benchmark", choices=["mnist"])
+    p.add_argument("--data-root", required=True, help="folder with the four MNIST idx(.gz) files")
+    p.add_argument("--run-dir", default="runs/reproduce-mnist", help="output folder (default: runs/reproduce-mnist)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: CUDA when available")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--seed", type=int, default=None, help="seed of every random draw (default: 0)")
+    p.add_argument("--stages", nargs="+", default=["classifier", "score", "curve", "table", "report"],
+                   choices=["classifier", "score", "curve", "table", "report"], help="default: all, in order")
+    p.add_argument("--note", default="", help="a line for the table and the figure (data provenance, machine)")
+    _recipe_arguments(p)
+    p.set_defaults(func=_reproduce)
     return parser
 
 

@@ -1,0 +1,123 @@
+"""Measurements the recipes share: the ADP-defended estimator, judging on the S-run ensemble (worst case over
+R repeats, as the evaluation harness judges), the attack rows, the denoising ratio and Wilson intervals.
+
+Built on the public pieces only (:class:`~art_adp.ADPPurifier`, :class:`~art_adp.EOTClassifier`, the attack
+classes of :mod:`art_adp.attacks`), so a recipe's numbers mean what ``art-adp evaluate``'s mean.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import numpy as np
+import torch
+from art.estimators.classification import PyTorchClassifier
+
+from .. import attacks as A
+from ..eot import EOTClassifier
+from ..preprocessor import ADPPurifier
+from ..purify import purify
+
+__all__ = ["ROWS", "wilson", "derive_seed", "defended_estimator", "judge", "attack", "denoising_ratio"]
+
+ROWS = ("clean", "clf-pgd", "bpda-eot", "full-pgd-eot", "apgd-eot")
+
+
+def derive_seed(*parts) -> int:
+    """A 63-bit seed from any printable parts (stable across processes and platforms)."""
+    return int.from_bytes(hashlib.sha256("|".join(map(str, parts)).encode()).digest()[:8], "little") >> 1
+
+
+def wilson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion k/n (``(nan, nan)`` for n = 0)."""
+    if n == 0:
+        return math.nan, math.nan
+    from scipy.stats import binomtest
+
+    ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def defended_estimator(classifier: torch.nn.Module, score_model: torch.nn.Module, input_shape, nb_classes: int, *,
+                       sigma: float = 0.25, steps: int = 10, batch_size: int = 256,
+                       device: str = "cpu") -> tuple[PyTorchClassifier, ADPPurifier]:
+    """The classifier behind one ADP purification per call (the paper's defaults: σ = 0.25, T = 10, adaptive α)."""
+    purifier = ADPPurifier(score_model, sigma=sigma, steps=steps, batch_size=batch_size,
+                           generator=torch.Generator(device).manual_seed(0), channels_last=device == "cpu",
+                           device_type="gpu" if device == "cuda" else "cpu")
+    estimator = PyTorchClassifier(classifier.to(device).eval(), torch.nn.CrossEntropyLoss(), input_shape=input_shape,
+                                  nb_classes=nb_classes, clip_values=(0.0, 1.0), preprocessing_defences=[purifier],
+                                  device_type="gpu" if device == "cuda" else "cpu")
+    return estimator, purifier
+
+
+def judge(estimator: PyTorchClassifier, purifier: ADPPurifier, x: np.ndarray, y: np.ndarray, *, runs: int = 10,
+          repeats: int = 1, seed: int = 0, batch_size: int = 512) -> np.ndarray:
+    """
+    Whether the defence classifies each input correctly: the S = ``runs`` purification ensemble (mean softmax),
+    judged ``repeats`` times with fresh noise; an input counts as correct only if every repeat is (worst case).
+
+    :return: Boolean array of length N.
+    """
+    ensemble = EOTClassifier(estimator, nb_samples=runs, batch_size=batch_size)
+    ok = np.ones(len(x), dtype=bool)
+    xt = torch.as_tensor(x, dtype=torch.float32)
+    for r in range(repeats):
+        purifier.generator.manual_seed(derive_seed(seed, "judge", r))
+        ok &= ensemble.predict(xt).argmax(1) == np.asarray(y)
+    return ok
+
+
+def attack(name: str, estimator: PyTorchClassifier, purifier: ADPPurifier, x: np.ndarray, y: np.ndarray, *,
+           eps: float, eps_step: float, iterations: int, eot: int = 1, seed: int = 0,
+           batch_size: int = 64) -> np.ndarray:
+    """
+    Adversarial examples of the row ``name`` (see :data:`ROWS`; ``"clean"`` returns ``x``).
+
+    ``clf-pgd``: PGD on the bare classifier, blind to the purifier (the paper's MNIST row); ``bpda-eot``:
+    straight-through gradients, EOT over ``eot`` purifications; ``full-pgd-eot``: exact gradients through the
+    purification, EOT ``eot``; ``apgd-eot``: APGD (CE and DLR) with full gradients, EOT ``eot``.
+    """
+    if name == "clean":
+        return x
+    purifier.generator.manual_seed(derive_seed(seed, "attack", name))
+    common = dict(eps=eps, eps_step=eps_step, max_iter=iterations, batch_size=batch_size)
+    if name == "clf-pgd":
+        atk = A.ClassifierPGD(estimator, **common)
+    elif name == "bpda-eot":
+        atk = A.BPDAEOT(estimator, eot_samples=eot, **common)
+    elif name == "full-pgd-eot":
+        atk = A.FullGradientPGDEOT(estimator, eot_samples=eot, **common)
+    elif name == "apgd-eot":
+        atk = A.APGDEOT(estimator, eps=eps, max_iter=iterations, eot_samples=eot, batch_size=batch_size, seed=seed)
+    else:
+        raise ValueError(f"Unknown row {name!r}; choose from {ROWS}.")
+    return atk.generate(np.asarray(x, dtype=np.float32), y=np.asarray(y))
+
+
+def denoising_ratio(score_model: torch.nn.Module, x, *, sigma: float = 0.25, steps: int = 10, seed: int = 0,
+                    batch_size: int = 256, x_start=None) -> float:
+    """
+    How many times purification shrinks the squared distance to the clean images ``x``.
+
+    Without ``x_start``: the MSE of the noisy start x₀ = clip(x + σε) to x, divided by the MSE of the purified
+    output (same ε) -- the denoising ratio (> 1: it denoises). With ``x_start`` (e.g. adversarial images of x):
+    MSE(x_start, x) / MSE(purify(x_start), x) -- 1 means the perturbation survives purification intact.
+    """
+    x = torch.as_tensor(np.asarray(x), dtype=torch.float32)
+    start = x if x_start is None else torch.as_tensor(np.asarray(x_start), dtype=torch.float32)
+    if start.shape != x.shape:
+        raise ValueError(f"x_start must have the shape of x, {tuple(x.shape)}; got {tuple(start.shape)}.")
+    before = after = 0.0
+    with torch.no_grad():
+        for i, (xb, sb) in enumerate(zip(x.split(batch_size), start.split(batch_size))):
+            g = torch.Generator().manual_seed(derive_seed(seed, "denoise", i))
+            clean = purify(score_model, sb, sigma=sigma, steps=steps, generator=g)
+            if x_start is None:
+                g.manual_seed(derive_seed(seed, "denoise", i))
+                before += float((purify(score_model, sb, sigma=sigma, steps=0, generator=g) - xb).pow(2).sum())
+            else:
+                before += float((sb - xb).pow(2).sum())
+            after += float((clean - xb).pow(2).sum())
+    return before / max(after, 1e-30)

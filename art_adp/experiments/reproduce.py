@@ -1,0 +1,512 @@
+"""``art-adp reproduce mnist``: the paper's MNIST row as one resumable command.
+
+Stages, each resumable and each timed (the wall seconds land in ``table.json``):
+
+1. ``classifier`` -- the paper's MNIST MLP (:class:`~art_adp.models.MLP`), trained once (about a minute on a CPU).
+2. ``score``      -- an NCSNv2 score model by multi-level DSM, with EMA snapshots at milestone iterations
+   (:func:`~art_adp.experiments.snapshots.train_with_snapshots`; resumes from its checkpoint bit-identically).
+3. ``curve``      -- per snapshot: the denoising ratio and ADP accuracy, clean and under the Clf-PGD row, on the
+   first ``n_curve`` test images (the learning curve; one JSON line per snapshot).
+4. ``table``      -- per budget (a snapshot's iteration count): clean, Clf-PGD, BPDA+EOT and a full-gradient attack,
+   judged on the S-run ensemble, worst case over R repeats, one JSON line per example (resumes per chunk).
+5. ``report``     -- ``table.md`` / ``table.json`` with the paper's numbers beside the measured ones, Wilson 95 %
+   intervals, n and budget per row, and ``learning_curve.png``.
+
+| Paper link: https://arxiv.org/abs/2106.06041 (Appendix, "Evaluation results for more datasets": MNIST,
+  ε = 0.3, Clf PGD, 98.07 % standard, 96.41 % robust)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from .measure import attack, defended_estimator, denoising_ratio, derive_seed, judge, wilson
+from .snapshots import read_snapshot_log, train_with_snapshots
+
+__all__ = ["PAPER_MNIST", "MnistRecipe", "reproduce_mnist", "render_table"]
+
+PAPER_MNIST = {
+    "source": "Yoon, Hwang & Lee (ICML 2021), appendix table 'Evaluation results for more datasets'",
+    "data": "MNIST, 60,000 training / 10,000 test images",
+    "score_model": "NCSNv2, sigma_1 = 15, sigma_L = 0.005253, L = 110, 200,000 iterations of batch 128",
+    "clean": 98.07,
+    "clf-pgd": 96.41,
+}
+ROW_TITLES = {"clean": "clean", "clf-pgd": "Clf-PGD (preprocessor-blind)", "bpda-eot": "BPDA+EOT",
+              "full-pgd-eot": "full-gradient PGD+EOT", "apgd-eot": "APGD+EOT (full gradient)"}
+
+
+@dataclass(frozen=True)
+class MnistRecipe:
+    """
+    Everything ``reproduce mnist`` does, with the defaults of the recipe documented in ``docs/mnist.md``.
+
+    Score model: NCSNv2 of width ``ngf`` trained on σ from ``sigma_begin`` to ``sigma_end`` (geometric,
+    ``num_sigmas`` levels; purification starts at σ = 0.25, so the paper's σ₁ = 15 only matters for sampling), batch
+    ``batch_size``, Adam ``lr``, EMA ``ema_decay``. The table is measured at every iteration count of ``budgets``;
+    the learning curve at every ``curve_milestones`` entry (the budgets are milestones too).
+
+    Attack budgets: ℓ∞ ε = ``eps``; Clf-PGD ``iterations`` steps of ``eps_step`` (the paper's row: 40 × 0.01);
+    BPDA+EOT ``bpda_iterations`` steps of ``attack_eps_step`` with ``eot`` samples; the full-gradient row
+    (``full_attack``) ``full_iterations`` steps of ``attack_eps_step`` with ``full_eot`` samples (APGD sets its own
+    step). Rows run on the first
+    ``n_examples`` / ``n_bpda`` / ``n_full`` test images (``None``: all).
+    """
+
+    hidden: tuple[int, ...] = (512, 512)
+    clf_epochs: int = 20
+    clf_batch_size: int = 64
+    clf_lr: float = 1e-3
+    ngf: int = 16
+    sigma_begin: float = 1.0
+    sigma_end: float = 0.01
+    num_sigmas: int = 20
+    batch_size: int = 64
+    lr: float = 1e-3
+    ema_decay: float = 0.999
+    budgets: tuple[int, ...] = (2000, 8000)
+    curve_milestones: tuple[int, ...] = (250, 500, 1000, 2000, 4000, 8000)
+    checkpoint_every: int = 100
+    sigma: float = 0.25
+    steps: int = 10
+    runs: int = 10
+    repeats: int = 2
+    eps: float = 0.3
+    eps_step: float = 0.01
+    iterations: int = 40
+    bpda_iterations: int = 40
+    eot: int = 15
+    attack_eps_step: float = 0.01
+    full_attack: str = "full-pgd-eot"
+    full_iterations: int = 40
+    full_eot: int = 15
+    n_examples: int | None = None
+    n_bpda: int | None = 100
+    n_full: int | None = 20
+    n_curve: int = 200
+    chunk_size: int = 50
+    seed: int = 0
+
+    def check(self) -> None:
+        if not self.budgets or any(int(b) != b or b < 1 for b in self.budgets):
+            raise ValueError(f"budgets must be positive iteration counts, got {self.budgets}.")
+        if self.full_attack not in ("full-pgd-eot", "apgd-eot"):
+            raise ValueError(f"full_attack must be 'full-pgd-eot' or 'apgd-eot', got {self.full_attack!r}.")
+        for name in ("n_examples", "n_bpda", "n_full"):
+            value = getattr(self, name)
+            if value is not None and (int(value) != value or value < 0):
+                raise ValueError(f"{name} must be None or an integer >= 0, got {value!r}.")
+        for name in ("runs", "repeats", "iterations", "bpda_iterations", "eot", "full_iterations", "full_eot",
+                     "chunk_size", "n_curve"):
+            if int(getattr(self, name)) != getattr(self, name) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}.")
+
+    @property
+    def milestones(self) -> list[int]:
+        return sorted({int(m) for m in (*self.curve_milestones, *self.budgets)})
+
+    def rows(self) -> dict[str, dict]:
+        """Row name → its attack budget and the number of test images it runs on."""
+        return {
+            "clean": {"n": self.n_examples},
+            "clf-pgd": {"n": self.n_examples, "iterations": self.iterations, "eps_step": self.eps_step},
+            "bpda-eot": {"n": self.n_bpda, "iterations": self.bpda_iterations, "eps_step": self.attack_eps_step,
+                         "eot": self.eot},
+            self.full_attack: {"n": self.n_full, "iterations": self.full_iterations, "eps_step": self.attack_eps_step,
+                               "eot": self.full_eot},
+        }
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def _append(path: Path, rec: dict) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(rec) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _device_name(device: str) -> str:
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    return f"CPU ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads, {platform.machine()})"
+
+
+def _stage_classifier(data, recipe: MnistRecipe, run_dir: Path, device: str, progress: bool, log) -> torch.nn.Module:
+    from ..models import MLP, evaluate_accuracy, load_classifier, save_classifier, train_classifier
+
+    path, info = run_dir / "classifier.safetensors", run_dir / "classifier.json"
+    if path.exists() and info.exists():
+        log(f"[classifier] reusing {path}")
+        return load_classifier(path, device)
+    log("[classifier] training the MLP")
+    torch.manual_seed(recipe.seed)
+    _, c, size, _ = data.x_train.shape
+    start = time.perf_counter()
+    model = train_classifier(MLP(c, size, data.nb_classes, hidden=recipe.hidden), data.x_train, data.y_train,
+                             epochs=recipe.clf_epochs, batch_size=recipe.clf_batch_size, lr=recipe.clf_lr,
+                             seed=recipe.seed, progress=progress, device=device)
+    wall = time.perf_counter() - start
+    save_classifier(model, path)
+    acc = evaluate_accuracy(model, data.x_test, data.y_test, device=device)
+    info.write_text(json.dumps({"test_accuracy": acc, "wall_s": round(wall, 1), "epochs": recipe.clf_epochs}))
+    return model
+
+
+def _stage_score(data, recipe: MnistRecipe, run_dir: Path, device: str, progress: bool, log) -> None:
+    from ..score import NCSNv2, geometric_sigmas
+
+    score_dir = run_dir / "score"
+    done = {rec["step"] for rec in read_snapshot_log(score_dir)}
+    if set(recipe.milestones) <= done:
+        log(f"[score] reusing the snapshots at {recipe.milestones}")
+        return
+    log(f"[score] training to {recipe.milestones[-1]} iterations, snapshots at {recipe.milestones}")
+    _, c, size, _ = data.x_train.shape
+    torch.manual_seed(recipe.seed)  # the initial weights: the same command gives the same model
+    train_with_snapshots(NCSNv2(c, size, ngf=recipe.ngf), data.x_train,
+                         geometric_sigmas(recipe.sigma_begin, recipe.sigma_end, recipe.num_sigmas), recipe.milestones,
+                         score_dir, batch_size=recipe.batch_size, lr=recipe.lr, ema_decay=recipe.ema_decay,
+                         seed=recipe.seed, checkpoint_every=recipe.checkpoint_every, progress=progress, device=device)
+
+
+def _snapshot(run_dir: Path, step: int, device: str) -> torch.nn.Module:
+    from ..score import load_score_model
+
+    return load_score_model(run_dir / "score" / "snapshots" / f"score_{step:07d}.safetensors", device)
+
+
+def _adversarials(name: str, cache: Path, make: Callable[[], np.ndarray]) -> np.ndarray:
+    """Attacks that do not depend on the score model (Clf-PGD) are computed once and kept."""
+    if cache.exists():
+        with np.load(cache) as f:
+            return f["x"]
+    x_adv = make()
+    np.savez(cache, x=x_adv)
+    return x_adv
+
+
+def _clf_pgd(classifier, data, recipe: MnistRecipe, n: int, run_dir: Path, device: str) -> np.ndarray:
+    from art.estimators.classification import PyTorchClassifier
+
+    def make():
+        est = PyTorchClassifier(classifier, torch.nn.CrossEntropyLoss(), input_shape=data.x_test.shape[1:],
+                                nb_classes=data.nb_classes, clip_values=(0.0, 1.0),
+                                device_type="gpu" if device == "cuda" else "cpu")
+        from .. import attacks as A
+
+        atk = A.ClassifierPGD(est, eps=recipe.eps, eps_step=recipe.eps_step, max_iter=recipe.iterations,
+                              batch_size=256)
+        return atk.generate(data.x_test[:n], y=data.y_test[:n])
+
+    return _adversarials("clf-pgd", run_dir / f"clf-pgd_{n}.npz", make)
+
+
+def _snapshot_path(run_dir: Path, step: int) -> Path:
+    return run_dir / "score" / "snapshots" / f"score_{step:07d}.safetensors"
+
+
+def _units(recipe: MnistRecipe, n_test: int, run_dir: Path, stages, log) -> list[tuple[int, str, np.ndarray]]:
+    """(score step, row, example indices) in the order they run: by step, the curve's rows first."""
+    units = []
+    for m in recipe.milestones:
+        if not _snapshot_path(run_dir, m).exists():
+            log(f"[eval] no snapshot at {m} iterations yet: skipped")
+            continue
+        rows = {}
+        if "curve" in stages and m in recipe.curve_milestones:
+            rows.update({r: min(recipe.n_curve, n_test) for r in ("clean", "clf-pgd")})
+        if "table" in stages and m in recipe.budgets:
+            for row, spec in recipe.rows().items():
+                rows[row] = max(rows.get(row, 0), n_test if spec["n"] is None else min(spec["n"], n_test))
+        for row, n in rows.items():
+            units += [(m, row, np.arange(s, min(s + recipe.chunk_size, n))) for s in range(0, n, recipe.chunk_size)]
+    return units
+
+
+def _stage_eval(classifier, data, recipe: MnistRecipe, run_dir: Path, device: str, progress: bool, log,
+                stages) -> list[dict]:
+    """Judge every (snapshot, row, chunk) the curve and the table need; one JSON line per example."""
+    from tqdm.auto import tqdm
+
+    path = run_dir / "records.jsonl"
+    done = {(r["budget"], r["row"], r["index"]) for r in _jsonl(path)}
+    n_test = len(data.x_test)
+    units = [u for u in _units(recipe, n_test, run_dir, stages, log)
+             if not all((u[0], u[1], int(i)) in done for i in u[2])]
+    if not units:
+        log("[eval] reusing every record")
+        return _jsonl(path)
+    log(f"[eval] {len(units)} chunk(s) of up to {recipe.chunk_size} images to judge")
+    n_pgd = min(n_test, max(recipe.n_curve, n_test if recipe.n_examples is None else recipe.n_examples))
+    needs_pgd = any(u[1] == "clf-pgd" for u in units)
+    x_pgd = _clf_pgd(classifier, data, recipe, n_pgd, run_dir, device) if needs_pgd else None
+    bar = tqdm(total=sum(len(u[2]) for u in units), desc="eval", unit="image", disable=not progress)
+    loaded: dict[int, tuple] = {}
+    for b, row, idx in units:
+        if b not in loaded:
+            loaded.clear()
+            loaded[b] = defended_estimator(classifier, _snapshot(run_dir, b, device), data.x_test.shape[1:],
+                                           data.nb_classes, sigma=recipe.sigma, steps=recipe.steps, device=device)
+        est, pur = loaded[b]
+        spec = recipe.rows()[row]
+        start = time.perf_counter()
+        x, y = data.x_test[idx], data.y_test[idx]
+        seed = derive_seed(recipe.seed, b, row, int(idx[0]))
+        if row == "clf-pgd":
+            x_adv = x_pgd[idx]
+        else:
+            x_adv = attack(row, est, pur, x, y, eps=recipe.eps, eps_step=spec.get("eps_step", recipe.eps_step),
+                           iterations=spec.get("iterations", 1), eot=spec.get("eot", 1), seed=seed,
+                           batch_size=len(idx))
+        ok = judge(est, pur, x_adv, y, runs=recipe.runs, repeats=recipe.repeats, seed=seed)
+        with torch.no_grad():
+            bare = classifier(torch.as_tensor(x_adv, device=device)).argmax(1).cpu().numpy() == y
+        wall = (time.perf_counter() - start) / len(idx)
+        linf = np.abs(x_adv - x).reshape(len(idx), -1).max(1)
+        with open(path, "a") as f:
+            for j, i in enumerate(idx):
+                f.write(json.dumps({"budget": b, "row": row, "index": int(i), "correct": bool(ok[j]),
+                                    "undefended_correct": bool(bare[j]), "linf": round(float(linf[j]), 6),
+                                    "wall_s": round(wall, 3)}) + "\n")
+        bar.update(len(idx))
+    bar.close()
+    return _jsonl(path)
+
+
+def _stage_denoise(classifier, data, recipe: MnistRecipe, run_dir: Path, device: str, log) -> dict[int, dict]:
+    """
+    Per curve snapshot, on the first ``n_curve`` test images (one purification each, cheap): the denoising ratio
+    of clean images (injected-noise MSE / purified MSE) and the attack-removal ratio of the Clf-PGD images
+    (MSE of x_adv to x / MSE of purify(x_adv) to x; 1 means the perturbation survives purification intact).
+    """
+    path = run_dir / "denoise.jsonl"
+    done = {r["step"]: r for r in _jsonl(path)}  # a later line for a step completes an earlier one
+    n = min(recipe.n_curve, len(data.x_test))
+    x = data.x_test[:n]
+    x_pgd = None
+    for m in recipe.curve_milestones:
+        if (m in done and "attack_ratio" in done[m]) or not _snapshot_path(run_dir, m).exists():
+            continue
+        start = time.perf_counter()
+        score = _snapshot(run_dir, m, device)
+        rec = dict(done.get(m) or {"step": m, "n": n})
+        if "denoising_ratio" not in rec:
+            rec["denoising_ratio"] = round(denoising_ratio(score, x, sigma=recipe.sigma, steps=recipe.steps,
+                                                           seed=recipe.seed), 4)
+        if x_pgd is None:
+            n_pgd = min(len(data.x_test), max(recipe.n_curve, len(data.x_test) if recipe.n_examples is None
+                                              else recipe.n_examples))
+            x_pgd = _clf_pgd(classifier, data, recipe, n_pgd, run_dir, device)[:n]
+        rec["attack_ratio"] = round(denoising_ratio(score, x, sigma=recipe.sigma, steps=recipe.steps,
+                                                    seed=recipe.seed, x_start=x_pgd), 4)
+        rec["wall_s"] = round(rec.get("wall_s", 0.0) + time.perf_counter() - start, 1)
+        done[m] = rec
+        _append(path, rec)
+        log(f"[curve] {m} iterations: purification divides the noise MSE by {rec['denoising_ratio']:.2f} and the "
+            f"Clf-PGD perturbation's MSE by {rec['attack_ratio']:.2f}")
+    return done
+
+
+def _curve(records: list[dict], denoise: dict[int, dict], recipe: MnistRecipe, run_dir: Path) -> list[dict]:
+    """Learning-curve points: per snapshot with complete records, accuracy on the first ``n_curve`` images."""
+    train = {r["step"]: r["wall_s"] for r in read_snapshot_log(run_dir / "score")}
+    out = []
+    for m in recipe.curve_milestones:
+        if m not in denoise or m not in train:
+            continue
+        n = denoise[m]["n"]
+        point = {"step": m, "train_wall_s": train[m], "n": n, "runs": recipe.runs, "repeats": recipe.repeats,
+                 "denoising_ratio": denoise[m]["denoising_ratio"], "attack_ratio": denoise[m].get("attack_ratio")}
+        for row, key in (("clean", "clean"), ("clf-pgd", "clf_pgd")):
+            recs = [r for r in records if r["budget"] == m and r["row"] == row and r["index"] < n]
+            if len(recs) < n:
+                break
+            point[key] = sum(r["correct"] for r in recs)
+        else:
+            out.append(point)
+    return out
+
+
+def _summarise(records: list[dict], recipe: MnistRecipe, n_test: int) -> dict:
+    rows = recipe.rows()
+    out: dict = {}
+    for b in recipe.budgets:
+        for row, spec in rows.items():
+            limit = n_test if spec["n"] is None else min(spec["n"], n_test)
+            recs = [r for r in records if r["budget"] == b and r["row"] == row and r["index"] < limit]
+            n, k = len(recs), sum(r["correct"] for r in recs)
+            kb = sum(r["undefended_correct"] for r in recs)
+            out.setdefault(row, {})[str(b)] = {
+                "n": n, "target_n": limit, "correct": k, "accuracy": k / n if n else None, "ci95": wilson(k, n),
+                "undefended": kb / n if n else None, "undefended_ci95": wilson(kb, n),
+                "max_linf": max((r["linf"] for r in recs), default=0.0),
+                "wall_s": round(sum(r["wall_s"] for r in recs), 1)}
+    return out
+
+
+def _pct(p) -> str:
+    return "–" if p is None else f"{100 * p:.2f}"
+
+
+def _ci(ci) -> str:
+    return "" if ci is None or any(v != v for v in ci) else f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+
+
+def render_table(report: dict) -> str:
+    """The markdown table: one line per row, the paper's number beside the measured one at every budget."""
+    recipe = report["recipe"]
+    budgets = [str(b) for b in recipe["budgets"]]
+    rows = report["rows"]
+    train = {str(r["step"]): r for r in report["score_snapshots"]}
+    def trained(b):
+        return f"{train[b]['wall_s'] / 60:.0f} min" if b in train else "not trained yet"
+
+    head = ["row", "n", "attack budget", "paper (ADP)", "undefended MLP"] + [
+        f"ADP, score {int(b):,} it ({trained(b)})" for b in budgets]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row, per in rows.items():
+        first = per[budgets[0]]
+        spec = report["row_budgets"][row]
+        budget = "–" if row == "clean" else (f"ε = {recipe['eps']}, {spec['iterations']} × {spec['eps_step']}"
+                                              + (f", EOT {spec['eot']}" if "eot" in spec else ""))
+        paper = PAPER_MNIST.get(row)
+        cells = [ROW_TITLES[row], str(first["target_n"]), budget, "–" if paper is None else f"{paper:.2f}",
+                 _pct(first["undefended"]) + _ci(first["undefended_ci95"]) if row in ("clean", "clf-pgd") else "–"]
+        for b in budgets:
+            cell = _pct(per[b]["accuracy"]) + _ci(per[b]["ci95"])
+            if 0 < per[b]["n"] < per[b]["target_n"]:
+                cell += f" (partial: {per[b]['n']} of {per[b]['target_n']})"
+            cells.append(cell)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _plot_curve(curve: list[dict], path: Path, title: str, undefended: float | None = None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [r["step"] for r in curve]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4.2))
+    ax.plot(steps, [100 * r["clean"] / r["n"] for r in curve], "o-", label="ADP clean")
+    ax.plot(steps, [100 * r["clf_pgd"] / r["n"] for r in curve], "s-", label="ADP under Clf-PGD ε = 0.3")
+    ax.axhline(PAPER_MNIST["clean"], color="tab:blue", ls=":", lw=1, label="paper, clean (98.07 %)")
+    if undefended is not None:
+        ax.axhline(100 * undefended, color="gray", ls="--", lw=1,
+                   label=f"undefended MLP, clean ({100 * undefended:.2f} %)")
+    ax.axhline(PAPER_MNIST["clf-pgd"], color="tab:orange", ls=":", lw=1, label="paper, Clf-PGD (96.41 %)")
+    for r in curve:
+        ax.annotate(f"{r['train_wall_s'] / 60:.0f} min", (r["step"], 100 * r["clean"] / r["n"]),
+                    textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+    ax.set_ylim(-3, 103)
+    ax.set_ylabel(f"accuracy (%), first {curve[0]['n']} test images, S = {curve[0]['runs']}")
+    ax2.plot(steps, [r["denoising_ratio"] for r in curve], "^-", color="tab:green",
+             label="denoising ratio: noisy clean images")
+    if all(r.get("attack_ratio") is not None for r in curve):
+        ax2.plot(steps, [r["attack_ratio"] for r in curve], "v-", color="tab:red",
+                 label="attack-removal ratio: Clf-PGD images")
+    ax2.axhline(1.0, color="gray", lw=0.8)
+    ax2.set_ylim(bottom=0)
+    ax2.set_ylabel("MSE to the clean image: before / after purifying")
+    for a in (ax, ax2):
+        a.set_xscale("log")
+        a.set_xlabel("score-model training iterations (labels: training wall time)" if a is ax
+                     else "score-model training iterations")
+        a.legend(fontsize=8, loc="center right")
+        a.grid(alpha=0.3)
+    fig.suptitle(title, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def reproduce_mnist(data_root: str | os.PathLike, run_dir: str | os.PathLike = "runs/reproduce-mnist",
+                    recipe: MnistRecipe | None = None, *, device: str | None = None, progress: bool = True,
+                    stages: tuple[str, ...] = ("classifier", "score", "curve", "table", "report"),
+                    data=None, note: str = "", log: Callable[[str], None] = print) -> dict | None:
+    """
+    Train (or resume) the MNIST MLP and a score model, measure the learning curve and the table, write the report.
+
+    Re-running with the same ``run_dir`` resumes every stage where it stopped. The recipe is saved as
+    ``recipe.json``; a different recipe in the same folder is refused (use a new ``run_dir``).
+
+    :param data_root: Folder with the four MNIST idx(.gz) files (:func:`~art_adp.data.load_mnist`).
+    :param run_dir: Output folder.
+    :param recipe: The settings (default: :class:`MnistRecipe`).
+    :param device: ``"cpu"`` or ``"cuda"`` (default: CUDA when available).
+    :param stages: The stages to run, in order (e.g. only ``("classifier", "score")`` to train in the background).
+    :param data: A :class:`~art_adp.data.Dataset` to use instead of reading ``data_root``.
+    :param note: A line for the table and the figure (e.g. where the data come from, how busy the machine was).
+    :return: The report (``table.json``'s content) when the ``report`` stage ran, else None.
+    """
+    from ..data import load_mnist
+
+    recipe = recipe or MnistRecipe()
+    recipe.check()
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    saved = run_dir / "recipe.json"
+    mine = json.loads(json.dumps(asdict(recipe)))
+    if saved.exists():
+        theirs = json.loads(saved.read_text())
+        diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+        if diff:
+            raise ValueError(f"{run_dir} holds a run of another recipe (differs in {diff}); use another run_dir or "
+                             f"the same settings.")
+    else:
+        saved.write_text(json.dumps(mine, indent=1))
+    data = data if data is not None else load_mnist(data_root)
+    unknown = sorted(set(stages) - {"classifier", "score", "curve", "table", "report"})
+    if unknown:
+        raise ValueError(f"Unknown stage(s) {unknown}; choose from classifier, score, curve, table, report.")
+    classifier = _stage_classifier(data, recipe, run_dir, device, progress, log)
+    if "score" in stages:
+        _stage_score(data, recipe, run_dir, device, progress, log)
+    denoise = _stage_denoise(classifier, data, recipe, run_dir, device, log) if "curve" in stages else None
+    records = None
+    if "curve" in stages or "table" in stages:
+        records = _stage_eval(classifier, data, recipe, run_dir, device, progress, log, stages)
+    if "report" not in stages:
+        return None
+    records = records if records is not None else _jsonl(run_dir / "records.jsonl")
+    denoise = denoise if denoise is not None else {r["step"]: r for r in _jsonl(run_dir / "denoise.jsonl")}
+    curve = _curve(records, denoise, recipe, run_dir)
+    clf_info = json.loads((run_dir / "classifier.json").read_text())
+    report = {
+        "paper": PAPER_MNIST, "recipe": mine, "device": _device_name(device),
+        "data": {"root": str(data_root), "n_train": int(len(data.x_train)), "n_test": int(len(data.x_test))},
+        "classifier": clf_info, "score_snapshots": read_snapshot_log(run_dir / "score"),
+        "row_budgets": {row: {k: v for k, v in spec.items() if k != "n"} for row, spec in recipe.rows().items()},
+        "rows": _summarise(records, recipe, len(data.x_test)), "curve": curve, "note": note,
+    }
+    (run_dir / "table.json").write_text(json.dumps(report, indent=1))
+    table = render_table(report)
+    (run_dir / "table.md").write_text(
+        f"# ADP on MNIST ({report['data']['n_train']} training / {report['data']['n_test']} test images from "
+        f"{data_root})\n\nDevice: {report['device']}. ADP: σ = {recipe.sigma}, T = {recipe.steps}, judged on the "
+        f"S = {recipe.runs} ensemble, worst case over R = {recipe.repeats} repeats; 95 % Wilson intervals."
+        f"{' ' + note if note else ''}\n\n"
+        f"{table}\n")
+    if curve:
+        _plot_curve(curve, run_dir / "learning_curve.png",
+                    f"ADP (σ = {recipe.sigma}, T = {recipe.steps}) with NCSNv2 ngf = {recipe.ngf}, batch "
+                    f"{recipe.batch_size}, {recipe.num_sigmas} σ from {recipe.sigma_begin} to {recipe.sigma_end}; "
+                    f"MLP classifier; {report['data']['n_train']} training / {report['data']['n_test']} test images "
+                    f"from {Path(str(data_root)).name}\ndevice: {report['device']}{'; ' + note if note else ''}",
+                    undefended=clf_info.get("test_accuracy"))
+    log(table)
+    return report
