@@ -86,9 +86,9 @@ def attack(name: str, estimator: PyTorchClassifier, purifier: ADPPurifier, x: np
     if name == "clf-pgd":
         atk = A.ClassifierPGD(estimator, **common)
     elif name == "bpda-eot":
-        atk = A.BPDAEOT(estimator, eot_samples=eot, **common)
+        atk = A.PGDEOT(estimator, gradient="bpda", eot_samples=eot, **common)
     elif name == "full-pgd-eot":
-        atk = A.FullGradientPGDEOT(estimator, eot_samples=eot, **common)
+        atk = A.PGDEOT(estimator, gradient="full", eot_samples=eot, **common)
     elif name == "apgd-eot":
         atk = A.APGDEOT(estimator, eps=eps, max_iter=iterations, eot_samples=eot, batch_size=batch_size, seed=seed)
     else:
