@@ -30,6 +30,18 @@ def _fail(name: str, what: str, value: object, optional: bool) -> ValueError:
     return ValueError(f"{name} must be {what}{' or None' if optional else ''}, got {value!r}.")
 
 
+def _bounds(kind: str, low, high, low_open: bool = False, high_open: bool = False, *, unbounded: str = "") -> str:
+    """How a message names the allowed values: "an integer in [0, 9]", "a number > 0", "a number in (0, 1)"."""
+    show = str if kind == "an integer" else (lambda v: f"{v:g}")
+    if low is not None and high is not None:
+        return f"{kind} in {'(' if low_open else '['}{show(low)}, {show(high)}{')' if high_open else ']'}"
+    if low is not None:
+        return f"{kind} {'>' if low_open else '>='} {show(low)}"
+    if high is not None:
+        return f"{kind} {'<' if high_open else '<='} {show(high)}"
+    return unbounded or kind
+
+
 def integer(name: str, value: object, *, low: int | None = None, high: int | None = None,
             optional: bool = False) -> int | None:
     """
@@ -43,15 +55,7 @@ def integer(name: str, value: object, *, low: int | None = None, high: int | Non
     ok = not isinstance(value, bool) and isinstance(value, numbers.Integral)
     ok = ok and (low is None or value >= low) and (high is None or value <= high)
     if not ok:
-        if low is not None and high is not None:
-            what = f"an integer in [{low}, {high}]"
-        elif low is not None:
-            what = f"an integer >= {low}"
-        elif high is not None:
-            what = f"an integer <= {high}"
-        else:
-            what = "an integer"
-        raise _fail(name, what, value, optional)
+        raise _fail(name, _bounds("an integer", low, high), value, optional)
     return int(value)
 
 
@@ -84,15 +88,8 @@ def number(name: str, value: object, *, low: float | None = None, high: float | 
     if ok and high is not None:
         ok = value < high if high_open else value <= high
     if not ok:
-        if low is not None and high is not None:
-            what = f"a number in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-        elif low is not None:
-            what = f"a number {'>' if low_open else '>='} {low:g}"
-        elif high is not None:
-            what = f"a number {'<' if high_open else '<='} {high:g}"
-        else:
-            what = "a finite number"
-        raise _fail(name, what, value, optional)
+        raise _fail(name, _bounds("a number", low, high, low_open, high_open, unbounded="a finite number"), value,
+                    optional)
     return float(value)
 
 

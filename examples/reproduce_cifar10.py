@@ -121,12 +121,13 @@ def comparison(name: str, report: dict, reduced: list[str], n: int, device: str)
                 else "; the protocol's full budget"), "",
              "| Attack | Budget | Measured mean (%) | Measured worst case (%) | Published (%) |",
              "|---|---|---|---|---|"]
+    budgets = {row["attack"]: row["budget"] for row in report["card"]}
     for key, v in report["results"].items():
         setting, attack = key.split("/", 1)
         if setting != "main":
             continue
         published = EXPECTED[name].get(attack)
-        lines.append(f"| {attack} | {report['budgets'][attack]} | {100 * v['mean']:.2f} | {100 * v['worst']:.2f} | "
+        lines.append(f"| {attack} | {budgets.get(attack, '-')} | {100 * v['mean']:.2f} | {100 * v['worst']:.2f} | "
                      f"{'-' if published is None else f'{published:.2f}'} |")
     return lines + [""]
 

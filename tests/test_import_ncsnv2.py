@@ -26,11 +26,8 @@ C, SIZE, NGF, L = 3, 8, 4, 6  # tiny: 3 x 8 x 8 images, ngf = 4, 6 noise levels
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def _one_thread(one_thread):
+    """Every test of this file computes with one torch thread (the fixture in conftest.py)."""
 
 
 # ----------------------------------------------------------------------------- the reference, written out

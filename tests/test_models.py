@@ -96,15 +96,6 @@ def digits():
     return train_test_split(x, data.target, test_size=0.2, stratify=data.target, random_state=0)
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny convolutions gain nothing from intra-op threads, and spinning threads stall on busy shared machines."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def test_digits_cnn_learns_digits(digits, one_thread):
     x_train, x_test, y_train, y_test = digits
     model = build(DigitsCNN)

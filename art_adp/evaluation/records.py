@@ -134,7 +134,7 @@ def module_sha256(module: torch.nn.Module) -> str:
     for name, tensor in sorted(module.state_dict().items()):
         t = tensor.detach().cpu().contiguous()
         h.update(f"{name}{tuple(t.shape)}{t.dtype}".encode())
-        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")  # 0-d too (BatchNorm counters)
     return h.hexdigest()
 
 
