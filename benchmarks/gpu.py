@@ -107,7 +107,7 @@ def main() -> None:
             base = torch.cuda.memory_allocated()
             xg = xg_base.clone().requires_grad_()
             t0 = time.perf_counter()
-            purify(score, xg, steps=T, tau=0.0, generator=gen(), checkpoint=checkpoint).sum().backward()
+            purify(score, xg, steps=T, tau=0.0, generator=gen(), gradient_checkpointing=checkpoint).sum().backward()
             torch.cuda.synchronize()
             result[f"full_gradient_{'checkpoint' if checkpoint else 'plain'}"] = {
                 "images": len(xg_base), "peak_mib": (torch.cuda.max_memory_allocated() - base) / 2**20,

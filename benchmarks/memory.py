@@ -26,7 +26,7 @@ def worker(checkpoint: bool, images: int) -> dict:
     x = x_test[:1].repeat(images, 1, 1, 1).requires_grad_()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     start = time.perf_counter()
-    out = purify(score, x, tau=0.0, generator=torch.Generator().manual_seed(0), checkpoint=checkpoint)
+    out = purify(score, x, tau=0.0, generator=torch.Generator().manual_seed(0), gradient_checkpointing=checkpoint)
     (grad,) = torch.autograd.grad(out.square().sum(), x)
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -55,12 +55,14 @@ def models(folder: Path | None):
 
 ATTACKS = {
     "ClassifierPGD": lambda e: A.ClassifierPGD(e, eps=0.2, eps_step=0.05, max_iter=5),
-    "BPDAEOT": lambda e: A.BPDAEOT(e, eps=0.2, eps_step=0.05, max_iter=5, eot_samples=2),
+    'PGDEOT(gradient="bpda")': lambda e: A.PGDEOT(e, gradient="bpda", eps=0.2, eps_step=0.05, max_iter=5,
+                                                  eot_samples=2),
     "JointScore(eot_samples=0)": lambda e: A.JointScore(e, eps=0.2, eps_step=0.05, max_iter=5, eot_samples=0),
     "JointScore": lambda e: A.JointScore(e, eps=0.2, eps_step=0.05, max_iter=5, eot_samples=2),
     "JointFull": lambda e: A.JointFull(e, eps=0.2, eps_step=0.05, max_iter=5, eot_samples=2),
-    "SPSA": lambda e: A.SPSA(e, eps=0.2, eps_step=0.05, max_iter=3, nb_sample=16, seed=0),
-    "FullGradientPGDEOT": lambda e: A.FullGradientPGDEOT(e, eps=0.2, eps_step=0.05, max_iter=5, eot_samples=2),
+    "BlackBoxSPSA": lambda e: A.BlackBoxSPSA(e, eps=0.2, eps_step=0.05, max_iter=3, samples_per_step=16, seed=0),
+    'PGDEOT(gradient="full")': lambda e: A.PGDEOT(e, gradient="full", eps=0.2, eps_step=0.05, max_iter=5,
+                                                  eot_samples=2),
     "APGDEOT": lambda e: A.APGDEOT(e, eps=0.2, max_iter=5, eot_samples=2, seed=0),
 }
 

@@ -5,7 +5,7 @@
 
 Every attack is ART's unchanged ``ProjectedGradientDescent`` (l_inf, eps = 0.175, 10 steps of 2.5·eps/10, the
 demo's threat model) against ``EOTClassifier(PyTorchClassifier(..., preprocessing_defences=[ADPPurifier(...)]))``
-with ``nb_grad_samples`` = EOT draws per gradient; robust accuracy is the ADP ensemble of S = 10 purifications.
+with ``eot_samples`` = EOT draws per gradient; robust accuracy is the ADP ensemble of S = 10 purifications.
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ def main() -> None:
         purifier = ADPPurifier(score, gradient=gradient, batch_size=4096, device_type=device_type,
                                generator=torch.Generator(device).manual_seed(seed), channels_last=device.type == "cpu")
         return EOTClassifier(PyTorchClassifier(**art_args, preprocessing_defences=[purifier]), nb_samples=10,
-                             nb_grad_samples=draws, batch_size=8192 if gradient == "bpda" else 2048 if device.type == "cuda" else 512)
+                             eot_samples=draws,
+                             batch_size=8192 if gradient == "bpda" else 2048 if device.type == "cuda" else 512)
 
     start = time.perf_counter()
     judge = defence("bpda", 1, seed=1234)  # the S = 10 ensemble, its own noise

@@ -23,9 +23,8 @@ SETTINGS = {
     "01_quickstart": dict(N_EXAMPLES=20, PGD_STEPS=2),
     "02_attacking_adp_honestly": dict(
         N_EXAMPLES=12, PGD_STEPS=2, REPEATS=2, EOT_DRAWS=[1, 2], N_GRAD=4, EOT_SWEEP=[1, 2], GRAD_REFERENCE_DRAWS=4,
-        N_SANITY=6, EVAL_EXAMPLES=6, EVAL_RUN_DIR="evaluate",
-        EVAL_SETTINGS={"attacks": ("bpda-eot",), "iterations": 2, "eot": 1, "runs": 1, "repeats": 2, "chunk_size": 6,
-                       "sanity_examples": 6}),
+        N_SANITY=6, EVAL_RUN_DIR="evaluate",
+        EVAL_SETTINGS={"attacks": ("clf-pgd", "bpda-eot"), "n_examples": 6, "chunk_size": 6, "sanity_examples": 6}),
     "03_torchattacks": dict(N_EXAMPLES=6, N_SLOW=3, ATTACK_STEPS=2, EOT_ITER=2, SPSA_ITERATIONS=1, SPSA_SAMPLES=4,
                             AUTOATTACK_EOT_ITER=1),
     "04_detection_and_certification": dict(N_CALIBRATION=40, N_EXAMPLES=20, PGD_STEPS=2, N_CERTIFY=3,
@@ -37,7 +36,15 @@ CLAIMS = {
     "01_quickstart": ["defended, S = 2 ensemble:", "BPDA PGD", "Clf-PGD (preprocessor-blind)"],
     "02_attacking_adp_honestly": [
         "BPDA gradient vs the classifier's gradient at the purified point: max |difference| = 0.00e+00",
-        "PGD-EOT, full, 2 draws", "| BPDA+EOT |", "Sanity report"],
+        "PGD-EOT, full, 2 draws",
+        # the evaluation card of the smoke preset (overridden in SETTINGS): scale line, overrides, the four statistics
+        # with CIs, the sanity report, and no claim
+        "SMOKE-SCALE RUN, NOT A ROBUSTNESS CLAIM: budgets below the reference",
+        "Preset: smoke, overridden: attacks = ['clf-pgd', 'bpda-eot'], chunk_size = 6, eps = 0.175, n_examples = 6",
+        "| Attack | Budget | Undefended | ADP mean | ADP worst of R | ADP majority of R | ADP fixed noise | n |",
+        "| BPDA+EOT | 2 it of 0.04375, EOT 2 (mean) (below reference: iterations 2 < 40, eot 2 < 15) |",
+        "Sanity report", "- bpda-eot on the first 6 examples: accuracy", "% at eps 1;",
+        "No strongest attack named: budgets below the reference.", "scale = 'smoke', claim = False"],
     "03_torchattacks": ["PGD", "EOTPGD (eot_iter=2)", "APGD-CE (eot_iter=2)", "SPSA (1 it, 4 samples)",
                         'AutoAttack(version="rand"), EOT 1'],
     "04_detection_and_certification": ["ROC AUC", "two-level ADP", "certified accuracy"],
@@ -63,8 +70,8 @@ def tiny_models(tmp_path_factory):
     train_score_model(NCSNv2(1, 8, ngf=8), data.x_train, geometric_sigmas(1.0, 0.01, 12), 30, batch_size=64,
                       checkpoint_path=folder / "score.safetensors", seed=0, progress=False)
     torch.manual_seed(0)
-    save_classifier(train_classifier(DigitsCNN(10), data.x_train, data.y_train, epochs=2, batch_size=64, seed=0,
-                                     progress=False), folder / "classifier.safetensors")
+    save_classifier(train_classifier(DigitsCNN(nb_classes=10), data.x_train, data.y_train, epochs=2, batch_size=64,
+                                     seed=0, progress=False), folder / "classifier.safetensors")
     return folder
 
 
