@@ -15,7 +15,7 @@ import functools
 import math
 import numbers
 import warnings
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Literal, Mapping, overload
 
 __all__ = ["REMOVAL", "boolean", "integer", "non_negative_int", "number", "one_of", "positive_int", "probability",
            "renamed_kwargs", "take_positional", "take_renamed", "warn_deprecated", "warn_renamed",
@@ -30,6 +30,18 @@ def _fail(name: str, what: str, value: object, optional: bool) -> ValueError:
     return ValueError(f"{name} must be {what}{' or None' if optional else ''}, got {value!r}.")
 
 
+@overload
+def integer(name: str, value: object, *, low: int | None = ..., high: int | None = ...,
+            optional: Literal[False] = ...) -> int:
+    """Without ``optional``: never None."""
+
+
+@overload
+def integer(name: str, value: object, *, low: int | None = ..., high: int | None = ...,
+            optional: bool) -> int | None:
+    """With ``optional=True``: None passes through."""
+
+
 def integer(name: str, value: object, *, low: int | None = None, high: int | None = None,
             optional: bool = False) -> int | None:
     """
@@ -40,9 +52,8 @@ def integer(name: str, value: object, *, low: int | None = None, high: int | Non
     """
     if optional and value is None:
         return None
-    ok = not isinstance(value, bool) and isinstance(value, numbers.Integral)
-    ok = ok and (low is None or value >= low) and (high is None or value <= high)
-    if not ok:
+    as_int = int(value) if not isinstance(value, bool) and isinstance(value, numbers.Integral) else None
+    if as_int is None or (low is not None and as_int < low) or (high is not None and as_int > high):
         if low is not None and high is not None:
             what = f"an integer in [{low}, {high}]"
         elif low is not None:
@@ -52,7 +63,17 @@ def integer(name: str, value: object, *, low: int | None = None, high: int | Non
         else:
             what = "an integer"
         raise _fail(name, what, value, optional)
-    return int(value)
+    return as_int
+
+
+@overload
+def positive_int(name: str, value: object, *, optional: Literal[False] = ...) -> int:
+    """Without ``optional``: never None."""
+
+
+@overload
+def positive_int(name: str, value: object, *, optional: bool) -> int | None:
+    """With ``optional=True``: None passes through."""
 
 
 def positive_int(name: str, value: object, *, optional: bool = False) -> int | None:
@@ -60,9 +81,31 @@ def positive_int(name: str, value: object, *, optional: bool = False) -> int | N
     return integer(name, value, low=1, optional=optional)
 
 
+@overload
+def non_negative_int(name: str, value: object, *, optional: Literal[False] = ...) -> int:
+    """Without ``optional``: never None."""
+
+
+@overload
+def non_negative_int(name: str, value: object, *, optional: bool) -> int | None:
+    """With ``optional=True``: None passes through."""
+
+
 def non_negative_int(name: str, value: object, *, optional: bool = False) -> int | None:
     """``value`` as an ``int`` >= 0: ``"{name} must be an integer >= 0, got {value!r}."``"""
     return integer(name, value, low=0, optional=optional)
+
+
+@overload
+def number(name: str, value: object, *, low: float | None = ..., high: float | None = ...,
+           low_open: bool = ..., high_open: bool = ..., optional: Literal[False] = ...) -> float:
+    """Without ``optional``: never None."""
+
+
+@overload
+def number(name: str, value: object, *, low: float | None = ..., high: float | None = ...,
+           low_open: bool = ..., high_open: bool = ..., optional: bool) -> float | None:
+    """With ``optional=True``: None passes through."""
 
 
 def number(name: str, value: object, *, low: float | None = None, high: float | None = None,
@@ -78,11 +121,12 @@ def number(name: str, value: object, *, low: float | None = None, high: float | 
     """
     if optional and value is None:
         return None
-    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+    as_float = float(value) if not isinstance(value, bool) and isinstance(value, numbers.Real) else math.nan
+    ok = math.isfinite(as_float)
     if ok and low is not None:
-        ok = value > low if low_open else value >= low
+        ok = as_float > low if low_open else as_float >= low
     if ok and high is not None:
-        ok = value < high if high_open else value <= high
+        ok = as_float < high if high_open else as_float <= high
     if not ok:
         if low is not None and high is not None:
             what = f"a number in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
@@ -93,7 +137,7 @@ def number(name: str, value: object, *, low: float | None = None, high: float | 
         else:
             what = "a finite number"
         raise _fail(name, what, value, optional)
-    return float(value)
+    return as_float
 
 
 def probability(name: str, value: object) -> float:
@@ -198,7 +242,7 @@ def renamed_kwargs(**renames: str) -> Callable:
                 take_renamed(kwargs, renames, owner, stacklevel=2)
             return fn(*args, **kwargs)
 
-        wrapper.__renamed_kwargs__ = dict(renames)
+        setattr(wrapper, "__renamed_kwargs__", dict(renames))
         return wrapper
 
     return decorate

@@ -73,6 +73,8 @@ class ScoreNormHead(torch.nn.Module):
     def __init__(self, model: torch.nn.Module, detector: ScoreNormDetector, *, margin: float = 0.9) -> None:
         super().__init__()
         self.model, self.score_model = model, detector.score_model
+        if detector.threshold is None:
+            raise ValueError("ScoreNormHead needs a fitted detector: call detector.fit(x_clean, fpr=...) first.")
         self.offset = margin * detector.threshold
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -96,7 +98,8 @@ class EvadeDetectorLoss(torch.nn.Module):
 
 
 def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifier: torch.nn.Module,
-                    config: DetectConfig = DetectConfig(), *, progress: bool = True, device: str | None = None,
+                    config: DetectConfig = DetectConfig(), *, progress: bool = True,
+                    device: str | torch.device | None = None,
                     log: Callable[[str], None] = print) -> dict:
     """
     Fit the detector, measure ROC AUC and rates, draw the score-norm histogram, and attack plain and two-level ADP.

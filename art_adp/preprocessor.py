@@ -197,7 +197,8 @@ class ADPPurifier(PreprocessorPyTorch):
         if self.clip_inputs:
             xd = torch.where(xd.isfinite(), xd.clamp(*self.clip_values), xd)  # NaN/Inf stay, for purify to refuse
         if self.channels_last:
-            self.score_model.to(memory_format=torch.channels_last)
+            # nn.Module.to accepts memory_format at run time; torch's overloads for it omit the keyword
+            self.score_model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
             xd = xd.contiguous(memory_format=torch.channels_last)
         if self.gradient == "full":
             out = torch.cat([self._purify(chunk) for chunk in xd.split(self.batch_size)])

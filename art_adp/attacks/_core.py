@@ -124,7 +124,11 @@ class IterativeAttack(EvasionAttack):
 
     attack_params = EvasionAttack.attack_params + ["norm", "eps", "eps_step", "max_iter", "batch_size", "verbose"]
     _estimator_requirements = (PyTorchClassifier,)
-    mode: str | None = None  # the gradient mode set on the estimator's ADPPurifiers while attacking
+
+    @property
+    def mode(self) -> str | None:
+        """The gradient mode set on the estimator's ADPPurifiers while attacking (None: leave theirs)."""
+        return None
 
     def __init__(self, estimator: PyTorchClassifier, *, norm=np.inf, eps: float = 8 / 255, eps_step: float = 2 / 255,
                  max_iter: int = 40, batch_size: int = 512, verbose: bool = False) -> None:

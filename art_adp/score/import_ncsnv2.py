@@ -117,9 +117,11 @@ def _architecture(config: Mapping) -> tuple[dict[str, int], list[float]]:
             "ngf": _int(model, "model", "ngf")}
     n = _int(model, "model", "num_classes")
     begin, end, dist = model.get("sigma_begin"), model.get("sigma_end"), model.get("sigma_dist", "geometric")
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (begin, end)) or n < 1:
+    positive = [v for v in (begin, end) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0]
+    if len(positive) != 2 or n < 1:
         raise ValueError(f"The config's model.sigma_begin/sigma_end/num_classes must be positive, got {begin!r}, "
                          f"{end!r}, {n!r}.")
+    begin, end = positive
     if dist == "geometric":
         sigmas = [math.exp(math.log(begin) + (math.log(end) - math.log(begin)) * i / max(n - 1, 1)) for i in range(n)]
     elif dist == "uniform":

@@ -7,7 +7,7 @@ This module follows the architecture of the reference code ``ermongroup/ncsnv2``
 | Paper link (NCSNv2): https://arxiv.org/abs/2006.09011
 | Paper link (ADP): https://arxiv.org/abs/2106.06041
 """
-from typing import Dict, List, Sequence, Tuple, Union
+from typing import Any, Dict, List, Sequence, Tuple, Union, cast
 
 import torch
 import torch.nn as nn
@@ -89,6 +89,7 @@ class ResidualBlock(nn.Module):
         self.act = act
         self.normalize1 = InstanceNorm2dPlus(in_ch)
         self.shortcut: Union[nn.Module, None] = None
+        self.conv2: nn.Module
         if resample == "down":
             self.conv1 = _conv3x3(in_ch, in_ch, dilation=dilation or 1)
             self.normalize2 = InstanceNorm2dPlus(in_ch)
@@ -129,7 +130,7 @@ class RCUBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for convs in self.blocks:
             residual = x
-            for conv in convs:
+            for conv in cast(nn.ModuleList, convs):
                 x = conv(self.act(x))
             x = x + residual
         return x
@@ -143,10 +144,11 @@ class MSFBlock(nn.Module):
         self.convs = nn.ModuleList(_conv3x3(c, features, bias=True) for c in in_planes)
 
     def forward(self, xs: List[torch.Tensor], shape: Tuple[int, int]) -> torch.Tensor:
-        out = 0.0
-        for conv, x in zip(self.convs, xs):
-            out = out + F.interpolate(conv(x), size=shape, mode="bilinear", align_corners=True)
-        return out  # type: ignore[return-value]
+        ys = [F.interpolate(conv(x), size=shape, mode="bilinear", align_corners=True) for conv, x in zip(self.convs, xs)]
+        out = ys[0]
+        for y in ys[1:]:
+            out = out + y
+        return out
 
 
 class CRPBlock(nn.Module):
@@ -209,6 +211,8 @@ class NCSNv2(nn.Module):
     | Paper link (NCSNv2): https://arxiv.org/abs/2006.09011
     | Paper link (ADP): https://arxiv.org/abs/2106.06041
     """
+
+    training_info: Dict[str, Any]  # set by the loaders and the importer: {"sigmas": [...], "step": n, ...}
 
     def __init__(self, in_channels: int, image_size: int, *, ngf: int = 64) -> None:
         """

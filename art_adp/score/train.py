@@ -147,7 +147,8 @@ def train_score_model(
         for tensor in model.state_dict().values():
             dist.broadcast(tensor.data, 0)
     ema = copy.deepcopy(model).eval().requires_grad_(False)
-    ema_params, params = list(ema.parameters()), list(model.parameters())
+    ema_params: list[torch.Tensor] = list(ema.parameters())
+    params: list[torch.Tensor] = list(model.parameters())
     opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=0.0, foreach=True)
     gen = torch.Generator(device=device)
     seed = int(seed) if seed is not None else int(torch.randint(0, 2**62, ()).item())
@@ -215,5 +216,5 @@ def train_score_model(
         save()
     if distributed:
         dist.barrier()  # the checkpoint is on disk before any rank goes on (e.g. to resume from it)
-    ema.training_info = {"sigmas": sigmas.tolist(), "step": step}
+    setattr(ema, "training_info", {"sigmas": sigmas.tolist(), "step": step})  # not a tensor
     return ema
