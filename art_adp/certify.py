@@ -267,7 +267,8 @@ def run_certify(run_dir: str | Path, model_for_sigma: Callable[[float], Callable
             gen = torch.Generator(x.device).manual_seed(seed * 1_000_003 + i)
             exact = certify(model, x[i:i + 1], sigma=sigma, n0=n0, n=n, alpha=alpha, batch_size=batch_size,
                             generator=gen, progress=False)
-            if n_approximate == n0 and exact.selection_counts is not None:  # the selection draws double as the paper's approximate estimate
+            # the selection draws double as the paper's approximate estimate
+            if n_approximate == n0 and exact.selection_counts is not None:
                 approx = approximate_radius(exact.selection_counts, sigma)
             else:
                 approx = certify_approximate(model, x[i:i + 1], sigma=sigma, n=n_approximate,

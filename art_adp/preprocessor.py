@@ -213,7 +213,7 @@ class ADPPurifier(PreprocessorPyTorch):
         return self.forward(x, y)[0]
 
     def set_params(self, **kwargs) -> None:
-        """Set parameters from ``params`` and validate them; unknown names or invalid values raise and change nothing."""
+        """Set parameters from ``params`` and validate them; unknown names or invalid values raise, changing nothing."""
         kwargs = take_renamed(dict(kwargs), RENAMED, "ADPPurifier.set_params")
         unknown = sorted(set(kwargs) - set(self.params))
         if unknown:

@@ -35,7 +35,8 @@ def the_purifier(estimator: PyTorchClassifier, attack: str) -> ADPPurifier:
     found = purifiers(estimator)
     if len(found) != 1:
         raise ValueError(f"{attack} needs an estimator with exactly one ADPPurifier in preprocessing_defences, "
-                         f"found {len(found)}; build it as PyTorchClassifier(..., preprocessing_defences=[ADPPurifier(...)]).")
+                         f"found {len(found)}; build it as "
+                         "PyTorchClassifier(..., preprocessing_defences=[ADPPurifier(...)]).")
     return found[0]
 
 

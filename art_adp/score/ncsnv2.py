@@ -144,7 +144,7 @@ class MSFBlock(nn.Module):
         self.convs = nn.ModuleList(_conv3x3(c, features, bias=True) for c in in_planes)
 
     def forward(self, xs: List[torch.Tensor], shape: Tuple[int, int]) -> torch.Tensor:
-        ys = [F.interpolate(conv(x), size=shape, mode="bilinear", align_corners=True) for conv, x in zip(self.convs, xs)]
+        ys = [F.interpolate(c(x), size=shape, mode="bilinear", align_corners=True) for c, x in zip(self.convs, xs)]
         out = ys[0]
         for y in ys[1:]:
             out = out + y
