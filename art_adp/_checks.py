@@ -15,7 +15,8 @@ import functools
 import math
 import numbers
 import warnings
-from typing import Any, Callable, Iterable, Literal, Mapping, overload
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, overload
 
 __all__ = ["REMOVAL", "boolean", "integer", "non_negative_int", "number", "one_of", "positive_int", "probability",
            "renamed_kwargs", "take_positional", "take_renamed", "warn_deprecated", "warn_renamed",

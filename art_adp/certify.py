@@ -21,10 +21,9 @@ When to use which, and ART's ``PyTorchRandomizedSmoothing`` (which can host ADP 
 from __future__ import annotations
 
 import json
-import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import torch

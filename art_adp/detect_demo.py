@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -151,7 +151,7 @@ def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifie
 
     auc_by_eps = {c.eps: auc}
     for eps in c.auc_eps:
-        steps = dict(pgd, eps=eps, eps_step=2.5 * eps / c.pgd_steps, verbose=False)
+        steps = {**pgd, "eps": eps, "eps_step": 2.5 * eps / c.pgd_steps, "verbose": False}
         auc_by_eps[eps] = roc_auc(detector, x, ProjectedGradientDescent(bare, **steps).generate(x, y=y))
     log("ROC AUC (clean vs blind PGD) by eps: " + ", ".join(f"{e:g}: {a:.4f}" for e, a in sorted(auc_by_eps.items())))
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping, cast
+from typing import Any, cast
 
 import torch
 from safetensors import SafetensorError, safe_open

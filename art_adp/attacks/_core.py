@@ -7,7 +7,7 @@ gradients (:func:`art_adp.ensemble.eot_gradient`), the purifiers' gradient mode,
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Sequence, TypeVar
+from collections.abc import Sequence
+from typing import TypeVar
 
 import torch
 

@@ -58,7 +58,7 @@ def dct_drop(x: torch.Tensor, energy: float = DCT_ENERGY) -> torch.Tensor:
         raise ValueError(f"energy must lie in [0, 1), got {energy!r}.")
     if x.ndim != 4:
         raise ValueError(f"x must be N×C×H×W, got shape {tuple(x.shape)}.")
-    n, _, h, w = x.shape
+    _, _, h, w = x.shape
     dh, dw = dct_matrix(h, device=x.device), dct_matrix(w, device=x.device)
     coef = dh @ x.double() @ dw.T
     power = coef.pow(2).flatten(1)

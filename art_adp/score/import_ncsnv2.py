@@ -66,7 +66,7 @@ def read_ncsnv2_config(config: str | os.PathLike | Mapping) -> dict:
                                 "with, or the config.yml of its log folder.")
     # The log folder's config.yml is yaml.dump of an argparse.Namespace: drop exactly that tag (its nodes are
     # plain mappings) and parse with yaml.safe_load, which refuses every other Python tag.
-    text = _NAMESPACE_TAG.sub("", path.read_text())
+    text = _NAMESPACE_TAG.sub("", path.read_text(encoding="utf-8"))
     try:
         parsed = yaml.safe_load(text)
     except yaml.YAMLError as err:
