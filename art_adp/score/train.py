@@ -181,7 +181,7 @@ def train_score_model(
 
     start_step = step
     progress = progress and rank == 0
-    bar = tqdm(total=iterations, initial=step, disable=not progress, desc="train score", dynamic_ncols=True)
+    pbar = tqdm(total=iterations, initial=step, disable=not progress, desc="train score", dynamic_ncols=True)
     running = None
     try:
         while step < iterations:
@@ -200,18 +200,18 @@ def train_score_model(
                 for e, b in zip(ema.buffers(), model.buffers()):
                     e.copy_(b)
             step += 1
-            bar.update(1)
+            pbar.update(1)
             if progress and (step % 10 == 0 or step == iterations):
                 value = loss.item()
                 running = value if running is None else 0.9 * running + 0.1 * value
-                bar.set_postfix(loss=f"{running:.4g}")
+                pbar.set_postfix(loss=f"{running:.4g}")
             if step % checkpoint_every == 0 and step < iterations:
                 save()
     except KeyboardInterrupt:
         save()
         raise
     finally:
-        bar.close()
+        pbar.close()
     if step > start_step or (checkpoint_path is not None and not Path(checkpoint_path).exists()):
         save()
     if distributed:
