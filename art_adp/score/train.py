@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -18,6 +19,8 @@ from .augment import augment_targets
 from .dsm import dsm_loss
 
 __all__ = ["train_score_model"]
+
+ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)  # the network type, returned as its EMA copy
 
 
 def _as_data(x_train, device) -> torch.Tensor:
@@ -66,7 +69,7 @@ def _restore(path, model, ema, opt, gen, sigmas) -> int:
 
 
 def train_score_model(
-    model: torch.nn.Module,
+    model: ModuleT,
     x_train,
     sigmas,
     iterations: int,
@@ -82,7 +85,7 @@ def train_score_model(
     checkpoint_every: int = 500,
     device: str | torch.device | None = None,
     augment: str | None = None,
-) -> torch.nn.Module:
+) -> ModuleT:
     """
     Train a noise-level-free score network h by multi-level denoising score matching (:func:`dsm_loss`).
 
@@ -164,7 +167,7 @@ def train_score_model(
             raise ValueError(f"Cannot resume from {checkpoint_path}: it was trained with augment={held!r}, not "
                              f"{augment!r}. Use another checkpoint_path or resume=False.")
         step = _restore(checkpoint_path, model, ema, opt, gen, sigmas)
-    net = model
+    net: torch.nn.Module = model
     if distributed:
         net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     shard = (rank, world) if distributed else None
