@@ -15,7 +15,8 @@ import functools
 import math
 import numbers
 import warnings
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, overload
 
 __all__ = ["REMOVAL", "boolean", "integer", "non_negative_int", "number", "one_of", "positive_int", "probability",
            "renamed_kwargs", "take_positional", "take_renamed", "warn_deprecated", "warn_renamed",
@@ -30,9 +31,15 @@ def _fail(name: str, what: str, value: object, optional: bool) -> ValueError:
     return ValueError(f"{name} must be {what}{' or None' if optional else ''}, got {value!r}.")
 
 
-def _bounds(kind: str, low, high, low_open: bool = False, high_open: bool = False, *, unbounded: str = "") -> str:
+def _bounds(
+    kind: str, low: float | None, high: float | None, low_open: bool = False, high_open: bool = False, *,
+    unbounded: str = "",
+) -> str:
     """How a message names the allowed values: "an integer in [0, 9]", "a number > 0", "a number in (0, 1)"."""
-    show = str if kind == "an integer" else (lambda v: f"{v:g}")
+
+    def show(v: float) -> str:
+        return str(v) if kind == "an integer" else f"{v:g}"
+
     if low is not None and high is not None:
         return f"{kind} in {'(' if low_open else '['}{show(low)}, {show(high)}{')' if high_open else ']'}"
     if low is not None:
@@ -40,6 +47,18 @@ def _bounds(kind: str, low, high, low_open: bool = False, high_open: bool = Fals
     if high is not None:
         return f"{kind} {'<' if high_open else '<='} {show(high)}"
     return unbounded or kind
+
+
+@overload
+def integer(name: str, value: object, *, low: int | None = ..., high: int | None = ...,
+            optional: Literal[False] = ...) -> int:
+    """Without ``optional``: never None."""
+
+
+@overload
+def integer(name: str, value: object, *, low: int | None = ..., high: int | None = ...,
+            optional: bool) -> int | None:
+    """With ``optional=True``: None passes through."""
 
 
 def integer(name: str, value: object, *, low: int | None = None, high: int | None = None,
@@ -52,11 +71,20 @@ def integer(name: str, value: object, *, low: int | None = None, high: int | Non
     """
     if optional and value is None:
         return None
-    ok = not isinstance(value, bool) and isinstance(value, numbers.Integral)
-    ok = ok and (low is None or value >= low) and (high is None or value <= high)
-    if not ok:
+    as_int = int(value) if not isinstance(value, bool) and isinstance(value, numbers.Integral) else None
+    if as_int is None or (low is not None and as_int < low) or (high is not None and as_int > high):
         raise _fail(name, _bounds("an integer", low, high), value, optional)
-    return int(value)
+    return as_int
+
+
+@overload
+def positive_int(name: str, value: object, *, optional: Literal[False] = ...) -> int:
+    """Without ``optional``: never None."""
+
+
+@overload
+def positive_int(name: str, value: object, *, optional: bool) -> int | None:
+    """With ``optional=True``: None passes through."""
 
 
 def positive_int(name: str, value: object, *, optional: bool = False) -> int | None:
@@ -64,9 +92,31 @@ def positive_int(name: str, value: object, *, optional: bool = False) -> int | N
     return integer(name, value, low=1, optional=optional)
 
 
+@overload
+def non_negative_int(name: str, value: object, *, optional: Literal[False] = ...) -> int:
+    """Without ``optional``: never None."""
+
+
+@overload
+def non_negative_int(name: str, value: object, *, optional: bool) -> int | None:
+    """With ``optional=True``: None passes through."""
+
+
 def non_negative_int(name: str, value: object, *, optional: bool = False) -> int | None:
     """``value`` as an ``int`` >= 0: ``"{name} must be an integer >= 0, got {value!r}."``"""
     return integer(name, value, low=0, optional=optional)
+
+
+@overload
+def number(name: str, value: object, *, low: float | None = ..., high: float | None = ...,
+           low_open: bool = ..., high_open: bool = ..., optional: Literal[False] = ...) -> float:
+    """Without ``optional``: never None."""
+
+
+@overload
+def number(name: str, value: object, *, low: float | None = ..., high: float | None = ...,
+           low_open: bool = ..., high_open: bool = ..., optional: bool) -> float | None:
+    """With ``optional=True``: None passes through."""
 
 
 def number(name: str, value: object, *, low: float | None = None, high: float | None = None,
@@ -82,15 +132,16 @@ def number(name: str, value: object, *, low: float | None = None, high: float | 
     """
     if optional and value is None:
         return None
-    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+    as_float = float(value) if not isinstance(value, bool) and isinstance(value, numbers.Real) else math.nan
+    ok = math.isfinite(as_float)
     if ok and low is not None:
-        ok = value > low if low_open else value >= low
+        ok = as_float > low if low_open else as_float >= low
     if ok and high is not None:
-        ok = value < high if high_open else value <= high
+        ok = as_float < high if high_open else as_float <= high
     if not ok:
         raise _fail(name, _bounds("a number", low, high, low_open, high_open, unbounded="a finite number"), value,
                     optional)
-    return float(value)
+    return as_float
 
 
 def probability(name: str, value: object) -> float:
@@ -195,7 +246,7 @@ def renamed_kwargs(**renames: str) -> Callable:
                 take_renamed(kwargs, renames, owner, stacklevel=2)
             return fn(*args, **kwargs)
 
-        wrapper.__renamed_kwargs__ = dict(renames)
+        setattr(wrapper, "__renamed_kwargs__", dict(renames))
         return wrapper
 
     return decorate

@@ -21,10 +21,9 @@ When to use which, and ART's ``PyTorchRandomizedSmoothing`` (which can host ADP 
 from __future__ import annotations
 
 import json
-import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -89,6 +88,8 @@ def _counts(model, x: torch.Tensor, num: int, sigma: float, batch_size: int, gen
         pred = logits.argmax(1)
         chunk = torch.bincount(pred, minlength=logits.shape[1]).cpu()
         counts = chunk if counts is None else counts + chunk
+    if counts is None:
+        raise ValueError(f"num (the number of noise draws) must be >= 1, got {num}.")
     return counts
 
 
@@ -177,7 +178,7 @@ def approximate_radius(counts: np.ndarray, sigma: float) -> Certificate:
     return Certificate(order[:, 0].astype(np.int64), radius, p_a, counts, float(sigma), approximate=True)
 
 
-def certified_accuracy(certificate: Certificate, y: np.ndarray, radii: Sequence[float]) -> np.ndarray:
+def certified_accuracy(certificate: Certificate, y: np.ndarray, radii: Sequence[float] | np.ndarray) -> np.ndarray:
     """
     Certified accuracy at each radius r: the fraction of inputs predicted correctly with radius ≥ r.
 
@@ -226,8 +227,8 @@ def run_certify(run_dir: str | Path, model_for_sigma: Callable[[float], Callable
     to ``run_dir/certify_sigma{σ}.jsonl`` as it finishes, so an interrupted run resumes where it stopped (input i
     always draws its noise from a generator seeded by ``(seed, i)``); then ``certify.json``, ``certify.md`` (the
     certified-accuracy table) and ``certify.png`` (the curves). ``certify_settings.json`` records n₀, n, α, the
-    approximate variant's n and the seed; resuming with other settings raises. When ``n_approximate == n0`` the approximate radius
-    comes from CERTIFY's n₀ selection draws (no extra samples; the paper's variant uses 100 draws).
+    approximate variant's n and the seed; resuming with other settings raises. When ``n_approximate == n0`` the
+    approximate radius comes from CERTIFY's n₀ selection draws (no extra samples; the paper's variant uses 100 draws).
 
     :param run_dir: Output folder.
     :param model_for_sigma: σ → base classifier (e.g. ``lambda s: adp_base_classifier(clf, score)``).
@@ -265,7 +266,8 @@ def run_certify(run_dir: str | Path, model_for_sigma: Callable[[float], Callable
             gen = torch.Generator(x.device).manual_seed(seed * 1_000_003 + i)
             exact = certify(model, x[i:i + 1], sigma=sigma, n0=n0, n=n, alpha=alpha, batch_size=batch_size,
                             generator=gen, progress=False)
-            if n_approximate == n0:  # the selection draws double as the paper's approximate estimate
+            # the selection draws double as the paper's approximate estimate
+            if n_approximate == n0 and exact.selection_counts is not None:
                 approx = approximate_radius(exact.selection_counts, sigma)
             else:
                 approx = certify_approximate(model, x[i:i + 1], sigma=sigma, n=n_approximate,
@@ -289,10 +291,10 @@ def run_certify(run_dir: str | Path, model_for_sigma: Callable[[float], Callable
                                "abstained": int(np.sum(exact.prediction == -1))}
     header = "| σ | variant | " + " | ".join(f"r = {r:g}" for r in radii) + " |"
     lines = [header, "|---|---|" + "---|" * len(radii)]
-    for sigma, row in table.items():
-        lines.append(f"| {sigma} | CERTIFY (n0={n0}, n={n}, α={alpha:g}) | "
+    for sigma_key, row in table.items():
+        lines.append(f"| {sigma_key} | CERTIFY (n0={n0}, n={n}, α={alpha:g}) | "
                      + " | ".join(f"{100 * a:.1f}" for a in row["certify"]) + " |")
-        lines.append(f"| {sigma} | approximate (n={n_approximate}, not a certificate) | "
+        lines.append(f"| {sigma_key} | approximate (n={n_approximate}, not a certificate) | "
                      + " | ".join(f"{100 * a:.1f}" for a in row["approximate"]) + " |")
     (run_dir / "certify.md").write_text("\n".join(lines) + "\n")
     certified_accuracy_curve(run_dir / "certify.png", curves,

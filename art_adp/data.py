@@ -9,9 +9,11 @@ reconstructors a genuine batch holds, so a tampered file cannot run code.  ``.np
 from __future__ import annotations
 
 import gzip
+import importlib
 import os
 import pickle
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,14 +126,15 @@ def _load_idx_dataset(root: str | os.PathLike, name: str, classes, url: str) -> 
     paths = [next((p for p in (folder / f"{b}.gz", folder / b) if p.is_file()), None) for b in _IDX_FILES]
     if None in paths:
         raise _missing(folder, [f"{b}.gz (or {b})" for b in _IDX_FILES], name, url)
+    files = [p for p in paths if p is not None]
     parts = []
-    for img_path, lab_path in (paths[:2], paths[2:]):
+    for img_path, lab_path in (files[:2], files[2:]):
         x = _read_idx(img_path, 0x00000803, (28, 28))
         y = _read_idx(lab_path, 0x00000801, ())
         if len(x) != len(y):
             raise ValueError(f"{img_path} has {len(x)} images but {lab_path} has {len(y)} labels")
         parts += [(x.astype(np.float32) / 255.0)[:, None], _check_labels(y, len(classes), lab_path)]
-    return Dataset(name, *parts, classes=classes)
+    return Dataset(name, parts[0], parts[1], parts[2], parts[3], classes=classes)
 
 
 def load_mnist(root: str | os.PathLike) -> Dataset:
@@ -166,9 +169,9 @@ def _latin1_encode(text, encoding="latin1"):
 
 
 try:
-    from numpy._core import multiarray as _multiarray  # numpy >= 2
+    _multiarray = importlib.import_module("numpy._core.multiarray")  # numpy >= 2
 except ImportError:  # pragma: no cover - numpy 1.x
-    from numpy.core import multiarray as _multiarray
+    _multiarray = importlib.import_module("numpy.core.multiarray")
 # The complete allow-list: a name resolves to one of these objects or is refused (nothing is ever imported).
 _ALLOWED_GLOBALS = {("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype,
                     ("_codecs", "encode"): _latin1_encode,  # Python 3 pickles' bytes, protocols <= 2
@@ -187,7 +190,7 @@ class _CifarUnpickler(pickle.Unpickler):
                                     "this is not a genuine CIFAR batch") from None
 
 
-def _load_cifar_batch(path: Path, label_key: str, nb_classes: int):
+def _load_cifar_batch(path: Path, label_key: str, nb_classes: int) -> tuple[np.ndarray, np.ndarray]:
     try:
         with open(path, "rb") as f:
             obj = _CifarUnpickler(f, encoding="bytes").load()  # bytes: as the official CIFAR instructions
@@ -292,8 +295,8 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, **options) ->
     :param options: Passed to the loader, e.g. ``seed=1`` (digits) or ``label_mode="coarse"`` (cifar100).
     :return: ``Dataset``.
     """
-    loaders = {"mnist": load_mnist, "fashion-mnist": load_fashion_mnist, "cifar10": load_cifar10,
-               "cifar100": load_cifar100}
+    loaders: dict[str, Callable[..., Dataset]] = {"mnist": load_mnist, "fashion-mnist": load_fashion_mnist,
+                                                  "cifar10": load_cifar10, "cifar100": load_cifar100}
     if name == "digits":
         return load_digits(**options)
     if name not in loaders:

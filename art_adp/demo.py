@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -50,7 +50,7 @@ def _accuracy(probs: np.ndarray, y: np.ndarray) -> float:
 
 
 def run_demo(run_dir: str | Path = "runs/demo", config: DemoConfig = DemoConfig(), *, progress: bool = True,
-             device: str | None = None, log: Callable[[str], None] = print) -> dict:
+             device: str | torch.device | None = None, log: Callable[[str], None] = print) -> dict:
     """
     Train or reuse the models in ``run_dir``, attack, and print and return the accuracy table.
 
@@ -126,7 +126,8 @@ def run_demo(run_dir: str | Path = "runs/demo", config: DemoConfig = DemoConfig(
     elapsed = time.perf_counter() - start
 
     log("")
-    log(f"Threat model: l_inf eps = {c.eps:g}, PGD {c.pgd_steps} steps of {eps_step:.4g} (ART ProjectedGradientDescent)")
+    log(f"Threat model: l_inf eps = {c.eps:g}, PGD {c.pgd_steps} steps of {eps_step:.4g} "
+        "(ART ProjectedGradientDescent)")
     log(f"Defence: ADP sigma = {c.sigma:g}, T = 10 adaptive steps (lambda = 0.05, delta = 1e-3, tau = 1e-3), "
         f"S = {c.runs} runs averaged")
     log(f"Data: sklearn digits, {len(x_test)} test images; score model NCSNv2(ngf={c.ngf}), "

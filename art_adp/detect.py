@@ -99,10 +99,10 @@ class ScoreNormDetector(EvasionDetector):
         :param x: ``N×C×H×W`` inputs in ``clip_values``.
         :return: ``N`` bool tensor on ``x``'s device, ``True`` = attacked.
         """
-        self._require_threshold()
+        threshold = self._require_threshold()
         check_images(x, self.clip_values)
         xd = x.detach().to(self.device, torch.float32).clamp(*self.clip_values)
-        return (score_norms(self.score_model, xd, batch_size=self.batch_size) > self.threshold).to(x.device)
+        return (score_norms(self.score_model, xd, batch_size=self.batch_size) > threshold).to(x.device)
 
     def fit(self, x: np.ndarray, y: np.ndarray | None = None, batch_size: int = 128, nb_epochs: int = 0, *,
             fpr: float = 0.05, **kwargs) -> None:
@@ -135,9 +135,10 @@ class ScoreNormDetector(EvasionDetector):
         norms = self.score_norms(x)
         return {"score_norms": norms, "threshold": self.threshold}, norms > self.threshold
 
-    def _require_threshold(self) -> None:
+    def _require_threshold(self) -> float:
         if self.threshold is None:
             raise ValueError("ScoreNormDetector has no threshold yet: call fit(x_clean, fpr=...) or pass threshold=.")
+        return self.threshold
 
 
 def roc_auc(detector: ScoreNormDetector, x_clean: np.ndarray, x_adv: np.ndarray) -> float:

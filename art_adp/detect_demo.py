@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -73,6 +73,8 @@ class ScoreNormHead(torch.nn.Module):
     def __init__(self, model: torch.nn.Module, detector: ScoreNormDetector, *, margin: float = 0.9) -> None:
         super().__init__()
         self.model, self.score_model = model, detector.score_model
+        if detector.threshold is None:
+            raise ValueError("ScoreNormHead needs a fitted detector: call detector.fit(x_clean, fpr=...) first.")
         self.offset = margin * detector.threshold
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -96,7 +98,8 @@ class EvadeDetectorLoss(torch.nn.Module):
 
 
 def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifier: torch.nn.Module,
-                    config: DetectConfig = DetectConfig(), *, progress: bool = True, device: str | None = None,
+                    config: DetectConfig = DetectConfig(), *, progress: bool = True,
+                    device: str | torch.device | None = None,
                     log: Callable[[str], None] = print) -> dict:
     """
     Fit the detector, measure ROC AUC and rates, draw the score-norm histogram, and attack plain and two-level ADP.
@@ -148,7 +151,7 @@ def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifie
 
     auc_by_eps = {c.eps: auc}
     for eps in c.auc_eps:
-        steps = dict(pgd, eps=eps, eps_step=2.5 * eps / c.pgd_steps, verbose=False)
+        steps = {**pgd, "eps": eps, "eps_step": 2.5 * eps / c.pgd_steps, "verbose": False}
         auc_by_eps[eps] = roc_auc(detector, x, ProjectedGradientDescent(bare, **steps).generate(x, y=y))
     log("ROC AUC (clean vs blind PGD) by eps: " + ", ".join(f"{e:g}: {a:.4f}" for e, a in sorted(auc_by_eps.items())))
 

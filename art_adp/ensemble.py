@@ -10,7 +10,7 @@ of the input: ``model(standardise(defend(x)))``, in ART's order.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from art.defences.preprocessor.preprocessor import Preprocessor, PreprocessorPyTorch

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -231,7 +231,7 @@ class EOTClassifier(PyTorchClassifier):
         x_t = self._inputs(x).detach().requires_grad_(True)
         n = len(x_t)
         if label is None:
-            classes = list(range(self.nb_classes))
+            classes: list[int | torch.Tensor] = list(range(self.nb_classes))
         elif isinstance(label, (int, np.integer)) and 0 <= label < self.nb_classes:
             classes = [int(label)]
         else:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
@@ -197,7 +198,8 @@ class ADPPurifier(PreprocessorPyTorch):
         if self.clip_inputs:
             xd = torch.where(xd.isfinite(), xd.clamp(*self.clip_values), xd)  # NaN/Inf stay, for purify to refuse
         if self.channels_last:
-            self.score_model.to(memory_format=torch.channels_last)
+            # nn.Module.to accepts memory_format at run time; torch's overloads for it omit the keyword
+            self.score_model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
             xd = xd.contiguous(memory_format=torch.channels_last)
         if self.gradient == "full":
             out = torch.cat([self._purify(chunk) for chunk in xd.split(self.batch_size)])
@@ -212,7 +214,7 @@ class ADPPurifier(PreprocessorPyTorch):
         return self.forward(x, y)[0]
 
     def set_params(self, **kwargs) -> None:
-        """Set parameters from ``params`` and validate them; unknown names or invalid values raise and change nothing."""
+        """Set parameters from ``params`` and validate them; unknown names or invalid values raise, changing nothing."""
         kwargs = take_renamed(dict(kwargs), RENAMED, "ADPPurifier.set_params")
         unknown = sorted(set(kwargs) - set(self.params))
         if unknown:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.func
@@ -162,7 +162,10 @@ def _score(score_model, x: torch.Tensor, amp: str | None) -> torch.Tensor:
 def _step(score_model, x, active, alpha_t, *, lam, delta, step_clamp, tau, clip_values, amp):
     """One step of Algorithm 1 on the rows of ``x`` still evaluated; ``alpha_t`` is a float or an adaptive rule."""
     h = _score(score_model, x, amp)
-    sq_norm = lambda: h.flatten(1).pow(2).sum(1).clamp_min(1e-30)  # noqa: E731
+
+    def sq_norm() -> torch.Tensor:
+        return h.flatten(1).pow(2).sum(1).clamp_min(1e-30)
+
     if alpha_t == "adaptive":  # eq. 11: 1 − ⟨h(x), h(x + δh)⟩/‖h‖² ≈ −δ⟨h, J h⟩/‖h‖²
         ratio = (h * _score(score_model, x + delta * h, amp)).flatten(1).sum(1) / sq_norm()
         alpha = (lam * delta / (1 - ratio)).clamp(*step_clamp)
@@ -206,7 +209,8 @@ class _Running:
         self.x, self.n, self.compact = x, n, compact
         self.rows = torch.arange(n, device=x.device)  # the rows of x still evaluated: x_run = x[rows]
         self.x_run, self.active = x, torch.ones(n, dtype=torch.bool, device=x.device)
-        self.taken, self.used = torch.zeros(n, dtype=torch.long, device=x.device), []
+        self.taken = torch.zeros(n, dtype=torch.long, device=x.device)
+        self.used: list[torch.Tensor] = []
 
     @property
     def finished(self) -> bool:

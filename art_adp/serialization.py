@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, cast
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -94,11 +95,14 @@ def save_module(
         raise ValueError(f"Cannot save a {arch}: known architectures are {sorted(architectures)}.")
     all_tensors = dict(model.state_dict())
     all_tensors.update(tensors or {})
-    write_checkpoint(path, all_tensors, {"architecture": arch, "config": dict(model.config), **header})
+    config = cast(Mapping[str, Any], model.config)  # the architectures in the table keep their arguments here
+    write_checkpoint(path, all_tensors, {"architecture": arch, "config": dict(config), **header})
 
 
 def load_module(
-    path: str | os.PathLike, architectures: Mapping[str, type], device: str | torch.device | None = None
+    path: str | os.PathLike,
+    architectures: Mapping[str, Callable[..., torch.nn.Module]],
+    device: str | torch.device | None = None,
 ) -> tuple[torch.nn.Module, dict[str, Any]]:
     """
     Rebuild a network saved by :func:`save_module` from the fixed table ``architectures``.
@@ -109,7 +113,7 @@ def load_module(
     """
     tensors, header = read_checkpoint(path)
     arch = header.get("architecture")
-    if arch not in architectures:
+    if not isinstance(arch, str) or arch not in architectures:
         raise ValueError(f"{path} names an unknown architecture {arch!r}; known: {sorted(architectures)}.")
     try:
         model = architectures[arch](**header["config"])

@@ -7,7 +7,7 @@ gradients (:func:`art_adp.ensemble.eot_gradient`), the purifiers' gradient mode,
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -35,7 +35,8 @@ def the_purifier(estimator: PyTorchClassifier, attack: str) -> ADPPurifier:
     found = purifiers(estimator)
     if len(found) != 1:
         raise ValueError(f"{attack} needs an estimator with exactly one ADPPurifier in preprocessing_defences, "
-                         f"found {len(found)}; build it as PyTorchClassifier(..., preprocessing_defences=[ADPPurifier(...)]).")
+                         f"found {len(found)}; build it as "
+                         "PyTorchClassifier(..., preprocessing_defences=[ADPPurifier(...)]).")
     return found[0]
 
 
@@ -124,7 +125,11 @@ class IterativeAttack(EvasionAttack):
 
     attack_params = EvasionAttack.attack_params + ["norm", "eps", "eps_step", "max_iter", "batch_size", "verbose"]
     _estimator_requirements = (PyTorchClassifier,)
-    mode: str | None = None  # the gradient mode set on the estimator's ADPPurifiers while attacking
+
+    @property
+    def mode(self) -> str | None:
+        """The gradient mode set on the estimator's ADPPurifiers while attacking (None: leave theirs)."""
+        return None
 
     def __init__(self, estimator: PyTorchClassifier, *, norm=np.inf, eps: float = 8 / 255, eps_step: float = 2 / 255,
                  max_iter: int = 40, batch_size: int = 512, verbose: bool = False) -> None:

@@ -15,8 +15,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -172,11 +173,11 @@ def describe_differences(old: Mapping, new: Mapping) -> str:
 def save_settings(path: str | os.PathLike, settings: Mapping[str, Mapping]) -> None:
     """Merge ``{digest: settings}`` into the JSON file at ``path`` (atomic replace)."""
     path = Path(path)
-    stored = json.loads(path.read_text()) if path.exists() else {}
+    stored = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     stored.update({k: _canonical(v) for k, v in settings.items()})
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(stored, indent=1, sort_keys=True))
+    tmp.write_text(json.dumps(stored, indent=1, sort_keys=True), encoding="utf-8")
     os.replace(tmp, path)
 
 

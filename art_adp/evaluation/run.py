@@ -16,9 +16,10 @@ import contextlib
 import hashlib
 import json
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -116,7 +117,7 @@ def _seed(*parts) -> int:
 
 def build_attack(name: str, estimator: PyTorchClassifier, c: EvalConfig, seed: int):
     """The attack ``name`` of :data:`ATTACKS` with the budget of ``c``."""
-    common = dict(norm=c.norm, eps=c.eps, eps_step=c.step, batch_size=c.batch_size)
+    common: dict[str, Any] = dict(norm=c.norm, eps=c.eps, eps_step=c.step, batch_size=c.batch_size)
     if name == "clf-pgd":
         return A.ClassifierPGD(estimator, max_iter=c.iterations, **common)
     if name == "bpda-eot":
@@ -162,12 +163,12 @@ def frozen_noise(estimator: PyTorchClassifier, seed: int):
             _p.generator.manual_seed(seed)
             return _original(_p, x, y)
 
-        p.forward = forward
+        setattr(p, "forward", forward)  # an instance attribute, shadowing the class's method until restored
     try:
         yield
     finally:
         for p in found:
-            vars(p).pop("forward", None)
+            p.__dict__.pop("forward", None)
 
 
 def _flags(estimator: PyTorchClassifier, xt: torch.Tensor, yt: torch.Tensor, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -329,7 +330,8 @@ def _as_estimator(model, x: np.ndarray, nb_classes: int, clip_values, dev: torch
 
 
 def evaluate(classifier: torch.nn.Module, defences: ADPPurifier | Sequence[PreprocessorPyTorch], x: np.ndarray,
-             y: np.ndarray, *, config: EvalConfig = PAPER, run_dir: str = "runs/evaluate", nb_classes: int | None = None,
+             y: np.ndarray, *, config: EvalConfig = PAPER, run_dir: str | Path = "runs/evaluate",
+             nb_classes: int | None = None,
              clip_values: tuple[float, float] = (0.0, 1.0), description: dict | None = None, progress: bool = True,
              device: str | None = None, log: Callable[[str], None] = print,
              baselines: Mapping[str, torch.nn.Module | PyTorchClassifier] | None = None,
@@ -409,9 +411,9 @@ def evaluate(classifier: torch.nn.Module, defences: ADPPurifier | Sequence[Prepr
     expected = {(s.name, a): unit_settings(s, a, config, common) for s in settings for a in s.attacks}
     digests = {k: settings_digest(v) for k, v in expected.items()}
     found: dict = {}
-    for (s, a, _), r in done.items():
-        if (s, a) in digests and r.get("settings") != digests[(s, a)]:
-            found.setdefault((s, a), r.get("settings"))
+    for (s_name, a_name, _), r in done.items():
+        if (s_name, a_name) in digests and r.get("settings") != digests[(s_name, a_name)]:
+            found.setdefault((s_name, a_name), r.get("settings"))
     stored_path = run_dir / "settings.json"
     stored = json.loads(stored_path.read_text()) if stored_path.exists() else {}
     check_settings(run_dir, found, expected, stored)
@@ -442,17 +444,17 @@ def evaluate(classifier: torch.nn.Module, defences: ADPPurifier | Sequence[Prepr
 
     seconds: dict[str, float] = {}
     try:
-        bar = tqdm(total=len(todo_units), disable=not progress or not todo_units, unit="unit", desc="evaluate")
+        pbar = tqdm(total=len(todo_units), disable=not progress or not todo_units, unit="unit", desc="evaluate")
         for s, a, ch in todo_units:
-            bar.set_description(f"{s.name}: {a}")
+            pbar.set_description(f"{s.name}: {a}")
             for p, sigma, _ in saved:
                 p.set_params(sigma=s.overrides.get("sigma", sigma))
             target = baseline_estimators[s.baseline] if s.baseline is not None else estimator
             start = time.perf_counter()
             append_records(mine, _run_unit(target, s, a, ch, x, y, config, digests[(s.name, a)]))
             seconds[f"{s.name}/{a}"] = seconds.get(f"{s.name}/{a}", 0.0) + time.perf_counter() - start
-            bar.update(1)
-        bar.close()
+            pbar.update(1)
+        pbar.close()
     finally:
         for p, sigma, generator in saved:
             p.set_params(sigma=sigma, generator=generator)

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -83,9 +83,10 @@ def _load_records(path: Path) -> dict[tuple[str, str, int], dict]:
 
 def _predictor(variant: str, classifier, scores: dict, detector, c: CorruptionConfig, device) -> Callable:
     """``(x, generator) -> predicted labels`` for one row of the table."""
-    if VARIANT_SETTINGS[variant] is None:
+    setting = VARIANT_SETTINGS[variant]
+    if setting is None:
         return lambda x, gen: classifier(x).argmax(1)
-    key, sigma, detection, schedule = VARIANT_SETTINGS[variant]
+    key, sigma, detection, schedule = setting
     score = scores[key]
     step_size = corruption_step_sizes(steps=c.steps) if schedule == "corruption" else "adaptive"
     runs = c.runs if sigma > 0 else 1  # σ = 0: purification is deterministic, every draw is the same
@@ -103,7 +104,7 @@ def run_corruptions(run_dir: str | Path, classifier: torch.nn.Module, score: tor
                     y_test: np.ndarray, x_calibration: np.ndarray, config: CorruptionConfig = CorruptionConfig(), *,
                     score_dct: torch.nn.Module | None = None, score_augmix: torch.nn.Module | None = None,
                     description: str = "", cifar10c_root: str | Path | None = None, nb_classes: int = 10,
-                    variants: tuple[str, ...] | None = None,
+                    variants: Sequence[str] | None = None,
                     progress: bool = True, device: str | torch.device | None = None,
                     log: Callable[[str], None] = print) -> dict:
     """
@@ -150,8 +151,9 @@ def run_corruptions(run_dir: str | Path, classifier: torch.nn.Module, score: tor
 
     classifier = classifier.to(device).eval()
     layout = torch.channels_last if device.type == "cpu" else torch.contiguous_format  # faster convs on CPU
-    scores = {k: m.to(device, memory_format=layout).eval().requires_grad_(False) for k, m in
-              (("plain", score), ("dct", score_dct), ("augmix", score_augmix)) if m is not None}
+    # nn.Module.to accepts memory_format at run time; torch's overloads for it omit the keyword
+    scores = {k: m.to(device, memory_format=layout).eval().requires_grad_(False)  # type: ignore[call-overload]
+              for k, m in (("plain", score), ("dct", score_dct), ("augmix", score_augmix)) if m is not None}
     detector = ScoreNormDetector(scores["plain"], batch_size=c.batch_size,
                                  device_type="gpu" if device.type == "cuda" else "cpu")
     detector.fit(np.asarray(x_calibration)[: c.n_calibration], fpr=c.fpr)
@@ -177,7 +179,7 @@ def run_corruptions(run_dir: str | Path, classifier: torch.nn.Module, score: tor
         return cache[(name, s)]
 
     predictors = {v: _predictor(v, classifier, scores, detector, c, device) for v in variants}
-    bar = tqdm(total=len(todo), disable=not progress, desc="corruptions", dynamic_ncols=True)
+    pbar = tqdm(total=len(todo), disable=not progress, desc="corruptions", dynamic_ncols=True)
     for name, s in sets:  # set-major: each corrupted set is loaded once for all rows
         for v in variants:
             if (v, name, s) in done:
@@ -193,9 +195,9 @@ def run_corruptions(run_dir: str | Path, classifier: torch.nn.Module, score: tor
                       "n": int(len(y)), "seconds": round(time.perf_counter() - t0, 3)}
             append_records(records_path, [record])
             done[(v, name, s)] = record
-            bar.update(1)
-            bar.set_postfix_str(f"{v} | {name} {s}")
-    bar.close()
+            pbar.update(1)
+            pbar.set_postfix_str(f"{v} | {name} {s}")
+    pbar.close()
 
     done = _load_records(records_path)  # re-read: another process may have added rows to this run folder
     results = summarise(done, [v for v in VARIANTS if any(k[0] == v for k in done)])

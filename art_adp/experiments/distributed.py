@@ -4,7 +4,8 @@ process when CUDA is available, gloo on CPU)."""
 from __future__ import annotations
 
 import os
-from typing import Sequence, TypeVar
+from collections.abc import Sequence
+from typing import TypeVar
 
 import torch
 

@@ -1,4 +1,7 @@
-"""The classifiers of the ADP paper (plain ``nn.Module`` objects: images (N, C, H, W) in [0, 1] -> logits (N, K)) and their training."""
+"""
+The classifiers of the ADP paper (plain ``nn.Module`` objects: images (N, C, H, W) in [0, 1] -> logits (N, K)) and
+their training.
+"""
 from art_adp.models.adversarial import train_adversarial_classifier
 from art_adp.models.checkpoint import load_classifier, save_classifier
 from art_adp.models.cnn import DigitsCNN, SmallCNN

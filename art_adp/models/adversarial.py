@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -28,7 +28,9 @@ def _positive_real(name: str, value: object) -> float:
 
 def _clip_values(clip_values: object) -> tuple[float, float]:
     try:
-        low, high = (float(v) for v in clip_values)  # type: ignore[union-attr]
+        if not isinstance(clip_values, Iterable):
+            raise TypeError
+        low, high = (float(v) for v in clip_values)
     except (TypeError, ValueError):
         raise ValueError(f"clip_values must be a pair (min, max) of numbers, got {clip_values!r}") from None
     if not (math.isfinite(low) and math.isfinite(high) and low < high):

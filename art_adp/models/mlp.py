@@ -1,7 +1,7 @@
 """The simple multilayer perceptron ADP uses as MNIST classifier."""
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 from torch import nn

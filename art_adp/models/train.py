@@ -147,13 +147,12 @@ def train_classifier(
         raise ValueError("x_val and y_val must be given together")
 
     x, y = _images_and_labels(x_train, y_train, "x_train", "y_train")
-    if x_val is not None:
-        x_val, y_val = _images_and_labels(x_val, y_val, "x_val", "y_val")
+    val = None if x_val is None or y_val is None else _images_and_labels(x_val, y_val, "x_val", "y_val")
     device = _device(model, device)
     model.to(device)
     _check_labels(model, x, y, "y_train", device)
-    if x_val is not None:
-        _check_labels(model, x_val, y_val, "y_val", device)
+    if val is not None:
+        _check_labels(model, *val, "y_val", device)
 
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=0.0)
     generator = torch.Generator()
@@ -164,7 +163,7 @@ def train_classifier(
 
     n = len(x)
     postfix: dict[str, str] = {}
-    with tqdm(total=epochs * math.ceil(n / batch_size), disable=not progress, desc="train", unit="batch") as bar:
+    with tqdm(total=epochs * math.ceil(n / batch_size), disable=not progress, desc="train", unit="batch") as pbar:
         for epoch in range(epochs):
             model.train()
             order = torch.randperm(n, generator=generator)
@@ -177,9 +176,9 @@ def train_classifier(
                 optimizer.step()
                 loss_sum, seen = loss_sum + loss.item() * len(idx), seen + len(idx)
                 postfix.update(epoch=f"{epoch + 1}/{epochs}", loss=f"{loss_sum / seen:.4f}")
-                bar.set_postfix(postfix, refresh=False)
-                bar.update()
-            if x_val is not None and progress:  # only shown, so only computed with the progress bar
-                postfix["val_acc"] = f"{_accuracy(model, x_val, y_val, 512, device):.4f}"
-                bar.set_postfix(postfix)
+                pbar.set_postfix(postfix, refresh=False)
+                pbar.update()
+            if val is not None and progress:  # only shown, so only computed with the progress bar
+                postfix["val_acc"] = f"{_accuracy(model, *val, 512, device):.4f}"
+                pbar.set_postfix(postfix)
     return model.eval()

@@ -65,7 +65,9 @@ class WideResNet(nn.Module):
             nb_classes, in_channels = old.get("nb_classes", nb_classes), old.get("in_channels", in_channels)
         depth = positive_int("depth", depth)
         if depth < 10 or (depth - 4) % 6 != 0:
-            raise ValueError(f"depth must satisfy (depth - 4) % 6 == 0 with depth >= 10 (10, 16, 22, 28, ...), got {depth}")
+            raise ValueError(
+                f"depth must satisfy (depth - 4) % 6 == 0 with depth >= 10 (10, 16, 22, 28, ...), got {depth}"
+            )
         widen_factor = positive_int("widen_factor", widen_factor)
         nb_classes = positive_int("nb_classes", nb_classes)
         in_channels = positive_int("in_channels", in_channels)

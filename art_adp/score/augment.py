@@ -58,7 +58,7 @@ def dct_drop(x: torch.Tensor, energy: float = DCT_ENERGY) -> torch.Tensor:
         raise ValueError(f"energy must lie in [0, 1), got {energy!r}.")
     if x.ndim != 4:
         raise ValueError(f"x must be N×C×H×W, got shape {tuple(x.shape)}.")
-    n, _, h, w = x.shape
+    _, _, h, w = x.shape
     dh, dw = dct_matrix(h, device=x.device), dct_matrix(w, device=x.device)
     coef = dh @ x.double() @ dw.T
     power = coef.pow(2).flatten(1)
@@ -85,16 +85,16 @@ def _op(img, name: str, level: float, rng: np.random.Generator):
     if name == "solarize":
         return ImageOps.solarize(img, 256 - int(level * 256))
     if name == "rotate":
-        return img.rotate(sign * level * 30, resample=Image.BILINEAR)
-    affine = Image.Transform.AFFINE
+        return img.rotate(sign * level * 30, resample=Image.Resampling.BILINEAR)
+    affine, bilinear = Image.Transform.AFFINE, Image.Resampling.BILINEAR
     if name == "shear_x":
-        return img.transform(size, affine, (1, sign * level * 0.3, 0, 0, 1, 0), resample=Image.BILINEAR)
+        return img.transform(size, affine, (1, sign * level * 0.3, 0, 0, 1, 0), resample=bilinear)
     if name == "shear_y":
-        return img.transform(size, affine, (1, 0, 0, sign * level * 0.3, 1, 0), resample=Image.BILINEAR)
+        return img.transform(size, affine, (1, 0, 0, sign * level * 0.3, 1, 0), resample=bilinear)
     if name == "translate_x":
-        return img.transform(size, affine, (1, 0, sign * level * size[0] / 3, 0, 1, 0), resample=Image.BILINEAR)
+        return img.transform(size, affine, (1, 0, sign * level * size[0] / 3, 0, 1, 0), resample=bilinear)
     if name == "translate_y":
-        return img.transform(size, affine, (1, 0, 0, 0, 1, sign * level * size[1] / 3), resample=Image.BILINEAR)
+        return img.transform(size, affine, (1, 0, 0, 0, 1, sign * level * size[1] / 3), resample=bilinear)
     raise ValueError(f"unknown AugMix operation {name!r}; valid: {', '.join(AUGMIX_OPS)}")
 
 

@@ -49,5 +49,5 @@ def load_score_model(path: str | os.PathLike, device: str | torch.device | None 
         weights whose names or shapes do not match.
     """
     model, header = load_module(path, ARCHITECTURES, device)
-    model.training_info = {"sigmas": header.get("sigmas"), "step": header.get("step")}
+    setattr(model, "training_info", {"sigmas": header.get("sigmas"), "step": header.get("step")})  # not a tensor
     return model

@@ -66,7 +66,7 @@ def read_ncsnv2_config(config: str | os.PathLike | Mapping) -> dict:
                                 "with, or the config.yml of its log folder.")
     # The log folder's config.yml is yaml.dump of an argparse.Namespace: drop exactly that tag (its nodes are
     # plain mappings) and parse with yaml.safe_load, which refuses every other Python tag.
-    text = _NAMESPACE_TAG.sub("", path.read_text())
+    text = _NAMESPACE_TAG.sub("", path.read_text(encoding="utf-8"))
     try:
         parsed = yaml.safe_load(text)
     except yaml.YAMLError as err:
@@ -117,9 +117,11 @@ def _architecture(config: Mapping) -> tuple[dict[str, int], list[float]]:
             "ngf": _int(model, "model", "ngf")}
     n = _int(model, "model", "num_classes")
     begin, end, dist = model.get("sigma_begin"), model.get("sigma_end"), model.get("sigma_dist", "geometric")
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (begin, end)) or n < 1:
+    positive = [v for v in (begin, end) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0]
+    if len(positive) != 2 or n < 1:
         raise ValueError(f"The config's model.sigma_begin/sigma_end/num_classes must be positive, got {begin!r}, "
                          f"{end!r}, {n!r}.")
+    begin, end = positive
     if dist == "geometric":
         sigmas = [math.exp(math.log(begin) + (math.log(end) - math.log(begin)) * i / max(n - 1, 1)) for i in range(n)]
     elif dist == "uniform":

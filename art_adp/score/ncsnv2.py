@@ -7,11 +7,12 @@ This module follows the architecture of the reference code ``ermongroup/ncsnv2``
 | Paper link (NCSNv2): https://arxiv.org/abs/2006.09011
 | Paper link (ADP): https://arxiv.org/abs/2106.06041
 """
-from typing import Dict, List, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Any, Union, cast
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 from .._checks import integer, positive_int
 
@@ -89,6 +90,7 @@ class ResidualBlock(nn.Module):
         self.act = act
         self.normalize1 = InstanceNorm2dPlus(in_ch)
         self.shortcut: Union[nn.Module, None] = None
+        self.conv2: nn.Module
         if resample == "down":
             self.conv1 = _conv3x3(in_ch, in_ch, dilation=dilation or 1)
             self.normalize2 = InstanceNorm2dPlus(in_ch)
@@ -129,7 +131,7 @@ class RCUBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for convs in self.blocks:
             residual = x
-            for conv in convs:
+            for conv in cast(nn.ModuleList, convs):
                 x = conv(self.act(x))
             x = x + residual
         return x
@@ -142,11 +144,12 @@ class MSFBlock(nn.Module):
         super().__init__()
         self.convs = nn.ModuleList(_conv3x3(c, features, bias=True) for c in in_planes)
 
-    def forward(self, xs: List[torch.Tensor], shape: Tuple[int, int]) -> torch.Tensor:
-        out = 0.0
-        for conv, x in zip(self.convs, xs):
-            out = out + F.interpolate(conv(x), size=shape, mode="bilinear", align_corners=True)
-        return out  # type: ignore[return-value]
+    def forward(self, xs: list[torch.Tensor], shape: tuple[int, int]) -> torch.Tensor:
+        ys = [F.interpolate(c(x), size=shape, mode="bilinear", align_corners=True) for c, x in zip(self.convs, xs)]
+        out = ys[0]
+        for y in ys[1:]:
+            out = out + y
+        return out
 
 
 class CRPBlock(nn.Module):
@@ -179,7 +182,7 @@ class RefineBlock(nn.Module):
         self.crp = CRPBlock(features, 2, act)
         self.output_convs = RCUBlock(features, 3 if end else 1, 2, act)
 
-    def forward(self, xs: List[torch.Tensor], output_shape: Tuple[int, int]) -> torch.Tensor:
+    def forward(self, xs: list[torch.Tensor], output_shape: tuple[int, int]) -> torch.Tensor:
         hs = [adapt(x) for adapt, x in zip(self.adapt_convs, xs)]
         h = self.msf(hs, output_shape) if self.msf is not None else hs[0]
         return self.output_convs(self.crp(h))
@@ -210,6 +213,8 @@ class NCSNv2(nn.Module):
     | Paper link (ADP): https://arxiv.org/abs/2106.06041
     """
 
+    training_info: dict[str, Any]  # set by the loaders and the importer: {"sigmas": [...], "step": n, ...}
+
     def __init__(self, in_channels: int, image_size: int, *, ngf: int = 64) -> None:
         """
         Create the network.
@@ -233,7 +238,7 @@ class NCSNv2(nn.Module):
         self.in_channels = in_channels
         self.image_size = image_size
         self.ngf = ngf
-        self.config: Dict[str, int] = {"in_channels": in_channels, "image_size": image_size, "ngf": ngf}
+        self.config: dict[str, int] = {"in_channels": in_channels, "image_size": image_size, "ngf": ngf}
 
         act = self.act = nn.ELU()
         self.begin_conv = nn.Conv2d(in_channels, ngf, 3, stride=1, padding=1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -18,6 +19,8 @@ from .augment import augment_targets
 from .dsm import dsm_loss
 
 __all__ = ["train_score_model"]
+
+ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)  # the network type, returned as its EMA copy
 
 
 def _as_data(x_train, device) -> torch.Tensor:
@@ -66,7 +69,7 @@ def _restore(path, model, ema, opt, gen, sigmas) -> int:
 
 
 def train_score_model(
-    model: torch.nn.Module,
+    model: ModuleT,
     x_train,
     sigmas,
     iterations: int,
@@ -82,7 +85,7 @@ def train_score_model(
     checkpoint_every: int = 500,
     device: str | torch.device | None = None,
     augment: str | None = None,
-) -> torch.nn.Module:
+) -> ModuleT:
     """
     Train a noise-level-free score network h by multi-level denoising score matching (:func:`dsm_loss`).
 
@@ -147,7 +150,8 @@ def train_score_model(
         for tensor in model.state_dict().values():
             dist.broadcast(tensor.data, 0)
     ema = copy.deepcopy(model).eval().requires_grad_(False)
-    ema_params, params = list(ema.parameters()), list(model.parameters())
+    ema_params: list[torch.Tensor] = list(ema.parameters())
+    params: list[torch.Tensor] = list(model.parameters())
     opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=0.0, foreach=True)
     gen = torch.Generator(device=device)
     seed = int(seed) if seed is not None else int(torch.randint(0, 2**62, ()).item())
@@ -163,7 +167,7 @@ def train_score_model(
             raise ValueError(f"Cannot resume from {checkpoint_path}: it was trained with augment={held!r}, not "
                              f"{augment!r}. Use another checkpoint_path or resume=False.")
         step = _restore(checkpoint_path, model, ema, opt, gen, sigmas)
-    net = model
+    net: torch.nn.Module = model
     if distributed:
         net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     shard = (rank, world) if distributed else None
@@ -180,7 +184,7 @@ def train_score_model(
 
     start_step = step
     progress = progress and rank == 0
-    bar = tqdm(total=iterations, initial=step, disable=not progress, desc="train score", dynamic_ncols=True)
+    pbar = tqdm(total=iterations, initial=step, disable=not progress, desc="train score", dynamic_ncols=True)
     running = None
     try:
         while step < iterations:
@@ -199,21 +203,21 @@ def train_score_model(
                 for e, b in zip(ema.buffers(), model.buffers()):
                     e.copy_(b)
             step += 1
-            bar.update(1)
+            pbar.update(1)
             if progress and (step % 10 == 0 or step == iterations):
                 value = loss.item()
                 running = value if running is None else 0.9 * running + 0.1 * value
-                bar.set_postfix(loss=f"{running:.4g}")
+                pbar.set_postfix(loss=f"{running:.4g}")
             if step % checkpoint_every == 0 and step < iterations:
                 save()
     except KeyboardInterrupt:
         save()
         raise
     finally:
-        bar.close()
+        pbar.close()
     if step > start_step or (checkpoint_path is not None and not Path(checkpoint_path).exists()):
         save()
     if distributed:
         dist.barrier()  # the checkpoint is on disk before any rank goes on (e.g. to resume from it)
-    ema.training_info = {"sigmas": sigmas.tolist(), "step": step}
+    setattr(ema, "training_info", {"sigmas": sigmas.tolist(), "step": step})  # not a tensor
     return ema
