@@ -9,6 +9,7 @@ Every check raises ``ValueError`` with a message of the form ``"{name} must be <
 Renamed arguments go through :func:`renamed_kwargs` (a decorator) or :func:`warn_renamed`, which all warn with
 one ``DeprecationWarning`` text: ``"X(old=...) is deprecated, use new=...; the old name will be removed in 0.3."``
 """
+
 from __future__ import annotations
 
 import functools
@@ -18,21 +19,40 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, overload
 
-__all__ = ["REMOVAL", "boolean", "integer", "non_negative_int", "number", "one_of", "positive_int", "probability",
-           "renamed_kwargs", "take_positional", "take_renamed", "warn_deprecated", "warn_renamed",
-           "warn_renamed_attribute"]
+__all__ = [
+    "REMOVAL",
+    "boolean",
+    "integer",
+    "non_negative_int",
+    "number",
+    "one_of",
+    "positive_int",
+    "probability",
+    "renamed_kwargs",
+    "take_positional",
+    "take_renamed",
+    "warn_deprecated",
+    "warn_renamed",
+    "warn_renamed_attribute",
+]
 
 REMOVAL = "0.3"  # the release that drops the deprecated names
 
 
 # -- checks -------------------------------------------------------------------------------------------------------
 
+
 def _fail(name: str, what: str, value: object, optional: bool) -> ValueError:
     return ValueError(f"{name} must be {what}{' or None' if optional else ''}, got {value!r}.")
 
 
 def _bounds(
-    kind: str, low: float | None, high: float | None, low_open: bool = False, high_open: bool = False, *,
+    kind: str,
+    low: float | None,
+    high: float | None,
+    low_open: bool = False,
+    high_open: bool = False,
+    *,
     unbounded: str = "",
 ) -> str:
     """How a message names the allowed values: "an integer in [0, 9]", "a number > 0", "a number in (0, 1)"."""
@@ -50,19 +70,20 @@ def _bounds(
 
 
 @overload
-def integer(name: str, value: object, *, low: int | None = ..., high: int | None = ...,
-            optional: Literal[False] = ...) -> int:
+def integer(
+    name: str, value: object, *, low: int | None = ..., high: int | None = ..., optional: Literal[False] = ...
+) -> int:
     """Without ``optional``: never None."""
 
 
 @overload
-def integer(name: str, value: object, *, low: int | None = ..., high: int | None = ...,
-            optional: bool) -> int | None:
+def integer(name: str, value: object, *, low: int | None = ..., high: int | None = ..., optional: bool) -> int | None:
     """With ``optional=True``: None passes through."""
 
 
-def integer(name: str, value: object, *, low: int | None = None, high: int | None = None,
-            optional: bool = False) -> int | None:
+def integer(
+    name: str, value: object, *, low: int | None = None, high: int | None = None, optional: bool = False
+) -> int | None:
     """
     ``value`` as a plain ``int`` if it is an integer (bools rejected; NumPy integers accepted) in ``[low, high]``.
 
@@ -108,19 +129,43 @@ def non_negative_int(name: str, value: object, *, optional: bool = False) -> int
 
 
 @overload
-def number(name: str, value: object, *, low: float | None = ..., high: float | None = ...,
-           low_open: bool = ..., high_open: bool = ..., optional: Literal[False] = ...) -> float:
+def number(
+    name: str,
+    value: object,
+    *,
+    low: float | None = ...,
+    high: float | None = ...,
+    low_open: bool = ...,
+    high_open: bool = ...,
+    optional: Literal[False] = ...,
+) -> float:
     """Without ``optional``: never None."""
 
 
 @overload
-def number(name: str, value: object, *, low: float | None = ..., high: float | None = ...,
-           low_open: bool = ..., high_open: bool = ..., optional: bool) -> float | None:
+def number(
+    name: str,
+    value: object,
+    *,
+    low: float | None = ...,
+    high: float | None = ...,
+    low_open: bool = ...,
+    high_open: bool = ...,
+    optional: bool,
+) -> float | None:
     """With ``optional=True``: None passes through."""
 
 
-def number(name: str, value: object, *, low: float | None = None, high: float | None = None,
-           low_open: bool = False, high_open: bool = False, optional: bool = False) -> float | None:
+def number(
+    name: str,
+    value: object,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    optional: bool = False,
+) -> float | None:
     """
     ``value`` as a ``float`` if it is a finite real number (bools rejected) within the bounds.
 
@@ -139,8 +184,9 @@ def number(name: str, value: object, *, low: float | None = None, high: float | 
     if ok and high is not None:
         ok = as_float < high if high_open else as_float <= high
     if not ok:
-        raise _fail(name, _bounds("a number", low, high, low_open, high_open, unbounded="a finite number"), value,
-                    optional)
+        raise _fail(
+            name, _bounds("a number", low, high, low_open, high_open, unbounded="a finite number"), value, optional
+        )
     return as_float
 
 
@@ -170,11 +216,11 @@ def boolean(name: str, value: object) -> bool:
 
 # -- deprecations ---------------------------------------------------------------------------------------------------
 
+
 def warn_deprecated(message: str, *, stacklevel: int = 2, subject: str = "the old name") -> None:
     """A ``DeprecationWarning``: ``"{message}; {subject} will be removed in 0.3."`` (``stacklevel`` as in
     ``warnings``: 2 points at the caller of the function calling this)."""
-    warnings.warn(f"{message}; {subject} will be removed in {REMOVAL}.", DeprecationWarning,
-                  stacklevel=stacklevel + 1)
+    warnings.warn(f"{message}; {subject} will be removed in {REMOVAL}.", DeprecationWarning, stacklevel=stacklevel + 1)
 
 
 def warn_renamed(owner: str, old: str, new: str, *, stacklevel: int = 2) -> None:
@@ -203,8 +249,9 @@ def take_renamed(kwargs: dict, renames: Mapping[str, str], owner: str, *, stackl
     return kwargs
 
 
-def take_positional(owner: str, args: tuple, old_order: Iterable[str], kwargs: dict, *, new: str,
-                    stacklevel: int = 2) -> dict:
+def take_positional(
+    owner: str, args: tuple, old_order: Iterable[str], kwargs: dict, *, new: str, stacklevel: int = 2
+) -> dict:
     """
     Map deprecated positional arguments, in their old order, onto keywords (warning once), for a constructor whose
     arguments became keyword-only.
@@ -216,10 +263,16 @@ def take_positional(owner: str, args: tuple, old_order: Iterable[str], kwargs: d
         return kwargs
     old_order = tuple(old_order)
     if len(args) > len(old_order):
-        raise TypeError(f"{owner}() takes at most {len(old_order)} positional arguments ({', '.join(old_order)}), "
-                        f"got {len(args)}; pass them by keyword.")
-    warn_deprecated(f"{owner}() with positional arguments ({', '.join(old_order[:len(args)])}) is deprecated, "
-                    f"use keywords: {new}", stacklevel=stacklevel + 1, subject="positional arguments")
+        raise TypeError(
+            f"{owner}() takes at most {len(old_order)} positional arguments ({', '.join(old_order)}), "
+            f"got {len(args)}; pass them by keyword."
+        )
+    warn_deprecated(
+        f"{owner}() with positional arguments ({', '.join(old_order[:len(args)])}) is deprecated, "
+        f"use keywords: {new}",
+        stacklevel=stacklevel + 1,
+        subject="positional arguments",
+    )
     for name, value in zip(old_order, args):
         if name in kwargs:
             raise TypeError(f"{owner}() got multiple values for argument {name!r}.")

@@ -34,8 +34,15 @@ from ._checks import number, positive_int, probability
 from .defended import DefendedModel
 from .preprocessor import ADPPurifier
 
-__all__ = ["Certificate", "certify", "certify_approximate", "approximate_radius", "certified_accuracy",
-           "adp_base_classifier", "run_certify"]
+__all__ = [
+    "Certificate",
+    "certify",
+    "certify_approximate",
+    "approximate_radius",
+    "certified_accuracy",
+    "adp_base_classifier",
+    "run_certify",
+]
 
 
 @dataclass(frozen=True)
@@ -72,8 +79,10 @@ def _check(model, x, sigma, n0, n, alpha, batch_size) -> None:
     for name, value in (("n0", n0), ("n", n), ("batch_size", batch_size)):
         positive_int(name, value)
     if n0 > n:
-        raise ValueError(f"n0 (samples to select the class, {n0}) must not exceed n (samples to estimate its "
-                         f"probability, {n}); Cohen et al. use n0=100, n=100000.")
+        raise ValueError(
+            f"n0 (samples to select the class, {n0}) must not exceed n (samples to estimate its "
+            f"probability, {n}); Cohen et al. use n0=100, n=100000."
+        )
     probability("alpha", alpha)  # the failure probability, e.g. 0.001
 
 
@@ -93,9 +102,18 @@ def _counts(model, x: torch.Tensor, num: int, sigma: float, batch_size: int, gen
     return counts
 
 
-def certify(model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, *, sigma: float, n0: int = 100,
-            n: int = 100_000, alpha: float = 0.001, batch_size: int = 1000, generator: torch.Generator | None = None,
-            progress: bool = True) -> Certificate:
+def certify(
+    model: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    *,
+    sigma: float,
+    n0: int = 100,
+    n: int = 100_000,
+    alpha: float = 0.001,
+    batch_size: int = 1000,
+    generator: torch.Generator | None = None,
+    progress: bool = True,
+) -> Certificate:
     """
     Cohen et al.'s CERTIFY for each input: c_A = the most frequent class of ``model(x + σε)`` over ``n0`` draws;
     p_A_lower = one-sided (1 − α) Clopper–Pearson lower bound on P(model(x + σε) = c_A) from ``n`` fresh draws;
@@ -128,13 +146,27 @@ def certify(model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, *, s
             radii.append(0.0 if abstain else sigma * float(norm.ppf(p_lower)))
             lowers.append(p_lower)
             all_counts.append(counts.numpy())
-    return Certificate(np.array(predictions, dtype=np.int64), np.array(radii), np.array(lowers),
-                       np.array(all_counts), float(sigma), approximate=False, selection_counts=np.array(selection))
+    return Certificate(
+        np.array(predictions, dtype=np.int64),
+        np.array(radii),
+        np.array(lowers),
+        np.array(all_counts),
+        float(sigma),
+        approximate=False,
+        selection_counts=np.array(selection),
+    )
 
 
-def certify_approximate(model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, *, sigma: float,
-                        n: int = 100, batch_size: int = 1000, generator: torch.Generator | None = None,
-                        progress: bool = True) -> Certificate:
+def certify_approximate(
+    model: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    *,
+    sigma: float,
+    n: int = 100,
+    batch_size: int = 1000,
+    generator: torch.Generator | None = None,
+    progress: bool = True,
+) -> Certificate:
     """
     The ADP paper's *approximate* certified radius (its Figure "Approximate certified accuracy"): from ``n`` draws,
     the top two empirical class frequencies p_A ≥ p_B give R = σ/2 (Φ⁻¹(p_A) − Φ⁻¹(p_B)) for the top class.
@@ -153,8 +185,10 @@ def certify_approximate(model: Callable[[torch.Tensor], torch.Tensor], x: torch.
     """
     _check(model, x, sigma, 1, n, 0.5, batch_size)
     with torch.no_grad():
-        counts = [_counts(model, xi, n, sigma, batch_size, generator).numpy()
-                  for xi in tqdm(x, desc=f"approximate certify sigma={sigma:g}", disable=not progress)]
+        counts = [
+            _counts(model, xi, n, sigma, batch_size, generator).numpy()
+            for xi in tqdm(x, desc=f"approximate certify sigma={sigma:g}", disable=not progress)
+        ]
     return approximate_radius(np.array(counts), sigma)
 
 
@@ -218,10 +252,23 @@ def _read_records(path: Path) -> dict[int, dict]:
     return {record["index"]: record for record in read_jsonl(path)}
 
 
-def run_certify(run_dir: str | Path, model_for_sigma: Callable[[float], Callable], x: torch.Tensor, y: np.ndarray,
-                *, sigmas: Sequence[float] = (0.12, 0.25, 0.5), n0: int = 100, n: int = 1000, alpha: float = 0.001,
-                n_approximate: int = 100, radii: Sequence[float] = (0.0, 0.125, 0.25, 0.375, 0.5, 0.75, 1.0),
-                batch_size: int = 1000, seed: int = 0, progress: bool = True, settings: dict | None = None) -> dict:
+def run_certify(
+    run_dir: str | Path,
+    model_for_sigma: Callable[[float], Callable],
+    x: torch.Tensor,
+    y: np.ndarray,
+    *,
+    sigmas: Sequence[float] = (0.12, 0.25, 0.5),
+    n0: int = 100,
+    n: int = 1000,
+    alpha: float = 0.001,
+    n_approximate: int = 100,
+    radii: Sequence[float] = (0.0, 0.125, 0.25, 0.375, 0.5, 0.75, 1.0),
+    batch_size: int = 1000,
+    seed: int = 0,
+    progress: bool = True,
+    settings: dict | None = None,
+) -> dict:
     """
     Certify every input of ``x`` at each σ (CERTIFY and the approximate variant), writing one JSON line per input
     to ``run_dir/certify_sigma{σ}.jsonl`` as it finishes, so an interrupted run resumes where it stopped (input i
@@ -251,9 +298,11 @@ def run_certify(run_dir: str | Path, model_for_sigma: Callable[[float], Callable
     if settings_path.exists():
         stored = json.loads(settings_path.read_text())
         if stored != settings:
-            raise ValueError(f"{run_dir} holds certificates made with other settings: "
-                             f"{describe_differences(stored, settings)}. Use another run directory, or the same "
-                             "settings to resume.")
+            raise ValueError(
+                f"{run_dir} holds certificates made with other settings: "
+                f"{describe_differences(stored, settings)}. Use another run directory, or the same "
+                "settings to resume."
+            )
     settings_path.write_text(json.dumps(settings))
     y = np.asarray(y)
     table, curves = {}, {}
@@ -264,42 +313,94 @@ def run_certify(run_dir: str | Path, model_for_sigma: Callable[[float], Callable
         todo = [i for i in range(len(x)) if i not in records]
         for i in tqdm(todo, desc=f"certify sigma={sigma:g} ({len(records)} done)", disable=not progress):
             gen = torch.Generator(x.device).manual_seed(seed * 1_000_003 + i)
-            exact = certify(model, x[i:i + 1], sigma=sigma, n0=n0, n=n, alpha=alpha, batch_size=batch_size,
-                            generator=gen, progress=False)
+            exact = certify(
+                model,
+                x[i : i + 1],
+                sigma=sigma,
+                n0=n0,
+                n=n,
+                alpha=alpha,
+                batch_size=batch_size,
+                generator=gen,
+                progress=False,
+            )
             # the selection draws double as the paper's approximate estimate
             if n_approximate == n0 and exact.selection_counts is not None:
                 approx = approximate_radius(exact.selection_counts, sigma)
             else:
-                approx = certify_approximate(model, x[i:i + 1], sigma=sigma, n=n_approximate,
-                                             batch_size=batch_size, generator=gen, progress=False)
-            record = {"index": i, "label": int(y[i]), "prediction": int(exact.prediction[0]),
-                      "radius": float(exact.radius[0]), "p_a_lower": float(exact.p_a[0]),
-                      "approx_prediction": int(approx.prediction[0]), "approx_radius": float(approx.radius[0])}
+                approx = certify_approximate(
+                    model,
+                    x[i : i + 1],
+                    sigma=sigma,
+                    n=n_approximate,
+                    batch_size=batch_size,
+                    generator=gen,
+                    progress=False,
+                )
+            record = {
+                "index": i,
+                "label": int(y[i]),
+                "prediction": int(exact.prediction[0]),
+                "radius": float(exact.radius[0]),
+                "p_a_lower": float(exact.p_a[0]),
+                "approx_prediction": int(approx.prediction[0]),
+                "approx_radius": float(approx.radius[0]),
+            }
             append_records(path, [record])
             records[i] = record
         rec = [records[i] for i in range(len(x))]
-        exact = Certificate(np.array([r["prediction"] for r in rec]), np.array([r["radius"] for r in rec]),
-                            np.array([r["p_a_lower"] for r in rec]), np.zeros((len(rec), 0)), sigma, False)
-        approx = Certificate(np.array([r["approx_prediction"] for r in rec]),
-                             np.array([r["approx_radius"] for r in rec]), np.zeros(len(rec)), np.zeros((len(rec), 0)),
-                             sigma, True)
+        exact = Certificate(
+            np.array([r["prediction"] for r in rec]),
+            np.array([r["radius"] for r in rec]),
+            np.array([r["p_a_lower"] for r in rec]),
+            np.zeros((len(rec), 0)),
+            sigma,
+            False,
+        )
+        approx = Certificate(
+            np.array([r["approx_prediction"] for r in rec]),
+            np.array([r["approx_radius"] for r in rec]),
+            np.zeros(len(rec)),
+            np.zeros((len(rec), 0)),
+            sigma,
+            True,
+        )
         grid = np.linspace(0, max(radii[-1], 2.6 * max(sigmas)), 200)
-        curves[f"{sigma:g}"] = {"CERTIFY": (grid, certified_accuracy(exact, y, grid)),
-                                "approximate": (grid, certified_accuracy(approx, y, grid))}
-        table[f"{sigma:g}"] = {"certify": certified_accuracy(exact, y, radii).tolist(),
-                               "approximate": certified_accuracy(approx, y, radii).tolist(),
-                               "abstained": int(np.sum(exact.prediction == -1))}
+        curves[f"{sigma:g}"] = {
+            "CERTIFY": (grid, certified_accuracy(exact, y, grid)),
+            "approximate": (grid, certified_accuracy(approx, y, grid)),
+        }
+        table[f"{sigma:g}"] = {
+            "certify": certified_accuracy(exact, y, radii).tolist(),
+            "approximate": certified_accuracy(approx, y, radii).tolist(),
+            "abstained": int(np.sum(exact.prediction == -1)),
+        }
     header = "| σ | variant | " + " | ".join(f"r = {r:g}" for r in radii) + " |"
     lines = [header, "|---|---|" + "---|" * len(radii)]
     for sigma_key, row in table.items():
-        lines.append(f"| {sigma_key} | CERTIFY (n0={n0}, n={n}, α={alpha:g}) | "
-                     + " | ".join(f"{100 * a:.1f}" for a in row["certify"]) + " |")
-        lines.append(f"| {sigma_key} | approximate (n={n_approximate}, not a certificate) | "
-                     + " | ".join(f"{100 * a:.1f}" for a in row["approximate"]) + " |")
+        lines.append(
+            f"| {sigma_key} | CERTIFY (n0={n0}, n={n}, α={alpha:g}) | "
+            + " | ".join(f"{100 * a:.1f}" for a in row["certify"])
+            + " |"
+        )
+        lines.append(
+            f"| {sigma_key} | approximate (n={n_approximate}, not a certificate) | "
+            + " | ".join(f"{100 * a:.1f}" for a in row["approximate"])
+            + " |"
+        )
     (run_dir / "certify.md").write_text("\n".join(lines) + "\n")
-    certified_accuracy_curve(run_dir / "certify.png", curves,
-                             title=f"ADP-smoothed classifier, {len(x)} inputs, n0={n0}, n={n}, α={alpha:g}")
-    results = {"table": table, "radii": list(radii), "n0": n0, "n": n, "alpha": alpha, "n_approximate": n_approximate,
-               "n_examples": len(x), "seed": seed}
+    certified_accuracy_curve(
+        run_dir / "certify.png", curves, title=f"ADP-smoothed classifier, {len(x)} inputs, n0={n0}, n={n}, α={alpha:g}"
+    )
+    results = {
+        "table": table,
+        "radii": list(radii),
+        "n0": n0,
+        "n": n,
+        "alpha": alpha,
+        "n_approximate": n_approximate,
+        "n_examples": len(x),
+        "seed": seed,
+    }
     (run_dir / "certify.json").write_text(json.dumps(results, indent=2))
     return results

@@ -39,13 +39,24 @@ from tqdm.auto import tqdm
 
 from .data import CIFAR10C_CORRUPTIONS, load_cifar10c
 
-__all__ = ["CORRUPTIONS", "CORRUPTION_GROUPS", "SEVERITIES", "corrupt_images", "write_corrupted", "load_corrupted",
-           "corruption_step_sizes"]
+__all__ = [
+    "CORRUPTIONS",
+    "CORRUPTION_GROUPS",
+    "SEVERITIES",
+    "corrupt_images",
+    "write_corrupted",
+    "load_corrupted",
+    "corruption_step_sizes",
+]
 
 CORRUPTIONS = CIFAR10C_CORRUPTIONS[:15]
 """The 15 benchmark corruptions, in the order of Hendrycks & Dietterich (and of the ADP paper's Table 8)."""
-CORRUPTION_GROUPS = {"noise": CORRUPTIONS[0:3], "blur": CORRUPTIONS[3:7], "weather": CORRUPTIONS[7:11],
-                     "digital": CORRUPTIONS[11:15]}
+CORRUPTION_GROUPS = {
+    "noise": CORRUPTIONS[0:3],
+    "blur": CORRUPTIONS[3:7],
+    "weather": CORRUPTIONS[7:11],
+    "digital": CORRUPTIONS[11:15],
+}
 SEVERITIES = (1, 2, 3, 4, 5)
 MIN_SIZE = 32  # the smallest side the corruption package accepts
 _SEEDED = ("glass_blur", "impulse_noise")  # these take their own seed; the rest draw from numpy's global generator
@@ -56,8 +67,10 @@ def _library():
     try:
         from imagecorruptions import corrupt
     except ImportError as e:  # pragma: no cover - the package is a dependency
-        raise ImportError("art_adp.corruptions needs the imagecorruptions package: "
-                          "pip install 'art-adp[corruptions]' (or imagecorruptions-imaug)") from e
+        raise ImportError(
+            "art_adp.corruptions needs the imagecorruptions package: "
+            "pip install 'art-adp[corruptions]' (or imagecorruptions-imaug)"
+        ) from e
     return corrupt
 
 
@@ -87,7 +100,7 @@ def _corrupt_one(corrupt, img: np.ndarray, corruption: str, severity: int, seed:
     h, w, c = img.shape
     k = -(-MIN_SIZE // min(h, w))  # ceil(32 / min side)
     if k > 1 and corruption == "pixelate":  # relative to the image size: pixelating a k-fold replica is lost
-        from PIL import Image            # in the sampling, so the package's own function runs at native size
+        from PIL import Image  # in the sampling, so the package's own function runs at native size
         from imagecorruptions.corruptions import pixelate
 
         mode_img = Image.fromarray(img[..., 0] if c == 1 else img)
@@ -111,8 +124,9 @@ def _corrupt_one(corrupt, img: np.ndarray, corruption: str, severity: int, seed:
     return out.astype(np.uint8)
 
 
-def corrupt_images(x: np.ndarray, corruption: str, severity: int, *, seed: int = 0,
-                   progress: bool = False) -> np.ndarray:
+def corrupt_images(
+    x: np.ndarray, corruption: str, severity: int, *, seed: int = 0, progress: bool = False
+) -> np.ndarray:
     """
     Corrupt a batch of images with one of the 15 corruptions at one severity.
 
@@ -143,9 +157,16 @@ def _meta(x: np.ndarray, corruptions, seed: int, source: str) -> dict:
         lib = f"imagecorruptions-imaug {version('imagecorruptions-imaug')}"
     except PackageNotFoundError:  # pragma: no cover
         lib = "imagecorruptions"
-    return {"source": source, "n": int(len(x)), "shape": list(x.shape[1:]), "seed": int(seed),
-            "corruptions": list(corruptions), "severities": list(SEVERITIES), "library": lib,
-            "images_sha": _digest(to_uint8(x))}
+    return {
+        "source": source,
+        "n": int(len(x)),
+        "shape": list(x.shape[1:]),
+        "seed": int(seed),
+        "corruptions": list(corruptions),
+        "severities": list(SEVERITIES),
+        "library": lib,
+        "images_sha": _digest(to_uint8(x)),
+    }
 
 
 def _digest(a: np.ndarray) -> str:
@@ -161,8 +182,16 @@ def _atomic_save(path: Path, array: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
-def write_corrupted(root: str | os.PathLike, x: np.ndarray, y: np.ndarray, *, corruptions=CORRUPTIONS, seed: int = 0,
-                    source: str = "", progress: bool = True) -> Path:
+def write_corrupted(
+    root: str | os.PathLike,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    corruptions=CORRUPTIONS,
+    seed: int = 0,
+    source: str = "",
+    progress: bool = True,
+) -> Path:
     """
     Corrupt a split and cache it in the CIFAR-10-C layout: ``root/<corruption>.npy`` uint8 ``(5N, H, W, C)``
     with severity ``k`` in rows ``(k−1)N : kN``, ``root/labels.npy`` int64 ``(5N,)``, and ``root/meta.json``
@@ -191,8 +220,9 @@ def write_corrupted(root: str | os.PathLike, x: np.ndarray, y: np.ndarray, *, co
     if meta_path.exists():
         old = json.loads(meta_path.read_text())
         if {k: v for k, v in old.items() if k != "source"} != {k: v for k, v in meta.items() if k != "source"}:
-            raise ValueError(f"{root} holds corruptions of other images or settings ({old}); "
-                             f"use another folder or delete it.")
+            raise ValueError(
+                f"{root} holds corruptions of other images or settings ({old}); " f"use another folder or delete it."
+            )
     meta_path.write_text(json.dumps(meta, indent=2))
     _atomic_save(root / "labels.npy", np.tile(y.astype(np.int64), len(SEVERITIES)))
     todo = [c for c in corruptions if not (root / f"{c}.npy").is_file()]
@@ -202,8 +232,9 @@ def write_corrupted(root: str | os.PathLike, x: np.ndarray, y: np.ndarray, *, co
     return root
 
 
-def load_corrupted(root: str | os.PathLike, corruption: str, severity: int, *,
-                   nb_classes: int = 10) -> tuple[np.ndarray, np.ndarray]:
+def load_corrupted(
+    root: str | os.PathLike, corruption: str, severity: int, *, nb_classes: int = 10
+) -> tuple[np.ndarray, np.ndarray]:
     """
     Read one corruption at one severity from a cache written by :func:`write_corrupted` or from the real
     CIFAR-10-C folder: the same reader, :func:`~art_adp.data.load_cifar10c`.
@@ -211,7 +242,6 @@ def load_corrupted(root: str | os.PathLike, corruption: str, severity: int, *,
     :return: ``(x, y)``: x float32 ``(N, C, H, W)`` in [0, 1], y int64 ``(N,)``.
     """
     return load_cifar10c(root, corruption, severity, nb_classes=nb_classes)
-
 
 
 def corruption_step_sizes(first: float = 0.08, last: float = 8e-4, steps: int = 10) -> list[float]:

@@ -6,6 +6,7 @@ sets must already be on disk (the errors say where to get them): this package ne
 CIFAR "python version" batches are pickles: :class:`_CifarUnpickler` refuses every global except the numpy
 reconstructors a genuine batch holds, so a tampered file cannot run code.  ``.npy`` files: ``allow_pickle=False``.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -21,24 +22,40 @@ import numpy as np
 
 _NO_DOWNLOAD = "download them yourself; this package never downloads"
 DIGIT_CLASSES = tuple(str(i) for i in range(10))
-FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                         "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
+FASHION_MNIST_CLASSES = (
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+)
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
-CIFAR100_FINE_CLASSES = tuple("""
+CIFAR100_FINE_CLASSES = tuple(
+    """
 apple aquarium_fish baby bear beaver bed bee beetle bicycle bottle bowl boy bridge bus butterfly camel can castle
 caterpillar cattle chair chimpanzee clock cloud cockroach couch crab crocodile cup dinosaur dolphin elephant
 flatfish forest fox girl hamster house kangaroo keyboard lamp lawn_mower leopard lion lizard lobster man maple_tree
 motorcycle mountain mouse mushroom oak_tree orange orchid otter palm_tree pear pickup_truck pine_tree plain plate
 poppy porcupine possum rabbit raccoon ray road rocket rose sea seal shark shrew skunk skyscraper snail snake spider
 squirrel streetcar sunflower sweet_pepper table tank telephone television tiger tractor train trout tulip turtle
-wardrobe whale willow_tree wolf woman worm""".split())
-CIFAR100_COARSE_CLASSES = tuple("""
+wardrobe whale willow_tree wolf woman worm""".split()
+)
+CIFAR100_COARSE_CLASSES = tuple(
+    """
 aquatic_mammals fish flowers food_containers fruit_and_vegetables household_electrical_devices household_furniture
 insects large_carnivores large_man-made_outdoor_things large_natural_outdoor_scenes large_omnivores_and_herbivores
-medium_mammals non-insect_invertebrates people reptiles small_mammals trees vehicles_1 vehicles_2""".split())
-CIFAR10C_CORRUPTIONS = tuple("""gaussian_noise shot_noise impulse_noise defocus_blur glass_blur motion_blur zoom_blur
+medium_mammals non-insect_invertebrates people reptiles small_mammals trees vehicles_1 vehicles_2""".split()
+)
+CIFAR10C_CORRUPTIONS = tuple(
+    """gaussian_noise shot_noise impulse_noise defocus_blur glass_blur motion_blur zoom_blur
 snow frost fog brightness contrast elastic_transform pixelate jpeg_compression speckle_noise gaussian_blur spatter
-saturate""".split())  # the 15 standard corruptions, then the 4 extra ones
+saturate""".split()
+)  # the 15 standard corruptions, then the 4 extra ones
 DATASETS = ("digits", "mnist", "fashion-mnist", "cifar10", "cifar100")
 
 
@@ -68,8 +85,9 @@ class Dataset:
 
 
 def _missing(folder: Path, names, what: str, url: str) -> FileNotFoundError:
-    return FileNotFoundError(f"{what} files not found in {folder}: expected {', '.join(names)}. "
-                             f"Get them from {url} -- {_NO_DOWNLOAD}.")
+    return FileNotFoundError(
+        f"{what} files not found in {folder}: expected {', '.join(names)}. " f"Get them from {url} -- {_NO_DOWNLOAD}."
+    )
 
 
 def _check_labels(y: np.ndarray, nb_classes: int, path) -> np.ndarray:
@@ -100,7 +118,7 @@ _IDX_FILES = tuple(f"{s}-{k}-ubyte" for s in ("train", "t10k") for k in ("images
 def _read_idx(path: Path, magic: int, dims_tail: tuple) -> np.ndarray:
     """Parse an idx file: big-endian magic (0x00000803 images / 0x00000801 labels), dims, then uint8 data."""
     try:
-        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as f:
+        with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as f:
             data = f.read()
     except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
         raise ValueError(f"{path}: not a readable idx file ({e})") from e
@@ -108,16 +126,20 @@ def _read_idx(path: Path, magic: int, dims_tail: tuple) -> np.ndarray:
     header = 4 + 4 * ndim  # magic, then one big-endian uint32 per dimension
     found = struct.unpack(">I", data[:4])[0] if len(data) >= 4 else None
     if found != magic:
-        raise ValueError(f"{path}: bad magic number {'(missing)' if found is None else f'{found:#010x}'}, "
-                         f"expected {magic:#010x}; not an idx file of this kind")
+        raise ValueError(
+            f"{path}: bad magic number {'(missing)' if found is None else f'{found:#010x}'}, "
+            f"expected {magic:#010x}; not an idx file of this kind"
+        )
     if len(data) < header:
         raise ValueError(f"{path}: truncated idx header ({len(data)} bytes)")
     dims = struct.unpack(">" + "I" * ndim, data[4:header])
     if dims[1:] != dims_tail:
         raise ValueError(f"{path}: item shape {dims[1:]}, expected {dims_tail}")
     if len(data) != header + int(np.prod(dims)):
-        raise ValueError(f"{path}: byte length {len(data)} does not match dims {dims} "
-                         f"(expected {header + int(np.prod(dims))}); file truncated or corrupt")
+        raise ValueError(
+            f"{path}: byte length {len(data)} does not match dims {dims} "
+            f"(expected {header + int(np.prod(dims))}); file truncated or corrupt"
+        )
     return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(dims)
 
 
@@ -153,8 +175,9 @@ def load_fashion_mnist(root: str | os.PathLike) -> Dataset:
     :param root: Folder holding the four idx files (``.gz`` or uncompressed).
     :return: ``Dataset`` with x float32 ``(N, 1, 28, 28)`` in ``[0, 1]``.
     """
-    return _load_idx_dataset(root, "fashion-mnist", FASHION_MNIST_CLASSES,
-                             "https://github.com/zalandoresearch/fashion-mnist")
+    return _load_idx_dataset(
+        root, "fashion-mnist", FASHION_MNIST_CLASSES, "https://github.com/zalandoresearch/fashion-mnist"
+    )
 
 
 class UnsafePickleError(pickle.UnpicklingError, ValueError):
@@ -173,10 +196,16 @@ try:
 except ImportError:  # pragma: no cover - numpy 1.x
     _multiarray = importlib.import_module("numpy.core.multiarray")
 # The complete allow-list: a name resolves to one of these objects or is refused (nothing is ever imported).
-_ALLOWED_GLOBALS = {("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype,
-                    ("_codecs", "encode"): _latin1_encode,  # Python 3 pickles' bytes, protocols <= 2
-                    **{(m, n): getattr(_multiarray, n) for m in ("numpy.core.multiarray", "numpy._core.multiarray")
-                       for n in ("_reconstruct", "scalar")}}
+_ALLOWED_GLOBALS = {
+    ("numpy", "ndarray"): np.ndarray,
+    ("numpy", "dtype"): np.dtype,
+    ("_codecs", "encode"): _latin1_encode,  # Python 3 pickles' bytes, protocols <= 2
+    **{
+        (m, n): getattr(_multiarray, n)
+        for m in ("numpy.core.multiarray", "numpy._core.multiarray")
+        for n in ("_reconstruct", "scalar")
+    },
+}
 
 
 class _CifarUnpickler(pickle.Unpickler):
@@ -186,8 +215,10 @@ class _CifarUnpickler(pickle.Unpickler):
         try:
             return _ALLOWED_GLOBALS[(module, name)]
         except KeyError:
-            raise UnsafePickleError(f'contains a disallowed object "{module}.{name}"; refusing to unpickle it: '
-                                    "this is not a genuine CIFAR batch") from None
+            raise UnsafePickleError(
+                f'contains a disallowed object "{module}.{name}"; refusing to unpickle it: '
+                "this is not a genuine CIFAR batch"
+            ) from None
 
 
 def _load_cifar_batch(path: Path, label_key: str, nb_classes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -252,8 +283,9 @@ def _load_npy(path: Path) -> np.ndarray:
         raise ValueError(f"{path}: not a plain numeric .npy array; object/pickled arrays are refused ({e})") from e
 
 
-def load_cifar10c(root: str | os.PathLike, corruption: str, severity: int, *,
-                  nb_classes: int = 10) -> tuple[np.ndarray, np.ndarray]:
+def load_cifar10c(
+    root: str | os.PathLike, corruption: str, severity: int, *, nb_classes: int = 10
+) -> tuple[np.ndarray, np.ndarray]:
     """One corruption at one severity of CIFAR-10-C: a test-only set, hence a plain ``(x, y)`` pair, not a Dataset.
 
     ``root/<corruption>.npy`` holds uint8 ``(5n, 32, 32, 3)`` (n = 10,000 in the real files), severity ``k`` in rows
@@ -277,8 +309,10 @@ def load_cifar10c(root: str | os.PathLike, corruption: str, severity: int, *,
         raise _missing(folder, names, "CIFAR-10-C", "https://zenodo.org/record/2535967")
     x, y = (_load_npy(folder / n) for n in names)
     if x.dtype != np.uint8 or x.ndim != 4 or x.shape[3] not in (1, 3) or len(x) % 5 or not len(x):
-        raise ValueError(f"{folder / names[0]}: expected uint8 (5n, 32, 32, 3), found {x.dtype} {x.shape} "
-                         f"(a cache of other data: uint8 (5n, H, W, C) with C = 1 or 3)")
+        raise ValueError(
+            f"{folder / names[0]}: expected uint8 (5n, 32, 32, 3), found {x.dtype} {x.shape} "
+            f"(a cache of other data: uint8 (5n, H, W, C) with C = 1 or 3)"
+        )
     n = len(x) // 5
     if y.ndim != 1 or len(y) not in (n, 5 * n) or not np.issubdtype(y.dtype, np.integer):
         raise ValueError(f"{folder / names[1]}: expected {5 * n} (or {n}) integer labels, found {y.dtype} {y.shape}")
@@ -295,13 +329,19 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, **options) ->
     :param options: Passed to the loader, e.g. ``seed=1`` (digits) or ``label_mode="coarse"`` (cifar100).
     :return: ``Dataset``.
     """
-    loaders: dict[str, Callable[..., Dataset]] = {"mnist": load_mnist, "fashion-mnist": load_fashion_mnist,
-                                                  "cifar10": load_cifar10, "cifar100": load_cifar100}
+    loaders: dict[str, Callable[..., Dataset]] = {
+        "mnist": load_mnist,
+        "fashion-mnist": load_fashion_mnist,
+        "cifar10": load_cifar10,
+        "cifar100": load_cifar100,
+    }
     if name == "digits":
         return load_digits(**options)
     if name not in loaders:
         raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS)}")
     if root is None:
-        raise ValueError(f"dataset {name!r} is read from local files: pass --data-root / root (the folder "
-                         f"holding them); {_NO_DOWNLOAD}")
+        raise ValueError(
+            f"dataset {name!r} is read from local files: pass --data-root / root (the folder "
+            f"holding them); {_NO_DOWNLOAD}"
+        )
     return loaders[name](root, **options)

@@ -38,8 +38,15 @@ class DefendedModel(torch.nn.Module):
     """
 
     @renamed_kwargs(runs="nb_samples")
-    def __init__(self, classifier: torch.nn.Module, purifier: ADPPurifier | Callable[[torch.Tensor], torch.Tensor],
-                 *, nb_samples: int = 10, aggregate: str = "softmax", batch_size: int | None = None) -> None:
+    def __init__(
+        self,
+        classifier: torch.nn.Module,
+        purifier: ADPPurifier | Callable[[torch.Tensor], torch.Tensor],
+        *,
+        nb_samples: int = 10,
+        aggregate: str = "softmax",
+        batch_size: int | None = None,
+    ) -> None:
         """
         :param classifier: Maps ``N×C×H×W`` inputs in the purifier's ``clip_values`` to ``N×K`` logits.
         :param purifier: An :class:`~art_adp.ADPPurifier` (its score model is registered as a submodule, so
@@ -76,8 +83,9 @@ class DefendedModel(torch.nn.Module):
 
     @classmethod
     @renamed_kwargs(runs="nb_samples")
-    def from_estimator(cls, estimator, *, nb_samples: int = 10, aggregate: str = "softmax",
-                       batch_size: int | None = None) -> "DefendedModel":
+    def from_estimator(
+        cls, estimator, *, nb_samples: int = 10, aggregate: str = "softmax", batch_size: int | None = None
+    ) -> "DefendedModel":
         """
         The defended model of an ART ``PyTorchClassifier``: its predict-time preprocessing defences, in order and
         in their gradient modes, as the purifier; its standardisation (``preprocessing=(mean, std)``) and model as
@@ -89,10 +97,16 @@ class DefendedModel(torch.nn.Module):
         """
         found = defences(estimator)
         one = found[0] if len(found) == 1 else None
-        purifier = one if isinstance(one, PreprocessorPyTorch) and one.apply_predict else \
-            functools.partial(defend, estimator)
-        return cls(EstimatorLogits(estimator, defended=False), purifier, nb_samples=nb_samples, aggregate=aggregate,
-                   batch_size=batch_size)
+        purifier = (
+            one if isinstance(one, PreprocessorPyTorch) and one.apply_predict else functools.partial(defend, estimator)
+        )
+        return cls(
+            EstimatorLogits(estimator, defended=False),
+            purifier,
+            nb_samples=nb_samples,
+            aggregate=aggregate,
+            batch_size=batch_size,
+        )
 
     def purify(self, x: torch.Tensor) -> torch.Tensor:
         """One independent purification of every row of ``x``."""

@@ -49,8 +49,14 @@ def _accuracy(probs: np.ndarray, y: np.ndarray) -> float:
     return float((probs.argmax(1) == y).mean())
 
 
-def run_demo(run_dir: str | Path = "runs/demo", config: DemoConfig = DemoConfig(), *, progress: bool = True,
-             device: str | torch.device | None = None, log: Callable[[str], None] = print) -> dict:
+def run_demo(
+    run_dir: str | Path = "runs/demo",
+    config: DemoConfig = DemoConfig(),
+    *,
+    progress: bool = True,
+    device: str | torch.device | None = None,
+    log: Callable[[str], None] = print,
+) -> dict:
     """
     Train or reuse the models in ``run_dir``, attack, and print and return the accuracy table.
 
@@ -76,30 +82,60 @@ def run_demo(run_dir: str | Path = "runs/demo", config: DemoConfig = DemoConfig(
     # can start from pure noise; purification starts at sigma = 0.25, so a CPU-sized budget is better spent on
     # levels up to ~1 (measured: MSE ratio 1.84 vs 1.78 for recommend_sigmas at equal compute).
     sigmas = geometric_sigmas(c.sigma_max, 0.01, 12)
-    score = train_score_model(NCSNv2(1, 8, ngf=c.ngf), data.x_train, sigmas, c.score_iterations,
-                              batch_size=c.score_batch_size,
-                              checkpoint_path=run_dir / "score.safetensors", checkpoint_every=100, seed=c.seed,
-                              progress=progress, device=device)
+    score = train_score_model(
+        NCSNv2(1, 8, ngf=c.ngf),
+        data.x_train,
+        sigmas,
+        c.score_iterations,
+        batch_size=c.score_batch_size,
+        checkpoint_path=run_dir / "score.safetensors",
+        checkpoint_every=100,
+        seed=c.seed,
+        progress=progress,
+        device=device,
+    )
     clf_path = run_dir / "classifier.safetensors"
     if clf_path.exists():
         classifier = load_classifier(clf_path, device)
     else:
-        classifier = train_classifier(DigitsCNN(nb_classes=10), data.x_train, data.y_train, epochs=c.classifier_epochs,
-                                      batch_size=64, seed=c.seed, progress=progress, device=device)
+        classifier = train_classifier(
+            DigitsCNN(nb_classes=10),
+            data.x_train,
+            data.y_train,
+            epochs=c.classifier_epochs,
+            batch_size=64,
+            seed=c.seed,
+            progress=progress,
+            device=device,
+        )
         save_classifier(classifier, clf_path)
     trained = time.perf_counter() - start
 
     device_type = "gpu" if device.type == "cuda" else "cpu"
-    art_args = dict(model=classifier, loss=torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=10,
-                    clip_values=(0.0, 1.0), device_type=device_type)
+    art_args = dict(
+        model=classifier,
+        loss=torch.nn.CrossEntropyLoss(),
+        input_shape=(1, 8, 8),
+        nb_classes=10,
+        clip_values=(0.0, 1.0),
+        device_type=device_type,
+    )
     undefended = PyTorchClassifier(**art_args)
-    purifier = ADPPurifier(score, sigma=c.sigma, gradient="bpda", batch_size=1024, device_type=device_type,
-                           generator=torch.Generator(device).manual_seed(c.seed), channels_last=True)
+    purifier = ADPPurifier(
+        score,
+        sigma=c.sigma,
+        gradient="bpda",
+        batch_size=1024,
+        device_type=device_type,
+        generator=torch.Generator(device).manual_seed(c.seed),
+        channels_last=True,
+    )
     defended = PyTorchClassifier(**art_args, preprocessing_defences=[purifier])
 
     eps_step = c.eps_step if c.eps_step is not None else 2.5 * c.eps / c.pgd_steps
-    pgd = dict(norm=np.inf, eps=c.eps, eps_step=eps_step, max_iter=c.pgd_steps, batch_size=len(x_test),
-               verbose=progress)
+    pgd = dict(
+        norm=np.inf, eps=c.eps, eps_step=eps_step, max_iter=c.pgd_steps, batch_size=len(x_test), verbose=progress
+    )
     log("attacking: preprocessor-blind PGD on the bare classifier ...")
     x_blind = ProjectedGradientDescent(undefended, **pgd).generate(x_test, y=y_test)
     log("attacking: BPDA PGD through ADPPurifier(gradient='bpda') ...")
@@ -121,17 +157,26 @@ def run_demo(run_dir: str | Path = "runs/demo", config: DemoConfig = DemoConfig(
     }
     with torch.no_grad():
         purified = purifier.forward(torch.from_numpy(x_bpda[:10]).to(device))[0].cpu().numpy()
-    image_grid(run_dir / "digits.png", {"clean": x_test[:10], "BPDA PGD": x_bpda[:10], "purified": purified},
-               title=f"ADP on digits: l_inf eps={c.eps}, sigma={c.sigma}")
+    image_grid(
+        run_dir / "digits.png",
+        {"clean": x_test[:10], "BPDA PGD": x_bpda[:10], "purified": purified},
+        title=f"ADP on digits: l_inf eps={c.eps}, sigma={c.sigma}",
+    )
     elapsed = time.perf_counter() - start
 
     log("")
-    log(f"Threat model: l_inf eps = {c.eps:g}, PGD {c.pgd_steps} steps of {eps_step:.4g} "
-        "(ART ProjectedGradientDescent)")
-    log(f"Defence: ADP sigma = {c.sigma:g}, T = 10 adaptive steps (lambda = 0.05, delta = 1e-3, tau = 1e-3), "
-        f"S = {c.runs} runs averaged")
-    log(f"Data: sklearn digits, {len(x_test)} test images; score model NCSNv2(ngf={c.ngf}), "
-        f"{c.score_iterations} DSM steps of {c.score_batch_size}; classifier DigitsCNN")
+    log(
+        f"Threat model: l_inf eps = {c.eps:g}, PGD {c.pgd_steps} steps of {eps_step:.4g} "
+        "(ART ProjectedGradientDescent)"
+    )
+    log(
+        f"Defence: ADP sigma = {c.sigma:g}, T = 10 adaptive steps (lambda = 0.05, delta = 1e-3, tau = 1e-3), "
+        f"S = {c.runs} runs averaged"
+    )
+    log(
+        f"Data: sklearn digits, {len(x_test)} test images; score model NCSNv2(ngf={c.ngf}), "
+        f"{c.score_iterations} DSM steps of {c.score_batch_size}; classifier DigitsCNN"
+    )
     log("")
     log("| Attack | Undefended | ADP |")
     log("|---|---|---|")
@@ -141,8 +186,12 @@ def run_demo(run_dir: str | Path = "runs/demo", config: DemoConfig = DemoConfig(
     log("")
     log(f"time: {elapsed:.0f} s in all ({trained:.0f} s training or loading), device {device}")
     log(f"wrote {run_dir / 'results.json'} and {run_dir / 'digits.png'}")
-    results = {"config": asdict(c), "eps_step": eps_step, "n_examples": len(x_test),
-               "accuracy": {k: {"undefended": a, "adp": b} for k, (a, b) in rows.items()},
-               "seconds": {"total": elapsed, "training": trained}}
+    results = {
+        "config": asdict(c),
+        "eps_step": eps_step,
+        "n_examples": len(x_test),
+        "accuracy": {k: {"undefended": a, "adp": b} for k, (a, b) in rows.items()},
+        "seconds": {"total": elapsed, "training": trained},
+    }
     (run_dir / "results.json").write_text(json.dumps(results, indent=2))
     return results

@@ -53,8 +53,15 @@ class ScoreNormDetector(EvasionDetector):
 
     defence_params = ["threshold", "batch_size", "clip_values"]
 
-    def __init__(self, score_model: torch.nn.Module, threshold: float | None = None, *, batch_size: int = 256,
-                 clip_values: tuple[float, float] = (0.0, 1.0), device_type: str = "gpu") -> None:
+    def __init__(
+        self,
+        score_model: torch.nn.Module,
+        threshold: float | None = None,
+        *,
+        batch_size: int = 256,
+        clip_values: tuple[float, float] = (0.0, 1.0),
+        device_type: str = "gpu",
+    ) -> None:
         """
         :param score_model: Noise-level-free score network h (usually the purifier's); put in eval mode and
             frozen, moved to the device.
@@ -104,8 +111,16 @@ class ScoreNormDetector(EvasionDetector):
         xd = x.detach().to(self.device, torch.float32).clamp(*self.clip_values)
         return (score_norms(self.score_model, xd, batch_size=self.batch_size) > threshold).to(x.device)
 
-    def fit(self, x: np.ndarray, y: np.ndarray | None = None, batch_size: int = 128, nb_epochs: int = 0, *,
-            fpr: float = 0.05, **kwargs) -> None:
+    def fit(
+        self,
+        x: np.ndarray,
+        y: np.ndarray | None = None,
+        batch_size: int = 128,
+        nb_epochs: int = 0,
+        *,
+        fpr: float = 0.05,
+        **kwargs,
+    ) -> None:
         """
         Choose the threshold for a target false-positive rate on clean inputs: the ⌊n·fpr⌋ + 1-th largest score
         norm of ``x``, so at most ⌊n·fpr⌋ of the n clean inputs (a fraction ≤ ``fpr``) lie above it (fewer if

@@ -97,10 +97,16 @@ class EvadeDetectorLoss(torch.nn.Module):
         return ce - self.kappa * torch.relu(output[:, -1]).mean()
 
 
-def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifier: torch.nn.Module,
-                    config: DetectConfig = DetectConfig(), *, progress: bool = True,
-                    device: str | torch.device | None = None,
-                    log: Callable[[str], None] = print) -> dict:
+def run_detect_demo(
+    run_dir: str | Path,
+    score_model: torch.nn.Module,
+    classifier: torch.nn.Module,
+    config: DetectConfig = DetectConfig(),
+    *,
+    progress: bool = True,
+    device: str | torch.device | None = None,
+    log: Callable[[str], None] = print,
+) -> dict:
     """
     Fit the detector, measure ROC AUC and rates, draw the score-norm histogram, and attack plain and two-level ADP.
 
@@ -127,7 +133,7 @@ def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifie
     score_model, classifier = score_model.to(device).eval(), classifier.to(device).eval()
     data = load_digits(seed=c.seed)
     x_cal = data.x_test[: c.n_calibration]
-    x, y = data.x_test[c.n_calibration: c.n_calibration + c.n_examples], data.y_test[c.n_calibration:][: c.n_examples]
+    x, y = data.x_test[c.n_calibration : c.n_calibration + c.n_examples], data.y_test[c.n_calibration :][: c.n_examples]
 
     detector = ScoreNormDetector(score_model, batch_size=c.batch_size, device_type=device_type)
     detector.fit(x_cal, fpr=c.fpr)
@@ -142,8 +148,10 @@ def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifie
     auc = roc_auc(detector, x, x_blind)
     _, flags_clean = detector.detect(x)
     _, flags_blind = detector.detect(x_blind)
-    log(f"detector: tau = {tau:.4g} (fpr {c.fpr} on {len(x_cal)} calibration digits); on {len(x)} test digits "
-        f"FPR {flags_clean.mean():.3f}, TPR vs blind PGD {flags_blind.mean():.3f}, ROC AUC {auc:.4f}")
+    log(
+        f"detector: tau = {tau:.4g} (fpr {c.fpr} on {len(x_cal)} calibration digits); on {len(x)} test digits "
+        f"FPR {flags_clean.mean():.3f}, TPR vs blind PGD {flags_blind.mean():.3f}, ROC AUC {auc:.4f}"
+    )
 
     def one_step(z):  # the histogram's "one-step purified" inputs: one adaptive step, no noise
         with torch.no_grad():
@@ -155,18 +163,30 @@ def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifie
         auc_by_eps[eps] = roc_auc(detector, x, ProjectedGradientDescent(bare, **steps).generate(x, y=y))
     log("ROC AUC (clean vs blind PGD) by eps: " + ", ".join(f"{e:g}: {a:.4f}" for e, a in sorted(auc_by_eps.items())))
 
-    norms = {"natural": detector.score_norms(x), "adversarial (blind PGD)": detector.score_norms(x_blind),
-             "pur_n (one step)": detector.score_norms(one_step(x)),
-             "pur_a (one step)": detector.score_norms(one_step(x_blind))}
-    score_norm_histogram(run_dir / "score_norms.png", norms, threshold=tau,
-                         title=f"digits: score norms, blind PGD eps={c.eps:g}")
+    norms = {
+        "natural": detector.score_norms(x),
+        "adversarial (blind PGD)": detector.score_norms(x_blind),
+        "pur_n (one step)": detector.score_norms(one_step(x)),
+        "pur_a (one step)": detector.score_norms(one_step(x_blind)),
+    }
+    score_norm_histogram(
+        run_dir / "score_norms.png", norms, threshold=tau, title=f"digits: score norms, blind PGD eps={c.eps:g}"
+    )
 
     gen = torch.Generator(device).manual_seed(c.seed)
 
     def purifier(two_level: bool, gradient: str) -> ADPPurifier:
-        return ADPPurifier(score_model, sigma=c.sigma, steps=c.steps, gradient=gradient, batch_size=c.batch_size,
-                           generator=gen, detector=detector if two_level else None, beta=c.beta,
-                           device_type=device_type)
+        return ADPPurifier(
+            score_model,
+            sigma=c.sigma,
+            steps=c.steps,
+            gradient=gradient,
+            batch_size=c.batch_size,
+            generator=gen,
+            detector=detector if two_level else None,
+            beta=c.beta,
+            device_type=device_type,
+        )
 
     def judge(two_level: bool, z: np.ndarray) -> tuple[float, float]:
         model = DefendedModel(classifier, purifier(two_level, "bpda"), nb_samples=c.runs, batch_size=c.batch_size)
@@ -180,9 +200,12 @@ def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifie
             continue
         rows["Clean"][name] = judge(two_level, x)
         for attack in c.attacks:
-            label = {"blind": "Clf-PGD (preprocessor-blind)", "bpda": f"BPDA PGD, EOT {c.eot}",
-                     "full": f"full-gradient PGD, EOT {c.full_eot}",
-                     "aware": f"detector-aware full PGD, EOT {c.full_eot}, kappa {c.kappa:g}"}[attack]
+            label = {
+                "blind": "Clf-PGD (preprocessor-blind)",
+                "bpda": f"BPDA PGD, EOT {c.eot}",
+                "full": f"full-gradient PGD, EOT {c.full_eot}",
+                "aware": f"detector-aware full PGD, EOT {c.full_eot}, kappa {c.kappa:g}",
+            }[attack]
             t0 = time.perf_counter()
             if attack == "blind":
                 x_adv = x_blind
@@ -191,23 +214,31 @@ def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifie
                 eot = c.eot if grad == "bpda" else c.full_eot
                 model = DefendedModel(classifier, purifier(two_level, grad), nb_samples=eot)
                 if attack == "aware":
-                    est = PyTorchClassifier(ScoreNormHead(model, detector), EvadeDetectorLoss(c.kappa),
-                                            nb_classes=11, **art_args)
+                    est = PyTorchClassifier(
+                        ScoreNormHead(model, detector), EvadeDetectorLoss(c.kappa), nb_classes=11, **art_args
+                    )
                 else:
                     est = PyTorchClassifier(model, torch.nn.CrossEntropyLoss(), nb_classes=10, **art_args)
                 x_adv = ProjectedGradientDescent(est, **pgd).generate(x, y=y)
             rows.setdefault(label, {})[name] = judge(two_level, x_adv)
-            log(f"{name:16s} {label}: accuracy {100 * rows[label][name][0]:.1f} %, flagged "
-                f"{100 * rows[label][name][1]:.1f} % ({time.perf_counter() - t0:.0f} s)")
+            log(
+                f"{name:16s} {label}: accuracy {100 * rows[label][name][0]:.1f} %, flagged "
+                f"{100 * rows[label][name][1]:.1f} % ({time.perf_counter() - t0:.0f} s)"
+            )
 
-    lines = [f"Threat model: l_inf eps = {c.eps:g}, ART PGD {c.pgd_steps} steps of {eps_step:.4g}; defence sigma = "
-             f"{c.sigma:g}, T = {c.steps} adaptive steps, S = {c.runs} runs judged; detection: beta = {c.beta:g}, "
-             f"tau = {tau:.4g} (FPR target {c.fpr:g} on {len(x_cal)} held-out digits); {len(x)} test digits.",
-             "", f"Detector: ROC AUC {auc:.4f} (clean vs blind PGD); measured FPR {100 * flags_clean.mean():.1f} %, "
-             f"TPR {100 * flags_blind.mean():.1f} %. ROC AUC by eps: "
-             + ", ".join(f"{e:g}: {a:.3f}" for e, a in sorted(auc_by_eps.items())) + ".", "",
-             "| Attack | ADP | ADP + detection | flagged by the detector (vs ADP / vs detection) |",
-             "|---|---|---|---|"]
+    lines = [
+        f"Threat model: l_inf eps = {c.eps:g}, ART PGD {c.pgd_steps} steps of {eps_step:.4g}; defence sigma = "
+        f"{c.sigma:g}, T = {c.steps} adaptive steps, S = {c.runs} runs judged; detection: beta = {c.beta:g}, "
+        f"tau = {tau:.4g} (FPR target {c.fpr:g} on {len(x_cal)} held-out digits); {len(x)} test digits.",
+        "",
+        f"Detector: ROC AUC {auc:.4f} (clean vs blind PGD); measured FPR {100 * flags_clean.mean():.1f} %, "
+        f"TPR {100 * flags_blind.mean():.1f} %. ROC AUC by eps: "
+        + ", ".join(f"{e:g}: {a:.3f}" for e, a in sorted(auc_by_eps.items()))
+        + ".",
+        "",
+        "| Attack | ADP | ADP + detection | flagged by the detector (vs ADP / vs detection) |",
+        "|---|---|---|---|",
+    ]
     for label, row in rows.items():
         a, d = row.get("ADP", (np.nan, np.nan)), row.get("ADP + detection", (np.nan, np.nan))
         lines.append(f"| {label} | {100 * a[0]:.1f} | {100 * d[0]:.1f} | {100 * a[1]:.0f} % / {100 * d[1]:.0f} % |")
@@ -215,12 +246,19 @@ def run_detect_demo(run_dir: str | Path, score_model: torch.nn.Module, classifie
     lines += ["", f"time: {elapsed:.0f} s on {device}"]
     (run_dir / "detect.md").write_text("\n".join(lines) + "\n")
     log("\n".join(lines))
-    results = {"config": asdict(c), "threshold": tau, "roc_auc": auc,
-               "roc_auc_by_eps": {f"{e:g}": a for e, a in sorted(auc_by_eps.items())}, "fpr": float(flags_clean.mean()),
-               "tpr_blind": float(flags_blind.mean()), "eps_step": eps_step, "n_examples": len(x),
-               "accuracy": {k: {m: {"accuracy": v[0], "flagged": v[1]} for m, v in row.items()}
-                            for k, row in rows.items()},
-               "score_norm_quantiles": {k: np.quantile(v, [0.05, 0.5, 0.95]).tolist() for k, v in norms.items()},
-               "seconds": elapsed, "device": str(device)}
+    results = {
+        "config": asdict(c),
+        "threshold": tau,
+        "roc_auc": auc,
+        "roc_auc_by_eps": {f"{e:g}": a for e, a in sorted(auc_by_eps.items())},
+        "fpr": float(flags_clean.mean()),
+        "tpr_blind": float(flags_blind.mean()),
+        "eps_step": eps_step,
+        "n_examples": len(x),
+        "accuracy": {k: {m: {"accuracy": v[0], "flagged": v[1]} for m, v in row.items()} for k, row in rows.items()},
+        "score_norm_quantiles": {k: np.quantile(v, [0.05, 0.5, 0.95]).tolist() for k, v in norms.items()},
+        "seconds": elapsed,
+        "device": str(device),
+    }
     (run_dir / "detect.json").write_text(json.dumps(results, indent=2))
     return results

@@ -17,14 +17,26 @@ from art.defences.preprocessor.preprocessor import Preprocessor, PreprocessorPyT
 
 from ._checks import one_of
 
-__all__ = ["AGGREGATES", "EOT_AGGREGATES", "EstimatorLogits", "aggregate_draws", "blocks", "defences", "defend",
-           "eot_gradient", "eot_loss", "logits", "stack_draws"]
+__all__ = [
+    "AGGREGATES",
+    "EOT_AGGREGATES",
+    "EstimatorLogits",
+    "aggregate_draws",
+    "blocks",
+    "defences",
+    "defend",
+    "eot_gradient",
+    "eot_loss",
+    "logits",
+    "stack_draws",
+]
 
 AGGREGATES = ("softmax", "logits", "vote")
 EOT_AGGREGATES = ("mean", "sign")
 
 
 # -- one function of the input: the estimator's whole preprocessing chain, then its model -----------------------------
+
 
 def defences(estimator) -> list:
     """The preprocessing defences of an ART estimator (``preprocessing_defences``), in order."""
@@ -35,9 +47,11 @@ def defences(estimator) -> list:
 def _apply(operations, x: torch.Tensor) -> torch.Tensor:
     for op in operations:
         if not isinstance(op, PreprocessorPyTorch):
-            raise ValueError(f"art_adp needs PyTorch preprocessors to differentiate the estimator, got "
-                             f"{type(op).__name__}; use its PreprocessorPyTorch variant (for the standardisation: "
-                             "preprocessing=(mean, std) or StandardisationMeanStdPyTorch).")
+            raise ValueError(
+                f"art_adp needs PyTorch preprocessors to differentiate the estimator, got "
+                f"{type(op).__name__}; use its PreprocessorPyTorch variant (for the standardisation: "
+                "preprocessing=(mean, std) or StandardisationMeanStdPyTorch)."
+            )
         if op.apply_predict:
             x = op.forward(x)[0]
     return x
@@ -94,6 +108,7 @@ class EstimatorLogits(torch.nn.Module):
 
 # -- draws stacked as draws × N rows, in blocks of a row budget ------------------------------------------------------
 
+
 def blocks(n: int, draws: int, batch_size: int | None = None) -> list[tuple[int, slice]]:
     """
     The ``draws × n`` stacked rows (row ``r`` is draw ``r // n`` of image ``r % n``) cut in order into blocks of at
@@ -115,8 +130,9 @@ def _stack(t: torch.Tensor, copies: int, images: slice) -> torch.Tensor:
     return t[images].repeat(copies, *([1] * (t.ndim - 1)))
 
 
-def stack_draws(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, draws: int, *,
-                batch_size: int | None = None) -> torch.Tensor:
+def stack_draws(
+    fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, draws: int, *, batch_size: int | None = None
+) -> torch.Tensor:
     """
     ``fn`` on ``draws`` stacked copies of ``x``, block by block (:func:`blocks`): one independent draw of a random
     ``fn`` per row. Autograd flows when enabled.
@@ -138,7 +154,7 @@ def stack_draws(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, dra
     if parts[0].shape[1] == n:
         return torch.cat(parts)
     per = len(parts) // draws  # pieces of one copy
-    return torch.cat([torch.cat(parts[d * per:(d + 1) * per], 1) for d in range(draws)])
+    return torch.cat([torch.cat(parts[d * per : (d + 1) * per], 1) for d in range(draws)])
 
 
 def aggregate_draws(logits: torch.Tensor, aggregate: str = "softmax") -> torch.Tensor:
@@ -163,9 +179,16 @@ def aggregate_draws(logits: torch.Tensor, aggregate: str = "softmax") -> torch.T
     return torch.log((votes + log_mean_p.exp()) / (nb_samples + 1))
 
 
-def eot_gradient(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, y: torch.Tensor,
-                 loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], draws: int, *,
-                 batch_size: int | None = None, aggregate: str = "mean") -> tuple[torch.Tensor, torch.Tensor]:
+def eot_gradient(
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    draws: int,
+    *,
+    batch_size: int | None = None,
+    aggregate: str = "mean",
+) -> tuple[torch.Tensor, torch.Tensor]:
     """
     EOT gradient of a loss over ``draws`` draws of a random ``fn``, the draws stacked and run block by block
     (:func:`blocks`; one graph per block, freed before the next).
@@ -204,9 +227,15 @@ def eot_gradient(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, y:
     return grad / draws, (losses if batch is None else batch) / draws
 
 
-def eot_loss(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, y: torch.Tensor,
-             loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], draws: int, *,
-             batch_size: int | None = None) -> torch.Tensor:
+def eot_loss(
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    draws: int,
+    *,
+    batch_size: int | None = None,
+) -> torch.Tensor:
     """Each example's per-example ``loss`` averaged over ``draws`` draws of ``fn`` (stacked as in
     :func:`eot_gradient`, without gradients): ``N`` values."""
     n = len(x)
@@ -215,7 +244,8 @@ def eot_loss(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, y: tor
         for copies, images in blocks(n, draws, batch_size):
             lk = loss(fn(_stack(x, copies, images)), _stack(y, copies, images))
             if lk.ndim != 1:
-                raise ValueError(f"loss must return one value per row (reduction 'none'), got shape "
-                                 f"{tuple(lk.shape)}.")
+                raise ValueError(
+                    f"loss must return one value per row (reduction 'none'), got shape " f"{tuple(lk.shape)}."
+                )
             total[images] += lk.view(copies, -1).sum(0)
     return total / draws

@@ -58,12 +58,23 @@ class EOTClassifier(PyTorchClassifier):
     """
 
     estimator_params = PyTorchClassifier.estimator_params + [
-        "classifier", "nb_samples", "eot_samples", "aggregate", "batch_size"]
+        "classifier",
+        "nb_samples",
+        "eot_samples",
+        "aggregate",
+        "batch_size",
+    ]
 
     @renamed_kwargs(**RENAMED)
-    def __init__(self, classifier: PyTorchClassifier, nb_samples: int = 10, eot_samples: int | None = None,
-                 aggregate: str = "softmax", batch_size: int = 512,
-                 loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> None:
+    def __init__(
+        self,
+        classifier: PyTorchClassifier,
+        nb_samples: int = 10,
+        eot_samples: int | None = None,
+        aggregate: str = "softmax",
+        batch_size: int = 512,
+        loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    ) -> None:
         """
         :param classifier: An ART :class:`PyTorchClassifier` whose preprocessing defences are random PyTorch
             preprocessors, e.g. ``preprocessing_defences=[ADPPurifier(...)]``; its preprocessing (mean/std) is kept.
@@ -81,19 +92,26 @@ class EOTClassifier(PyTorchClassifier):
         if not isinstance(classifier, PyTorchClassifier):
             raise ValueError(f"classifier must be an ART PyTorchClassifier, got {type(classifier).__name__}.")
         if not classifier.all_framework_preprocessing:
-            raise ValueError("EOTClassifier needs every preprocessing defence of the classifier to be a "
-                             "PreprocessorPyTorch (e.g. ADPPurifier), so draws can be batched and differentiated.")
+            raise ValueError(
+                "EOTClassifier needs every preprocessing defence of the classifier to be a "
+                "PreprocessorPyTorch (e.g. ADPPurifier), so draws can be batched and differentiated."
+            )
         eot_samples = nb_samples if eot_samples is None else eot_samples
         _check_eot_params(nb_samples, eot_samples, aggregate, batch_size)
         if loss is not None and not callable(loss):
             raise ValueError(f"loss must be a callable (logits, labels) -> losses or None, got {type(loss).__name__}.")
-        model = DefendedModel.from_estimator(classifier, nb_samples=eot_samples,
-                                             aggregate="softmax" if aggregate == "vote" else aggregate)
-        super().__init__(model=model, loss=classifier.loss if loss is None else loss,
-                         input_shape=classifier.input_shape,
-                         nb_classes=classifier.nb_classes, channels_first=classifier.channels_first,
-                         clip_values=classifier.clip_values,
-                         device_type="cpu" if classifier.device.type == "cpu" else "gpu")
+        model = DefendedModel.from_estimator(
+            classifier, nb_samples=eot_samples, aggregate="softmax" if aggregate == "vote" else aggregate
+        )
+        super().__init__(
+            model=model,
+            loss=classifier.loss if loss is None else loss,
+            input_shape=classifier.input_shape,
+            nb_classes=classifier.nb_classes,
+            channels_first=classifier.channels_first,
+            clip_values=classifier.clip_values,
+            device_type="cpu" if classifier.device.type == "cpu" else "gpu",
+        )
         self.classifier = classifier
         self.nb_samples = nb_samples
         self.aggregate = aggregate
@@ -139,8 +157,10 @@ class EOTClassifier(PyTorchClassifier):
             raise ValueError(f"x must have shape (N, {', '.join(map(str, self.input_shape))}), got {tuple(x.shape)}.")
         x_t = torch.as_tensor(x, device=self._device)
         if not torch.is_floating_point(x_t):
-            raise ValueError(f"x must hold floating-point images, got {x_t.dtype}; scale them into "
-                             f"clip_values {tuple(float(v) for v in self.clip_values)} and convert to float32.")
+            raise ValueError(
+                f"x must hold floating-point images, got {x_t.dtype}; scale them into "
+                f"clip_values {tuple(float(v) for v in self.clip_values)} and convert to float32."
+            )
         return x_t.float()
 
     def _labels(self, y: np.ndarray | torch.Tensor, n: int) -> torch.Tensor:
@@ -167,8 +187,9 @@ class EOTClassifier(PyTorchClassifier):
         with torch.no_grad():
             return stack_draws(self.model.draw_logits, x_t, draws, batch_size=self.batch_size)
 
-    def predict(self, x: np.ndarray | torch.Tensor, batch_size: int = 128, training_mode: bool = False,
-                **kwargs) -> np.ndarray:
+    def predict(
+        self, x: np.ndarray | torch.Tensor, batch_size: int = 128, training_mode: bool = False, **kwargs
+    ) -> np.ndarray:
         """
         The defence's prediction over ``nb_samples`` draws, as logits-like scores (``aggregate``: the log of the
         averaged probabilities, the averaged logits, or the majority vote as a log-distribution).
@@ -181,8 +202,9 @@ class EOTClassifier(PyTorchClassifier):
 
     # -- EOT gradients --------------------------------------------------------------------------------------
 
-    def loss_gradient(self, x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor, training_mode: bool = False,
-                      **kwargs) -> np.ndarray | torch.Tensor:
+    def loss_gradient(
+        self, x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor, training_mode: bool = False, **kwargs
+    ) -> np.ndarray | torch.Tensor:
         """
         Mean over ``eot_samples`` draws of the gradient of the loss with respect to ``x``
         (:func:`art_adp.ensemble.eot_gradient`).
@@ -198,12 +220,14 @@ class EOTClassifier(PyTorchClassifier):
         x_t = self._inputs(x)
         y_t = self._labels(y, len(x_t))
         self._model.eval()
-        grads, _ = eot_gradient(self.model.draw_logits, x_t, y_t, self._loss, self.eot_samples,
-                                batch_size=self.batch_size)
+        grads, _ = eot_gradient(
+            self.model.draw_logits, x_t, y_t, self._loss, self.eot_samples, batch_size=self.batch_size
+        )
         return grads.to(x.device, x.dtype) if isinstance(x, torch.Tensor) else grads.cpu().numpy()
 
-    def compute_loss(self, x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor, reduction: str = "none",
-                     **kwargs) -> np.ndarray | torch.Tensor:
+    def compute_loss(
+        self, x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor, reduction: str = "none", **kwargs
+    ) -> np.ndarray | torch.Tensor:
         """
         With a per-example ``loss``: each example's loss averaged over ``eot_samples`` draws
         (:func:`art_adp.ensemble.eot_loss`), reduced by ``reduction`` (``"none"``, ``"mean"`` or ``"sum"``).
@@ -215,13 +239,24 @@ class EOTClassifier(PyTorchClassifier):
             raise ValueError(f"reduction must be 'none', 'mean' or 'sum', got {reduction!r}.")
         x_t = self._inputs(x)
         self._model.eval()
-        loss = eot_loss(self.model.draw_logits, x_t, self._labels(y, len(x_t)), self._loss, self.eot_samples,
-                        batch_size=self.batch_size)
+        loss = eot_loss(
+            self.model.draw_logits,
+            x_t,
+            self._labels(y, len(x_t)),
+            self._loss,
+            self.eot_samples,
+            batch_size=self.batch_size,
+        )
         loss = loss if reduction == "none" else loss.mean() if reduction == "mean" else loss.sum()
         return loss if isinstance(x, torch.Tensor) else loss.cpu().numpy()
 
-    def class_gradient(self, x: np.ndarray | torch.Tensor, label: int | list[int] | np.ndarray | None = None,
-                       training_mode: bool = False, **kwargs) -> np.ndarray:
+    def class_gradient(
+        self,
+        x: np.ndarray | torch.Tensor,
+        label: int | list[int] | np.ndarray | None = None,
+        training_mode: bool = False,
+        **kwargs,
+    ) -> np.ndarray:
         """
         Mean over ``eot_samples`` draws of the gradients of the class logits with respect to ``x``.
 
@@ -236,10 +271,16 @@ class EOTClassifier(PyTorchClassifier):
             classes = [int(label)]
         else:
             per_input = np.asarray(label)
-            if per_input.shape != (n,) or not np.issubdtype(per_input.dtype, np.integer) or \
-                    per_input.min(initial=0) < 0 or per_input.max(initial=0) >= self.nb_classes:
-                raise ValueError(f"label must be None, a class index in [0, {self.nb_classes}) or {n} such indices, "
-                                 f"got {label!r}.")
+            if (
+                per_input.shape != (n,)
+                or not np.issubdtype(per_input.dtype, np.integer)
+                or per_input.min(initial=0) < 0
+                or per_input.max(initial=0) >= self.nb_classes
+            ):
+                raise ValueError(
+                    f"label must be None, a class index in [0, {self.nb_classes}) or {n} such indices, "
+                    f"got {label!r}."
+                )
             classes = [torch.as_tensor(per_input, device=self._device)]
         grads = torch.zeros(n, len(classes), *x_t.shape[1:], device=self._device)
         self._model.eval()
@@ -253,5 +294,7 @@ class EOTClassifier(PyTorchClassifier):
         return grads.cpu().numpy()
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(classifier={self.classifier!r}, nb_samples={self.nb_samples}, "
-                f"eot_samples={self.eot_samples}, aggregate={self.aggregate!r}, batch_size={self.batch_size})")
+        return (
+            f"{type(self).__name__}(classifier={self.classifier!r}, nb_samples={self.nb_samples}, "
+            f"eot_samples={self.eot_samples}, aggregate={self.aggregate!r}, batch_size={self.batch_size})"
+        )

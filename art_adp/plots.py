@@ -49,7 +49,9 @@ def _pyplot():
     return plt
 
 
-def robustness_bars(path: str | os.PathLike, rows: Mapping[str, tuple[float, float]], *, title: str | None = None) -> None:
+def robustness_bars(
+    path: str | os.PathLike, rows: Mapping[str, tuple[float, float]], *, title: str | None = None
+) -> None:
     """
     Save a horizontal bar chart of accuracies: one bar per row (mean), with a marker at the worst case.
 
@@ -75,8 +77,9 @@ def robustness_bars(path: str | os.PathLike, rows: Mapping[str, tuple[float, flo
     plt.close(fig)
 
 
-def sweep_curve(path: str | os.PathLike, xs, curves: Mapping[str, list[float]], *, xlabel: str,
-                title: str | None = None) -> None:
+def sweep_curve(
+    path: str | os.PathLike, xs, curves: Mapping[str, list[float]], *, xlabel: str, title: str | None = None
+) -> None:
     """
     Save accuracy curves over a swept parameter (the paper's Tables 5 and 6 as plots).
 
@@ -90,8 +93,9 @@ def sweep_curve(path: str | os.PathLike, xs, curves: Mapping[str, list[float]], 
     _save_percent_plot(plt, fig, ax, path, xlabel=xlabel, ylabel="accuracy (%)", title=title, title_size=10)
 
 
-def certified_accuracy_curve(path: str | os.PathLike, curves: Mapping[str, Mapping[str, tuple]], *,
-                             title: str | None = None) -> None:
+def certified_accuracy_curve(
+    path: str | os.PathLike, curves: Mapping[str, Mapping[str, tuple]], *, title: str | None = None
+) -> None:
     """
     Save certified accuracy against ℓ₂ radius: one colour per σ, one line style per variant.
 
@@ -105,10 +109,12 @@ def certified_accuracy_curve(path: str | os.PathLike, curves: Mapping[str, Mappi
     styles = ["-", "--", ":", "-."]
     for k, (sigma, variants) in enumerate(curves.items()):
         for j, (variant, (radii, acc)) in enumerate(variants.items()):
-            ax.plot(radii, 100 * np.asarray(acc), styles[j % len(styles)], color=f"C{k}",
-                    label=f"σ = {sigma}, {variant}")
-    _save_percent_plot(plt, fig, ax, path, xlabel="ℓ₂ radius", ylabel="certified accuracy (%)", title=title,
-                       title_size=9)
+            ax.plot(
+                radii, 100 * np.asarray(acc), styles[j % len(styles)], color=f"C{k}", label=f"σ = {sigma}, {variant}"
+            )
+    _save_percent_plot(
+        plt, fig, ax, path, xlabel="ℓ₂ radius", ylabel="certified accuracy (%)", title=title, title_size=9
+    )
 
 
 def _save_percent_plot(plt, fig, ax, path, *, xlabel: str, ylabel: str, title: str | None, title_size: int) -> None:
@@ -125,8 +131,13 @@ def _save_percent_plot(plt, fig, ax, path, *, xlabel: str, ylabel: str, title: s
     plt.close(fig)
 
 
-def score_norm_histogram(path: str | os.PathLike, norms: Mapping[str, np.ndarray], *, threshold: float | None = None,
-                         title: str | None = None) -> None:
+def score_norm_histogram(
+    path: str | os.PathLike,
+    norms: Mapping[str, np.ndarray],
+    *,
+    threshold: float | None = None,
+    title: str | None = None,
+) -> None:
     """
     Save overlaid density histograms of score norms ‖h(x)‖₂ (the ADP paper's score-norm figure).
 
@@ -153,8 +164,9 @@ def score_norm_histogram(path: str | os.PathLike, norms: Mapping[str, np.ndarray
     plt.close(fig)
 
 
-def accuracy_vs_eps(path: str | os.PathLike, curves: Mapping[str, list[tuple[float, float, float, float]]], *,
-                    title: str | None = None) -> None:
+def accuracy_vs_eps(
+    path: str | os.PathLike, curves: Mapping[str, list[tuple[float, float, float, float]]], *, title: str | None = None
+) -> None:
     """
     Save accuracy against the attack radius ε with confidence intervals as error bars.
 
@@ -165,6 +177,5 @@ def accuracy_vs_eps(path: str | os.PathLike, curves: Mapping[str, list[tuple[flo
     for k, (label, points) in enumerate(curves.items()):
         eps, acc, lo, hi = (np.asarray(v, dtype=float) for v in zip(*points))
         yerr = 100 * np.clip([acc - lo, hi - acc], 0, None)  # float rounding at 0 % and 100 %
-        ax.errorbar(eps, 100 * acc, yerr=yerr, fmt="o-" if k < 3 else "s--",
-                    capsize=3, label=label)
+        ax.errorbar(eps, 100 * acc, yerr=yerr, fmt="o-" if k < 3 else "s--", capsize=3, label=label)
     _save_percent_plot(plt, fig, ax, path, xlabel="eps", ylabel="accuracy (%)", title=title, title_size=9)

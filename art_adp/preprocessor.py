@@ -14,8 +14,19 @@ from .purify import DEFAULTS, check_params, describe, purify
 __all__ = ["ADPPurifier"]
 
 GRADIENTS = ("bpda", "full")
-PURIFY_PARAMS = ("sigma", "steps", "step_size", "lam", "delta", "step_clamp", "tau", "clip_values", "compact", "amp",
-                 "gradient_checkpointing")
+PURIFY_PARAMS = (
+    "sigma",
+    "steps",
+    "step_size",
+    "lam",
+    "delta",
+    "step_clamp",
+    "tau",
+    "clip_values",
+    "compact",
+    "amp",
+    "gradient_checkpointing",
+)
 RENAMED = {"checkpoint": "gradient_checkpointing"}  # deprecated in 0.2, removed in 0.3
 
 
@@ -51,8 +62,17 @@ class ADPPurifier(PreprocessorPyTorch):
     (see ``docs/detect_certify.md``).
     """
 
-    params = [*PURIFY_PARAMS, "gradient", "batch_size", "generator", "channels_last", "compile", "detector", "beta",
-              "clip_inputs"]
+    params = [
+        *PURIFY_PARAMS,
+        "gradient",
+        "batch_size",
+        "generator",
+        "channels_last",
+        "compile",
+        "detector",
+        "beta",
+        "clip_inputs",
+    ]
 
     @renamed_kwargs(**RENAMED)
     def __init__(
@@ -236,8 +256,10 @@ class ADPPurifier(PreprocessorPyTorch):
         if not (isinstance(self.compile, bool) or (isinstance(self.compile, str) and self.compile)):
             raise ValueError(f"compile must be True, False or a torch.compile backend name, got {self.compile!r}.")
         if self.detector is not None and not callable(getattr(self.detector, "flag", None)):
-            raise ValueError(f"detector must be a ScoreNormDetector (with a flag(x) method) or None, "
-                             f"got {type(self.detector).__name__}.")
+            raise ValueError(
+                f"detector must be a ScoreNormDetector (with a flag(x) method) or None, "
+                f"got {type(self.detector).__name__}."
+            )
         number("beta", self.beta, low=0, high=1)
         boolean("clip_inputs", self.clip_inputs)
         if self.generator is not None and not isinstance(self.generator, torch.Generator):

@@ -47,8 +47,18 @@ AMP_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
 @renamed_kwargs(checkpoint="gradient_checkpointing")
 def check_params(
-    sigma, steps, step_size, lam, delta, step_clamp, tau, clip_values, *, compact=False, amp=None,
-    gradient_checkpointing=False
+    sigma,
+    steps,
+    step_size,
+    lam,
+    delta,
+    step_clamp,
+    tau,
+    clip_values,
+    *,
+    compact=False,
+    amp=None,
+    gradient_checkpointing=False,
 ) -> list[float] | None:
     """
     Validate the hyperparameters of :func:`purify` (the one place they are checked).
@@ -102,8 +112,16 @@ def _fmt(value: float) -> str:
     return f"{value:g}"
 
 
-def describe(*, sigma=DEFAULTS.sigma, steps=DEFAULTS.steps, step_size=DEFAULTS.step_size, lam=DEFAULTS.lam,
-             delta=DEFAULTS.delta, tau=DEFAULTS.tau, **_ignored) -> str:
+def describe(
+    *,
+    sigma=DEFAULTS.sigma,
+    steps=DEFAULTS.steps,
+    step_size=DEFAULTS.step_size,
+    lam=DEFAULTS.lam,
+    delta=DEFAULTS.delta,
+    tau=DEFAULTS.tau,
+    **_ignored,
+) -> str:
     """
     The ADP setting in words, from the parameters themselves (for reports and logs), e.g.
     ``"ADP sigma = 0.25, T = 10 adaptive steps (lambda = 0.05, delta = 1e-3, tau = 1e-3)"``.
@@ -301,11 +319,23 @@ def purify(
         passes, and recomputes each step once. Same values and gradients. (Formerly ``checkpoint=``, deprecated.)
     :return: The purified batch (same shape and dtype as ``x``), and the info dict if ``return_info``.
     """
-    alphas = check_params(sigma, steps, step_size, lam, delta, step_clamp, tau, clip_values, compact=compact, amp=amp,
-                          gradient_checkpointing=gradient_checkpointing)
+    alphas = check_params(
+        sigma,
+        steps,
+        step_size,
+        lam,
+        delta,
+        step_clamp,
+        tau,
+        clip_values,
+        compact=compact,
+        amp=amp,
+        gradient_checkpointing=gradient_checkpointing,
+    )
     check_images(x, clip_values)
-    step = functools.partial(_step, score_model, lam=lam, delta=delta, step_clamp=step_clamp, tau=tau,
-                             clip_values=clip_values, amp=amp)
+    step = functools.partial(
+        _step, score_model, lam=lam, delta=delta, step_clamp=step_clamp, tau=tau, clip_values=clip_values, amp=amp
+    )
     if gradient_checkpointing and torch.is_grad_enabled():
         step = functools.partial(torch.utils.checkpoint.checkpoint, step, use_reentrant=False)
     x_0 = _noise(x, sigma, generator).clamp(*clip_values)  # x₀ = clip(x + σε)

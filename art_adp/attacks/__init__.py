@@ -15,5 +15,14 @@ from .joint_score import JointScore
 from .pgd_eot import PGDEOT
 from .spsa import SPSA, BlackBoxSPSA  # SPSA: deprecated name of BlackBoxSPSA
 
-__all__ = ["APGDEOT", "BlackBoxSPSA", "ClassifierPGD", "JointFull", "JointScore", "PGDEOT",
-           "BPDAEOT", "FullGradientPGDEOT", "SPSA"]
+__all__ = [
+    "APGDEOT",
+    "BlackBoxSPSA",
+    "ClassifierPGD",
+    "JointFull",
+    "JointScore",
+    "PGDEOT",
+    "BPDAEOT",
+    "FullGradientPGDEOT",
+    "SPSA",
+]

@@ -19,8 +19,19 @@ from .._checks import integer, number, positive_int
 from ..ensemble import logits
 from ..preprocessor import GRADIENTS, ADPPurifier
 
-__all__ = ["GRADIENTS", "IterativeAttack", "JointAttack", "bare_logits", "check_norm", "defended_logits",
-           "eot_gradient", "gradient_mode", "normalize", "project", "purifiers"]
+__all__ = [
+    "GRADIENTS",
+    "IterativeAttack",
+    "JointAttack",
+    "bare_logits",
+    "check_norm",
+    "defended_logits",
+    "eot_gradient",
+    "gradient_mode",
+    "normalize",
+    "project",
+    "purifiers",
+]
 
 NORMS = (np.inf, 2)
 
@@ -34,9 +45,11 @@ def the_purifier(estimator: PyTorchClassifier, attack: str) -> ADPPurifier:
     """The one ADPPurifier an ADP-specific attack needs, or a ValueError naming the fix."""
     found = purifiers(estimator)
     if len(found) != 1:
-        raise ValueError(f"{attack} needs an estimator with exactly one ADPPurifier in preprocessing_defences, "
-                         f"found {len(found)}; build it as "
-                         "PyTorchClassifier(..., preprocessing_defences=[ADPPurifier(...)]).")
+        raise ValueError(
+            f"{attack} needs an estimator with exactly one ADPPurifier in preprocessing_defences, "
+            f"found {len(found)}; build it as "
+            "PyTorchClassifier(..., preprocessing_defences=[ADPPurifier(...)])."
+        )
     return found[0]
 
 
@@ -67,9 +80,16 @@ def gradient_mode(estimator: PyTorchClassifier, mode: str | None) -> Iterator[No
             p.set_params(gradient=old)
 
 
-def eot_gradient(logits_fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, y: torch.Tensor,
-                 loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], nb_samples: int, *,
-                 max_batch: int, aggregate: str = "mean") -> tuple[torch.Tensor, torch.Tensor]:
+def eot_gradient(
+    logits_fn: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    nb_samples: int,
+    *,
+    max_batch: int,
+    aggregate: str = "mean",
+) -> tuple[torch.Tensor, torch.Tensor]:
     """
     EOT gradient of a per-example loss over ``nb_samples`` draws of a random ``logits_fn``: the draws are stacked
     copies of the batch, as many per forward pass as ``max_batch`` images allow (one purifier pass per block):
@@ -131,8 +151,17 @@ class IterativeAttack(EvasionAttack):
         """The gradient mode set on the estimator's ADPPurifiers while attacking (None: leave theirs)."""
         return None
 
-    def __init__(self, estimator: PyTorchClassifier, *, norm=np.inf, eps: float = 8 / 255, eps_step: float = 2 / 255,
-                 max_iter: int = 40, batch_size: int = 512, verbose: bool = False) -> None:
+    def __init__(
+        self,
+        estimator: PyTorchClassifier,
+        *,
+        norm=np.inf,
+        eps: float = 8 / 255,
+        eps_step: float = 2 / 255,
+        max_iter: int = 40,
+        batch_size: int = 512,
+        verbose: bool = False,
+    ) -> None:
         super().__init__(estimator=estimator)
         self.norm = np.inf if norm in ("inf", np.inf, float("inf")) else norm
         self.eps = eps
@@ -167,8 +196,8 @@ class IterativeAttack(EvasionAttack):
         out = []
         with gradient_mode(self.estimator, self.mode):
             for start in tqdm(range(0, len(x), self.batch_size), desc=type(self).__name__, disable=not self.verbose):
-                xb = torch.as_tensor(x[start:start + self.batch_size], dtype=torch.float32, device=device)
-                yb = torch.as_tensor(y[start:start + self.batch_size], device=device)
+                xb = torch.as_tensor(x[start : start + self.batch_size], dtype=torch.float32, device=device)
+                yb = torch.as_tensor(y[start : start + self.batch_size], device=device)
                 x_adv = xb.clone()
                 for _ in range(self.max_iter):
                     step = self.eps_step * self._direction(x_adv, yb)
@@ -201,13 +230,24 @@ class JointAttack(IterativeAttack):
     mode = "bpda"
     min_eot_samples = 1
 
-    def __init__(self, estimator: PyTorchClassifier, *, norm=np.inf, eps: float = 8 / 255,
-                 eps_step: float = 2 / 255, max_iter: int = 40, weight: float = 0.5, eot_samples: int = 15,
-                 batch_size: int = 512, verbose: bool = False) -> None:
+    def __init__(
+        self,
+        estimator: PyTorchClassifier,
+        *,
+        norm=np.inf,
+        eps: float = 8 / 255,
+        eps_step: float = 2 / 255,
+        max_iter: int = 40,
+        weight: float = 0.5,
+        eot_samples: int = 15,
+        batch_size: int = 512,
+        verbose: bool = False,
+    ) -> None:
         self.weight = weight
         self.eot_samples = eot_samples
-        super().__init__(estimator, norm=norm, eps=eps, eps_step=eps_step, max_iter=max_iter, batch_size=batch_size,
-                         verbose=verbose)
+        super().__init__(
+            estimator, norm=norm, eps=eps, eps_step=eps_step, max_iter=max_iter, batch_size=batch_size, verbose=verbose
+        )
         self.purifier = the_purifier(estimator, type(self).__name__)
 
     def _check_params(self) -> None:

@@ -45,14 +45,35 @@ class APGDEOT(EvasionAttack):
     :param verbose: Show ART's progress bars.
     """
 
-    attack_params = EvasionAttack.attack_params + ["norm", "eps", "eps_step", "max_iter", "eot_samples", "losses",
-                                                   "gradient", "batch_size", "seed", "verbose"]
+    attack_params = EvasionAttack.attack_params + [
+        "norm",
+        "eps",
+        "eps_step",
+        "max_iter",
+        "eot_samples",
+        "losses",
+        "gradient",
+        "batch_size",
+        "seed",
+        "verbose",
+    ]
     _estimator_requirements = (PyTorchClassifier,)
 
-    def __init__(self, estimator: PyTorchClassifier, *, norm=np.inf, eps: float = 8 / 255,
-                 eps_step: float | None = None, max_iter: int = 100, eot_samples: int = 200,
-                 losses: tuple[str, ...] = ("ce", "dlr"), gradient: str = "full", batch_size: int = 512,
-                 seed: int | None = 0, verbose: bool = False) -> None:
+    def __init__(
+        self,
+        estimator: PyTorchClassifier,
+        *,
+        norm=np.inf,
+        eps: float = 8 / 255,
+        eps_step: float | None = None,
+        max_iter: int = 100,
+        eot_samples: int = 200,
+        losses: tuple[str, ...] = ("ce", "dlr"),
+        gradient: str = "full",
+        batch_size: int = 512,
+        seed: int | None = 0,
+        verbose: bool = False,
+    ) -> None:
         super().__init__(estimator=estimator)
         self.norm = np.inf if norm in ("inf", np.inf, float("inf")) else norm
         self.eps = eps
@@ -94,13 +115,25 @@ class APGDEOT(EvasionAttack):
                 for name in self.losses:
                     if not todo.any():
                         break
-                    view = EOTClassifier(self.estimator, nb_samples=self.eot_samples, eot_samples=self.eot_samples,
-                                         batch_size=self.batch_size,
-                                         loss=LOSSES[name])
-                    apgd = AutoProjectedGradientDescent(view, norm=self.norm, eps=self.eps, eps_step=self.eps_step,
-                                                        max_iter=self.max_iter, targeted=False, nb_random_init=1,
-                                                        batch_size=max(1, min(len(x), self.batch_size)),
-                                                        loss_type=None, verbose=self.verbose)
+                    view = EOTClassifier(
+                        self.estimator,
+                        nb_samples=self.eot_samples,
+                        eot_samples=self.eot_samples,
+                        batch_size=self.batch_size,
+                        loss=LOSSES[name],
+                    )
+                    apgd = AutoProjectedGradientDescent(
+                        view,
+                        norm=self.norm,
+                        eps=self.eps,
+                        eps_step=self.eps_step,
+                        max_iter=self.max_iter,
+                        targeted=False,
+                        nb_random_init=1,
+                        batch_size=max(1, min(len(x), self.batch_size)),
+                        loss_type=None,
+                        verbose=self.verbose,
+                    )
                     idx = np.flatnonzero(todo)
                     x_adv[idx] = apgd.generate(x[idx].astype(np.float32), y=np.eye(view.nb_classes)[y[idx]])
                     todo[idx] = view.predict(x_adv[idx]).argmax(1) == y[idx]

@@ -27,6 +27,5 @@ class ClassifierPGD(IterativeAttack):
     """
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        g, _ = eot_gradient(lambda z: bare_logits(self.estimator, z), x_adv, y, cross_entropy, 1,
-                            max_batch=len(x_adv))
+        g, _ = eot_gradient(lambda z: bare_logits(self.estimator, z), x_adv, y, cross_entropy, 1, max_batch=len(x_adv))
         return normalize(g, self.norm)

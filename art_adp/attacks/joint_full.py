@@ -31,7 +31,8 @@ class JointFull(JointAttack):
             purified = stack_draws(lambda rows: self.purifier.forward(rows)[0], x_adv, k, batch_size=self.batch_size)
         displacement = (purified - x_adv).mean(0)
         purified = purified.flatten(0, 1)
-        g, _ = eot_gradient(lambda z: bare_logits(self.estimator, z), purified, y.repeat(k), cross_entropy, 1,
-                            max_batch=len(purified))
+        g, _ = eot_gradient(
+            lambda z: bare_logits(self.estimator, z), purified, y.repeat(k), cross_entropy, 1, max_batch=len(purified)
+        )
         g = g.view(k, *x_adv.shape).mean(0)
         return self.weight * normalize(displacement, self.norm) + (1 - self.weight) * normalize(g, self.norm)

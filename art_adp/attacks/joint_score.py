@@ -31,9 +31,16 @@ class JointScore(JointAttack):
         with torch.no_grad():
             score = self.purifier.score_model(x_adv.to(self.purifier.device)).to(x_adv)
         if self.eot_samples == 0:
-            g, _ = eot_gradient(lambda z: bare_logits(self.estimator, z), x_adv, y, cross_entropy, 1,
-                                max_batch=len(x_adv))
+            g, _ = eot_gradient(
+                lambda z: bare_logits(self.estimator, z), x_adv, y, cross_entropy, 1, max_batch=len(x_adv)
+            )
         else:
-            g, _ = eot_gradient(lambda z: defended_logits(self.estimator, z), x_adv, y, cross_entropy,
-                                self.eot_samples, max_batch=self.batch_size)
+            g, _ = eot_gradient(
+                lambda z: defended_logits(self.estimator, z),
+                x_adv,
+                y,
+                cross_entropy,
+                self.eot_samples,
+                max_batch=self.batch_size,
+            )
         return self.weight * normalize(score, self.norm) + (1 - self.weight) * normalize(g, self.norm)

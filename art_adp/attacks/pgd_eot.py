@@ -44,14 +44,26 @@ class PGDEOT(IterativeAttack):
 
     attack_params = IterativeAttack.attack_params + ["gradient", "eot_samples", "aggregate"]
 
-    def __init__(self, estimator: PyTorchClassifier, *, gradient: str = "full", norm=np.inf, eps: float = 8 / 255,
-                 eps_step: float = 2 / 255, max_iter: int = 40, eot_samples: int = 15, aggregate: str = "mean",
-                 batch_size: int = 512, verbose: bool = False) -> None:
+    def __init__(
+        self,
+        estimator: PyTorchClassifier,
+        *,
+        gradient: str = "full",
+        norm=np.inf,
+        eps: float = 8 / 255,
+        eps_step: float = 2 / 255,
+        max_iter: int = 40,
+        eot_samples: int = 15,
+        aggregate: str = "mean",
+        batch_size: int = 512,
+        verbose: bool = False,
+    ) -> None:
         self.gradient = gradient
         self.eot_samples = eot_samples
         self.aggregate = aggregate
-        super().__init__(estimator, norm=norm, eps=eps, eps_step=eps_step, max_iter=max_iter, batch_size=batch_size,
-                         verbose=verbose)
+        super().__init__(
+            estimator, norm=norm, eps=eps, eps_step=eps_step, max_iter=max_iter, batch_size=batch_size, verbose=verbose
+        )
 
     @property
     def mode(self) -> str:
@@ -65,6 +77,13 @@ class PGDEOT(IterativeAttack):
         one_of("aggregate", self.aggregate, AGGREGATES)
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        g, _ = eot_gradient(lambda z: defended_logits(self.estimator, z), x_adv, y, cross_entropy, self.eot_samples,
-                            max_batch=self.batch_size, aggregate=self.aggregate)
+        g, _ = eot_gradient(
+            lambda z: defended_logits(self.estimator, z),
+            x_adv,
+            y,
+            cross_entropy,
+            self.eot_samples,
+            max_batch=self.batch_size,
+            aggregate=self.aggregate,
+        )
         return normalize(g, self.norm)

@@ -42,14 +42,32 @@ class BlackBoxSPSA(EvasionAttack):
     :param verbose: Unused (torchattacks shows no progress).
     """
 
-    attack_params = EvasionAttack.attack_params + ["eps", "eps_step", "max_iter", "samples_per_step", "delta",
-                                                   "batch_size", "seed", "verbose"]
+    attack_params = EvasionAttack.attack_params + [
+        "eps",
+        "eps_step",
+        "max_iter",
+        "samples_per_step",
+        "delta",
+        "batch_size",
+        "seed",
+        "verbose",
+    ]
     _estimator_requirements = (PyTorchClassifier,)
 
     @renamed_kwargs(**RENAMED)
-    def __init__(self, estimator: PyTorchClassifier, *, eps: float = 8 / 255, eps_step: float = 2 / 255,
-                 max_iter: int = 40, samples_per_step: int = 1280, delta: float = 0.01, batch_size: int = 4096,
-                 seed: int | None = 0, verbose: bool = False) -> None:
+    def __init__(
+        self,
+        estimator: PyTorchClassifier,
+        *,
+        eps: float = 8 / 255,
+        eps_step: float = 2 / 255,
+        max_iter: int = 40,
+        samples_per_step: int = 1280,
+        delta: float = 0.01,
+        batch_size: int = 4096,
+        seed: int | None = 0,
+        verbose: bool = False,
+    ) -> None:
         super().__init__(estimator=estimator)
         self.eps = eps
         self.eps_step = eps_step
@@ -83,8 +101,10 @@ class BlackBoxSPSA(EvasionAttack):
             positive_int(name, getattr(self, name))
         clip = self.estimator.clip_values
         if clip is None or tuple(float(c) for c in clip) != (0.0, 1.0):
-            raise ValueError(f"SPSA (torchattacks) clips to [0, 1]; the estimator's clip_values are {clip}; rescale "
-                             "the data to [0, 1].")
+            raise ValueError(
+                f"SPSA (torchattacks) clips to [0, 1]; the estimator's clip_values are {clip}; rescale "
+                "the data to [0, 1]."
+            )
 
     def generate(self, x: np.ndarray, y: np.ndarray | None = None, **kwargs) -> np.ndarray:
         """
@@ -99,9 +119,15 @@ class BlackBoxSPSA(EvasionAttack):
         xt = torch.as_tensor(x, dtype=torch.float32, device=device)
         yt = torch.as_tensor(y, device=device)
         model = DefendedModel.from_estimator(self.estimator, nb_samples=1)  # one purification per query
-        attack = torchattacks.SPSA(model, eps=self.eps, delta=self.delta, lr=self.eps_step,
-                                   nb_iter=self.max_iter, nb_sample=self.samples_per_step,
-                                   max_batch_size=max(1, min(self.samples_per_step, self.batch_size // max(len(x), 1))))
+        attack = torchattacks.SPSA(
+            model,
+            eps=self.eps,
+            delta=self.delta,
+            lr=self.eps_step,
+            nb_iter=self.max_iter,
+            nb_sample=self.samples_per_step,
+            max_batch_size=max(1, min(self.samples_per_step, self.batch_size // max(len(x), 1))),
+        )
         devices = [device] if device.type == "cuda" else []
         with gradient_mode(self.estimator, "bpda"), torch.random.fork_rng(devices=devices):
             if self.seed is not None:

@@ -9,8 +9,17 @@ import dataclasses
 import math
 from dataclasses import dataclass, replace
 
-__all__ = ["ATTACKS", "GRADIENT_ATTACKS", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "attack_budget", "budget_text",
-           "shortfalls", "white_box_fields"]
+__all__ = [
+    "ATTACKS",
+    "GRADIENT_ATTACKS",
+    "PAPER_ATTACKS",
+    "PRESETS",
+    "EvalConfig",
+    "attack_budget",
+    "budget_text",
+    "shortfalls",
+    "white_box_fields",
+]
 
 ATTACKS = ("clf-pgd", "bpda-eot", "joint-score", "joint-full", "spsa", "full-pgd-eot", "apgd-eot")
 GRADIENT_ATTACKS = ("full-pgd-eot", "apgd-eot", "bpda-eot")  # the sanity checks use the first one evaluated
@@ -123,8 +132,9 @@ class EvalConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
-        if self.n_examples is not None and (isinstance(self.n_examples, bool) or not (
-                isinstance(self.n_examples, int) and self.n_examples >= 1)):
+        if self.n_examples is not None and (
+            isinstance(self.n_examples, bool) or not (isinstance(self.n_examples, int) and self.n_examples >= 1)
+        ):
             raise ValueError(f"n_examples must be an integer >= 1 or None, got {self.n_examples!r}.")
         if not self.eps > 0:
             raise ValueError(f"eps must be > 0, got {self.eps!r}.")
@@ -135,22 +145,48 @@ class EvalConfig:
         if self.eot_aggregate not in ("mean", "sign"):
             raise ValueError(f"eot_aggregate must be 'mean' or 'sign', got {self.eot_aggregate!r}.")
         if any(not m > 0 for m in self.sanity_iterations) or any(
-                isinstance(k, bool) or not (isinstance(k, int) and k >= 1) for k in self.sanity_eot):
-            raise ValueError(f"sanity_iterations must be positive multiples and sanity_eot integers >= 1, got "
-                             f"{self.sanity_iterations!r} and {self.sanity_eot!r}.")
+            isinstance(k, bool) or not (isinstance(k, int) and k >= 1) for k in self.sanity_eot
+        ):
+            raise ValueError(
+                f"sanity_iterations must be positive multiples and sanity_eot integers >= 1, got "
+                f"{self.sanity_iterations!r} and {self.sanity_eot!r}."
+            )
 
 
 PRESETS: dict[str, EvalConfig] = {
     "paper": EvalConfig(),
-    "croce": EvalConfig(attacks=("apgd-eot",), apgd_iterations=100, apgd_eot=200, runs=10, repeats=5,
-                        sanity_iterations=(0.25, 0.5, 1.0), sanity_eot=(20, 50, 200), preset_name="croce"),
-    "smoke": EvalConfig(attacks=ATTACKS, iterations=2, eot=2, spsa_iterations=1, spsa_samples=8, apgd_iterations=2,
-                        apgd_eot=2, runs=2, repeats=2, chunk_size=16, sanity_examples=16,
-                        sanity_iterations=(0.5, 1.0, 2.0), sanity_eot=(1, 2, 4), n_examples=16, preset_name="smoke"),
+    "croce": EvalConfig(
+        attacks=("apgd-eot",),
+        apgd_iterations=100,
+        apgd_eot=200,
+        runs=10,
+        repeats=5,
+        sanity_iterations=(0.25, 0.5, 1.0),
+        sanity_eot=(20, 50, 200),
+        preset_name="croce",
+    ),
+    "smoke": EvalConfig(
+        attacks=ATTACKS,
+        iterations=2,
+        eot=2,
+        spsa_iterations=1,
+        spsa_samples=8,
+        apgd_iterations=2,
+        apgd_eot=2,
+        runs=2,
+        repeats=2,
+        chunk_size=16,
+        sanity_examples=16,
+        sanity_iterations=(0.5, 1.0, 2.0),
+        sanity_eot=(1, 2, 4),
+        n_examples=16,
+        preset_name="smoke",
+    ),
 }
 # The reference a budget is compared with: the paper's protocol, and Croce et al.'s for APGD.
-REFERENCE = replace(PRESETS["paper"], apgd_iterations=PRESETS["croce"].apgd_iterations,
-                    apgd_eot=PRESETS["croce"].apgd_eot)
+REFERENCE = replace(
+    PRESETS["paper"], apgd_iterations=PRESETS["croce"].apgd_iterations, apgd_eot=PRESETS["croce"].apgd_eot
+)
 
 
 def white_box_fields(attack: str) -> tuple[str, str]:
@@ -162,15 +198,21 @@ def attack_budget(attack: str, c: EvalConfig) -> dict:
     """The settings of ``c`` that change ``attack``'s result (its counts and the threat model)."""
     budget = {k: getattr(c, k) for k in BUDGET_FIELDS[attack]}
     if attack not in ("clean", "flags"):
-        budget.update(norm="inf" if c.norm == math.inf else c.norm, eps=c.eps,
-                      eps_step=(2 * c.eps if attack == "apgd-eot" else c.step))
+        budget.update(
+            norm="inf" if c.norm == math.inf else c.norm,
+            eps=c.eps,
+            eps_step=(2 * c.eps if attack == "apgd-eot" else c.step),
+        )
     return budget
 
 
 def shortfalls(attack: str, c: EvalConfig) -> list[str]:
     """The counts of ``attack``'s budget below the reference (e.g. ``["iterations 4 < 40"]``)."""
-    return [f"{k} {getattr(c, k)} < {getattr(REFERENCE, k)}" for k in BUDGET_FIELDS[attack]
-            if k in COUNT_FIELDS and getattr(c, k) < getattr(REFERENCE, k)]
+    return [
+        f"{k} {getattr(c, k)} < {getattr(REFERENCE, k)}"
+        for k in BUDGET_FIELDS[attack]
+        if k in COUNT_FIELDS and getattr(c, k) < getattr(REFERENCE, k)
+    ]
 
 
 def judging_shortfalls(c: EvalConfig) -> list[str]:

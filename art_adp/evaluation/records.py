@@ -22,9 +22,20 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["append_records", "array_sha256", "check_settings", "describe_differences", "file_sha256",
-           "load_records", "module_sha256", "read_jsonl", "record_key", "save_settings", "settings_digest",
-           "truncate_torn"]
+__all__ = [
+    "append_records",
+    "array_sha256",
+    "check_settings",
+    "describe_differences",
+    "file_sha256",
+    "load_records",
+    "module_sha256",
+    "read_jsonl",
+    "record_key",
+    "save_settings",
+    "settings_digest",
+    "truncate_torn",
+]
 
 
 def record_key(record: dict) -> tuple[str, str, int]:
@@ -92,8 +103,10 @@ def load_records(paths: Iterable[str | os.PathLike]) -> dict[tuple[str, str, int
         for record in read_jsonl(path):
             key = record_key(record)
             if key in out and out[key] != record:
-                raise ValueError(f"Conflicting records for {key} in {path}; the run folder mixes evaluations with "
-                                 "different settings: use a new --run-dir.")
+                raise ValueError(
+                    f"Conflicting records for {key} in {path}; the run folder mixes evaluations with "
+                    "different settings: use a new --run-dir."
+                )
             out[key] = record
     return out
 
@@ -135,7 +148,9 @@ def module_sha256(module: torch.nn.Module) -> str:
     for name, tensor in sorted(module.state_dict().items()):
         t = tensor.detach().cpu().contiguous()
         h.update(f"{name}{tuple(t.shape)}{t.dtype}".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")  # 0-d too (BatchNorm counters)
+        h.update(
+            t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        )  # 0-d too (BatchNorm counters)
     return h.hexdigest()
 
 
@@ -165,8 +180,11 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 def describe_differences(old: Mapping, new: Mapping) -> str:
     """``"eps 0.1 (now 0.2), budget.iterations 10 (now 20)"``: the settings that differ, dotted paths."""
     a, b = _flatten(_canonical(old)), _flatten(_canonical(new))
-    parts = [f"{k} {a.get(k, '(unset)')} (now {b.get(k, '(unset)')})" for k in sorted(set(a) | set(b))
-             if a.get(k) != b.get(k)]
+    parts = [
+        f"{k} {a.get(k, '(unset)')} (now {b.get(k, '(unset)')})"
+        for k in sorted(set(a) | set(b))
+        if a.get(k) != b.get(k)
+    ]
     return ", ".join(parts)
 
 
@@ -181,8 +199,9 @@ def save_settings(path: str | os.PathLike, settings: Mapping[str, Mapping]) -> N
     os.replace(tmp, path)
 
 
-def check_settings(run_dir: str | os.PathLike, found: Mapping[Any, str], expected: Mapping[Any, Mapping],
-                   stored: Mapping[str, Mapping]) -> None:
+def check_settings(
+    run_dir: str | os.PathLike, found: Mapping[Any, str], expected: Mapping[Any, Mapping], stored: Mapping[str, Mapping]
+) -> None:
     """
     Refuse to resume over records made with other settings.
 
@@ -197,8 +216,12 @@ def check_settings(run_dir: str | os.PathLike, found: Mapping[Any, str], expecte
             continue
         label = "/".join(map(str, group)) if isinstance(group, tuple) else str(group)
         if digest not in stored:
-            raise ValueError(f"{run_dir} holds records for {label} made with unknown settings (digest {digest}, "
-                             "not in settings.json); use another --run-dir.")
-        raise ValueError(f"{run_dir} holds records for {label} made with other settings: "
-                         f"{describe_differences(stored[digest], expected[group])}. Use another --run-dir, or the "
-                         "same settings to resume.")
+            raise ValueError(
+                f"{run_dir} holds records for {label} made with unknown settings (digest {digest}, "
+                "not in settings.json); use another --run-dir."
+            )
+        raise ValueError(
+            f"{run_dir} holds records for {label} made with other settings: "
+            f"{describe_differences(stored[digest], expected[group])}. Use another --run-dir, or the "
+            "same settings to resume."
+        )

@@ -32,8 +32,16 @@ LABELS = {
     "full-pgd-eot": "Full-gradient PGD+EOT",
     "apgd-eot": "APGD-EOT (CE, then DLR)",
 }
-BASELINE_ATTACK = {"clean": "clean", "clf-pgd": "clf-pgd", "bpda-eot": "clf-pgd", "joint-score": "clf-pgd",
-                   "joint-full": "clf-pgd", "full-pgd-eot": "clf-pgd", "apgd-eot": "apgd-eot", "spsa": "spsa"}
+BASELINE_ATTACK = {
+    "clean": "clean",
+    "clf-pgd": "clf-pgd",
+    "bpda-eot": "clf-pgd",
+    "joint-score": "clf-pgd",
+    "joint-full": "clf-pgd",
+    "full-pgd-eot": "clf-pgd",
+    "apgd-eot": "apgd-eot",
+    "spsa": "spsa",
+}
 
 
 def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:
@@ -76,11 +84,23 @@ def summarize(rows: list[dict]) -> dict:
     majority = sum(_majority(r["pred"], r["label"]) for r in rows)
     undefended = sum(r["undefended_pred"] == r["label"] for r in rows)
     mean = float(correct.mean())
-    return {"n": n, "repeats": int(correct.shape[1]), "mean": mean, "worst": worst / n, "majority": majority / n,
-            "per_repeat": [float(v) for v in correct.mean(0)], "undefended": undefended / n,
-            "ci": {"mean": list(wilson(mean, n)), "worst": list(clopper_pearson(worst, n)),
-                   "majority": list(clopper_pearson(majority, n)), "undefended": list(clopper_pearson(undefended, n))},
-            "max_linf": max(r["linf"] for r in rows), "max_l2": max(r["l2"] for r in rows)}
+    return {
+        "n": n,
+        "repeats": int(correct.shape[1]),
+        "mean": mean,
+        "worst": worst / n,
+        "majority": majority / n,
+        "per_repeat": [float(v) for v in correct.mean(0)],
+        "undefended": undefended / n,
+        "ci": {
+            "mean": list(wilson(mean, n)),
+            "worst": list(clopper_pearson(worst, n)),
+            "majority": list(clopper_pearson(majority, n)),
+            "undefended": list(clopper_pearson(undefended, n)),
+        },
+        "max_linf": max(r["linf"] for r in rows),
+        "max_l2": max(r["l2"] for r in rows),
+    }
 
 
 def _sanity(results: dict, groups: dict, config, settings) -> dict:
@@ -92,12 +112,16 @@ def _sanity(results: dict, groups: dict, config, settings) -> dict:
     if flags:
         inputs["random_fraction"] = float(np.mean([r["random_output"] for r in flags]))
         inputs["zero_gradient_fraction"] = float(np.mean([r["zero_gradient"] for r in flags]))
-        eots = [getattr(config, white_box_fields(a)[1]) for a in main_attacks
-                if a in ("bpda-eot", "joint-score", "joint-full", "full-pgd-eot", "apgd-eot")]
+        eots = [
+            getattr(config, white_box_fields(a)[1])
+            for a in main_attacks
+            if a in ("bpda-eot", "joint-score", "joint-full", "full-pgd-eot", "apgd-eot")
+        ]
         inputs["smallest_eot"] = min(eots) if eots else 1
-        warnings += [sanity.check_randomness(inputs["random_fraction"], eot=inputs["smallest_eot"],
-                                             repeats=config.repeats),
-                     sanity.check_zero_gradients(inputs["zero_gradient_fraction"])]
+        warnings += [
+            sanity.check_randomness(inputs["random_fraction"], eot=inputs["smallest_eot"], repeats=config.repeats),
+            sanity.check_zero_gradients(inputs["zero_gradient_fraction"]),
+        ]
         ran += ["randomness", "zero gradients"]
     subset = [s for s in settings if s.subset and s.name != "sanity:flags"]
     if subset:
@@ -106,15 +130,25 @@ def _sanity(results: dict, groups: dict, config, settings) -> dict:
         n_sub = len(groups[(subset[0].name, white)])
         base = summarize(groups[("main", white)][:n_sub])["mean"]
         inputs.update(white_box_attack=white, n=n_sub)
-        inputs["eps_points"] = [(config.eps / 2, results[f"sanity:eps/2/{white}"]["mean"]), (config.eps, base),
-                                (1.0, results[f"sanity:eps=1/{white}"]["mean"])]
+        inputs["eps_points"] = [
+            (config.eps / 2, results[f"sanity:eps/2/{white}"]["mean"]),
+            (config.eps, base),
+            (1.0, results[f"sanity:eps=1/{white}"]["mean"]),
+        ]
         inputs["unbounded"] = inputs["eps_points"][-1][1]
-        inputs["iteration_points"] = sorted([(getattr(config, it_field), base)] + [
-            (s.overrides[it_field], results[f"{s.name}/{white}"]["mean"]) for s in subset if it_field in s.overrides])
-        inputs["eot_points"] = sorted([(getattr(config, eot_field), base)] + [
-            (s.overrides[eot_field], results[f"{s.name}/{white}"]["mean"]) for s in subset if eot_field in s.overrides])
-        warnings += [sanity.check_unbounded(inputs["unbounded"]),
-                     sanity.check_monotone(inputs["eps_points"], "eps")]
+        inputs["iteration_points"] = sorted(
+            [(getattr(config, it_field), base)]
+            + [(s.overrides[it_field], results[f"{s.name}/{white}"]["mean"]) for s in subset if it_field in s.overrides]
+        )
+        inputs["eot_points"] = sorted(
+            [(getattr(config, eot_field), base)]
+            + [
+                (s.overrides[eot_field], results[f"{s.name}/{white}"]["mean"])
+                for s in subset
+                if eot_field in s.overrides
+            ]
+        )
+        warnings += [sanity.check_unbounded(inputs["unbounded"]), sanity.check_monotone(inputs["eps_points"], "eps")]
         ran += ["eps = 1", "monotone in eps"]
         for what, points in (("iterations", inputs["iteration_points"]), ("EOT", inputs["eot_points"])):
             if len(points) > 1:
@@ -129,8 +163,10 @@ def _sanity(results: dict, groups: dict, config, settings) -> dict:
         whites = [results[f"main/{a}"]["mean"] for a in main_attacks if a not in ("clean", "spsa")]
         short = shortfalls("spsa", config)
         if short:
-            skipped.append(f"SPSA vs white-box: SPSA's budget is below the paper's ({', '.join(short)}), so a weak "
-                           "SPSA could not reveal masking")
+            skipped.append(
+                f"SPSA vs white-box: SPSA's budget is below the paper's ({', '.join(short)}), so a weak "
+                "SPSA could not reveal masking"
+            )
         elif whites:
             inputs["black_box"], inputs["best_white_box"] = results["main/spsa"]["mean"], min(whites)
             warnings.append(sanity.check_black_box(inputs["black_box"], inputs["best_white_box"]))
@@ -140,14 +176,26 @@ def _sanity(results: dict, groups: dict, config, settings) -> dict:
     return {"inputs": inputs, "warnings": [w for w in warnings if w], "ran": ran, "skipped": skipped}
 
 
-def build(records: dict, config, settings, *, description: dict, seconds: dict, world_size: int,
-          estimate_seconds: float | None = None) -> dict:
+def build(
+    records: dict,
+    config,
+    settings,
+    *,
+    description: dict,
+    seconds: dict,
+    world_size: int,
+    estimate_seconds: float | None = None,
+) -> dict:
     """The card: one summary per (setting, attack), the per-attack rows, the scale and the verdicts."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for (s, a, _), r in sorted(records.items()):
         groups.setdefault((s, a), []).append(r)
-    results = {f"{s.name}/{a}": summarize(groups[(s.name, a)]) for s in settings for a in s.attacks
-               if (s.name, a) in groups and a != "flags"}  # in the plan's order
+    results = {
+        f"{s.name}/{a}": summarize(groups[(s.name, a)])
+        for s in settings
+        for a in s.attacks
+        if (s.name, a) in groups and a != "flags"
+    }  # in the plan's order
     main_setting = next(s for s in settings if s.name == "main")
     baselines = [s.baseline for s in settings if s.baseline is not None]
     short = {a: shortfalls(a, config) for a in main_setting.attacks}
@@ -160,25 +208,36 @@ def build(records: dict, config, settings, *, description: dict, seconds: dict, 
     rows = []
     for a in main_setting.attacks:
         v = results[f"main/{a}"]
-        row = {"attack": a, "label": LABELS[a], "budget": budget_text(a, config), "below_reference": short.get(a, []),
-               "overridden": sorted(set(config.overridden) & set(BUDGET_FIELDS[a])), "n": v["n"],
-               "transfer_to_undefended": {"value": v["undefended"], "ci": v["ci"]["undefended"]},
-               "mean": {"value": v["mean"], "ci": v["ci"]["mean"], "method": "wilson"},
-               "worst": {"value": v["worst"], "ci": v["ci"]["worst"], "method": "clopper-pearson"},
-               "majority": {"value": v["majority"], "ci": v["ci"]["majority"], "method": "clopper-pearson"}}
+        row = {
+            "attack": a,
+            "label": LABELS[a],
+            "budget": budget_text(a, config),
+            "below_reference": short.get(a, []),
+            "overridden": sorted(set(config.overridden) & set(BUDGET_FIELDS[a])),
+            "n": v["n"],
+            "transfer_to_undefended": {"value": v["undefended"], "ci": v["ci"]["undefended"]},
+            "mean": {"value": v["mean"], "ci": v["ci"]["mean"], "method": "wilson"},
+            "worst": {"value": v["worst"], "ci": v["ci"]["worst"], "method": "clopper-pearson"},
+            "majority": {"value": v["majority"], "ci": v["ci"]["majority"], "method": "clopper-pearson"},
+        }
         if f"fixed/{a}" in results:
             f = results[f"fixed/{a}"]
             row["fixed"] = {"value": f["mean"], "ci": f["ci"]["worst"], "method": "clopper-pearson"}  # R = 1
         for b in baselines:
             key = f"baseline:{b}/{BASELINE_ATTACK[a]}"
             if key in results:
-                row.setdefault("baselines", {})[b] = {"value": results[key]["mean"], "ci": results[key]["ci"]["worst"],
-                                                      "method": "clopper-pearson", "as": BASELINE_ATTACK[a]}
+                row.setdefault("baselines", {})[b] = {
+                    "value": results[key]["mean"],
+                    "ci": results[key]["ci"]["worst"],
+                    "method": "clopper-pearson",
+                    "as": BASELINE_ATTACK[a],
+                }
         rows.append(row)
 
     attacked = {r["attack"]: r for r in rows if r["attack"] != "clean"}
-    strongest = min(attacked, key=lambda a: (attacked[a]["worst"]["value"], attacked[a]["mean"]["value"])) \
-        if attacked else None
+    strongest = (
+        min(attacked, key=lambda a: (attacked[a]["worst"]["value"], attacked[a]["mean"]["value"])) if attacked else None
+    )
     reasons = []
     if not claim:
         reasons.append("budgets below the reference")
@@ -192,13 +251,26 @@ def build(records: dict, config, settings, *, description: dict, seconds: dict, 
     cfg = asdict(config)
     cfg["norm"] = "inf" if config.norm == math.inf else config.norm
     cfg["step"] = config.step
-    return {"schema": SCHEMA, "scale": "reference" if claim else "smoke", "claim": claim,
-            "preset": config.preset_name, "overridden": {k: _jsonable(cfg[k]) for k in config.overridden},
-            "shortfalls": {"attacks": short, "judging": judging}, "config": cfg, "description": description,
-            "card": rows, "results": results, "strongest": strongest if not reasons else None,
-            "strongest_candidate": strongest, "verdict_withheld_because": reasons,
-            "sanity": {**check, "verdict": verdict}, "seconds": seconds, "estimate_seconds": estimate_seconds,
-            "world_size": world_size, "baselines": baselines}
+    return {
+        "schema": SCHEMA,
+        "scale": "reference" if claim else "smoke",
+        "claim": claim,
+        "preset": config.preset_name,
+        "overridden": {k: _jsonable(cfg[k]) for k in config.overridden},
+        "shortfalls": {"attacks": short, "judging": judging},
+        "config": cfg,
+        "description": description,
+        "card": rows,
+        "results": results,
+        "strongest": strongest if not reasons else None,
+        "strongest_candidate": strongest,
+        "verdict_withheld_because": reasons,
+        "sanity": {**check, "verdict": verdict},
+        "seconds": seconds,
+        "estimate_seconds": estimate_seconds,
+        "world_size": world_size,
+        "baselines": baselines,
+    }
 
 
 def _jsonable(v):
@@ -226,16 +298,22 @@ def header(result: dict) -> list[str]:
     else:
         short = [f"{a}: {', '.join(v)}" for a, v in result["shortfalls"]["attacks"].items()]
         short += result["shortfalls"]["judging"]
-        lines.append("SMOKE-SCALE RUN, NOT A ROBUSTNESS CLAIM: budgets below the reference (the paper's protocol; "
-                     f"Croce et al. for APGD): {'; '.join(short)}.")
+        lines.append(
+            "SMOKE-SCALE RUN, NOT A ROBUSTNESS CLAIM: budgets below the reference (the paper's protocol; "
+            f"Croce et al. for APGD): {'; '.join(short)}."
+        )
     over = result["overridden"]
-    lines.append(f"Preset: {result['preset']}" + (
-        f", overridden: {', '.join(f'{k} = {v}' for k, v in over.items())}" if over else " (no overrides)"))
+    lines.append(
+        f"Preset: {result['preset']}"
+        + (f", overridden: {', '.join(f'{k} = {v}' for k, v in over.items())}" if over else " (no overrides)")
+    )
     step = "eps/4, following eps" if c["eps_step"] is None else "set explicitly"
     lines.append(f"Threat model: {norm} eps = {c['eps']:.4g}, step {c['step']:.4g} ({step}); APGD starts at 2 eps")
     lines += [f"{k}: {v}" for k, v in result["description"].items()]
-    lines.append(f"Judged on the ensemble of S = {c['runs']} purifications, R = {c['repeats']} times with fresh "
-                 "noise; fixed = one frozen noise draw shared by the attack (EOT 1) and the judge.")
+    lines.append(
+        f"Judged on the ensemble of S = {c['runs']} purifications, R = {c['repeats']} times with fresh "
+        "noise; fixed = one frozen noise draw shared by the attack (EOT 1) and the judge."
+    )
     return lines
 
 
@@ -243,9 +321,16 @@ def markdown(result: dict) -> str:
     """The card as markdown: header, the per-attack table with CIs, sweeps, sanity report."""
     rows, baselines = result["card"], result["baselines"]
     lines = [*header(result), ""]
-    cols = ["Attack", "Budget", *[b.capitalize() if b == "undefended" else f"{b} (baseline)" for b in baselines],
-            "ADP mean", "ADP worst of R",
-            "ADP majority of R", "ADP fixed noise", "n"]
+    cols = [
+        "Attack",
+        "Budget",
+        *[b.capitalize() if b == "undefended" else f"{b} (baseline)" for b in baselines],
+        "ADP mean",
+        "ADP worst of R",
+        "ADP majority of R",
+        "ADP fixed noise",
+        "n",
+    ]
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         budget = r["budget"]
@@ -253,23 +338,37 @@ def markdown(result: dict) -> str:
             budget += f" (below reference: {', '.join(r['below_reference'])})"
         if r["overridden"]:
             budget += f" (overridden: {', '.join(r['overridden'])})"
-        cells = [r["label"], budget, *[_cell(r.get("baselines", {}).get(b)) for b in baselines],
-                 _cell(r["mean"]), _cell(r["worst"]), _cell(r["majority"]), _cell(r.get("fixed")), str(r["n"])]
+        cells = [
+            r["label"],
+            budget,
+            *[_cell(r.get("baselines", {}).get(b)) for b in baselines],
+            _cell(r["mean"]),
+            _cell(r["worst"]),
+            _cell(r["majority"]),
+            _cell(r.get("fixed")),
+            str(r["n"]),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     c = result["config"]
     lines.append("")
-    foot = (f"Accuracy in % with 95 % confidence intervals over the n examples (Clopper–Pearson; Wilson for the mean "
-            f"over R, whose count is fractional). Budgets per row as run, steps of {c['step']:.4g}; mean = over "
-            "examples and R judgements; worst = correct in all R; majority = the label is the unique most frequent "
-            "of the R predictions; fixed noise = EOT 1 against one frozen draw, judged on that draw (SPSA: n/a).")
+    foot = (
+        f"Accuracy in % with 95 % confidence intervals over the n examples (Clopper–Pearson; Wilson for the mean "
+        f"over R, whose count is fractional). Budgets per row as run, steps of {c['step']:.4g}; mean = over "
+        "examples and R judgements; worst = correct in all R; majority = the label is the unique most frequent "
+        "of the R predictions; fixed noise = EOT 1 against one frozen draw, judged on that draw (SPSA: n/a)."
+    )
     if baselines:
-        foot += (" Undefended and other baselines are attacked directly with the same budgets and judged once "
-                 "(deterministic); on them the PGD-family rows are PGD, APGD runs with EOT 1.")
+        foot += (
+            " Undefended and other baselines are attacked directly with the same budgets and judged once "
+            "(deterministic); on them the PGD-family rows are PGD, APGD runs with EOT 1."
+        )
     lines.append(foot + (f" {c['note']}" if c["note"] else ""))
     if result["strongest"]:
         s = next(r for r in rows if r["attack"] == result["strongest"])
-        lines.append(f"Strongest attack: {s['label']} ({_pct(s['mean']['value'])} % mean, "
-                     f"{_pct(s['worst']['value'])} % worst case).")
+        lines.append(
+            f"Strongest attack: {s['label']} ({_pct(s['mean']['value'])} % mean, "
+            f"{_pct(s['worst']['value'])} % worst case)."
+        )
     else:
         lines.append(f"No strongest attack named: {' and '.join(result['verdict_withheld_because'])}.")
     sweeps = sweep_tables(result)
@@ -278,14 +377,20 @@ def markdown(result: dict) -> str:
     lines += ["", "Sanity report (Carlini et al. 2019; Croce et al. 2022; AutoAttack's flags):"]
     inputs = result["sanity"]["inputs"]
     if "random_fraction" in inputs:
-        lines.append(f"- randomness: the same input judged twice gives different outputs for "
-                     f"{_pct(inputs['random_fraction'])} % of inputs; zero loss gradient for "
-                     f"{_pct(inputs['zero_gradient_fraction'])} %")
+        lines.append(
+            f"- randomness: the same input judged twice gives different outputs for "
+            f"{_pct(inputs['random_fraction'])} % of inputs; zero loss gradient for "
+            f"{_pct(inputs['zero_gradient_fraction'])} %"
+        )
     if "eps_points" in inputs:
-        lines.append(f"- {inputs['white_box_attack']} on the first {inputs['n']} examples: accuracy "
-                     + ", ".join(f"{_pct(a)} % at eps {e:.4g}" for e, a in inputs["eps_points"]) + "; "
-                     + ", ".join(f"{_pct(a)} % after {int(i)} it" for i, a in inputs["iteration_points"]) + "; "
-                     + ", ".join(f"{_pct(a)} % with EOT {int(k)}" for k, a in inputs["eot_points"]))
+        lines.append(
+            f"- {inputs['white_box_attack']} on the first {inputs['n']} examples: accuracy "
+            + ", ".join(f"{_pct(a)} % at eps {e:.4g}" for e, a in inputs["eps_points"])
+            + "; "
+            + ", ".join(f"{_pct(a)} % after {int(i)} it" for i, a in inputs["iteration_points"])
+            + "; "
+            + ", ".join(f"{_pct(a)} % with EOT {int(k)}" for k, a in inputs["eot_points"])
+        )
     if "black_box" in inputs:
         lines.append(f"- SPSA {_pct(inputs['black_box'])} % vs best white-box {_pct(inputs['best_white_box'])} %")
     lines += [f"- skipped: {s}" for s in result["sanity"]["skipped"]]
@@ -332,7 +437,9 @@ def eps_curves(result: dict, top: int = 3) -> dict:
     inputs = result["sanity"]["inputs"]
     if "eps_points" in inputs:
         n, a = inputs["n"], inputs["white_box_attack"]
-        curves[f"{LABELS[a]}, first {n} (sanity)"] = sorted((e, acc, *wilson(acc, n)) for e, acc in inputs["eps_points"])
+        curves[f"{LABELS[a]}, first {n} (sanity)"] = sorted(
+            (e, acc, *wilson(acc, n)) for e, acc in inputs["eps_points"]
+        )
     return curves
 
 
@@ -348,15 +455,25 @@ def write(result: dict, run_dir: str | os.PathLike, *, log: Callable[[str], None
     os.replace(tmp, run_dir / "report.json")
     res = result["results"]
     scale = "reference budgets" if result["claim"] else "SMOKE-SCALE, not a robustness claim"
-    plots.accuracy_vs_eps(run_dir / "accuracy_vs_eps.png", eps_curves(result),
-                          title=f"Accuracy against eps, mean over R, 95 % CI ({scale})")
+    plots.accuracy_vs_eps(
+        run_dir / "accuracy_vs_eps.png",
+        eps_curves(result),
+        title=f"Accuracy against eps, mean over R, 95 % CI ({scale})",
+    )
     sigmas = sorted({float(k.split("/")[0][6:]) for k in res if k.startswith("sigma=")})
     if sigmas:
-        curves = {LABELS[a]: [res[f"sigma={s:g}/{a}"]["mean"] for s in sigmas] for a in ("clean", "bpda-eot", "clf-pgd")}
+        curves = {
+            LABELS[a]: [res[f"sigma={s:g}/{a}"]["mean"] for s in sigmas] for a in ("clean", "bpda-eot", "clf-pgd")
+        }
         plots.sweep_curve(run_dir / "sigma_sweep.png", sigmas, curves, xlabel="sigma", title="sigma sweep (Table 5)")
     eots = sorted({int(k.split("/")[0][4:]) for k in res if k.startswith("eot=")})
     if eots:
-        plots.sweep_curve(run_dir / "eot_sweep.png", eots, {"BPDA+EOT": [res[f"eot={k}/bpda-eot"]["mean"] for k in eots]},
-                          xlabel="EOT samples", title="EOT sweep (Table 6)")
+        plots.sweep_curve(
+            run_dir / "eot_sweep.png",
+            eots,
+            {"BPDA+EOT": [res[f"eot={k}/bpda-eot"]["mean"] for k in eots]},
+            xlabel="EOT samples",
+            title="EOT sweep (Table 6)",
+        )
     for line in text.splitlines():
         log(line)

@@ -32,10 +32,16 @@ from ..eot import EOTClassifier
 from ..experiments import distributed
 from ..preprocessor import PURIFY_PARAMS, ADPPurifier
 from . import report
-from .config import (ATTACKS, GRADIENT_ATTACKS, PAPER_ATTACKS, PRESETS, EvalConfig, attack_budget,
-                     white_box_fields)
-from .records import (append_records, array_sha256, check_settings, load_records, module_sha256, save_settings,
-                      settings_digest)
+from .config import ATTACKS, GRADIENT_ATTACKS, PAPER_ATTACKS, PRESETS, EvalConfig, attack_budget, white_box_fields
+from .records import (
+    append_records,
+    array_sha256,
+    check_settings,
+    load_records,
+    module_sha256,
+    save_settings,
+    settings_digest,
+)
 
 __all__ = ["ATTACKS", "DIGITS", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "estimate", "evaluate", "plan"]
 
@@ -82,8 +88,11 @@ def plan(c: EvalConfig, *, randomized: bool = True, baselines: Sequence[str] = (
     """
     settings = [Setting("main", ("clean", *c.attacks))]
     if c.fixed_noise and randomized:
-        settings.append(Setting("fixed", ("clean", *(a for a in c.attacks if a != "spsa")),
-                                {"eot": 1, "apgd_eot": 1}, judge="fixed"))
+        settings.append(
+            Setting(
+                "fixed", ("clean", *(a for a in c.attacks if a != "spsa")), {"eot": 1, "apgd_eot": 1}, judge="fixed"
+            )
+        )
     white = white_box_attack(c)
     if c.sanity:
         settings.append(Setting("sanity:flags", ("flags",), {}, True))
@@ -104,10 +113,15 @@ def plan(c: EvalConfig, *, randomized: bool = True, baselines: Sequence[str] = (
         settings.append(Setting(f"eps={e:g}", swept, {"eps": float(e), "eps_step": step}))
     settings += [Setting(f"sigma={s:g}", ("clean", "clf-pgd", "bpda-eot"), {"sigma": float(s)}) for s in c.sigma_sweep]
     settings += [Setting(f"eot={k}", ("bpda-eot",), {"eot": int(k)}) for k in c.eot_sweep]
-    reduced = ("clean", *(("clf-pgd",) if any(a in PGD_FAMILY for a in c.attacks) else ()),
-               *(a for a in ("apgd-eot", "spsa") if a in c.attacks))
-    settings += [Setting(f"baseline:{name}", reduced, {"eot": 1, "apgd_eot": 1}, judge="once", baseline=name)
-                 for name in baselines]
+    reduced = (
+        "clean",
+        *(("clf-pgd",) if any(a in PGD_FAMILY for a in c.attacks) else ()),
+        *(a for a in ("apgd-eot", "spsa") if a in c.attacks),
+    )
+    settings += [
+        Setting(f"baseline:{name}", reduced, {"eot": 1, "apgd_eot": 1}, judge="once", baseline=name)
+        for name in baselines
+    ]
     return settings
 
 
@@ -121,21 +135,37 @@ def build_attack(name: str, estimator: PyTorchClassifier, c: EvalConfig, seed: i
     if name == "clf-pgd":
         return A.ClassifierPGD(estimator, max_iter=c.iterations, **common)
     if name == "bpda-eot":
-        return A.PGDEOT(estimator, gradient="bpda", max_iter=c.iterations, eot_samples=c.eot,
-                        aggregate=c.eot_aggregate, **common)
+        return A.PGDEOT(
+            estimator, gradient="bpda", max_iter=c.iterations, eot_samples=c.eot, aggregate=c.eot_aggregate, **common
+        )
     if name == "joint-score":
         return A.JointScore(estimator, max_iter=c.iterations, eot_samples=c.eot, weight=c.joint_weight, **common)
     if name == "joint-full":
         return A.JointFull(estimator, max_iter=c.iterations, eot_samples=c.eot, weight=c.joint_weight, **common)
     if name == "full-pgd-eot":
-        return A.PGDEOT(estimator, gradient="full", max_iter=c.iterations, eot_samples=c.eot,
-                        aggregate=c.eot_aggregate, **common)
+        return A.PGDEOT(
+            estimator, gradient="full", max_iter=c.iterations, eot_samples=c.eot, aggregate=c.eot_aggregate, **common
+        )
     if name == "apgd-eot":
-        return A.APGDEOT(estimator, norm=c.norm, eps=c.eps, max_iter=c.apgd_iterations, eot_samples=c.apgd_eot,
-                         batch_size=c.batch_size, seed=seed)
+        return A.APGDEOT(
+            estimator,
+            norm=c.norm,
+            eps=c.eps,
+            max_iter=c.apgd_iterations,
+            eot_samples=c.apgd_eot,
+            batch_size=c.batch_size,
+            seed=seed,
+        )
     if name == "spsa":
-        return A.BlackBoxSPSA(estimator, eps=c.eps, eps_step=c.step, max_iter=c.spsa_iterations,
-                              samples_per_step=c.spsa_samples, batch_size=c.batch_size, seed=seed)
+        return A.BlackBoxSPSA(
+            estimator,
+            eps=c.eps,
+            eps_step=c.step,
+            max_iter=c.spsa_iterations,
+            samples_per_step=c.spsa_samples,
+            batch_size=c.batch_size,
+            seed=seed,
+        )
     raise ValueError(f"Unknown attack {name!r}; choose from {ATTACKS}.")
 
 
@@ -171,7 +201,9 @@ def frozen_noise(estimator: PyTorchClassifier, seed: int):
             p.__dict__.pop("forward", None)
 
 
-def _flags(estimator: PyTorchClassifier, xt: torch.Tensor, yt: torch.Tensor, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _flags(
+    estimator: PyTorchClassifier, xt: torch.Tensor, yt: torch.Tensor, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     """AutoAttack's two flags per input: the defended output differs between two calls; the loss gradient through
     the defence is exactly zero."""
     outs = []
@@ -192,8 +224,16 @@ def _flags(estimator: PyTorchClassifier, xt: torch.Tensor, yt: torch.Tensor, see
     return random, zero
 
 
-def _run_unit(estimator: PyTorchClassifier, setting: Setting, attack: str, idx: np.ndarray, x: np.ndarray,
-              y: np.ndarray, c: EvalConfig, digest: str) -> list[dict]:
+def _run_unit(
+    estimator: PyTorchClassifier,
+    setting: Setting,
+    attack: str,
+    idx: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+    c: EvalConfig,
+    digest: str,
+) -> list[dict]:
     cs = config_for(setting, c)
     seed = _seed(c.seed, setting.name, attack, int(idx[0]))
     xb, yb = x[idx], y[idx]
@@ -201,8 +241,16 @@ def _run_unit(estimator: PyTorchClassifier, setting: Setting, attack: str, idx: 
     base = {"setting": setting.name, "attack": attack, "settings": digest}
     if attack == "flags":
         random, zero = _flags(estimator, torch.as_tensor(xb, device=device), torch.as_tensor(yb, device=device), seed)
-        return [{**base, "index": int(i), "label": int(yb[j]), "random_output": bool(random[j]),
-                 "zero_gradient": bool(zero[j])} for j, i in enumerate(idx)]
+        return [
+            {
+                **base,
+                "index": int(i),
+                "label": int(yb[j]),
+                "random_output": bool(random[j]),
+                "zero_gradient": bool(zero[j]),
+            }
+            for j, i in enumerate(idx)
+        ]
     _reseed(estimator, seed)
     frozen = frozen_noise(estimator, seed) if setting.judge == "fixed" else contextlib.nullcontext()
     with frozen:
@@ -220,15 +268,30 @@ def _run_unit(estimator: PyTorchClassifier, setting: Setting, attack: str, idx: 
     with torch.no_grad():
         bare = bare_logits(estimator, xt).argmax(1).cpu().numpy()
     delta = (x_adv - xb).reshape(len(idx), -1)
-    return [{**base, "index": int(i), "label": int(yb[j]), "pred": [int(p[j]) for p in preds],
-             "undefended_pred": int(bare[j]), "linf": round(float(np.abs(delta[j]).max()), 6),
-             "l2": round(float(np.linalg.norm(delta[j])), 6)} for j, i in enumerate(idx)]
+    return [
+        {
+            **base,
+            "index": int(i),
+            "label": int(yb[j]),
+            "pred": [int(p[j]) for p in preds],
+            "undefended_pred": int(bare[j]),
+            "linf": round(float(np.abs(delta[j]).max()), 6),
+            "l2": round(float(np.linalg.norm(delta[j])), 6),
+        }
+        for j, i in enumerate(idx)
+    ]
 
 
 def _describe_defence(d) -> dict:
     if isinstance(d, ADPPurifier):
-        out = {"type": "ADPPurifier", **{k: getattr(d, k) for k in PURIFY_PARAMS}, "gradient": d.gradient,
-               "beta": d.beta, "clip_inputs": d.clip_inputs, "score_sha256": module_sha256(d.score_model)}
+        out = {
+            "type": "ADPPurifier",
+            **{k: getattr(d, k) for k in PURIFY_PARAMS},
+            "gradient": d.gradient,
+            "beta": d.beta,
+            "clip_inputs": d.clip_inputs,
+            "score_sha256": module_sha256(d.score_model),
+        }
         if d.detector is not None:
             out["detector_threshold"] = getattr(d.detector, "threshold", None)
         return out
@@ -239,8 +302,13 @@ def unit_settings(setting: Setting, attack: str, c: EvalConfig, common: dict) ->
     """Everything that changes the records of (``setting``, ``attack``): ``common`` (data, weights, defence, S, R,
     seed, chunking) and the attack's budget under the setting's overrides."""
     cs = config_for(setting, c)
-    out = {**common, "setting": setting.name, "attack": attack, "budget": attack_budget(attack, cs),
-           "judge": setting.judge}
+    out = {
+        **common,
+        "setting": setting.name,
+        "attack": attack,
+        "budget": attack_budget(attack, cs),
+        "judge": setting.judge,
+    }
     if "sigma" in setting.overrides:
         out["sigma_override"] = setting.overrides["sigma"]
     if setting.baseline is not None:
@@ -319,23 +387,45 @@ def estimate(units: Sequence[tuple[Setting, str, np.ndarray]], c: EvalConfig, pr
     return sum(_unit_cost(s, a, c, probe) * len(ch) for s, a, ch in units)
 
 
-def _as_estimator(model, x: np.ndarray, nb_classes: int, clip_values, dev: torch.device,
-                  defences: Sequence[PreprocessorPyTorch] | None = None) -> PyTorchClassifier:
+def _as_estimator(
+    model,
+    x: np.ndarray,
+    nb_classes: int,
+    clip_values,
+    dev: torch.device,
+    defences: Sequence[PreprocessorPyTorch] | None = None,
+) -> PyTorchClassifier:
     if isinstance(model, PyTorchClassifier):
         return model
     model = model.to(dev).eval()
-    return PyTorchClassifier(model, torch.nn.CrossEntropyLoss(), input_shape=x.shape[1:], nb_classes=nb_classes,
-                             clip_values=clip_values, preprocessing_defences=defences or None,
-                             device_type="gpu" if dev.type == "cuda" else "cpu")
+    return PyTorchClassifier(
+        model,
+        torch.nn.CrossEntropyLoss(),
+        input_shape=x.shape[1:],
+        nb_classes=nb_classes,
+        clip_values=clip_values,
+        preprocessing_defences=defences or None,
+        device_type="gpu" if dev.type == "cuda" else "cpu",
+    )
 
 
-def evaluate(classifier: torch.nn.Module, defences: ADPPurifier | Sequence[PreprocessorPyTorch], x: np.ndarray,
-             y: np.ndarray, *, config: EvalConfig = PAPER, run_dir: str | Path = "runs/evaluate",
-             nb_classes: int | None = None,
-             clip_values: tuple[float, float] = (0.0, 1.0), description: dict | None = None, progress: bool = True,
-             device: str | None = None, log: Callable[[str], None] = print,
-             baselines: Mapping[str, torch.nn.Module | PyTorchClassifier] | None = None,
-             estimate_only: bool = False) -> dict | None:
+def evaluate(
+    classifier: torch.nn.Module,
+    defences: ADPPurifier | Sequence[PreprocessorPyTorch],
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    config: EvalConfig = PAPER,
+    run_dir: str | Path = "runs/evaluate",
+    nb_classes: int | None = None,
+    clip_values: tuple[float, float] = (0.0, 1.0),
+    description: dict | None = None,
+    progress: bool = True,
+    device: str | None = None,
+    log: Callable[[str], None] = print,
+    baselines: Mapping[str, torch.nn.Module | PyTorchClassifier] | None = None,
+    estimate_only: bool = False,
+) -> dict | None:
     """
     Attack ``classifier`` defended by ``defences`` with every attack of ``config``; judge each adversarial example
     on the S-run ensemble R times and with its randomness fixed; write per-example records as they finish, then the
@@ -403,11 +493,20 @@ def evaluate(classifier: torch.nn.Module, defences: ADPPurifier | Sequence[Prepr
     settings = plan(config, randomized=bool(purifiers(estimator)), baselines=tuple(baseline_estimators))
     units = [(s, a, ch) for s in settings for a in s.attacks for ch in (sanity_chunks if s.subset else chunks)]
 
-    common = {"data_sha256": array_sha256(x, y), "n_examples": len(x), "classifier_sha256": module_sha256(classifier),
-              "defences": [_describe_defence(d) for d in defences], "nb_classes": nb_classes,
-              "clip_values": list(clip_values), "runs": config.runs, "repeats": config.repeats, "seed": config.seed,
-              "chunk_size": config.chunk_size, "batch_size": config.batch_size,
-              "baselines_sha256": {k: module_sha256(e.model) for k, e in baseline_estimators.items()}}
+    common = {
+        "data_sha256": array_sha256(x, y),
+        "n_examples": len(x),
+        "classifier_sha256": module_sha256(classifier),
+        "defences": [_describe_defence(d) for d in defences],
+        "nb_classes": nb_classes,
+        "clip_values": list(clip_values),
+        "runs": config.runs,
+        "repeats": config.repeats,
+        "seed": config.seed,
+        "chunk_size": config.chunk_size,
+        "batch_size": config.batch_size,
+        "baselines_sha256": {k: module_sha256(e.model) for k, e in baseline_estimators.items()},
+    }
     expected = {(s.name, a): unit_settings(s, a, config, common) for s in settings for a in s.attacks}
     digests = {k: settings_digest(v) for k, v in expected.items()}
     found: dict = {}
@@ -428,13 +527,15 @@ def evaluate(classifier: torch.nn.Module, defences: ADPPurifier | Sequence[Prepr
             p.set_params(generator=generator)
         est_seconds = estimate(pending, config, probe) / world
         order = list(PRESETS)  # paper, croce (APGD only), smoke (CI-sized)
-        smaller = order[order.index(config.preset_name) + 1:] if config.preset_name in order else order
-        log(f"Estimated time on this device ({dev.type}, {torch.get_num_threads()} CPU threads): about "
+        smaller = order[order.index(config.preset_name) + 1 :] if config.preset_name in order else order
+        log(
+            f"Estimated time on this device ({dev.type}, {torch.get_num_threads()} CPU threads): about "
             f"{_duration(est_seconds)} for {len(pending)} of {len(units)} units of work on {len(x)} examples "
             f"(probe: {1000 * probe['forward']:.2f} ms per defended image, {1000 * probe['full']:.2f} ms with a "
             f"full gradient, batches of {probe['rows']}). Smaller: "
             + "".join(f"--preset {name}, " for name in smaller)
-            + "--n-examples N, or per-attack flags (e.g. --spsa-samples 128).")
+            + "--n-examples N, or per-attack flags (e.g. --spsa-samples 128)."
+        )
     if estimate_only:
         distributed.finish()
         return {"estimate_seconds": est_seconds}
@@ -468,8 +569,15 @@ def evaluate(classifier: torch.nn.Module, defences: ADPPurifier | Sequence[Prepr
     if missing:
         raise RuntimeError(f"{len(missing)} records missing after the evaluation (e.g. {sorted(missing)[:3]}).")
     records = {k: records[k] for k in sorted(wanted)}
-    result = report.build(records, config, settings, description=description or {}, seconds=seconds,
-                          world_size=world, estimate_seconds=est_seconds)
+    result = report.build(
+        records,
+        config,
+        settings,
+        description=description or {},
+        seconds=seconds,
+        world_size=world,
+        estimate_seconds=est_seconds,
+    )
     report.write(result, run_dir, log=log)
     distributed.finish()
     return result

@@ -9,15 +9,23 @@ gives different outputs) needs EOT and repeated judging, and zero input gradient
 
 from __future__ import annotations
 
-__all__ = ["check_black_box", "check_converged", "check_monotone", "check_randomness", "check_unbounded",
-           "check_zero_gradients"]
+__all__ = [
+    "check_black_box",
+    "check_converged",
+    "check_monotone",
+    "check_randomness",
+    "check_unbounded",
+    "check_zero_gradients",
+]
 
 
 def check_unbounded(accuracy: float, *, tolerance: float = 0.10) -> str | None:
     """An unbounded attack (ε = 1, the whole input range) must reach ≈ 0 % accuracy."""
     if accuracy > tolerance:
-        return (f"GRADIENT MASKING? accuracy under an unbounded attack (eps = 1) is {100 * accuracy:.1f} %, expected "
-                f"about 0 % (tolerance {100 * tolerance:.0f} %): the attack's gradients do not lead anywhere.")
+        return (
+            f"GRADIENT MASKING? accuracy under an unbounded attack (eps = 1) is {100 * accuracy:.1f} %, expected "
+            f"about 0 % (tolerance {100 * tolerance:.0f} %): the attack's gradients do not lead anywhere."
+        )
     return None
 
 
@@ -30,8 +38,10 @@ def check_monotone(points: list[tuple[float, float]], what: str, *, tolerance: f
     points = sorted(points)
     for (a, acc_a), (b, acc_b) in zip(points, points[1:]):
         if acc_b > acc_a + tolerance:
-            return (f"GRADIENT MASKING? accuracy rises with {what}: {100 * acc_a:.1f} % at {what} = {a:g} but "
-                    f"{100 * acc_b:.1f} % at {what} = {b:g} (tolerance {100 * tolerance:.0f} points).")
+            return (
+                f"GRADIENT MASKING? accuracy rises with {what}: {100 * acc_a:.1f} % at {what} = {a:g} but "
+                f"{100 * acc_b:.1f} % at {what} = {b:g} (tolerance {100 * tolerance:.0f} points)."
+            )
     return None
 
 
@@ -45,18 +55,22 @@ def check_converged(points: list[tuple[float, float]], what: str, *, tolerance: 
     points = sorted(points)
     (a, acc_a), (b, acc_b) = points[-2], points[-1]
     if acc_a - acc_b > tolerance:
-        return (f"NOT CONVERGED: accuracy still falls with {what}: {100 * acc_a:.1f} % at {what} = {a:g}, "
-                f"{100 * acc_b:.1f} % at {what} = {b:g} (more than {100 * tolerance:.0f} points); raise {what} "
-                "until it stops falling.")
+        return (
+            f"NOT CONVERGED: accuracy still falls with {what}: {100 * acc_a:.1f} % at {what} = {a:g}, "
+            f"{100 * acc_b:.1f} % at {what} = {b:g} (more than {100 * tolerance:.0f} points); raise {what} "
+            "until it stops falling."
+        )
     return None
 
 
 def check_black_box(black_box: float, best_white_box: float, *, tolerance: float = 0.05) -> str | None:
     """A black-box attack (SPSA) must not beat the best white-box attack by more than ``tolerance``."""
     if black_box < best_white_box - tolerance:
-        return (f"GRADIENT MASKING? the black-box SPSA ({100 * black_box:.1f} %) beats the best white-box attack "
-                f"({100 * best_white_box:.1f} %) by more than {100 * tolerance:.0f} points: white-box gradients "
-                "are uninformative.")
+        return (
+            f"GRADIENT MASKING? the black-box SPSA ({100 * black_box:.1f} %) beats the best white-box attack "
+            f"({100 * best_white_box:.1f} %) by more than {100 * tolerance:.0f} points: white-box gradients "
+            "are uninformative."
+        )
     return None
 
 
@@ -70,16 +84,20 @@ def check_randomness(random_fraction: float, *, eot: int, repeats: int) -> str |
     :param repeats: R, judgements per example.
     """
     if random_fraction > 0 and (eot <= 1 or repeats <= 1):
-        return (f"RANDOMIZED DEFENCE: the same input judged twice gives different outputs ({100 * random_fraction:.0f} "
-                f"% of inputs), but the attacks use EOT {eot} and each example is judged R = {repeats} time(s): use "
-                "EOT (AutoAttack's version='rand': 20 draws) and R > 1.")
+        return (
+            f"RANDOMIZED DEFENCE: the same input judged twice gives different outputs ({100 * random_fraction:.0f} "
+            f"% of inputs), but the attacks use EOT {eot} and each example is judged R = {repeats} time(s): use "
+            "EOT (AutoAttack's version='rand': 20 draws) and R > 1."
+        )
     return None
 
 
 def check_zero_gradients(zero_fraction: float) -> str | None:
     """AutoAttack's zero-gradient flag: inputs whose loss gradient through the defence is exactly zero."""
     if zero_fraction > 0:
-        return (f"GRADIENT MASKING? the loss gradient through the defence is exactly zero for "
-                f"{100 * zero_fraction:.0f} % of inputs: gradient-based attacks are blind there (use BPDA, "
-                "a black-box attack, or a smooth surrogate).")
+        return (
+            f"GRADIENT MASKING? the loss gradient through the defence is exactly zero for "
+            f"{100 * zero_fraction:.0f} % of inputs: gradient-based attacks are blind there (use BPDA, "
+            "a black-box attack, or a smooth surrogate)."
+        )
     return None

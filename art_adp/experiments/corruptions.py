@@ -93,20 +93,36 @@ def _predictor(variant: str, classifier, scores: dict, detector, c: CorruptionCo
 
     def predict(x, gen):
         s = sigma * torch.where(detector.flag(x), 1.0, c.beta).to(x.dtype) if detection else sigma
-        logits = torch.stack([classifier(purify(score, x, sigma=s, steps=c.steps, step_size=step_size, lam=c.lam,
-                                              generator=gen)) for _ in range(runs)])
+        logits = torch.stack(
+            [
+                classifier(purify(score, x, sigma=s, steps=c.steps, step_size=step_size, lam=c.lam, generator=gen))
+                for _ in range(runs)
+            ]
+        )
         return aggregate_draws(logits, "softmax").argmax(1)
 
     return predict
 
 
-def run_corruptions(run_dir: str | Path, classifier: torch.nn.Module, score: torch.nn.Module, x_test: np.ndarray,
-                    y_test: np.ndarray, x_calibration: np.ndarray, config: CorruptionConfig = CorruptionConfig(), *,
-                    score_dct: torch.nn.Module | None = None, score_augmix: torch.nn.Module | None = None,
-                    description: str = "", cifar10c_root: str | Path | None = None, nb_classes: int = 10,
-                    variants: Sequence[str] | None = None,
-                    progress: bool = True, device: str | torch.device | None = None,
-                    log: Callable[[str], None] = print) -> dict:
+def run_corruptions(
+    run_dir: str | Path,
+    classifier: torch.nn.Module,
+    score: torch.nn.Module,
+    x_test: np.ndarray,
+    y_test: np.ndarray,
+    x_calibration: np.ndarray,
+    config: CorruptionConfig = CorruptionConfig(),
+    *,
+    score_dct: torch.nn.Module | None = None,
+    score_augmix: torch.nn.Module | None = None,
+    description: str = "",
+    cifar10c_root: str | Path | None = None,
+    nb_classes: int = 10,
+    variants: Sequence[str] | None = None,
+    progress: bool = True,
+    device: str | torch.device | None = None,
+    log: Callable[[str], None] = print,
+) -> dict:
     """
     Measure every row of the table on the clean and the 75 corrupted test sets; write ``records.jsonl``,
     ``corruptions.json``, ``corruptions.md`` and ``corruptions.png`` to ``run_dir``.
@@ -130,18 +146,27 @@ def run_corruptions(run_dir: str | Path, classifier: torch.nn.Module, score: tor
     run_dir.mkdir(parents=True, exist_ok=True)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     x_test, y_test = np.asarray(x_test)[: c.n_examples], np.asarray(y_test)[: c.n_examples]
-    available = _variants({k for k, m in (("plain", score), ("dct", score_dct), ("augmix", score_augmix))
-                           if m is not None})
+    available = _variants(
+        {k for k, m in (("plain", score), ("dct", score_dct), ("augmix", score_augmix)) if m is not None}
+    )
     if variants is not None and not set(variants) <= set(available):
-        raise ValueError(f"variants {sorted(set(variants) - set(available))} cannot be measured: valid rows with the "
-                         f"score models given are {available}.")
+        raise ValueError(
+            f"variants {sorted(set(variants) - set(available))} cannot be measured: valid rows with the "
+            f"score models given are {available}."
+        )
     variants = list(variants) if variants is not None else available
-    settings = {"config": asdict(c), "n": len(x_test), "shape": list(x_test.shape[1:]),
-                "cifar10c_root": str(cifar10c_root) if cifar10c_root else None, "description": description}
+    settings = {
+        "config": asdict(c),
+        "n": len(x_test),
+        "shape": list(x_test.shape[1:]),
+        "cifar10c_root": str(cifar10c_root) if cifar10c_root else None,
+        "description": description,
+    }
     settings_path = run_dir / "settings.json"
     if settings_path.exists() and json.loads(settings_path.read_text()) != settings:
-        raise ValueError(f"{run_dir} holds a run with other settings ({settings_path}); use another --run-dir "
-                         f"or delete it.")
+        raise ValueError(
+            f"{run_dir} holds a run with other settings ({settings_path}); use another --run-dir " f"or delete it."
+        )
     settings_path.write_text(json.dumps(settings, indent=2))  # rows may be added later (e.g. --score-dct)
 
     data_root = Path(cifar10c_root) if cifar10c_root else run_dir / "data"
@@ -152,18 +177,24 @@ def run_corruptions(run_dir: str | Path, classifier: torch.nn.Module, score: tor
     classifier = classifier.to(device).eval()
     layout = torch.channels_last if device.type == "cpu" else torch.contiguous_format  # faster convs on CPU
     # nn.Module.to accepts memory_format at run time; torch's overloads for it omit the keyword
-    scores = {k: m.to(device, memory_format=layout).eval().requires_grad_(False)  # type: ignore[call-overload]
-              for k, m in (("plain", score), ("dct", score_dct), ("augmix", score_augmix)) if m is not None}
-    detector = ScoreNormDetector(scores["plain"], batch_size=c.batch_size,
-                                 device_type="gpu" if device.type == "cuda" else "cpu")
+    scores = {
+        k: m.to(device, memory_format=layout).eval().requires_grad_(False)  # type: ignore[call-overload]
+        for k, m in (("plain", score), ("dct", score_dct), ("augmix", score_augmix))
+        if m is not None
+    }
+    detector = ScoreNormDetector(
+        scores["plain"], batch_size=c.batch_size, device_type="gpu" if device.type == "cuda" else "cpu"
+    )
     detector.fit(np.asarray(x_calibration)[: c.n_calibration], fpr=c.fpr)
 
     records_path = run_dir / "records.jsonl"
     done = _load_records(records_path)
     sets = [("clean", 0)] + [(name, s) for name in CORRUPTIONS for s in SEVERITIES]
     todo = [(v, name, s) for v in variants for name, s in sets if (v, name, s) not in done]
-    log(f"{len(done)} of {len(variants) * len(sets)} (variant, corruption, severity) results on disk; "
-        f"{len(todo)} to go")
+    log(
+        f"{len(done)} of {len(variants) * len(sets)} (variant, corruption, severity) results on disk; "
+        f"{len(todo)} to go"
+    )
     cache: dict[tuple[str, int], tuple[torch.Tensor, np.ndarray]] = {}
 
     def load(name, s):
@@ -186,13 +217,22 @@ def run_corruptions(run_dir: str | Path, classifier: torch.nn.Module, score: tor
                 continue
             x, y = load(name, s)
             t0 = time.perf_counter()
-            gen = torch.Generator(device).manual_seed(c.seed * 1_000_003 + VARIANTS.index(v) * 1009
-                                                      + (CORRUPTIONS.index(name) + 1 if name != "clean" else 0) * 7
-                                                      + s)
+            gen = torch.Generator(device).manual_seed(
+                c.seed * 1_000_003
+                + VARIANTS.index(v) * 1009
+                + (CORRUPTIONS.index(name) + 1 if name != "clean" else 0) * 7
+                + s
+            )
             with torch.no_grad():
                 pred = torch.cat([predictors[v](xb, gen) for xb in x.split(c.batch_size)]).cpu().numpy()
-            record = {"variant": v, "corruption": name, "severity": s, "correct": int((pred == y).sum()),
-                      "n": int(len(y)), "seconds": round(time.perf_counter() - t0, 3)}
+            record = {
+                "variant": v,
+                "corruption": name,
+                "severity": s,
+                "correct": int((pred == y).sum()),
+                "n": int(len(y)),
+                "seconds": round(time.perf_counter() - t0, 3),
+            }
             append_records(records_path, [record])
             done[(v, name, s)] = record
             pbar.update(1)
@@ -202,24 +242,36 @@ def run_corruptions(run_dir: str | Path, classifier: torch.nn.Module, score: tor
     done = _load_records(records_path)  # re-read: another process may have added rows to this run folder
     results = summarise(done, [v for v in VARIANTS if any(k[0] == v for k in done)])
     elapsed = time.perf_counter() - start
-    results.update({"settings": settings, "detection_threshold": detector.threshold,
-                    "seconds_this_call": round(elapsed, 1),
-                    "seconds_measuring": round(sum(r["seconds"] for r in done.values()), 1),
-                    "device": str(device)})
+    results.update(
+        {
+            "settings": settings,
+            "detection_threshold": detector.threshold,
+            "seconds_this_call": round(elapsed, 1),
+            "seconds_measuring": round(sum(r["seconds"] for r in done.values()), 1),
+            "device": str(device),
+        }
+    )
     (run_dir / "corruptions.json").write_text(json.dumps(results, indent=2))
     table = markdown_table(results)
-    header = (f"{description}\nn = {len(x_test)} test images, S = {c.runs} purifications where σ > 0, T = {c.steps}; "
-              f"detection threshold {detector.threshold:.4g} (fpr {c.fpr} on {min(c.n_calibration, len(x_calibration))}"
-              f" clean training images); device {device}\n\n")
+    header = (
+        f"{description}\nn = {len(x_test)} test images, S = {c.runs} purifications where σ > 0, T = {c.steps}; "
+        f"detection threshold {detector.threshold:.4g} (fpr {c.fpr} on {min(c.n_calibration, len(x_calibration))}"
+        f" clean training images); device {device}\n\n"
+    )
     (run_dir / "corruptions.md").write_text(header + table + "\n")
     from ..plots import sweep_curve
 
-    sweep_curve(run_dir / "corruptions.png", list(range(6)),
-                {v: [results["rows"][v]["clean"]] + [results["rows"][v][f"severity {k}"] for k in SEVERITIES]
-                 for v in variants},
-                xlabel="severity (0 = clean)",
-                title=f"Mean over 15 corruptions: n = {len(x_test)}, S = {c.runs}, T = {c.steps}\n"
-                      f"device {device}, {results['seconds_measuring']:.0f} s measuring")
+    sweep_curve(
+        run_dir / "corruptions.png",
+        list(range(6)),
+        {
+            v: [results["rows"][v]["clean"]] + [results["rows"][v][f"severity {k}"] for k in SEVERITIES]
+            for v in variants
+        },
+        xlabel="severity (0 = clean)",
+        title=f"Mean over 15 corruptions: n = {len(x_test)}, S = {c.runs}, T = {c.steps}\n"
+        f"device {device}, {results['seconds_measuring']:.0f} s measuring",
+    )
     log(header + table)
     log(f"time: {elapsed:.0f} s this call ({results['seconds_measuring']:.0f} s measuring in all), device {device}")
     log(f"wrote {run_dir / 'corruptions.md'}, corruptions.json, corruptions.png, records.jsonl")
@@ -241,18 +293,30 @@ def summarise(records: dict[tuple[str, str, int], dict], variants) -> dict:
     return {"rows": rows, "columns": ["clean", *CORRUPTIONS, *(f"severity {s}" for s in SEVERITIES), "mean"]}
 
 
-SHORT = {"gaussian_noise": "gauss", "shot_noise": "shot", "impulse_noise": "impulse", "defocus_blur": "defocus",
-         "glass_blur": "glass", "motion_blur": "motion", "zoom_blur": "zoom", "snow": "snow", "frost": "frost",
-         "fog": "fog", "brightness": "bright", "contrast": "contrast", "elastic_transform": "elastic",
-         "pixelate": "pixel", "jpeg_compression": "jpeg"}
+SHORT = {
+    "gaussian_noise": "gauss",
+    "shot_noise": "shot",
+    "impulse_noise": "impulse",
+    "defocus_blur": "defocus",
+    "glass_blur": "glass",
+    "motion_blur": "motion",
+    "zoom_blur": "zoom",
+    "snow": "snow",
+    "frost": "frost",
+    "fog": "fog",
+    "brightness": "bright",
+    "contrast": "contrast",
+    "elastic_transform": "elastic",
+    "pixelate": "pixel",
+    "jpeg_compression": "jpeg",
+}
 
 
 def markdown_table(results: dict) -> str:
     """Two markdown tables (accuracy in %): per corruption, then per severity."""
     rows = results["rows"]
     per_c = ["clean", *CORRUPTIONS, "mean"]
-    lines = ["| variant | " + " | ".join(SHORT.get(k, k) for k in per_c) + " |",
-             "|---" * (len(per_c) + 1) + "|"]
+    lines = ["| variant | " + " | ".join(SHORT.get(k, k) for k in per_c) + " |", "|---" * (len(per_c) + 1) + "|"]
     lines += [f"| {v} | " + " | ".join(f"{100 * r[k]:.1f}" for k in per_c) + " |" for v, r in rows.items()]
     per_s = ["clean", *(f"severity {s}" for s in SEVERITIES), "mean"]
     lines += ["", "| variant | clean | sev 1 | sev 2 | sev 3 | sev 4 | sev 5 | mean |", "|---" * 8 + "|"]

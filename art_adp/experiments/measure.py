@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from typing import Any
 
 import numpy as np
 import torch
@@ -39,21 +40,57 @@ def wilson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     return float(ci.low), float(ci.high)
 
 
-def defended_estimator(classifier: torch.nn.Module, score_model: torch.nn.Module, input_shape, nb_classes: int, *,
-                       sigma: float = 0.25, steps: int = 10, batch_size: int = 256,
-                       device: str = "cpu") -> tuple[PyTorchClassifier, ADPPurifier]:
+def defended_estimator(
+    classifier: torch.nn.Module,
+    score_model: torch.nn.Module,
+    input_shape,
+    nb_classes: int,
+    *,
+    sigma: float = 0.25,
+    steps: int = 10,
+    batch_size: int = 256,
+    device: str = "cpu",
+) -> tuple[PyTorchClassifier, ADPPurifier]:
     """The classifier behind one ADP purification per call (the paper's defaults: σ = 0.25, T = 10, adaptive α)."""
-    purifier = ADPPurifier(score_model, sigma=sigma, steps=steps, batch_size=batch_size,
-                           generator=torch.Generator(device).manual_seed(0), channels_last=device == "cpu",
-                           device_type="gpu" if device == "cuda" else "cpu")
-    estimator = PyTorchClassifier(classifier.to(device).eval(), torch.nn.CrossEntropyLoss(), input_shape=input_shape,
-                                  nb_classes=nb_classes, clip_values=(0.0, 1.0), preprocessing_defences=[purifier],
-                                  device_type="gpu" if device == "cuda" else "cpu")
+    purifier = ADPPurifier(
+        score_model,
+        sigma=sigma,
+        steps=steps,
+        batch_size=batch_size,
+        generator=torch.Generator(device).manual_seed(0),
+        channels_last=device == "cpu",
+        device_type="gpu" if device == "cuda" else "cpu",
+    )
+    estimator = PyTorchClassifier(
+        classifier.to(device).eval(),
+        torch.nn.CrossEntropyLoss(),
+        input_shape=input_shape,
+        nb_classes=nb_classes,
+        clip_values=(0.0, 1.0),
+        preprocessing_defences=[purifier],
+        device_type="gpu" if device == "cuda" else "cpu",
+    )
     return estimator, purifier
 
 
-def judge(estimator: PyTorchClassifier, purifier: ADPPurifier, x: np.ndarray, y: np.ndarray, *, runs: int = 10,
-          repeats: int = 1, seed: int = 0, batch_size: int = 512) -> np.ndarray:
+def _generator(purifier: ADPPurifier) -> torch.Generator:
+    """The purifier's generator, which every defended estimator of this module is built with."""
+    if purifier.generator is None:
+        raise ValueError("the purifier needs a generator to seed its draws; build it with defended_estimator")
+    return purifier.generator
+
+
+def judge(
+    estimator: PyTorchClassifier,
+    purifier: ADPPurifier,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    runs: int = 10,
+    repeats: int = 1,
+    seed: int = 0,
+    batch_size: int = 512,
+) -> np.ndarray:
     """
     Whether the defence classifies each input correctly: the S = ``runs`` purification ensemble (mean softmax),
     judged ``repeats`` times with fresh noise; an input counts as correct only if every repeat is (worst case).
@@ -64,14 +101,25 @@ def judge(estimator: PyTorchClassifier, purifier: ADPPurifier, x: np.ndarray, y:
     ok = np.ones(len(x), dtype=bool)
     xt = torch.as_tensor(x, dtype=torch.float32)
     for r in range(repeats):
-        purifier.generator.manual_seed(derive_seed(seed, "judge", r))
+        _generator(purifier).manual_seed(derive_seed(seed, "judge", r))
         ok &= ensemble.predict(xt).argmax(1) == np.asarray(y)
     return ok
 
 
-def attack(name: str, estimator: PyTorchClassifier, purifier: ADPPurifier, x: np.ndarray, y: np.ndarray, *,
-           eps: float, eps_step: float, iterations: int, eot: int = 1, seed: int = 0,
-           batch_size: int = 64) -> np.ndarray:
+def attack(
+    name: str,
+    estimator: PyTorchClassifier,
+    purifier: ADPPurifier,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    eps: float,
+    eps_step: float,
+    iterations: int,
+    eot: int = 1,
+    seed: int = 0,
+    batch_size: int = 64,
+) -> np.ndarray:
     """
     Adversarial examples of the row ``name`` (see :data:`ROWS`; ``"clean"`` returns ``x``).
 
@@ -81,8 +129,8 @@ def attack(name: str, estimator: PyTorchClassifier, purifier: ADPPurifier, x: np
     """
     if name == "clean":
         return x
-    purifier.generator.manual_seed(derive_seed(seed, "attack", name))
-    common = dict(eps=eps, eps_step=eps_step, max_iter=iterations, batch_size=batch_size)
+    _generator(purifier).manual_seed(derive_seed(seed, "attack", name))
+    common: dict[str, Any] = dict(eps=eps, eps_step=eps_step, max_iter=iterations, batch_size=batch_size)
     if name == "clf-pgd":
         atk = A.ClassifierPGD(estimator, **common)
     elif name == "bpda-eot":
@@ -96,8 +144,16 @@ def attack(name: str, estimator: PyTorchClassifier, purifier: ADPPurifier, x: np
     return atk.generate(np.asarray(x, dtype=np.float32), y=np.asarray(y))
 
 
-def denoising_ratio(score_model: torch.nn.Module, x, *, sigma: float = 0.25, steps: int = 10, seed: int = 0,
-                    batch_size: int = 256, x_start=None) -> float:
+def denoising_ratio(
+    score_model: torch.nn.Module,
+    x,
+    *,
+    sigma: float = 0.25,
+    steps: int = 10,
+    seed: int = 0,
+    batch_size: int = 256,
+    x_start=None,
+) -> float:
     """
     How many times purification shrinks the squared distance to the clean images ``x``.
 

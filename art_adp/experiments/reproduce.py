@@ -41,8 +41,13 @@ PAPER_MNIST = {
     "clean": 98.07,
     "clf-pgd": 96.41,
 }
-ROW_TITLES = {"clean": "clean", "clf-pgd": "Clf-PGD (preprocessor-blind)", "bpda-eot": "BPDA+EOT",
-              "full-pgd-eot": "full-gradient PGD+EOT", "apgd-eot": "APGD+EOT (full gradient)"}
+ROW_TITLES = {
+    "clean": "clean",
+    "clf-pgd": "Clf-PGD (preprocessor-blind)",
+    "bpda-eot": "BPDA+EOT",
+    "full-pgd-eot": "full-gradient PGD+EOT",
+    "apgd-eot": "APGD+EOT (full gradient)",
+}
 
 
 @dataclass(frozen=True)
@@ -105,8 +110,17 @@ class MnistRecipe:
             value = getattr(self, name)
             if value is not None and (int(value) != value or value < 0):
                 raise ValueError(f"{name} must be None or an integer >= 0, got {value!r}.")
-        for name in ("runs", "repeats", "iterations", "bpda_iterations", "eot", "full_iterations", "full_eot",
-                     "chunk_size", "n_curve"):
+        for name in (
+            "runs",
+            "repeats",
+            "iterations",
+            "bpda_iterations",
+            "eot",
+            "full_iterations",
+            "full_eot",
+            "chunk_size",
+            "n_curve",
+        ):
             if int(getattr(self, name)) != getattr(self, name) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}.")
 
@@ -119,10 +133,18 @@ class MnistRecipe:
         return {
             "clean": {"n": self.n_examples},
             "clf-pgd": {"n": self.n_examples, "iterations": self.iterations, "eps_step": self.eps_step},
-            "bpda-eot": {"n": self.n_bpda, "iterations": self.bpda_iterations, "eps_step": self.attack_eps_step,
-                         "eot": self.eot},
-            self.full_attack: {"n": self.n_full, "iterations": self.full_iterations, "eps_step": self.attack_eps_step,
-                               "eot": self.full_eot},
+            "bpda-eot": {
+                "n": self.n_bpda,
+                "iterations": self.bpda_iterations,
+                "eps_step": self.attack_eps_step,
+                "eot": self.eot,
+            },
+            self.full_attack: {
+                "n": self.n_full,
+                "iterations": self.full_iterations,
+                "eps_step": self.attack_eps_step,
+                "eot": self.full_eot,
+            },
         }
 
 
@@ -154,9 +176,17 @@ def _stage_classifier(data, recipe: MnistRecipe, run_dir: Path, device: str, pro
     torch.manual_seed(recipe.seed)
     _, c, size, _ = data.x_train.shape
     start = time.perf_counter()
-    model = train_classifier(MLP(c, size, data.nb_classes, hidden=recipe.hidden), data.x_train, data.y_train,
-                             epochs=recipe.clf_epochs, batch_size=recipe.clf_batch_size, lr=recipe.clf_lr,
-                             seed=recipe.seed, progress=progress, device=device)
+    model = train_classifier(
+        MLP(c, size, data.nb_classes, hidden=recipe.hidden),
+        data.x_train,
+        data.y_train,
+        epochs=recipe.clf_epochs,
+        batch_size=recipe.clf_batch_size,
+        lr=recipe.clf_lr,
+        seed=recipe.seed,
+        progress=progress,
+        device=device,
+    )
     wall = time.perf_counter() - start
     save_classifier(model, path)
     acc = evaluate_accuracy(model, data.x_test, data.y_test, device=device)
@@ -175,10 +205,20 @@ def _stage_score(data, recipe: MnistRecipe, run_dir: Path, device: str, progress
     log(f"[score] training to {recipe.milestones[-1]} iterations, snapshots at {recipe.milestones}")
     _, c, size, _ = data.x_train.shape
     torch.manual_seed(recipe.seed)  # the initial weights: the same command gives the same model
-    train_with_snapshots(NCSNv2(c, size, ngf=recipe.ngf), data.x_train,
-                         geometric_sigmas(recipe.sigma_begin, recipe.sigma_end, recipe.num_sigmas), recipe.milestones,
-                         score_dir, batch_size=recipe.batch_size, lr=recipe.lr, ema_decay=recipe.ema_decay,
-                         seed=recipe.seed, checkpoint_every=recipe.checkpoint_every, progress=progress, device=device)
+    train_with_snapshots(
+        NCSNv2(c, size, ngf=recipe.ngf),
+        data.x_train,
+        geometric_sigmas(recipe.sigma_begin, recipe.sigma_end, recipe.num_sigmas),
+        recipe.milestones,
+        score_dir,
+        batch_size=recipe.batch_size,
+        lr=recipe.lr,
+        ema_decay=recipe.ema_decay,
+        seed=recipe.seed,
+        checkpoint_every=recipe.checkpoint_every,
+        progress=progress,
+        device=device,
+    )
 
 
 def _snapshot(run_dir: Path, step: int, device: str) -> torch.nn.Module:
@@ -201,13 +241,17 @@ def _clf_pgd(classifier, data, recipe: MnistRecipe, n: int, run_dir: Path, devic
     from art.estimators.classification import PyTorchClassifier
 
     def make():
-        est = PyTorchClassifier(classifier, torch.nn.CrossEntropyLoss(), input_shape=data.x_test.shape[1:],
-                                nb_classes=data.nb_classes, clip_values=(0.0, 1.0),
-                                device_type="gpu" if device == "cuda" else "cpu")
+        est = PyTorchClassifier(
+            classifier,
+            torch.nn.CrossEntropyLoss(),
+            input_shape=data.x_test.shape[1:],
+            nb_classes=data.nb_classes,
+            clip_values=(0.0, 1.0),
+            device_type="gpu" if device == "cuda" else "cpu",
+        )
         from .. import attacks as A
 
-        atk = A.ClassifierPGD(est, eps=recipe.eps, eps_step=recipe.eps_step, max_iter=recipe.iterations,
-                              batch_size=256)
+        atk = A.ClassifierPGD(est, eps=recipe.eps, eps_step=recipe.eps_step, max_iter=recipe.iterations, batch_size=256)
         return atk.generate(data.x_test[:n], y=data.y_test[:n])
 
     return _adversarials("clf-pgd", run_dir / f"clf-pgd_{n}.npz", make)
@@ -235,16 +279,18 @@ def _units(recipe: MnistRecipe, n_test: int, run_dir: Path, stages, log) -> list
     return units
 
 
-def _stage_eval(classifier, data, recipe: MnistRecipe, run_dir: Path, device: str, progress: bool, log,
-                stages) -> list[dict]:
+def _stage_eval(
+    classifier, data, recipe: MnistRecipe, run_dir: Path, device: str, progress: bool, log, stages
+) -> list[dict]:
     """Judge every (snapshot, row, chunk) the curve and the table need; one JSON line per example."""
     from tqdm.auto import tqdm
 
     path = run_dir / "records.jsonl"
     done = {(r["budget"], r["row"], r["index"]) for r in _jsonl(path)}
     n_test = len(data.x_test)
-    units = [u for u in _units(recipe, n_test, run_dir, stages, log)
-             if not all((u[0], u[1], int(i)) in done for i in u[2])]
+    units = [
+        u for u in _units(recipe, n_test, run_dir, stages, log) if not all((u[0], u[1], int(i)) in done for i in u[2])
+    ]
     if not units:
         log("[eval] reusing every record")
         return _jsonl(path)
@@ -257,19 +303,37 @@ def _stage_eval(classifier, data, recipe: MnistRecipe, run_dir: Path, device: st
     for b, row, idx in units:
         if b not in loaded:
             loaded.clear()
-            loaded[b] = defended_estimator(classifier, _snapshot(run_dir, b, device), data.x_test.shape[1:],
-                                           data.nb_classes, sigma=recipe.sigma, steps=recipe.steps, device=device)
+            loaded[b] = defended_estimator(
+                classifier,
+                _snapshot(run_dir, b, device),
+                data.x_test.shape[1:],
+                data.nb_classes,
+                sigma=recipe.sigma,
+                steps=recipe.steps,
+                device=device,
+            )
         est, pur = loaded[b]
         spec = recipe.rows()[row]
         start = time.perf_counter()
         x, y = data.x_test[idx], data.y_test[idx]
         seed = derive_seed(recipe.seed, b, row, int(idx[0]))
         if row == "clf-pgd":
+            assert x_pgd is not None  # computed above whenever a clf-pgd row is pending
             x_adv = x_pgd[idx]
         else:
-            x_adv = attack(row, est, pur, x, y, eps=recipe.eps, eps_step=spec.get("eps_step", recipe.eps_step),
-                           iterations=spec.get("iterations", 1), eot=spec.get("eot", 1), seed=seed,
-                           batch_size=len(idx))
+            x_adv = attack(
+                row,
+                est,
+                pur,
+                x,
+                y,
+                eps=recipe.eps,
+                eps_step=spec.get("eps_step", recipe.eps_step),
+                iterations=spec.get("iterations", 1),
+                eot=spec.get("eot", 1),
+                seed=seed,
+                batch_size=len(idx),
+            )
         ok = judge(est, pur, x_adv, y, runs=recipe.runs, repeats=recipe.repeats, seed=seed)
         with torch.no_grad():
             bare = classifier(torch.as_tensor(x_adv, device=device)).argmax(1).cpu().numpy() == y
@@ -277,9 +341,20 @@ def _stage_eval(classifier, data, recipe: MnistRecipe, run_dir: Path, device: st
         linf = np.abs(x_adv - x).reshape(len(idx), -1).max(1)
         with open(path, "a") as f:
             for j, i in enumerate(idx):
-                f.write(json.dumps({"budget": b, "row": row, "index": int(i), "correct": bool(ok[j]),
-                                    "undefended_correct": bool(bare[j]), "linf": round(float(linf[j]), 6),
-                                    "wall_s": round(wall, 3)}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "budget": b,
+                            "row": row,
+                            "index": int(i),
+                            "correct": bool(ok[j]),
+                            "undefended_correct": bool(bare[j]),
+                            "linf": round(float(linf[j]), 6),
+                            "wall_s": round(wall, 3),
+                        }
+                    )
+                    + "\n"
+                )
         bar.update(len(idx))
     bar.close()
     return _jsonl(path)
@@ -303,19 +378,25 @@ def _stage_denoise(classifier, data, recipe: MnistRecipe, run_dir: Path, device:
         score = _snapshot(run_dir, m, device)
         rec = dict(done.get(m) or {"step": m, "n": n})
         if "denoising_ratio" not in rec:
-            rec["denoising_ratio"] = round(denoising_ratio(score, x, sigma=recipe.sigma, steps=recipe.steps,
-                                                           seed=recipe.seed), 4)
+            rec["denoising_ratio"] = round(
+                denoising_ratio(score, x, sigma=recipe.sigma, steps=recipe.steps, seed=recipe.seed), 4
+            )
         if x_pgd is None:
-            n_pgd = min(len(data.x_test), max(recipe.n_curve, len(data.x_test) if recipe.n_examples is None
-                                              else recipe.n_examples))
+            n_pgd = min(
+                len(data.x_test),
+                max(recipe.n_curve, len(data.x_test) if recipe.n_examples is None else recipe.n_examples),
+            )
             x_pgd = _clf_pgd(classifier, data, recipe, n_pgd, run_dir, device)[:n]
-        rec["attack_ratio"] = round(denoising_ratio(score, x, sigma=recipe.sigma, steps=recipe.steps,
-                                                    seed=recipe.seed, x_start=x_pgd), 4)
+        rec["attack_ratio"] = round(
+            denoising_ratio(score, x, sigma=recipe.sigma, steps=recipe.steps, seed=recipe.seed, x_start=x_pgd), 4
+        )
         rec["wall_s"] = round(rec.get("wall_s", 0.0) + time.perf_counter() - start, 1)
         done[m] = rec
         _append(path, rec)
-        log(f"[curve] {m} iterations: purification divides the noise MSE by {rec['denoising_ratio']:.2f} and the "
-            f"Clf-PGD perturbation's MSE by {rec['attack_ratio']:.2f}")
+        log(
+            f"[curve] {m} iterations: purification divides the noise MSE by {rec['denoising_ratio']:.2f} and the "
+            f"Clf-PGD perturbation's MSE by {rec['attack_ratio']:.2f}"
+        )
     return done
 
 
@@ -327,8 +408,15 @@ def _curve(records: list[dict], denoise: dict[int, dict], recipe: MnistRecipe, r
         if m not in denoise or m not in train:
             continue
         n = denoise[m]["n"]
-        point = {"step": m, "train_wall_s": train[m], "n": n, "runs": recipe.runs, "repeats": recipe.repeats,
-                 "denoising_ratio": denoise[m]["denoising_ratio"], "attack_ratio": denoise[m].get("attack_ratio")}
+        point = {
+            "step": m,
+            "train_wall_s": train[m],
+            "n": n,
+            "runs": recipe.runs,
+            "repeats": recipe.repeats,
+            "denoising_ratio": denoise[m]["denoising_ratio"],
+            "attack_ratio": denoise[m].get("attack_ratio"),
+        }
         for row, key in (("clean", "clean"), ("clf-pgd", "clf_pgd")):
             recs = [r for r in records if r["budget"] == m and r["row"] == row and r["index"] < n]
             if len(recs) < n:
@@ -349,10 +437,16 @@ def _summarise(records: list[dict], recipe: MnistRecipe, n_test: int) -> dict:
             n, k = len(recs), sum(r["correct"] for r in recs)
             kb = sum(r["undefended_correct"] for r in recs)
             out.setdefault(row, {})[str(b)] = {
-                "n": n, "target_n": limit, "correct": k, "accuracy": k / n if n else None, "ci95": wilson(k, n),
-                "undefended": kb / n if n else None, "undefended_ci95": wilson(kb, n),
+                "n": n,
+                "target_n": limit,
+                "correct": k,
+                "accuracy": k / n if n else None,
+                "ci95": wilson(k, n),
+                "undefended": kb / n if n else None,
+                "undefended_ci95": wilson(kb, n),
                 "max_linf": max((r["linf"] for r in recs), default=0.0),
-                "wall_s": round(sum(r["wall_s"] for r in recs), 1)}
+                "wall_s": round(sum(r["wall_s"] for r in recs), 1),
+            }
     return out
 
 
@@ -370,20 +464,33 @@ def render_table(report: dict) -> str:
     budgets = [str(b) for b in recipe["budgets"]]
     rows = report["rows"]
     train = {str(r["step"]): r for r in report["score_snapshots"]}
+
     def trained(b):
         return f"{train[b]['wall_s'] / 60:.0f} min" if b in train else "not trained yet"
 
     head = ["row", "n", "attack budget", "paper (ADP)", "undefended MLP"] + [
-        f"ADP, score {int(b):,} it ({trained(b)})" for b in budgets]
+        f"ADP, score {int(b):,} it ({trained(b)})" for b in budgets
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row, per in rows.items():
         first = per[budgets[0]]
         spec = report["row_budgets"][row]
-        budget = "–" if row == "clean" else (f"ε = {recipe['eps']}, {spec['iterations']} × {spec['eps_step']}"
-                                              + (f", EOT {spec['eot']}" if "eot" in spec else ""))
+        budget = (
+            "–"
+            if row == "clean"
+            else (
+                f"ε = {recipe['eps']}, {spec['iterations']} × {spec['eps_step']}"
+                + (f", EOT {spec['eot']}" if "eot" in spec else "")
+            )
+        )
         paper = PAPER_MNIST.get(row)
-        cells = [ROW_TITLES[row], str(first["target_n"]), budget, "–" if paper is None else f"{paper:.2f}",
-                 _pct(first["undefended"]) + _ci(first["undefended_ci95"]) if row in ("clean", "clf-pgd") else "–"]
+        cells = [
+            ROW_TITLES[row],
+            str(first["target_n"]),
+            budget,
+            "–" if paper is None else f"{paper:.2f}",
+            _pct(first["undefended"]) + _ci(first["undefended_ci95"]) if row in ("clean", "clf-pgd") else "–",
+        ]
         for b in budgets:
             cell = _pct(per[b]["accuracy"]) + _ci(per[b]["ci95"])
             if 0 < per[b]["n"] < per[b]["target_n"]:
@@ -405,26 +512,46 @@ def _plot_curve(curve: list[dict], path: Path, title: str, undefended: float | N
     ax.plot(steps, [100 * r["clf_pgd"] / r["n"] for r in curve], "s-", label="ADP under Clf-PGD ε = 0.3")
     ax.axhline(PAPER_MNIST["clean"], color="tab:blue", ls=":", lw=1, label="paper, clean (98.07 %)")
     if undefended is not None:
-        ax.axhline(100 * undefended, color="gray", ls="--", lw=1,
-                   label=f"undefended MLP, clean ({100 * undefended:.2f} %)")
+        ax.axhline(
+            100 * undefended, color="gray", ls="--", lw=1, label=f"undefended MLP, clean ({100 * undefended:.2f} %)"
+        )
     ax.axhline(PAPER_MNIST["clf-pgd"], color="tab:orange", ls=":", lw=1, label="paper, Clf-PGD (96.41 %)")
     for r in curve:
-        ax.annotate(f"{r['train_wall_s'] / 60:.0f} min", (r["step"], 100 * r["clean"] / r["n"]),
-                    textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+        ax.annotate(
+            f"{r['train_wall_s'] / 60:.0f} min",
+            (r["step"], 100 * r["clean"] / r["n"]),
+            textcoords="offset points",
+            xytext=(0, 6),
+            ha="center",
+            fontsize=7,
+        )
     ax.set_ylim(-3, 103)
     ax.set_ylabel(f"accuracy (%), first {curve[0]['n']} test images, S = {curve[0]['runs']}")
-    ax2.plot(steps, [r["denoising_ratio"] for r in curve], "^-", color="tab:green",
-             label="denoising ratio: noisy clean images")
+    ax2.plot(
+        steps,
+        [r["denoising_ratio"] for r in curve],
+        "^-",
+        color="tab:green",
+        label="denoising ratio: noisy clean images",
+    )
     if all(r.get("attack_ratio") is not None for r in curve):
-        ax2.plot(steps, [r["attack_ratio"] for r in curve], "v-", color="tab:red",
-                 label="attack-removal ratio: Clf-PGD images")
+        ax2.plot(
+            steps,
+            [r["attack_ratio"] for r in curve],
+            "v-",
+            color="tab:red",
+            label="attack-removal ratio: Clf-PGD images",
+        )
     ax2.axhline(1.0, color="gray", lw=0.8)
     ax2.set_ylim(bottom=0)
     ax2.set_ylabel("MSE to the clean image: before / after purifying")
     for a in (ax, ax2):
         a.set_xscale("log")
-        a.set_xlabel("score-model training iterations (labels: training wall time)" if a is ax
-                     else "score-model training iterations")
+        a.set_xlabel(
+            "score-model training iterations (labels: training wall time)"
+            if a is ax
+            else "score-model training iterations"
+        )
         a.legend(fontsize=8, loc="center right")
         a.grid(alpha=0.3)
     fig.suptitle(title, fontsize=8)
@@ -433,10 +560,18 @@ def _plot_curve(curve: list[dict], path: Path, title: str, undefended: float | N
     plt.close(fig)
 
 
-def reproduce_mnist(data_root: str | os.PathLike, run_dir: str | os.PathLike = "runs/reproduce-mnist",
-                    recipe: MnistRecipe | None = None, *, device: str | None = None, progress: bool = True,
-                    stages: tuple[str, ...] = ("classifier", "score", "curve", "table", "report"),
-                    data=None, note: str = "", log: Callable[[str], None] = print) -> dict | None:
+def reproduce_mnist(
+    data_root: str | os.PathLike,
+    run_dir: str | os.PathLike = "runs/reproduce-mnist",
+    recipe: MnistRecipe | None = None,
+    *,
+    device: str | None = None,
+    progress: bool = True,
+    stages: tuple[str, ...] = ("classifier", "score", "curve", "table", "report"),
+    data=None,
+    note: str = "",
+    log: Callable[[str], None] = print,
+) -> dict | None:
     """
     Train (or resume) the MNIST MLP and a score model, measure the learning curve and the table, write the report.
 
@@ -465,8 +600,10 @@ def reproduce_mnist(data_root: str | os.PathLike, run_dir: str | os.PathLike = "
         theirs = json.loads(saved.read_text())
         diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
         if diff:
-            raise ValueError(f"{run_dir} holds a run of another recipe (differs in {diff}); use another run_dir or "
-                             f"the same settings.")
+            raise ValueError(
+                f"{run_dir} holds a run of another recipe (differs in {diff}); use another run_dir or "
+                f"the same settings."
+            )
     else:
         saved.write_text(json.dumps(mine, indent=1))
     data = data if data is not None else load_mnist(data_root)
@@ -487,11 +624,16 @@ def reproduce_mnist(data_root: str | os.PathLike, run_dir: str | os.PathLike = "
     curve = _curve(records, denoise, recipe, run_dir)
     clf_info = json.loads((run_dir / "classifier.json").read_text())
     report = {
-        "paper": PAPER_MNIST, "recipe": mine, "device": _device_name(device),
+        "paper": PAPER_MNIST,
+        "recipe": mine,
+        "device": _device_name(device),
         "data": {"root": str(data_root), "n_train": int(len(data.x_train)), "n_test": int(len(data.x_test))},
-        "classifier": clf_info, "score_snapshots": read_snapshot_log(run_dir / "score"),
+        "classifier": clf_info,
+        "score_snapshots": read_snapshot_log(run_dir / "score"),
         "row_budgets": {row: {k: v for k, v in spec.items() if k != "n"} for row, spec in recipe.rows().items()},
-        "rows": _summarise(records, recipe, len(data.x_test)), "curve": curve, "note": note,
+        "rows": _summarise(records, recipe, len(data.x_test)),
+        "curve": curve,
+        "note": note,
     }
     (run_dir / "table.json").write_text(json.dumps(report, indent=1))
     table = render_table(report)
@@ -500,13 +642,17 @@ def reproduce_mnist(data_root: str | os.PathLike, run_dir: str | os.PathLike = "
         f"{data_root})\n\nDevice: {report['device']}. ADP: σ = {recipe.sigma}, T = {recipe.steps}, judged on the "
         f"S = {recipe.runs} ensemble, worst case over R = {recipe.repeats} repeats; 95 % Wilson intervals."
         f"{' ' + note if note else ''}\n\n"
-        f"{table}\n")
+        f"{table}\n"
+    )
     if curve:
-        _plot_curve(curve, run_dir / "learning_curve.png",
-                    f"ADP (σ = {recipe.sigma}, T = {recipe.steps}) with NCSNv2 ngf = {recipe.ngf}, batch "
-                    f"{recipe.batch_size}, {recipe.num_sigmas} σ from {recipe.sigma_begin} to {recipe.sigma_end}; "
-                    f"MLP classifier; {report['data']['n_train']} training / {report['data']['n_test']} test images "
-                    f"from {Path(str(data_root)).name}\ndevice: {report['device']}{'; ' + note if note else ''}",
-                    undefended=clf_info.get("test_accuracy"))
+        _plot_curve(
+            curve,
+            run_dir / "learning_curve.png",
+            f"ADP (σ = {recipe.sigma}, T = {recipe.steps}) with NCSNv2 ngf = {recipe.ngf}, batch "
+            f"{recipe.batch_size}, {recipe.num_sigmas} σ from {recipe.sigma_begin} to {recipe.sigma_end}; "
+            f"MLP classifier; {report['data']['n_train']} training / {report['data']['n_test']} test images "
+            f"from {Path(str(data_root)).name}\ndevice: {report['device']}{'; ' + note if note else ''}",
+            undefended=clf_info.get("test_accuracy"),
+        )
     log(table)
     return report

@@ -78,16 +78,31 @@ def train_with_snapshots(
         if ckpt.exists():
             at = read_checkpoint(ckpt)[1].get("step", 0)
             if at > m:
-                raise ValueError(f"{ckpt} is at step {at}, past the milestone {m} that has no snapshot; drop {m} from "
-                                 "the milestones or train in a new run_dir.")
+                raise ValueError(
+                    f"{ckpt} is at step {at}, past the milestone {m} that has no snapshot; drop {m} from "
+                    "the milestones or train in a new run_dir."
+                )
         start = time.perf_counter()
-        ema = train_score_model(model, x_train, sigmas, m, batch_size=batch_size, lr=lr, ema_decay=ema_decay,
-                                checkpoint_path=ckpt, seed=seed, progress=progress,
-                                checkpoint_every=checkpoint_every, device=device)
+        ema = train_score_model(
+            model,
+            x_train,
+            sigmas,
+            m,
+            batch_size=batch_size,
+            lr=lr,
+            ema_decay=ema_decay,
+            checkpoint_path=ckpt,
+            seed=seed,
+            progress=progress,
+            checkpoint_every=checkpoint_every,
+            device=device,
+        )
         wall += time.perf_counter() - start
         state.write_text(json.dumps({"wall_s": wall}))
         save_score_model(ema, snap)
         with open(snap_dir / "log.jsonl", "a") as f:
-            f.write(json.dumps({"step": m, "wall_s": round(wall, 1), "batch_size": batch_size,
-                                "snapshot": snap.name}) + "\n")
+            f.write(
+                json.dumps({"step": m, "wall_s": round(wall, 1), "batch_size": batch_size, "snapshot": snap.name})
+                + "\n"
+            )
     return ema if ema is not None else load_score_model(ckpt, device)

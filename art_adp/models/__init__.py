@@ -2,6 +2,7 @@
 The classifiers of the ADP paper (plain ``nn.Module`` objects: images (N, C, H, W) in [0, 1] -> logits (N, K)) and
 their training.
 """
+
 from art_adp.models.adversarial import train_adversarial_classifier
 from art_adp.models.checkpoint import load_classifier, save_classifier
 from art_adp.models.cnn import DigitsCNN, SmallCNN
@@ -9,5 +10,14 @@ from art_adp.models.mlp import MLP
 from art_adp.models.train import evaluate_accuracy, train_classifier
 from art_adp.models.wrn import WideResNet
 
-__all__ = ["MLP", "SmallCNN", "DigitsCNN", "WideResNet", "train_classifier", "evaluate_accuracy",
-           "train_adversarial_classifier", "save_classifier", "load_classifier"]
+__all__ = [
+    "MLP",
+    "SmallCNN",
+    "DigitsCNN",
+    "WideResNet",
+    "train_classifier",
+    "evaluate_accuracy",
+    "train_adversarial_classifier",
+    "save_classifier",
+    "load_classifier",
+]

@@ -5,6 +5,7 @@ The training loop is ART's own: :class:`art.defences.trainer.AdversarialTrainer`
 baseline is the one an ART user gets, with the optimiser of :func:`art_adp.models.train_classifier` (Adam,
 betas (0.9, 0.999), no weight decay) and the same architectures as the undefended classifiers.
 """
+
 from __future__ import annotations
 
 import functools
@@ -126,8 +127,10 @@ def train_adversarial_classifier(
     low, high = _clip_values(clip_values)
     eps = _positive_real("eps", eps)
     if eps > high - low:
-        raise ValueError(f"eps must not exceed the pixel range clip_values[1] - clip_values[0] = {high - low:g}, "
-                         f"got {eps:g}; give eps on the scale of the images")
+        raise ValueError(
+            f"eps must not exceed the pixel range clip_values[1] - clip_values[0] = {high - low:g}, "
+            f"got {eps:g}; give eps on the scale of the images"
+        )
     max_iter = positive_int("max_iter", max_iter)
     eps_step = 2.5 * eps / max_iter if eps_step is None else _positive_real("eps_step", eps_step)
     epochs = positive_int("epochs", epochs)
@@ -148,12 +151,24 @@ def train_adversarial_classifier(
     from art.estimators.classification import PyTorchClassifier
 
     classifier = PyTorchClassifier(
-        model=model, loss=nn.CrossEntropyLoss(),
+        model=model,
+        loss=nn.CrossEntropyLoss(),
         optimizer=torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=0.0),
-        input_shape=tuple(x.shape[1:]), nb_classes=nb_classes, clip_values=(low, high),
-        device_type="gpu" if device.type == "cuda" else "cpu")
-    attack = ProjectedGradientDescent(classifier, norm=np.inf, eps=eps, eps_step=eps_step, max_iter=max_iter,
-                                      num_random_init=1, batch_size=batch_size, verbose=False)
+        input_shape=tuple(x.shape[1:]),
+        nb_classes=nb_classes,
+        clip_values=(low, high),
+        device_type="gpu" if device.type == "cuda" else "cpu",
+    )
+    attack = ProjectedGradientDescent(
+        classifier,
+        norm=np.inf,
+        eps=eps,
+        eps_step=eps_step,
+        max_iter=max_iter,
+        num_random_init=1,
+        batch_size=batch_size,
+        verbose=False,
+    )
     trainer = AdversarialTrainer(classifier, attack, ratio=float(ratio))
     x_np = x.cpu().numpy().astype(np.float32, copy=False)
     y_np = y.cpu().numpy().astype(np.int64, copy=False)

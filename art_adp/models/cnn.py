@@ -1,4 +1,5 @@
 """Small convolutional classifiers: ADP's Fashion-MNIST CNN and a CNN for the 8x8 scikit-learn digits."""
+
 from __future__ import annotations
 
 import torch
@@ -33,13 +34,25 @@ class SmallCNN(nn.Module):
         fc_width = positive_int("fc_width", fc_width)
         if image_size < 4:
             raise ValueError(f"image_size must be at least 4 (two 2x2 max-pools), got {image_size}")
-        self.config = {"in_channels": in_channels, "image_size": image_size, "nb_classes": nb_classes,
-                       "width": width, "fc_width": fc_width}
+        self.config = {
+            "in_channels": in_channels,
+            "image_size": image_size,
+            "nb_classes": nb_classes,
+            "width": width,
+            "fc_width": fc_width,
+        }
         side = image_size // 4
         self.net = nn.Sequential(
-            nn.Conv2d(in_channels, width, 5, stride=1, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(width, 2 * width, 5, stride=1, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Flatten(), nn.Linear(2 * width * side * side, fc_width), nn.ReLU(), nn.Linear(fc_width, nb_classes),
+            nn.Conv2d(in_channels, width, 5, stride=1, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(width, 2 * width, 5, stride=1, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(2 * width * side * side, fc_width),
+            nn.ReLU(),
+            nn.Linear(fc_width, nb_classes),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -66,24 +79,30 @@ class DigitsCNN(nn.Module):
     """
 
     @renamed_kwargs(num_classes="nb_classes")
-    def __init__(self, *args: int, in_channels: int = 1, image_size: int = 8, nb_classes: int = 10,
-                 width: int = 32) -> None:
+    def __init__(
+        self, *args: int, in_channels: int = 1, image_size: int = 8, nb_classes: int = 10, width: int = 32
+    ) -> None:
         super().__init__()
         if args:  # the old signature DigitsCNN(num_classes, *, width)
-            nb_classes = take_positional("DigitsCNN", args, ("nb_classes",), {}, new="DigitsCNN(nb_classes=...)",
-                                         stacklevel=3)["nb_classes"]
+            nb_classes = take_positional(
+                "DigitsCNN", args, ("nb_classes",), {}, new="DigitsCNN(nb_classes=...)", stacklevel=3
+            )["nb_classes"]
         in_channels = positive_int("in_channels", in_channels)
         image_size = integer("image_size", image_size, low=2)
         nb_classes = positive_int("nb_classes", nb_classes)
         width = positive_int("width", width)
-        self.config = {"in_channels": in_channels, "image_size": image_size, "nb_classes": nb_classes,
-                       "width": width}
+        self.config = {"in_channels": in_channels, "image_size": image_size, "nb_classes": nb_classes, "width": width}
         side = image_size // 2
         self.net = nn.Sequential(
-            nn.Conv2d(in_channels, width, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(width, 2 * width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(2 * width, 2 * width, 3, padding=1), nn.ReLU(),
-            nn.Flatten(), nn.Linear(2 * width * side * side, nb_classes),
+            nn.Conv2d(in_channels, width, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(width, 2 * width, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(2 * width, 2 * width, 3, padding=1),
+            nn.ReLU(),
+            nn.Flatten(),
+            nn.Linear(2 * width * side * side, nb_classes),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,5 @@
 """The simple multilayer perceptron ADP uses as MNIST classifier."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable

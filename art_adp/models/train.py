@@ -1,4 +1,5 @@
 """Supervised training and evaluation of the classifiers (ADP paper, appendix: Adam, lr 1e-3, betas (0.9, 0.999))."""
+
 from __future__ import annotations
 
 import math
@@ -73,8 +74,8 @@ def _accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: in
     correct = 0
     with torch.no_grad():
         for start in range(0, len(x), batch_size):
-            logits = model(x[start:start + batch_size].to(device, torch.float32))
-            correct += int((logits.argmax(dim=1) == y[start:start + batch_size].to(device)).sum())
+            logits = model(x[start : start + batch_size].to(device, torch.float32))
+            correct += int((logits.argmax(dim=1) == y[start : start + batch_size].to(device)).sum())
     model.train(was_training)
     return correct / len(x)
 
@@ -169,7 +170,7 @@ def train_classifier(
             order = torch.randperm(n, generator=generator)
             loss_sum, seen = 0.0, 0
             for start in range(0, n, batch_size):
-                idx = order[start:start + batch_size]
+                idx = order[start : start + batch_size]
                 loss = F.cross_entropy(model(x[idx].to(device, torch.float32)), y[idx].to(device, torch.long))
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()

@@ -1,4 +1,5 @@
 """Wide residual network (Zagoruyko & Komodakis, 2016), ADP's CIFAR-10 classifier (WRN-28-10)."""
+
 from __future__ import annotations
 
 import torch
@@ -53,14 +54,25 @@ class WideResNet(nn.Module):
 
     @renamed_kwargs(num_classes="nb_classes")
     def __init__(
-        self, *args: int, in_channels: int = 3, image_size: int = 32, nb_classes: int = 10, depth: int = 28,
-        widen_factor: int = 10, dropout: float = 0.0,
+        self,
+        *args: int,
+        in_channels: int = 3,
+        image_size: int = 32,
+        nb_classes: int = 10,
+        depth: int = 28,
+        widen_factor: int = 10,
+        dropout: float = 0.0,
     ) -> None:
         super().__init__()
         if args:  # the old signature WideResNet(depth, widen_factor, num_classes, in_channels, *, dropout)
-            old = take_positional("WideResNet", args, ("depth", "widen_factor", "nb_classes", "in_channels"), {},
-                                  new="WideResNet(depth=..., widen_factor=..., nb_classes=..., in_channels=...)",
-                                  stacklevel=3)
+            old = take_positional(
+                "WideResNet",
+                args,
+                ("depth", "widen_factor", "nb_classes", "in_channels"),
+                {},
+                new="WideResNet(depth=..., widen_factor=..., nb_classes=..., in_channels=...)",
+                stacklevel=3,
+            )
             depth, widen_factor = old.get("depth", depth), old.get("widen_factor", widen_factor)
             nb_classes, in_channels = old.get("nb_classes", nb_classes), old.get("in_channels", in_channels)
         depth = positive_int("depth", depth)
@@ -73,17 +85,30 @@ class WideResNet(nn.Module):
         in_channels = positive_int("in_channels", in_channels)
         image_size = positive_int("image_size", image_size)
         dropout = number("dropout", dropout, low=0, high=1, high_open=True)
-        self.config = {"in_channels": in_channels, "image_size": image_size, "nb_classes": nb_classes,
-                       "depth": depth, "widen_factor": widen_factor, "dropout": dropout}
+        self.config = {
+            "in_channels": in_channels,
+            "image_size": image_size,
+            "nb_classes": nb_classes,
+            "depth": depth,
+            "widen_factor": widen_factor,
+            "dropout": dropout,
+        }
 
         n = (depth - 4) // 6
         widths = [16, 16 * widen_factor, 32 * widen_factor, 64 * widen_factor]
         layers: list[nn.Module] = [nn.Conv2d(in_channels, widths[0], 3, stride=1, padding=1, bias=False)]
         for g, stride in enumerate((1, 2, 2)):
-            layers += [_Block(widths[g] if i == 0 else widths[g + 1], widths[g + 1], stride if i == 0 else 1, dropout)
-                       for i in range(n)]
-        layers += [nn.BatchNorm2d(widths[3]), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                   nn.Linear(widths[3], nb_classes)]
+            layers += [
+                _Block(widths[g] if i == 0 else widths[g + 1], widths[g + 1], stride if i == 0 else 1, dropout)
+                for i in range(n)
+            ]
+        layers += [
+            nn.BatchNorm2d(widths[3]),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(widths[3], nb_classes),
+        ]
         self.net = nn.Sequential(*layers)
 
         for m in self.modules():

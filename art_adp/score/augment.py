@@ -32,8 +32,17 @@ __all__ = ["AUGMENTATIONS", "dct_matrix", "dct_drop", "augmix", "augmix_batch", 
 
 AUGMENTATIONS = ("dct", "augmix")
 DCT_ENERGY = 0.05  # the paper's fraction of the energy removed
-AUGMIX_OPS = ("autocontrast", "equalize", "posterize", "rotate", "solarize", "shear_x", "shear_y", "translate_x",
-              "translate_y")  # AugMix's set: no op that overlaps the CIFAR-10-C corruptions
+AUGMIX_OPS = (
+    "autocontrast",
+    "equalize",
+    "posterize",
+    "rotate",
+    "solarize",
+    "shear_x",
+    "shear_y",
+    "translate_x",
+    "translate_y",
+)  # AugMix's set: no op that overlaps the CIFAR-10-C corruptions
 
 
 def dct_matrix(n: int, *, dtype=torch.float64, device=None) -> torch.Tensor:
@@ -98,8 +107,16 @@ def _op(img, name: str, level: float, rng: np.random.Generator):
     raise ValueError(f"unknown AugMix operation {name!r}; valid: {', '.join(AUGMIX_OPS)}")
 
 
-def augmix(x: np.ndarray, rng: np.random.Generator, *, severity: int = 3, width: int = 3, depth: int = -1,
-           alpha: float = 1.0, ops=AUGMIX_OPS) -> np.ndarray:
+def augmix(
+    x: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    severity: int = 3,
+    width: int = 3,
+    depth: int = -1,
+    alpha: float = 1.0,
+    ops=AUGMIX_OPS,
+) -> np.ndarray:
     """
     AugMix of one image (Hendrycks et al. 2020, Algorithm 1; their defaults: severity 3, width 3, depth 1-3, α = 1).
 

@@ -7,6 +7,7 @@ This module follows the architecture of the reference code ``ermongroup/ncsnv2``
 | Paper link (NCSNv2): https://arxiv.org/abs/2006.09011
 | Paper link (ADP): https://arxiv.org/abs/2106.06041
 """
+
 from collections.abc import Sequence
 from typing import Any, Union, cast
 
@@ -243,9 +244,7 @@ class NCSNv2(nn.Module):
         act = self.act = nn.ELU()
         self.begin_conv = nn.Conv2d(in_channels, ngf, 3, stride=1, padding=1)
         self.res1 = nn.Sequential(ResidualBlock(ngf, ngf, None, act), ResidualBlock(ngf, ngf, None, act))
-        self.res2 = nn.Sequential(
-            ResidualBlock(ngf, 2 * ngf, "down", act), ResidualBlock(2 * ngf, 2 * ngf, None, act)
-        )
+        self.res2 = nn.Sequential(ResidualBlock(ngf, 2 * ngf, "down", act), ResidualBlock(2 * ngf, 2 * ngf, None, act))
         self.res3 = nn.Sequential(
             ResidualBlock(2 * ngf, 2 * ngf, "down", act, dilation=2),
             ResidualBlock(2 * ngf, 2 * ngf, None, act, dilation=2),

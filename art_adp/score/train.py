@@ -164,8 +164,10 @@ def train_score_model(
     if checkpoint_path is not None and resume and Path(checkpoint_path).exists():
         held = (read_checkpoint(checkpoint_path)[1].get("train") or {}).get("augment")
         if held != augment:
-            raise ValueError(f"Cannot resume from {checkpoint_path}: it was trained with augment={held!r}, not "
-                             f"{augment!r}. Use another checkpoint_path or resume=False.")
+            raise ValueError(
+                f"Cannot resume from {checkpoint_path}: it was trained with augment={held!r}, not "
+                f"{augment!r}. Use another checkpoint_path or resume=False."
+            )
         step = _restore(checkpoint_path, model, ema, opt, gen, sigmas)
     net: torch.nn.Module = model
     if distributed:
