@@ -10,18 +10,7 @@ KIT="${UPSTREAM_ART_KIT:-$ROOT/../shared/upstream-art}"
 PKG=art_adp
 START=$SECONDS
 
-FAILED=()
-gate() {  # gate NAME COMMAND...: run one gate, print its output and result
-    local name="$1"; shift
-    local t0=$SECONDS
-    echo "== $name: $*"
-    if "$@"; then
-        echo "-- $name: passed ($((SECONDS - t0)) s)"
-    else
-        echo "-- $name: FAILED ($((SECONDS - t0)) s)"
-        FAILED+=("$name")
-    fi
-}
+. "$ROOT/.ci/gate.sh"  # gate, gates_end
 
 gate "black 120" black --line-length 120 --check "$PKG"
 gate "pycodestyle" pycodestyle --ignore=C0330,C0415,E203,E231,W503 --max-line-length=120 "$PKG"
@@ -33,9 +22,4 @@ else
 fi
 gate "mypy" mypy "$PKG"
 
-echo "== .ci/gates.sh: $((SECONDS - START)) s in all"
-if [ ${#FAILED[@]} -gt 0 ]; then
-    echo ".ci/gates.sh: FAILED gates: ${FAILED[*]}"
-    exit 1
-fi
-echo ".ci/gates.sh: all gates passed"
+gates_end ".ci/gates.sh"

@@ -58,18 +58,7 @@ cp -r "$HERE/art/." "$TREE/"
 cp "$HERE/harness/conftest.py" "$TREE/conftest.py"
 cd "$TREE" || exit 1
 
-FAILED=()
-gate() {  # gate NAME COMMAND...: run one gate, print its output and result
-    local name="$1"; shift
-    local t0=$SECONDS
-    echo "== $name: $*"
-    if "$@"; then
-        echo "-- $name: passed ($((SECONDS - t0)) s)"
-    else
-        echo "-- $name: FAILED ($((SECONDS - t0)) s)"
-        FAILED+=("$name")
-    fi
-}
+. "$ROOT/.ci/gate.sh"  # gate, gates_end
 tool() { local t="$1"; shift; "$VENV/bin/$t" "$@"; }
 
 gate "black 120" tool black --line-length 120 --check "${PY_FILES[@]}"
@@ -85,9 +74,4 @@ printf '[run]\ninclude = */%s\n' "$NEW_MODULE" > .coveragerc-pr
 gate "pytest --framework=pytorch, coverage >= 80 %" "$PY" -m pytest "$NEW_TEST" --framework=pytorch -q -p no:cacheprovider \
     --cov --cov-config=.coveragerc-pr --cov-report=term-missing --cov-fail-under=80 --durations=5
 
-echo "== upstream/check.sh: $((SECONDS - START)) s in all"
-if [ ${#FAILED[@]} -gt 0 ]; then
-    echo "upstream/check.sh: FAILED gates: ${FAILED[*]}"
-    exit 1
-fi
-echo "upstream/check.sh: all gates passed"
+gates_end "upstream/check.sh"
