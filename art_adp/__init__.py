@@ -12,8 +12,11 @@ from .eot import EOTClassifier
 from .preprocessor import ADPPurifier
 from .purify import purify
 from .score import (
+    EDMScore,
     NCSNv2,
+    VPScore,
     dsm_loss,
+    from_diffusers,
     geometric_sigmas,
     load_score_model,
     median_heuristic_sigma,
@@ -40,14 +43,17 @@ def __getattr__(name: str):
 __all__ = [
     "ADPPurifier",
     "DefendedModel",
+    "EDMScore",
     "EOTClassifier",
     "EvalConfig",
     "NCSNv2",
     "ScoreNormDetector",
+    "VPScore",
     "certify",
     "certify_approximate",
     "dsm_loss",
     "evaluate",
+    "from_diffusers",
     "geometric_sigmas",
     "load_score_model",
     "median_heuristic_sigma",
