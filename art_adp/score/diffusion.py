@@ -261,16 +261,25 @@ def from_diffusers(
     :param data_range: The UNet's pixel scale; diffusers' pipelines train and sample on ``(-1.0, 1.0)``.
     :return: A :class:`VPScore` (an ``nn.Module``) for :class:`~art_adp.ADPPurifier`, :func:`~art_adp.purify`, ….
     """
-    from diffusers import UNet2DModel  # the optional extra: pip install "art-adp[diffusion]"
+    try:
+        from diffusers import UNet2DModel
+    except ImportError as error:
+        raise ImportError(
+            'from_diffusers needs the optional diffusers package: pip install "art-adp[diffusion]" (or pass your '
+            "network to VPScore / EDMScore, which need no diffusers)."
+        ) from error
 
     if not isinstance(unet, UNet2DModel):
         raise ValueError(
             f"unet must be a diffusers UNet2DModel, got {type(unet).__name__}; for another network use "
             "VPScore(model, alphas_cumprod, ...) or EDMScore(denoiser, ...)."
         )
-    if unet.config.class_embed_type is not None or unet.config.num_class_embeds is not None:
-        raise ValueError("unet is class-conditional (class_embed_type/num_class_embeds set); only unconditional "
-                         "UNet2DModels are supported.")
+    unet_config: Any = getattr(unet, "config")  # diffusers' FrozenDict of the constructor's arguments
+    if unet_config.class_embed_type is not None or unet_config.num_class_embeds is not None:
+        raise ValueError(
+            "unet is class-conditional (class_embed_type/num_class_embeds set); only unconditional "
+            "UNet2DModels are supported."
+        )
     config = getattr(scheduler, "config", None)
     if not hasattr(scheduler, "alphas_cumprod") or config is None or "prediction_type" not in config:
         raise ValueError(
@@ -278,12 +287,12 @@ def from_diffusers(
             f"(DDPMScheduler, DDIMScheduler, ...), got {type(scheduler).__name__}."
         )
     variance_type = config.get("variance_type")
-    learned = variance_type in ("learned", "learned_range")
-    channels = unet.config.in_channels
-    if unet.config.out_channels != (2 if learned else 1) * channels:
+    learned = variance_type in {"learned", "learned_range"}
+    channels = unet_config.in_channels
+    if unet_config.out_channels != (2 if learned else 1) * channels:
         raise ValueError(
             f"The scheduler's variance_type={variance_type!r} needs {(2 if learned else 1) * channels} output "
-            f"channels for {channels} input channels; the UNet has {unet.config.out_channels}."
+            f"channels for {channels} input channels; the UNet has {unet_config.out_channels}."
         )
     return VPScore(
         _DiffusersUNet(unet),
