@@ -307,6 +307,16 @@ def test_torchattacks_pgd_on_defended_model_with_the_unet(unet_score):
     assert bool((gap <= eps + 1e-6).all()) and bool((gap > eps / 2).all())
 
 
+def test_score_norm_detector_sees_the_unets_h(unet_score):
+    from art_adp import ScoreNormDetector
+
+    x, _ = images()
+    detector = ScoreNormDetector(unet_score, device_type="cpu")
+    with torch.no_grad():
+        expected = unet_score(x).flatten(1).norm(dim=1).double().numpy()
+    assert np.allclose(detector.score_norms(x.numpy()), expected, rtol=1e-5)
+
+
 # -- refusals ---------------------------------------------------------------------------------------------------
 
 
