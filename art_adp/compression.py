@@ -21,7 +21,6 @@ between A's smallest and largest singular values.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,6 +114,51 @@ def compression_rate(
     :raises ValueError: On invalid arguments, a purifier that is not deterministic with its randomness fixed, an
         output of another shape, or an example whose perturbations are all clipped away.
     """
+    xt, norm, clip_values, generator = _check(
+        purifier, x, radius, nb_directions, norm, seed, clip_values, batch_size, generator
+    )
+    batch_size = len(xt) if batch_size is None else batch_size
+    run = _fixed_map(purifier, seed)
+    saved = purifier.generator if isinstance(purifier, ADPPurifier) else None
+    device = purifier.device if isinstance(purifier, ADPPurifier) else xt.device
+    try:
+        with torch.no_grad():
+            blocks = [
+                _ratios(
+                    run,
+                    xt[i : i + batch_size].to(device, torch.float32),
+                    radius,
+                    nb_directions,
+                    norm,
+                    clip_values,
+                    generator,
+                )
+                for i in range(0, len(xt), batch_size)
+            ]
+    finally:
+        if isinstance(purifier, ADPPurifier):
+            purifier.generator = saved
+    r = torch.cat(blocks).double().numpy()
+    if not np.isfinite(r).all():
+        raise ValueError("The purifier returned NaN or Inf values.")
+    values = r.mean(axis=1)
+    summary = {
+        "mean": float(values.mean()),
+        "median": float(np.median(values)),
+        "q25": float(np.quantile(values, 0.25)),
+        "q75": float(np.quantile(values, 0.75)),
+        "radius": float(radius),
+        "norm": "inf" if norm == np.inf else 2,
+        "nb_directions": nb_directions,
+        "seed": seed,
+        "nb_examples": len(values),
+        "nb_purifications": len(values) * (nb_directions + 2),
+    }
+    return CompressionRate(values=values, ratios=r, summary=summary)
+
+
+def _check(purifier, x, radius, nb_directions, norm, seed, clip_values, batch_size, generator):
+    """Validate :func:`compression_rate`'s arguments; return ``(x as a tensor, norm, clip_values, generator)``."""
     if not (isinstance(purifier, ADPPurifier) or callable(purifier)):
         raise ValueError(
             f"purifier must be an ADPPurifier or a callable tensor -> tensor, got {type(purifier).__name__}."
@@ -126,74 +170,48 @@ def compression_rate(
         )
     if not bool(xt.isfinite().all()):
         raise ValueError("x contains NaN or Inf values.")
-    radius = number("radius", radius, low=0, low_open=True)
+    number("radius", radius, low=0, low_open=True)
     positive_int("nb_directions", nb_directions)
-    norm = np.inf if norm in ("inf", np.inf, float("inf")) else norm
+    norm = np.inf if norm in ("inf", np.inf) else norm
     one_of("norm", norm, NORMS)
-    seed = non_negative_int("seed", seed)
-    batch_size = len(xt) if batch_size is None else positive_int("batch_size", batch_size)
+    non_negative_int("seed", seed)
+    positive_int("batch_size", batch_size, optional=True)
     if clip_values is None and isinstance(purifier, ADPPurifier):
-        clip_values = tuple(purifier.clip_values)  # type: ignore[assignment]
-    if clip_values is not None and not (len(clip_values) == 2 and clip_values[0] < clip_values[1]):
-        raise ValueError(f"clip_values must be (min, max) with min < max, or None; got {clip_values!r}.")
-    if clip_values is not None and not (float(xt.min()) >= clip_values[0] and float(xt.max()) <= clip_values[1]):
-        raise ValueError(
-            f"x must lie within clip_values {tuple(clip_values)}; its range is [{float(xt.min()):g}, {float(xt.max()):g}]."
-        )
+        clip_values = tuple(purifier.clip_values)
+    if clip_values is not None:
+        if not (len(clip_values) == 2 and clip_values[0] < clip_values[1]):
+            raise ValueError(f"clip_values must be (min, max) with min < max, or None; got {clip_values!r}.")
+        low, high = float(xt.min()), float(xt.max())
+        if not (low >= clip_values[0] and high <= clip_values[1]):
+            raise ValueError(f"x must lie within clip_values {tuple(clip_values)}; its range is [{low:g}, {high:g}].")
     if generator is None:
         generator = torch.Generator().manual_seed(seed + 1)
     elif not isinstance(generator, torch.Generator):
         raise ValueError(f"generator must be a torch.Generator or None, got {type(generator).__name__}.")
+    return xt, norm, clip_values, generator
 
-    run = _fixed_map(purifier, seed)
-    saved = purifier.generator if isinstance(purifier, ADPPurifier) else None
-    device = purifier.device if isinstance(purifier, ADPPurifier) else xt.device
-    ratios = []
-    try:
-        with torch.no_grad():
-            for start in range(0, len(xt), batch_size):
-                xb = xt[start : start + batch_size].to(device, torch.float32)
-                base = run(xb)
-                again = run(xb)
-                if base.shape != xb.shape:
-                    raise ValueError(f"The purifier returned shape {tuple(base.shape)} for inputs {tuple(xb.shape)}.")
-                scale = float(base.abs().max()) + 1.0
-                if not torch.allclose(base, again, rtol=0, atol=1e-5 * scale):
-                    raise ValueError(
-                        "The purifier is not deterministic: two passes on the same inputs differ. Fix its randomness "
-                        "(an ADPPurifier is re-seeded here; for a callable, draw its noise from a torch.Generator "
-                        "seeded inside the call)."
-                    )
-                block = torch.empty(len(xb), nb_directions)
-                for j in range(nb_directions):
-                    d = _directions(tuple(xb.shape), norm, radius, generator).to(device)
-                    moved = xb + d if clip_values is None else (xb + d).clamp(*clip_values)
-                    dx = (moved - xb).flatten(1).norm(dim=1)
-                    if bool((dx == 0).any()):
-                        raise ValueError(
-                            "A perturbation was clipped away entirely (the input sits at a corner of clip_values); "
-                            "pass clip_values=None or inputs inside the range."
-                        )
-                    dp = (run(moved) - base).flatten(1).norm(dim=1)
-                    block[:, j] = (dp / dx).cpu()
-                ratios.append(block)
-    finally:
-        if isinstance(purifier, ADPPurifier):
-            purifier.generator = saved
-    r = torch.cat(ratios).double().numpy()
-    values = r.mean(axis=1)
-    summary = {
-        "mean": float(values.mean()),
-        "median": float(np.median(values)),
-        "q25": float(np.quantile(values, 0.25)),
-        "q75": float(np.quantile(values, 0.75)),
-        "radius": radius,
-        "norm": "inf" if norm == np.inf else 2,
-        "nb_directions": nb_directions,
-        "seed": seed,
-        "nb_examples": len(values),
-        "nb_purifications": len(values) * (nb_directions + 2),
-    }
-    if not all(math.isfinite(v) for v in (summary["mean"], summary["median"])):
-        raise ValueError("The purifier returned NaN or Inf values.")
-    return CompressionRate(values=values, ratios=r, summary=summary)
+
+def _ratios(run, xb, radius, nb_directions, norm, clip_values, generator) -> torch.Tensor:
+    """The ratios of one batch: ``len(xb) × nb_directions``."""
+    base = run(xb)
+    if base.shape != xb.shape:
+        raise ValueError(f"The purifier returned shape {tuple(base.shape)} for inputs {tuple(xb.shape)}.")
+    scale = float(base.abs().max()) + 1.0
+    if not torch.allclose(base, run(xb), rtol=0, atol=1e-5 * scale):
+        raise ValueError(
+            "The purifier is not deterministic: two passes on the same inputs differ. Fix its randomness "
+            "(an ADPPurifier is re-seeded here; for a callable, draw its noise from a torch.Generator "
+            "seeded inside the call)."
+        )
+    block = torch.empty(len(xb), nb_directions)
+    for j in range(nb_directions):
+        d = _directions(tuple(xb.shape), norm, radius, generator).to(xb.device)
+        moved = xb + d if clip_values is None else (xb + d).clamp(*clip_values)
+        dx = (moved - xb).flatten(1).norm(dim=1)
+        if bool((dx == 0).any()):
+            raise ValueError(
+                "A perturbation was clipped away entirely (the input sits at a corner of clip_values); "
+                "pass clip_values=None or inputs inside the range."
+            )
+        block[:, j] = ((run(moved) - base).flatten(1).norm(dim=1) / dx).cpu()
+    return block

@@ -99,6 +99,7 @@ class FixedNoisePGD(IterativeAttack):
         """
         :param x: Inputs ``N×C×H×W`` in the estimator's ``clip_values``.
         :param y: True labels (indices or one-hot); default: the fixed-noise predictions of :meth:`predict`.
+        :param kwargs: Unused (ART's ``generate`` signature).
         :return: Adversarial inputs, within ε of ``x`` and inside ``clip_values``.
         """
         y = self.predict(x).argmax(1) if y is None else labels(self.estimator, x, y)
@@ -116,6 +117,8 @@ class FixedNoisePGD(IterativeAttack):
         out = []
         with fixed_noise(self.estimator, self.seed), torch.no_grad():
             for start in range(0, len(x), self.batch_size):
-                xb = torch.as_tensor(x[start : start + self.batch_size], dtype=torch.float32, device=self.estimator.device)
+                xb = torch.as_tensor(
+                    x[start : start + self.batch_size], dtype=torch.float32, device=self.estimator.device
+                )
                 out.append(defended_logits(self.estimator, xb).float().cpu().numpy())
         return np.concatenate(out)
