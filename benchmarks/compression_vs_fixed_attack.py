@@ -110,6 +110,7 @@ def reanalyse(path: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=48, help="test images (the first n of the test split)")
+    ap.add_argument("--offset", type=int, default=0, help="skip the first images of the test split")
     ap.add_argument("--eps", type=float, default=0.175, help="l_inf budget of the attack and radius of the rate")
     ap.add_argument("--max-iter", type=int, default=5)
     ap.add_argument("--eps-step", type=float, default=None, help="default 2.5 eps / max_iter")
@@ -146,7 +147,7 @@ def main() -> None:
             raise SystemExit("--data-root needs --classifier PATH.")
         classifier = load_classifier(args.classifier, "cpu")
         split = f"MNIST test split ({args.data_root})"
-    x, y = data.x_test[: args.n], data.y_test[: args.n]
+    x, y = data.x_test[args.offset : args.offset + args.n], data.y_test[args.offset : args.offset + args.n]
     models = score_models(args, data)
     grid = settings(args, list(models))
     eps_step = args.eps_step if args.eps_step is not None else 2.5 * args.eps / args.max_iter
@@ -202,6 +203,7 @@ def main() -> None:
         "scale": "smoke" if args.n < 500 else "full",
         "data": split,
         "n_examples": len(x),
+        "first_example": args.offset,
         "attack": {"name": "fixed-noise-pgd", "norm": "inf", "eps": args.eps, "eps_step": eps_step,
                    "max_iter": args.max_iter, "seed": args.seed, "judge": "the same frozen draw, same batches"},
         "rate": {"radius": args.eps, "norm": "inf", "nb_directions": args.nb_directions, "seed": args.seed,
