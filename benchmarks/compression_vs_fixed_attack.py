@@ -107,6 +107,34 @@ def reanalyse(path: str) -> None:
     write(path, result)
 
 
+def pool(paths: list[str], out: str) -> None:
+    """
+    Pool result files measured on disjoint images (same settings): per setting, accuracies weighted by n and the
+    mean of the runs' median rates; then the same correlations. Nothing is measured again.
+    """
+    results = [json.loads(Path(p).read_text()) for p in paths]
+    keyed = [{(r["score"], r["sigma"], r["steps"]): r for r in res["settings"]} for res in results]
+    rows = []
+    for key in keyed[0]:
+        if not all(key in k for k in keyed):
+            continue
+        parts = [(k[key], res["n_examples"]) for k, res in zip(keyed, results)]
+        n = sum(m for _, m in parts)
+        rows.append({
+            "score": key[0], "sigma": key[1], "steps": key[2],
+            "compression_rate": {"median": float(np.mean([r["compression_rate"]["median"] for r, _ in parts])),
+                                 "of": "mean of the runs' medians"},
+            "fixed_clean_accuracy": sum(r["fixed_clean_accuracy"] * m for r, m in parts) / n,
+            "fixed_attack_accuracy": sum(r["fixed_attack_accuracy"] * m for r, m in parts) / n,
+            "n": n,
+        })
+    result = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "pooled": paths,
+              "n_examples": sum(res["n_examples"] for res in results),
+              "wall_seconds_of_runs": [res["wall_seconds"] for res in results], "settings": rows}
+    result.update(analyse(rows))
+    write(out, result)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=48, help="test images (the first n of the test split)")
@@ -128,7 +156,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "compression_vs_fixed_attack.json"))
     ap.add_argument("--reanalyse", action="store_true", help="only recompute the correlations of --out's rows")
+    ap.add_argument("--pool", nargs="+", default=None, help="result files on disjoint images: pool them into --out")
     args = ap.parse_args()
+    if args.pool:
+        pool(args.pool, args.out)
+        return
     if args.reanalyse:
         reanalyse(args.out)
         return
