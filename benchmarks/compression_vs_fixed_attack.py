@@ -128,9 +128,13 @@ def pool(paths: list[str], out: str) -> None:
             "fixed_attack_accuracy": sum(r["fixed_attack_accuracy"] * m for r, m in parts) / n,
             "n": n,
         })
-    result = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "pooled": paths,
-              "n_examples": sum(res["n_examples"] for res in results),
-              "wall_seconds_of_runs": [res["wall_seconds"] for res in results], "settings": rows}
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    result = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "git_commit": commit,
+              "scale": "smoke", "n_examples": sum(res["n_examples"] for res in results),
+              "runs": [{"file": p, **{k: res.get(k) for k in ("command", "git_commit", "device", "wall_seconds",
+                                                              "first_example", "n_examples")},
+                        "seed": res["attack"]["seed"]} for p, res in zip(paths, results)],
+              "settings": rows}
     result.update(analyse(rows))
     write(out, result)
 
