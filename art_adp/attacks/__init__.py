@@ -9,6 +9,7 @@ inside the ε-ball and ``clip_values``.
 from .apgd_eot import APGDEOT
 from .bpda_eot import BPDAEOT  # deprecated: PGDEOT(gradient="bpda")
 from .classifier_pgd import ClassifierPGD
+from .fixed_noise_pgd import FixedNoisePGD
 from .full_pgd_eot import FullGradientPGDEOT  # deprecated: PGDEOT(gradient="full")
 from .joint_full import JointFull
 from .joint_score import JointScore
@@ -19,6 +20,7 @@ __all__ = [
     "APGDEOT",
     "BlackBoxSPSA",
     "ClassifierPGD",
+    "FixedNoisePGD",
     "JointFull",
     "JointScore",
     "PGDEOT",
