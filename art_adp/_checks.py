@@ -325,4 +325,3 @@ def moved_module(old: str, new: str, *, submodules: Mapping[str, str] | None = N
         if not hasattr(module, old_sub.rpartition(".")[2]):  # `import old.sub as s` reads it from the package
             setattr(module, old_sub.rpartition(".")[2], sys.modules[old_sub])
     return module
-

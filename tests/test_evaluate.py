@@ -379,7 +379,7 @@ def test_estimate_only_logs_the_estimate_and_attacks_nothing(tmp_path):
 
 def test_fixed_noise_gives_the_attack_and_the_judge_the_same_draw():
     mlp, score, x, y = tiny_models()
-    from art_adp.attacks._core import defended_logits
+    from art_adp.ensemble import logits as defended_logits
     from art_adp.apps.evaluation.run import _as_estimator
 
     est = _as_estimator(mlp, x[:8], 10, (0, 1), torch.device("cpu"), [art_adp.ADPPurifier(score, sigma=0.3, steps=1)])

@@ -27,7 +27,8 @@ from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 from art.estimators.classification import PyTorchClassifier
 
 from ... import attacks as A
-from ...attacks._core import bare_logits, defended_logits, purifiers
+from ...attacks._core import purifiers
+from ...ensemble import logits
 from ...eot import EOTClassifier
 from ...runs import distributed
 from ...preprocessor import PURIFY_PARAMS, ADPPurifier
@@ -210,12 +211,12 @@ def _flags(
     for r in range(2):
         _reseed(estimator, _seed(seed, "flags", r))
         with torch.no_grad():
-            outs.append(defended_logits(estimator, xt).float())
+            outs.append(logits(estimator, xt).float())
     random = ((outs[0] - outs[1]).abs().flatten(1).amax(1) > 1e-6).cpu().numpy()
     _reseed(estimator, _seed(seed, "flags", "gradient"))
     xg = xt.clone().requires_grad_(True)
     with torch.enable_grad():
-        loss = torch.nn.functional.cross_entropy(defended_logits(estimator, xg), yt, reduction="sum")
+        loss = torch.nn.functional.cross_entropy(logits(estimator, xg), yt, reduction="sum")
         if loss.requires_grad:
             (g,) = torch.autograd.grad(loss, xg, allow_unused=True)
         else:
@@ -266,7 +267,7 @@ def _run_unit(
         else:
             preds = [estimator.predict(x_adv.astype(np.float32), batch_size=c.batch_size).argmax(1)]
     with torch.no_grad():
-        bare = bare_logits(estimator, xt).argmax(1).cpu().numpy()
+        bare = logits(estimator, xt, defended=False).argmax(1).cpu().numpy()
     delta = (x_adv - xb).reshape(len(idx), -1)
     return [
         {
@@ -333,17 +334,17 @@ def _probe(estimator: PyTorchClassifier, x: np.ndarray, c: EvalConfig) -> dict:
 
     _reseed(estimator, 0)
     with torch.no_grad():
-        defended_logits(estimator, xb[:8])  # warm-up
+        logits(estimator, xb[:8])  # warm-up
     sync()
     t = time.perf_counter()
     with torch.no_grad():
-        defended_logits(estimator, xb)
+        logits(estimator, xb)
     sync()
     forward = (time.perf_counter() - t) / rows
     t = time.perf_counter()
     with gradient_mode(estimator, "full"), torch.enable_grad():
         xg = xf.clone().requires_grad_(True)
-        out = defended_logits(estimator, xg)
+        out = logits(estimator, xg)
         if out.requires_grad:
             out.sum().backward()
     sync()
