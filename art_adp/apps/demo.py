@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..attacks.registry import LABELS
 from ..data import load_digits
 from ..eot import EOTClassifier
 from ..models import DigitsCNN, load_classifier, save_classifier, train_classifier
@@ -152,7 +153,7 @@ def run_demo(
     log(f"judging: ADP ensemble of S={c.runs} purifications per input ...")
     rows = {
         "Clean": (undefended_acc(x_test), adp_acc(x_test)),
-        "Clf-PGD (preprocessor-blind)": (undefended_acc(x_blind), adp_acc(x_blind)),
+        LABELS["clf-pgd"]: (undefended_acc(x_blind), adp_acc(x_blind)),
         "BPDA PGD": (undefended_acc(x_blind), adp_acc(x_bpda)),
     }
     with torch.no_grad():

@@ -32,6 +32,7 @@ import torch
 from ..data import load_digits
 from ..defended import DefendedModel
 from ..attacks.evade_detector import EvadeDetectorLoss
+from ..attacks.registry import LABELS
 from ..detect import ScoreNormDetector, ScoreNormHead, roc_auc
 from .plots import score_norm_histogram
 from ..preprocessor import ADPPurifier
@@ -170,7 +171,7 @@ def run_detect_demo(
         rows["Clean"][name] = judge(two_level, x)
         for attack in c.attacks:
             label = {
-                "blind": "Clf-PGD (preprocessor-blind)",
+                "blind": LABELS["clf-pgd"],
                 "bpda": f"BPDA PGD, EOT {c.eot}",
                 "full": f"full-gradient PGD, EOT {c.full_eot}",
                 "aware": f"detector-aware full PGD, EOT {c.full_eot}, kappa {c.kappa:g}",
