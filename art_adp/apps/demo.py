@@ -23,6 +23,7 @@ from ..eot import EOTClassifier
 from ..models import DigitsCNN, load_classifier, save_classifier, train_classifier
 from .plots import image_grid
 from ..preprocessor import ADPPurifier
+from ..purify import DEFAULTS
 from ..score import NCSNv2, geometric_sigmas, train_score_model
 
 __all__ = ["DemoConfig", "run_demo"]
@@ -35,7 +36,7 @@ class DemoConfig:
     eps: float = 0.175
     pgd_steps: int = 10
     eps_step: float | None = None  # default 2.5·eps/steps (Madry et al.)
-    sigma: float = 0.25
+    sigma: float = DEFAULTS.sigma
     runs: int = 10
     score_iterations: int = 1000
     score_batch_size: int = 64

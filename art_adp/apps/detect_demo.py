@@ -36,7 +36,7 @@ from ..attacks.registry import LABELS
 from ..detect import ScoreNormDetector, ScoreNormHead, roc_auc
 from .plots import score_norm_histogram
 from ..preprocessor import ADPPurifier
-from ..purify import purify
+from ..purify import DEFAULTS, purify
 
 __all__ = ["DetectConfig", "run_detect_demo", "EvadeDetectorLoss", "ScoreNormHead"]
 
@@ -50,8 +50,8 @@ class DetectConfig:
 
     eps: float = 0.175
     pgd_steps: int = 10
-    sigma: float = 0.25
-    steps: int = 10  # T, purification steps
+    sigma: float = DEFAULTS.sigma
+    steps: int = DEFAULTS.steps  # T, purification steps
     beta: float = 0.2
     fpr: float = 0.05
     runs: int = 10
