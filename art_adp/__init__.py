@@ -26,7 +26,7 @@ __version__ = "0.1.0"
 
 # The evaluation harness writes run directories and plots: it loads on first use, so that importing the library
 # loads no harness, plotting or command-line module.
-_LAZY = {"EvalConfig": "evaluation", "evaluate": "evaluation"}
+_LAZY = {"EvalConfig": "apps.evaluation", "evaluate": "apps.evaluation"}
 
 
 def __getattr__(name: str):

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from art_adp.experiments.measure import wilson
-from art_adp.experiments.reproduce import MnistRecipe, reproduce_mnist
-from art_adp.experiments.snapshots import read_snapshot_log, train_with_snapshots
+from art_adp.apps.measure import wilson
+from art_adp.apps.reproduce import MnistRecipe, reproduce_mnist
+from art_adp.apps.snapshots import read_snapshot_log, train_with_snapshots
 from art_adp.models import load_classifier
 from art_adp.score import NCSNv2, load_score_model, train_score_model
 
@@ -141,7 +141,7 @@ def test_snapshots_follow_one_uninterrupted_run(tmp_path):
 
 
 def test_cli_maps_every_option_onto_the_recipe(done_run, capsys):
-    from art_adp.cli import main
+    from art_adp.apps.cli import main
 
     root, run, _, _ = done_run
     argv = ["reproduce", "mnist", "--data-root", str(root), "--run-dir", str(run), "--quiet", "--device", "cpu",
@@ -165,7 +165,7 @@ class _TowardsGrey(torch.nn.Module):
 
 
 def test_denoising_ratio_of_a_linear_score_is_the_adaptive_rules_contraction():
-    from art_adp.experiments.measure import denoising_ratio
+    from art_adp.apps.measure import denoising_ratio
 
     # α = λ·0.25 every step, so each step removes λ = 5 % of the distance to 0.5: 10 steps leave 0.95¹⁰ of it
     x = torch.full((6, 1, 8, 8), 0.5)

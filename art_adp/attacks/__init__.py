@@ -13,12 +13,14 @@ from .full_pgd_eot import FullGradientPGDEOT  # deprecated: PGDEOT(gradient="ful
 from .joint_full import JointFull
 from .joint_score import JointScore
 from .pgd_eot import PGDEOT
+from .evade_detector import EvadeDetectorLoss
 from .spsa import SPSA, BlackBoxSPSA  # SPSA: deprecated name of BlackBoxSPSA
 
 __all__ = [
     "APGDEOT",
     "BlackBoxSPSA",
     "ClassifierPGD",
+    "EvadeDetectorLoss",
     "JointFull",
     "JointScore",
     "PGDEOT",

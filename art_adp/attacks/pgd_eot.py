@@ -21,7 +21,7 @@ class PGDEOT(IterativeAttack):
 
     - ``"full"``: autograd through every purification step, the injected noise and the adaptive step sizes (the
       white-box attack of Croce et al. 2022). Other PyTorch preprocessors are differentiated as they are (which is
-      how a gradient-masking defence shows up: see :mod:`art_adp.evaluation.sanity`). Memory grows with
+      how a gradient-masking defence shows up: see :mod:`art_adp.apps.evaluation.sanity`). Memory grows with
       ``batch_size`` × purification steps.
     - ``"bpda"``: the classifier's gradient at each purified point, f_θ's backward pass the identity (BPDA,
       Athalye et al. 2018) -- the paper's "BPDA+EOT".

@@ -26,14 +26,14 @@ import torch
 from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 from art.estimators.classification import PyTorchClassifier
 
-from .. import attacks as A
-from ..attacks._core import bare_logits, defended_logits, purifiers
-from ..eot import EOTClassifier
-from ..experiments import distributed
-from ..preprocessor import PURIFY_PARAMS, ADPPurifier
+from ... import attacks as A
+from ...attacks._core import bare_logits, defended_logits, purifiers
+from ...eot import EOTClassifier
+from ...runs import distributed
+from ...preprocessor import PURIFY_PARAMS, ADPPurifier
 from . import report
 from .config import ATTACKS, GRADIENT_ATTACKS, PAPER_ATTACKS, PRESETS, EvalConfig, attack_budget, white_box_fields
-from .records import (
+from ...runs.records import (
     append_records,
     array_sha256,
     check_settings,
@@ -320,7 +320,7 @@ def unit_settings(setting: Setting, attack: str, c: EvalConfig, common: dict) ->
 def _probe(estimator: PyTorchClassifier, x: np.ndarray, c: EvalConfig) -> dict:
     """Seconds per image of one defended forward pass (no gradient) and of one full-gradient forward+backward pass,
     timed on a batch of the real inputs."""
-    from ..attacks._core import gradient_mode
+    from ...attacks._core import gradient_mode
 
     dev = estimator.device
     rows = min(c.batch_size, 1024 if dev.type == "cuda" else 32)

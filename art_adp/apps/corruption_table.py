@@ -29,7 +29,7 @@ from ..corruptions import CORRUPTIONS, SEVERITIES, corruption_step_sizes, write_
 from ..data import load_cifar10c
 from ..defended import aggregate_draws
 from ..detect import ScoreNormDetector
-from ..evaluation.records import append_records
+from ..runs.records import append_records
 from ..purify import purify
 
 __all__ = ["CorruptionConfig", "run_corruptions", "VARIANTS"]
@@ -259,7 +259,7 @@ def run_corruptions(
         f" clean training images); device {device}\n\n"
     )
     (run_dir / "corruptions.md").write_text(header + table + "\n")
-    from ..plots import sweep_curve
+    from .plots import sweep_curve
 
     sweep_curve(
         run_dir / "corruptions.png",

@@ -4,7 +4,7 @@ Stages, each resumable and each timed (the wall seconds land in ``table.json``):
 
 1. ``classifier`` -- the paper's MNIST MLP (:class:`~art_adp.models.MLP`), trained once (about a minute on a CPU).
 2. ``score``      -- an NCSNv2 score model by multi-level DSM, with EMA snapshots at milestone iterations
-   (:func:`~art_adp.experiments.snapshots.train_with_snapshots`; resumes from its checkpoint bit-identically).
+   (:func:`~art_adp.apps.snapshots.train_with_snapshots`; resumes from its checkpoint bit-identically).
 3. ``curve``      -- per snapshot: the denoising ratio and ADP accuracy, clean and under the Clf-PGD row, on the
    first ``n_curve`` test images (the learning curve; one JSON line per snapshot).
 4. ``table``      -- per budget (a snapshot's iteration count): clean, Clf-PGD, BPDA+EOT and a full-gradient attack,
