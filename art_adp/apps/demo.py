@@ -24,6 +24,7 @@ from ..models import DigitsCNN, load_classifier, save_classifier, train_classifi
 from .plots import image_grid
 from ..preprocessor import ADPPurifier
 from ..purify import DEFAULTS
+from ..runs.provenance import provenance
 from ..score import NCSNv2, geometric_sigmas, train_score_model
 
 __all__ = ["DemoConfig", "run_demo"]
@@ -166,19 +167,15 @@ def run_demo(
     )
     elapsed = time.perf_counter() - start
 
-    log("")
-    log(
-        f"Threat model: l_inf eps = {c.eps:g}, PGD {c.pgd_steps} steps of {eps_step:.4g} "
-        "(ART ProjectedGradientDescent)"
-    )
-    log(
-        f"Defence: ADP sigma = {c.sigma:g}, T = 10 adaptive steps (lambda = 0.05, delta = 1e-3, tau = 1e-3), "
-        f"S = {c.runs} runs averaged"
-    )
-    log(
+    description = [
+        f"Threat model: l_inf eps = {c.eps:g}, PGD {c.pgd_steps} steps of {eps_step:.4g} (ART ProjectedGradientDescent)",
+        f"Defence: {purifier.describe()}, S = {c.runs} runs averaged",
         f"Data: sklearn digits, {len(x_test)} test images; score model NCSNv2(ngf={c.ngf}), "
-        f"{c.score_iterations} DSM steps of {c.score_batch_size}; classifier DigitsCNN"
-    )
+        f"{c.score_iterations} DSM steps of {c.score_batch_size}; classifier DigitsCNN",
+    ]
+    log("")
+    for line in description:
+        log(line)
     log("")
     log("| Attack | Undefended | ADP |")
     log("|---|---|---|")
@@ -194,6 +191,12 @@ def run_demo(
         "n_examples": len(x_test),
         "accuracy": {k: {"undefended": a, "adp": b} for k, (a, b) in rows.items()},
         "seconds": {"total": elapsed, "training": trained},
+        "description": description,
+        "provenance": provenance(
+            wall_time_s=elapsed,
+            device=device,
+            models={"score": run_dir / "score.safetensors", "classifier": run_dir / "classifier.safetensors"},
+        ),
     }
     (run_dir / "results.json").write_text(json.dumps(results, indent=2))
     return results

@@ -33,6 +33,7 @@ from ...runs.seeds import derive_seed
 from ...preprocessor import PURIFY_PARAMS, ADPPurifier
 from . import report
 from .config import ATTACKS, GRADIENT_ATTACKS, PAPER_ATTACKS, PRESETS, EvalConfig, attack_budget, white_box_fields
+from ...runs.provenance import provenance
 from ...runs.records import (
     append_records,
     array_sha256,
@@ -420,6 +421,7 @@ def evaluate(
     from tqdm.auto import tqdm
 
     config.check()
+    called = time.perf_counter()
     baselines = dict(baselines or {})
     dev, rank, world = distributed.setup(device)
     defences = [defences] if isinstance(defences, PreprocessorPyTorch) else list(defences)
@@ -533,6 +535,9 @@ def evaluate(
         world_size=world,
         estimate_seconds=est_seconds,
     )
+    scores = {f"score model {i}": d.score_model for i, d in enumerate(defences) if isinstance(d, ADPPurifier)}
+    models = {"classifier": classifier, **scores, **{f"baseline {k}": m for k, m in baselines.items() if k != "undefended"}}
+    result["provenance"] = provenance(wall_time_s=time.perf_counter() - called, device=dev, models=models)  # this call's
     report.write(result, run_dir, log=log)
     distributed.finish()
     return result
