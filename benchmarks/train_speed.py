@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from common import ROOT, setup, sync, write
@@ -38,6 +39,7 @@ MODES = {  # name: keyword arguments of train_score_model
     "bf16": {"precision": "bf16"},
     "bf16+channels_last": {"precision": "bf16", "channels_last": True},
     "bf16+channels_last+compile": {"precision": "bf16", "channels_last": True, "compile": True},
+    "bf16+channels_last+compile+cudagraphs": {"precision": "bf16", "channels_last": True, "compile": "reduce-overhead"},
 }
 SIGMAS = geometric_sigmas(1.0, 0.01, 20)  # the MNIST recipe's schedule (MnistRecipe defaults)
 
@@ -75,6 +77,61 @@ def count_flops(ngf: int, batch: int, device: str) -> int:
     with FlopCounterMode(display=False) as counter:
         dsm_loss(model, x, SIGMAS.to(device), generator=torch.Generator(device).manual_seed(0)).backward()
     return int(counter.get_total_flops())
+
+
+class _Traffic(TorchDispatchMode):
+    """Counts the ATen operations of a step (≈ kernels launched in eager mode) and the bytes of the batch-shaped
+    tensors they read and write (≈ the activation traffic to memory, if nothing stays in cache)."""
+
+    def __init__(self, batch: int) -> None:
+        super().__init__()
+        self.batch, self.ops, self.bytes = batch, 0, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func not in (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default):
+            self.ops += 1
+            for t in torch.utils._pytree.tree_leaves((args, kwargs, out)):  # pylint: disable=protected-access
+                if isinstance(t, torch.Tensor) and t.dim() == 4 and t.shape[0] == self.batch:
+                    self.bytes += t.numel() * t.element_size()
+        return out
+
+
+@functools.lru_cache(maxsize=None)
+def eager_traffic(ngf: int, precision: str) -> dict:
+    """ATen operations per forward + backward of the DSM loss, and activation bytes per sample, in eager mode (on
+    the CPU at batch 8: a property of the graph, not of the device)."""
+    model, batch = NCSNv2(1, 28, ngf=ngf), 8
+    x = torch.rand(batch, 1, 28, 28)
+    counter = _Traffic(batch)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
+    with counter:
+        with autocast:
+            loss = dsm_loss(model, x, SIGMAS, generator=torch.Generator().manual_seed(0))
+        loss.backward()
+    return {"eager_ops_per_step": counter.ops, "eager_activation_bytes_per_sample": counter.bytes / batch}
+
+
+def profile(mode: str, ngf: int, batch: int, args, x: torch.Tensor) -> str:
+    """torch.profiler's table of the most expensive operations over warm-up + timed steps of one configuration."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if args.device == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    _Stopwatch.warmup, _Stopwatch.device = args.warmup, args.device
+    torch.manual_seed(0)
+    with torch.profiler.profile(activities=activities) as prof:
+        train_score_model(
+            NCSNv2(1, 28, ngf=ngf),
+            x,
+            SIGMAS,
+            args.warmup + args.steps,
+            batch_size=batch,
+            seed=0,
+            device=args.device,
+            **MODES[mode],
+        )
+    key = "self_cuda_time_total" if args.device == "cuda" else "self_cpu_time_total"
+    return prof.key_averages().table(sort_by=key, row_limit=25)
 
 
 def measure(mode: str, ngf: int, batch: int, args, x: torch.Tensor) -> dict:
@@ -115,6 +172,7 @@ def measure(mode: str, ngf: int, batch: int, args, x: torch.Tensor) -> dict:
         "flops_per_sample": flops / batch,
         "tflops_per_s": flops * steps / seconds / 1e12,
         "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if args.device == "cuda" else None,
+        **eager_traffic(ngf, MODES[mode]["precision"]),
     }
 
 
@@ -130,6 +188,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40, help="steps timed")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--no-cudnn-benchmark", action="store_true", help="leave cuDNN's autotuner off")
+    parser.add_argument(
+        "--profile", default=None, help="MODE:NGF:BATCH, e.g. bf16:32:512: also store torch.profiler's table for it"
+    )
     parser.add_argument("--smoke", action="store_true", help="CPU, ngf 8, batch 16, 1 + 2 steps, no compile")
     args = parser.parse_args()
     if args.smoke:
@@ -200,6 +261,13 @@ def run(args, modes: list[str]) -> None:
             )
         else:
             print(f"{mode:20s} ngf {ngf:3d} batch {batch:5d}: {row['status']}", flush=True)
+        write(args.out, result)
+    if args.profile and time.perf_counter() - start <= args.budget:
+        mode, ngf, batch = args.profile.split(":")
+        table = profile(mode, int(ngf), int(batch), args, x)
+        print(table)
+        result["profile"] = {"config": args.profile, "table": table.splitlines()}
+        result["wall_s"] = time.perf_counter() - start
         write(args.out, result)
 
 

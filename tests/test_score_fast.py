@@ -237,7 +237,11 @@ def test_large_batch_lr_values_and_errors():
         ),
         ({"precision": "bfloat16"}, "precision must be 'fp32' or 'bf16', got 'bfloat16'."),
         ({"channels_last": 1}, "channels_last must be True or False, got 1."),
-        ({"compile": "yes"}, "compile must be True or False, got 'yes'."),
+        (
+            {"compile": "yes"},
+            "compile must be True, False or a torch.compile mode in ['default', 'reduce-overhead', 'max-autotune', "
+            "'max-autotune-no-cudagraphs'], got 'yes'.",
+        ),
         ({"lr_warmup": -1}, "lr_warmup must be a non-negative integer (steps), got -1."),
         ({"log_every": 0}, "log_every must be a positive integer (steps), got 0."),
         ({"lr": 0.0}, "lr must be a positive number, got 0.0."),

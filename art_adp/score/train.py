@@ -26,6 +26,7 @@ __all__ = ["train_score_model", "large_batch_lr", "PRECISIONS"]
 
 #: The ``precision`` values :func:`train_score_model` accepts, with their autocast dtype (``None``: plain fp32).
 PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16}
+_COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)  # the network type, returned as its EMA copy
 
@@ -153,6 +154,11 @@ def _check_speed_args(precision, lr, lr_warmup, log_every, **flags) -> None:
         )
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}.")
+    compiled = flags.pop("compile")
+    if not (isinstance(compiled, bool) or compiled in _COMPILE_MODES):
+        raise ValueError(
+            f"compile must be True, False or a torch.compile mode in {list(_COMPILE_MODES)}, got {compiled!r}."
+        )
     for name, flag in flags.items():
         if not isinstance(flag, bool):
             raise ValueError(f"{name} must be True or False, got {flag!r}.")
@@ -200,7 +206,7 @@ def train_score_model(
     augment: str | None = None,
     precision: str = "fp32",
     channels_last: bool = False,
-    compile: bool = False,  # pylint: disable=redefined-builtin  # the name of the lever, as torch calls it
+    compile: bool | str = False,  # pylint: disable=redefined-builtin  # the name of the lever, as torch calls it
     lr_warmup: int = 0,
     log_every: int = 50,
     async_checkpoint: bool = True,
@@ -222,9 +228,10 @@ def train_score_model(
     runs the forward and the loss under ``torch.autocast(dtype=torch.bfloat16)``; the weights, gradients,
     Adam moments and the EMA stay fp32 (no loss scaling is needed: bf16 has fp32's exponent range).
     ``precision="fp16"`` is refused: it would need a GradScaler, whose inf check reads the device every step.
-    CUDA-graph capture is not done: the generator's draws, the EMA's step-dependent decay and the
-    learning-rate warm-up are host-side values that a captured graph would freeze, so it is not trivially
-    safe; ``compile=True`` compiles the network only.
+    The whole step is not captured as one CUDA graph: the generator's draws, the EMA's step-dependent decay and
+    the learning-rate warm-up are host-side values that a captured graph would freeze, so that is not trivially
+    safe. The network's forward and backward alone can be: ``compile="reduce-overhead"`` (torch.compile's CUDA
+    graphs; the step's outputs are used before the next replay, as that mode requires).
 
     Resume: the checkpoint holds fp32 master weights, Adam moments, the EMA and the generator state exactly, in
     every precision. So a run resumed with the same settings reproduces the uninterrupted run bit for bit
@@ -271,8 +278,9 @@ def train_score_model(
     :param channels_last: Keep the network's weights (and the batches) in ``torch.channels_last`` memory
         format while training -- faster convolutions on tensor cores; the same maths. The returned networks
         are back in the ordinary format.
-    :param compile: Run the network through ``torch.compile`` (the checkpoint keeps the plain module's
-        state-dict names). The first steps pay the compilation.
+    :param compile: Run the network through ``torch.compile``: ``True`` (its default mode) or a mode name,
+        ``"reduce-overhead"`` (CUDA graphs), ``"max-autotune"`` or ``"max-autotune-no-cudagraphs"``. The
+        checkpoint keeps the plain module's state-dict names; the first steps pay the compilation.
     :param lr_warmup: Steps of linear learning-rate warm-up, lr·(k + 1)/``lr_warmup`` at step k (0: none, the
         default). Derived from the step, so resume stays exact.
     :param log_every: Steps between reads of the loss for the progress bar (each read waits for the device);
@@ -336,7 +344,8 @@ def train_score_model(
     if distributed:
         net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     if compile:
-        net = cast(torch.nn.Module, torch.compile(net))  # saved and returned: `model`, never the wrapper
+        mode = None if compile is True else str(compile)
+        net = cast(torch.nn.Module, torch.compile(net, mode=mode))  # saved and returned: `model`, not the wrapper
     shard = (rank, world) if distributed else None
     global_batch = batch_size * world
     dtype = PRECISIONS[precision]
@@ -384,6 +393,8 @@ def train_score_model(
             if lr_warmup and step <= lr_warmup:
                 for group in opt.param_groups:
                     group["lr"] = lr * min(1.0, (step + 1) / lr_warmup)
+            if compile in {"reduce-overhead", "max-autotune"}:
+                torch.compiler.cudagraph_mark_step_begin()  # the last step's graph outputs may be overwritten
             xb = x[torch.randint(x.shape[0], (global_batch,), generator=gen, device=device)]
             if hflip:
                 flip = torch.rand(global_batch, generator=gen, device=device) < 0.5
