@@ -231,8 +231,8 @@ def test_large_batch_lr_values_and_errors():
     [
         (
             {"precision": "fp16"},
-            "precision='fp16' is not supported: fp16 needs loss scaling (a GradScaler, whose "
-            "overflow check reads the device every step). Use precision='bf16' (the same tensor-core speed, fp32's "
+            "precision='fp16' is not supported: fp16 needs loss scaling (a GradScaler, whose skipped steps the EMA "
+            "and the exact resume would have to follow). Use precision='bf16' (the same tensor-core speed, fp32's "
             "exponent range, no scaling) or 'fp32'.",
         ),
         ({"precision": "bfloat16"}, "precision must be 'fp32' or 'bf16', got 'bfloat16'."),

@@ -148,9 +148,9 @@ def _check_speed_args(precision, lr, lr_warmup, log_every, **flags) -> None:
     """Refuse bad values of :func:`train_score_model`'s speed options with a message naming the fix."""
     if precision == "fp16":
         raise ValueError(
-            "precision='fp16' is not supported: fp16 needs loss scaling (a GradScaler, whose overflow check reads "
-            "the device every step). Use precision='bf16' (the same tensor-core speed, fp32's exponent range, no "
-            "scaling) or 'fp32'."
+            "precision='fp16' is not supported: fp16 needs loss scaling (a GradScaler, whose skipped steps the EMA "
+            "and the exact resume would have to follow). Use precision='bf16' (the same tensor-core speed, fp32's "
+            "exponent range, no scaling) or 'fp32'."
         )
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}.")
@@ -227,7 +227,8 @@ def train_score_model(
     at a time, atomic as before, waited for before this function returns or re-raises). ``precision="bf16"``
     runs the forward and the loss under ``torch.autocast(dtype=torch.bfloat16)``; the weights, gradients,
     Adam moments and the EMA stay fp32 (no loss scaling is needed: bf16 has fp32's exponent range).
-    ``precision="fp16"`` is refused: it would need a GradScaler, whose inf check reads the device every step.
+    ``precision="fp16"`` is refused: it would need a GradScaler, whose skipped steps the EMA and the exact
+    resume would have to follow.
     The whole step is not captured as one CUDA graph: the generator's draws, the EMA's step-dependent decay and
     the learning-rate warm-up are host-side values that a captured graph would freeze, so that is not trivially
     safe. The network's forward and backward alone can be: ``compile="reduce-overhead"`` (torch.compile's CUDA
