@@ -1,7 +1,9 @@
 """DSM training throughput of the MNIST recipe's NCSNv2 (1×28×28): samples/s and achieved TFLOP/s of
-`train_score_model` itself, for fp32, bf16, bf16 + channels_last and bf16 + channels_last + torch.compile, over ngf and batch.
+`train_score_model` itself, for fp32, bf16, bf16 + channels_last and bf16 + channels_last + torch.compile (plain and
+with CUDA graphs), over ngf and batch.
 
-    python benchmarks/train_speed.py --device cuda --out benchmarks/results/train_speed_cuda.json --budget 480
+    python benchmarks/train_speed.py --device cuda --budget 480 --profile bf16+channels_last:32:512 \\
+        --out benchmarks/results/train_speed_cuda.json
     OMP_NUM_THREADS=1 python benchmarks/train_speed.py --device cpu --threads 1 --ngf 16 --batch 128 \\
         --modes fp32,bf16 --warmup 2 --steps 5 --out benchmarks/results/train_speed_cpu.json
     python benchmarks/train_speed.py --smoke --out /tmp/train_speed_smoke.json     # CPU, seconds
@@ -9,10 +11,10 @@
 What is timed is the trainer (`train_score_model`, progress bar on, no checkpoint): its progress bar is replaced by a
 stopwatch that synchronises the device after the warm-up steps (compilation, cuDNN autotuning and allocator growth
 fall there) and at the end, so the figure is the steady state of the real loop, host overheads included. FLOPs are
-counted with `torch.utils.flop_counter.FlopCounterMode` over one forward + backward of the DSM loss at the same batch
-(matrix products and convolutions only: elementwise work, the norms and Adam are not counted, so "achieved TFLOP/s"
-is the useful convolution work per second). Results are written after every configuration, so a run stopped by its
-budget or a timeout keeps what it measured.
+counted with `torch.utils.flop_counter.FlopCounterMode` over one forward + backward of the network (on the meta
+device, scaled to the batch; matrix products and convolutions only: elementwise work, the norms and Adam are not
+counted, so "achieved TFLOP/s" is the useful convolution work per second). Results are written after every
+configuration, so a run stopped by its budget or a timeout keeps what it measured.
 """
 
 from __future__ import annotations
@@ -70,13 +72,15 @@ class _Stopwatch:
 
 
 @functools.lru_cache(maxsize=None)
-def count_flops(ngf: int, batch: int, device: str) -> int:
-    """Matrix/convolution FLOPs of one forward + backward of the DSM loss (fp32; autocast does not change them)."""
-    model = NCSNv2(1, 28, ngf=ngf).to(device)
-    x = torch.rand(batch, 1, 28, 28, device=device)
+def count_flops(ngf: int, batch: int) -> int:
+    """Matrix/convolution FLOPs of one forward + backward of the network at ``batch`` (counted on the meta device
+    at batch 2 and scaled: every counted operation is linear in the batch; the DSM loss around the network and
+    autocast add none)."""
+    with torch.device("meta"):
+        model, x = NCSNv2(1, 28, ngf=ngf), torch.rand(2, 1, 28, 28)
     with FlopCounterMode(display=False) as counter:
-        dsm_loss(model, x, SIGMAS.to(device), generator=torch.Generator(device).manual_seed(0)).backward()
-    return int(counter.get_total_flops())
+        model(x).sum().backward()
+    return int(counter.get_total_flops()) // 2 * batch
 
 
 class _Traffic(TorchDispatchMode):
@@ -156,7 +160,7 @@ def measure(mode: str, ngf: int, batch: int, args, x: torch.Tensor) -> dict:
     t = _Stopwatch.last
     seconds = t["stop"] - t["start"]
     steps = t["stop_step"] - t["start_step"]
-    flops = count_flops(ngf, batch, args.device)
+    flops = count_flops(ngf, batch)
     return {
         "mode": mode,
         "ngf": ngf,
