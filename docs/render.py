@@ -74,7 +74,7 @@ def table(header: list[str], rows: list[list]) -> list[str]:
 
 def card_table(path: str) -> str:
     """The table of an evaluation card, as the report writes it (``art_adp.evaluation.report.markdown``)."""
-    from art_adp.evaluation.report import markdown
+    from art_adp.apps.evaluation.report import markdown
 
     result = load(path)
     lines, block = markdown(result).splitlines(), []
@@ -88,7 +88,7 @@ def card_table(path: str) -> str:
 
 def card_page(path: str) -> str:
     """A whole evaluation card (header, table, sanity report), as the report writes it."""
-    from art_adp.evaluation.report import markdown
+    from art_adp.apps.evaluation.report import markdown
 
     result = load(path)
     return markdown(result) + "\n" + source(path, result)
@@ -227,8 +227,11 @@ def preprocessing_chain(path: str) -> str:
 
 def train_speed(path: str) -> str:
     result = load(path)
-    rows = [[result["network"], result["batch_size"], f"{result['steps_per_s']:.2f}", f"{result['images_per_s']:.0f}"]]
-    return "\n".join([*table(["network", "batch", "steps/s", "images/s"], rows), "", source(path, result)])
+    rows = [[r["mode"], r["ngf"], r["batch_size"], f"{r['samples_per_s']:,.1f}", f"{r['tflops_per_s']:.3f}",
+             "-" if r.get("peak_memory_gib") is None else f"{r['peak_memory_gib']:.1f}"]
+            for r in result["results"] if r["status"] == "ok"]
+    head = ["mode", "ngf", "batch", "samples/s", "TFLOP/s", "peak GPU memory (GiB)"]
+    return "\n".join([f"{result['network']}.", "", *table(head, rows), "", source(path, result)])
 
 
 def demo(path: str) -> str:
@@ -251,7 +254,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "memory": ("benchmarks/results/memory.json", memory),
     "memory-chunks": ("benchmarks/results/memory_chunks.json", memory_chunks),
     "preprocessing-chain": ("benchmarks/results/preprocessing_chain.json", preprocessing_chain),
-    "train-speed": ("benchmarks/results/train_speed.json", train_speed),
+    "train-speed": ("benchmarks/results/train_speed_cpu.json", train_speed),
 }
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from art_adp.cli import build_parser
+from art_adp.apps.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md") if "_build" not in p.parts)]

@@ -10,7 +10,8 @@ import torch
 from art.estimators.classification import PyTorchClassifier
 
 from .._checks import non_negative_int
-from ._core import IterativeAttack, cross_entropy, defended_logits, labels, normalize, purifiers
+from ..ensemble import logits
+from ._core import IterativeAttack, cross_entropy, labels, normalize, purifiers
 
 __all__ = ["FixedNoisePGD", "fixed_noise"]
 
@@ -91,7 +92,7 @@ class FixedNoisePGD(IterativeAttack):
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         x_adv = x_adv.detach().requires_grad_(True)
         with torch.enable_grad():
-            loss = cross_entropy(defended_logits(self.estimator, x_adv), y).sum()
+            loss = cross_entropy(logits(self.estimator, x_adv), y).sum()
             (g,) = torch.autograd.grad(loss, x_adv)
         return normalize(g, self.norm)
 
@@ -120,5 +121,5 @@ class FixedNoisePGD(IterativeAttack):
                 xb = torch.as_tensor(
                     x[start : start + self.batch_size], dtype=torch.float32, device=self.estimator.device
                 )
-                out.append(defended_logits(self.estimator, xb).float().cpu().numpy())
+                out.append(logits(self.estimator, xb).float().cpu().numpy())
         return np.concatenate(out)
