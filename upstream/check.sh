@@ -19,8 +19,8 @@ START=$SECONDS
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 
 # The PR's files, as paths in ART's tree.
-NEW_MODULE=art/defences/preprocessor/adversarial_purification_pytorch.py
-NEW_TEST=tests/defences/preprocessor/test_adversarial_purification_pytorch.py
+NEW_MODULE=art/defences/preprocessor/score_based_purification_pytorch.py
+NEW_TEST=tests/defences/preprocessor/test_score_based_purification_pytorch.py
 PY_FILES=(art/defences/preprocessor/__init__.py "$NEW_MODULE" "$NEW_TEST")
 
 # 1. Tools: torch (CPU build from local disk), ART 1.20.1 and only the pinned tools the gates run.
