@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Run the pull request's tests in ART's CI configuration (ci-pytorch.yml: Python 3.10, torch 2.8.0 or 2.7.1; the
+# Run the pull request's style gates and tests in ART's CI configuration (ci-pytorch.yml: Python 3.10, torch 2.8.0 or 2.7.1; the
 # other packages at requirements_test.txt's pins), as far as PyPI allows: ART's CI takes torch's CPU build from
 # PyTorch's own index, which is not reachable here, so this installs PyPI's build of the same version (CUDA libraries
 # included, several GB) and runs it on the CPU. Slow and large: not part of upstream/check.sh.
 #
 #   bash upstream/check_pinned.sh [TORCH_VERSION]      # default 2.8.0; PYTHON310=/path/to/python3.10
 #
+# Style gates as in upstream/check.sh, at requirements_test.txt's versions, then the tests with coverage.
 # The venv is built once in ${PINNED_VENV:-/tmp/art-ci-py310-torch<version>}. The outcome (command, commit, versions,
 # counts, wall time) is written to upstream/results/pinned_tests_torch<version>.json.
 set -uo pipefail
@@ -23,12 +24,13 @@ PYTHON310="${PYTHON310:-$(command -v python3.10 || echo /root/.pyenv/versions/3.
 VENV="${PINNED_VENV:-/tmp/art-ci-py310-torch$TORCH}"
 pin() { grep -E "^$1[=~]" "$KIT/requirements_test.txt" | head -n 1; }
 PINS=("torch==$TORCH" adversarial-robustness-toolbox==1.20.1 "$(pin numpy)" "$(pin scipy)" "$(pin scikit-learn)"
-      "$(pin six)" "$(pin tqdm)" "$(pin pytest)" "$(pin pytest-cov)" "$(pin pytest-mock)")
+      "$(pin six)" "$(pin tqdm)" "$(pin pytest)" "$(pin pytest-cov)" "$(pin pytest-mock)" "$(pin black)" "$(pin pylint)"
+      "$(pin mypy)" "$(pin pycodestyle)" "$(pin ruff)" "$(pin types-six)" "$(pin types-PyYAML)" "$(pin types-setuptools)")
 if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.pins" 2>/dev/null)" != "${PINS[*]}" ]; then
     echo "== building $VENV with $PYTHON310: ${PINS[*]}"
     rm -rf "$VENV"
     "$PYTHON310" -m venv "$VENV" || exit 1
-    "$VENV/bin/pip" install --no-cache-dir -q "${PINS[@]}" > "$VENV.install.log" 2>&1 || { tail -n 20 "$VENV.install.log"; exit 1; }
+    "$VENV/bin/python" -m pip install --no-cache-dir -q "${PINS[@]}" > "$VENV.install.log" 2>&1 || { tail -n 20 "$VENV.install.log"; exit 1; }
     echo "${PINS[*]}" > "$VENV/.pins"
 fi
 
@@ -42,6 +44,18 @@ cp -r "$HERE/art/." "$TREE/"
 cp "$HERE/harness/conftest.py" "$TREE/conftest.py"
 cd "$TREE" || exit 1
 printf '[run]\ninclude = */art/defences/preprocessor/score_based_purification_pytorch.py\n' > .coveragerc-pr
+. "$ROOT/.ci/gate.sh"  # gate, gates_end
+START=$SECONDS
+NEW_MODULE=art/defences/preprocessor/score_based_purification_pytorch.py
+PY_FILES=(art/defences/preprocessor/__init__.py "$NEW_MODULE" tests/defences/preprocessor/test_score_based_purification_pytorch.py)
+tool() { local t="$1"; shift; "$VENV/bin/python" -m "$t" "$@"; }
+gate "black 120" tool black --line-length 120 --check "${PY_FILES[@]}"
+gate "pycodestyle" tool pycodestyle --ignore=C0330,C0415,E203,E231,W503 --max-line-length=120 "${PY_FILES[@]}"
+gate "pylint >= 9.6" tool pylint --rcfile=.pylintrc --persistent=n --fail-under=9.6 art/defences/preprocessor/__init__.py "$NEW_MODULE"
+gate "mypy" tool mypy --follow-imports=silent --cache-dir "$VENV/.mypy_cache" "$NEW_MODULE"
+gate "ruff" tool ruff check "${PY_FILES[@]}"
+style_failed=${#FAILED[@]}
+
 start=$SECONDS
 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" "$VENV/bin/python" -m pytest \
     tests/defences/preprocessor/test_score_based_purification_pytorch.py --framework=pytorch -q -rs \
@@ -50,12 +64,12 @@ OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" "$VENV/bin/python" -m pytest \
 rc=${PIPESTATUS[0]}
 wall=$((SECONDS - start))
 
-"$VENV/bin/python" - "$TREE" "$TORCH" "$rc" "$wall" "$ROOT" "$HERE/results" <<'PY'
+"$VENV/bin/python" - "$TREE" "$TORCH" "$rc" "$wall" "$ROOT" "$HERE/results" "${FAILED[*]}" <<'PY'
 import json, platform, re, subprocess, sys, xml.etree.ElementTree as ET
 from pathlib import Path
 import numpy, scipy, sklearn, torch, art, pytest
 
-tree, version, rc, wall, root, out = sys.argv[1:]
+tree, version, rc, wall, root, out, failed = sys.argv[1:]
 suite = ET.parse(Path(tree) / "junit.xml").getroot().find("testsuite")
 cover = re.search(r"TOTAL\s+\d+\s+\d+\s+(\d+)%", (Path(tree) / "pytest.log").read_text())
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "CPU")
@@ -74,9 +88,11 @@ record = {
     "passed": int(suite.get("tests")) - int(suite.get("failures")) - int(suite.get("errors")) - int(suite.get("skipped")),
     "coverage_percent": int(cover.group(1)) if cover else None,
     "pytest_exit_code": int(rc), "wall_time_s": int(wall),
+    "style_gates": "black 120, pycodestyle, pylint >= 9.6, mypy, ruff",
+    "style_gates_failed": failed.split(),
 }
 Path(out).mkdir(exist_ok=True)
 (Path(out) / f"pinned_tests_torch{version}.json").write_text(json.dumps(record, indent=2) + "\n")
 print(json.dumps(record, indent=2))
 PY
-exit "$rc"
+[ "$style_failed" -eq 0 ] && [ "$rc" -eq 0 ]
