@@ -31,7 +31,12 @@ RESULT = HERE / "results" / "notebook.json"
 SETTINGS = ("SCORE_STEPS", "SIGMA", "STEPS", "NB_DRAWS", "EPS", "EPS_STEP", "MAX_ITER", "NB_PROBE")
 DUMP = (
     "import json as _json\n"
+    "_sign = lambda a, b: round(float(np.mean(np.sign(a) == np.sign(b))), 2)\n"
+    "_grads = {k: {'mean_abs': float('%%.2e' %% np.abs(g).mean()), 'zero_share': round(float(np.mean(g == 0)), 2),"
+    " 'same_sign_as_blind': _sign(g, grads['preprocessor-blind']),"
+    " 'same_sign_second_draw': _sign(g, second_draw[k]) if k in second_draw else None} for k, g in grads.items()}\n"
     "print(_json.dumps({'results': results, 'settings': {k: globals()[k] for k in %r},"
+    " 'gradients': _grads, 'clipped_share_one_draw': round(float(np.mean((noisy < 0) | (noisy > 1))), 2),"
     " 'threads': torch.get_num_threads(), 'versions': {'torch': torch.__version__,"
     " 'art': __import__('art').__version__, 'numpy': np.__version__,"
     " 'scikit-learn': __import__('sklearn').__version__}}))"
@@ -94,6 +99,8 @@ def main() -> None:
             name: {"undefended": round(100 * pair[0], 1), "adp": round(100 * pair[1], 1)}
             for name, pair in dumped["results"].items()
         },
+        "gradients_on_first_nb_probe_test_digits": dumped["gradients"],
+        "pixels_clipped_after_noise_one_draw": dumped["clipped_share_one_draw"],
         "note": "smoke scale: tiny score network, 10-step PGD without EOT, one seed; not a robustness result",
     }
     RESULT.parent.mkdir(exist_ok=True)
