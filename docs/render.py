@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ("README.md", "docs/**/*.md", "benchmarks/README.md", "upstream/*.md")
 PROVENANCE = ("command", "code_version", "models", "device", "wall_time_s")
-BLOCK = re.compile(r"(<!-- render: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- end render -->)", re.S)
+BLOCK = re.compile(r"(?P<indent>[ \t]*)(<!-- render: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)([ \t]*<!-- end render -->)", re.S)
 
 
 def load(path: str) -> dict:
@@ -234,6 +234,14 @@ def train_speed(path: str) -> str:
     return "\n".join([f"{result['network']}.", "", *table(head, rows), "", source(path, result)])
 
 
+def upstream_notebook(path: str) -> str:
+    result = load(path)
+    labels = {"clean": "Clean", "preprocessor-blind": "Preprocessor-blind PGD", "BPDA": "BPDA PGD",
+              "full gradient": "Full-gradient PGD (1 draw per step)"}
+    rows = [[labels.get(k, k), f"{v['undefended']:.1f}", f"{v['adp']:.1f}"] for k, v in result["accuracy"].items()]
+    return "\n".join([*table(["Attack", "Undefended", "ADP (S = 10)"], rows), "", source(path, result)])
+
+
 def demo(path: str) -> str:
     result = load(path)
     acc = result["accuracy"]
@@ -254,6 +262,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "memory": ("benchmarks/results/memory.json", memory),
     "memory-chunks": ("benchmarks/results/memory_chunks.json", memory_chunks),
     "preprocessing-chain": ("benchmarks/results/preprocessing_chain.json", preprocessing_chain),
+    "upstream-notebook": ("upstream/results/notebook.json", upstream_notebook),
     "train-speed": ("benchmarks/results/train_speed_cpu.json", train_speed),
 }
 
@@ -269,9 +278,14 @@ def pages() -> list[Path]:
     return sorted({p for pattern in PAGES for p in ROOT.glob(pattern)})
 
 
+def indented(name: str, indent: str) -> str:
+    """The rendering of ``name``, indented like its block (e.g. inside a list item)."""
+    return "".join(indent + line if line.strip() else line for line in render(name).splitlines(keepends=True))
+
+
 def stale_blocks(text: str) -> list[str]:
     """The names of the blocks in a markdown text that differ from their rendering."""
-    return [m["name"] for m in BLOCK.finditer(text) if m["body"] != render(m["name"])]
+    return [m["name"] for m in BLOCK.finditer(text) if m["body"] != indented(m["name"], m["indent"])]
 
 
 def stale() -> list[str]:
@@ -283,7 +297,7 @@ def write() -> list[str]:
     changed = []
     for page in pages():
         text = page.read_text(encoding="utf-8")
-        new = BLOCK.sub(lambda m: m[1] + render(m["name"]) + m[4], text)
+        new = BLOCK.sub(lambda m: m["indent"] + m[2] + indented(m["name"], m["indent"]) + m[5], text)
         if new != text:
             page.write_text(new, encoding="utf-8")
             changed.append(str(page.relative_to(ROOT)))

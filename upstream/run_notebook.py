@@ -103,6 +103,13 @@ def main() -> None:
         "pixels_clipped_after_noise_one_draw": dumped["clipped_share_one_draw"],
         "note": "smoke scale: tiny score network, 10-step PGD without EOT, one seed; not a robustness result",
     }
+    record["provenance"] = {  # what docs/render.py prints under the PR description's table
+        "command": record["command"],
+        "code_version": f"art-adp {commit[:7]}, ART {dumped['versions']['art']}",
+        "models": "none (the notebook trains its own score network)",
+        "device": record["device"],
+        "wall_time_s": record["wall_time_s"],
+    }
     RESULT.parent.mkdir(exist_ok=True)
     RESULT.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(record, indent=2))
