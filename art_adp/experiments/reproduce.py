@@ -645,10 +645,10 @@ def reproduce_mnist(
     if "score" in stages:
         _stage_score(data, recipe, run_dir, device, progress, log)
     denoise = _stage_denoise(classifier, data, recipe, run_dir, device, log) if "curve" in stages else None
-    diagnostics = _diagnostics(classifier, data, recipe, run_dir, device, log, measure="curve" in stages)
     records = None
     if "curve" in stages or "table" in stages:
         records = _stage_eval(classifier, data, recipe, run_dir, device, progress, log, stages)
+    diagnostics = _diagnostics(classifier, data, recipe, run_dir, device, log, measure="curve" in stages)
     if "report" not in stages:
         return None
     records = records if records is not None else _jsonl(run_dir / "records.jsonl")
