@@ -14,11 +14,7 @@ __all__ = ["model_device", "model_dtype", "to_model", "resolve_device"]
 
 
 def _first_tensor(module: torch.nn.Module) -> torch.Tensor | None:
-    for tensor in module.parameters():
-        return tensor
-    for tensor in module.buffers():
-        return tensor
-    return None
+    return next(iter((*module.parameters(), *module.buffers())), None)
 
 
 def model_device(module: torch.nn.Module) -> torch.device:

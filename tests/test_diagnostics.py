@@ -72,8 +72,18 @@ def test_snapshot_diagnostics_separate_the_noise_from_the_score_model():
 def test_adp_sweep_covers_the_grid_and_states_the_fraction_closed():
     c = torch.full((1, 4, 4), 0.8)
     x = c.numpy()[None].repeat(4, 0)
-    recs = adp_sweep(Brightness(), LinearScore(c, SIGMA), x, x, np.ones(4), sigma=SIGMA, runs=1, seed=0,
-                     steps=(1, 3), lams=(0.05, 0.1))
+    recs = adp_sweep(
+        Brightness(),
+        LinearScore(c, SIGMA),
+        x,
+        x,
+        np.ones(4),
+        sigma=SIGMA,
+        runs=1,
+        seed=0,
+        steps=(1, 3),
+        lams=(0.05, 0.1),
+    )
     assert [(r["steps"], r["lam"]) for r in recs] == [(1, 0.05), (1, 0.1), (3, 0.05), (3, 0.1)]
     assert [r["closed"] for r in recs] == pytest.approx([0.05, 0.1, 1 - 0.95**3, 1 - 0.9**3], abs=1e-3)
     assert all(r["clean"]["n"] == 4 for r in recs)

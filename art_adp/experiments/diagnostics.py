@@ -18,7 +18,10 @@ Each is measured on clean images and on the Clf-PGD images of the recipe.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
+
+import os
+from typing import Any
 
 import numpy as np
 import torch
@@ -57,11 +60,11 @@ def ensemble_correct(
     out = []
     with torch.no_grad():
         for i, xb in enumerate(x.split(batch_size)):
-            prob = 0.0
+            prob = torch.zeros(())
             for r in range(runs):
                 g = torch.Generator().manual_seed(derive_seed(seed, "diagnostic", i, r))
-                prob = prob + torch.softmax(classifier(transform(xb, g)).float(), dim=1)
-            out.append(prob.argmax(1).cpu())  # type: ignore[union-attr]
+                prob = prob.to(xb.device) + torch.softmax(classifier(transform(xb, g)).float(), dim=1)
+            out.append(prob.argmax(1).cpu())
     return (torch.cat(out) == y_t[: len(x)]).numpy()
 
 
@@ -179,9 +182,9 @@ def render_diagnostics(per_step: list[dict], sweep: list[dict], sigma: float) ->
 
 def stage_diagnostics(
     classifier: torch.nn.Module,
-    data,
-    recipe,
-    run_dir,
+    data: Any,
+    recipe: Any,
+    run_dir: str | os.PathLike,
     *,
     load_snapshot: Callable[[int], torch.nn.Module],
     clf_pgd: Callable[[], np.ndarray],
@@ -193,8 +196,13 @@ def stage_diagnostics(
     ``diagnostics.jsonl`` each) and the sweep on the latest snapshot (:func:`adp_sweep`), on the first ``n_curve``
     test images, judged on the S = ``recipe.runs`` ensemble.
 
+    :param classifier: The classifier, on the device the diagnostics run on.
+    :param data: The :class:`~art_adp.data.Dataset` (test images and labels).
+    :param recipe: The :class:`~art_adp.experiments.reproduce.MnistRecipe` (σ, S, ``n_curve``, milestones, seed).
+    :param run_dir: The run folder (``score/snapshots/``; ``diagnostics.jsonl`` is written there).
     :param load_snapshot: Iteration count → the EMA score model saved there.
     :param clf_pgd: The recipe's Clf-PGD images of the first test images (at least ``n_curve``).
+    :param log: Where progress lines go.
     :param measure: False: only read what ``diagnostics.jsonl`` holds (the ``report`` stage alone).
     :return: ``{"per_step": [...], "sweep": [...]}`` (the sweep of the latest snapshot measured).
     """
@@ -217,14 +225,14 @@ def stage_diagnostics(
         x_pgd = clf_pgd()[:n] if x_pgd is None else x_pgd
         start = time.perf_counter()
         score = load_snapshot(m).eval().requires_grad_(False)
-        common = dict(sigma=recipe.sigma, runs=recipe.runs, seed=derive_seed(recipe.seed, kind, m))
+        common = {"sigma": recipe.sigma, "runs": recipe.runs, "seed": derive_seed(recipe.seed, kind, m)}
         rec: dict = {"kind": kind, "step": m, "n": n, "runs": recipe.runs}
         if kind == "snapshot":
             rec.update(snapshot_diagnostics(classifier, score, x, x_pgd, y, **common))  # type: ignore[arg-type]
         else:
             rec["sweep"] = adp_sweep(classifier, score, x, x_pgd, y, **common)  # type: ignore[arg-type]
         rec["wall_s"] = round(time.perf_counter() - start, 1)
-        with open(path, "a") as f:
+        with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps(rec) + "\n")
         recs.append(rec)
         log(f"[diagnostics] {kind} at {m} iterations: {json.dumps({k: v for k, v in rec.items() if k != 'sweep'})}")
