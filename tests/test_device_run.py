@@ -39,9 +39,12 @@ def test_part_one_runs_every_cli_command_trains_and_returns_the_state(smoke):
 
 
 def test_part_two_resumes_from_the_parts_alone_and_measures_everything(smoke, tmp_path):
-    cmd, _, out, _, state, _ = smoke
+    cmd, data, out, work1, state, _ = smoke
     for part in out.glob("state.tar.part*"):  # what `collect` does: the parts are all the next run gets
         (state / part.name).write_bytes(part.read_bytes())
+    (data / "demo").mkdir()  # what `prepare` does: the digits models (here: part 1's `demo` command's)
+    for name in ("score.safetensors", "classifier.safetensors"):
+        (data / "demo" / name).write_bytes((work1 / "cli" / "demo" / name).read_bytes())
     work, out2 = tmp_path / "work", tmp_path / "out"
     cmd = [*cmd[: cmd.index("--work") + 1], str(work), *cmd[cmd.index("--work") + 2 : -1], str(out2), "--part", "2"]
     second = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=1200)

@@ -212,31 +212,41 @@ def stage_diagnostics(
 
     path = Path(run_dir) / "diagnostics.jsonl"
     recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    done = {(r["kind"], r["step"]) for r in recs}
+    done = {(r["kind"], r["step"], r.get("steps"), r.get("lam")) for r in recs}
     snapshots = Path(run_dir) / "score" / "snapshots"
     steps = [m for m in recipe.milestones if (snapshots / f"score_{m:07d}.safetensors").exists()]
     n = min(recipe.n_curve, len(data.x_test))
     x, y = data.x_test[:n], data.y_test[:n]
     x_pgd = None
-    todo = [("snapshot", m) for m in recipe.curve_milestones if m in steps] + ([("sweep", steps[-1])] if steps else [])
-    for kind, m in todo:
-        if (kind, m) in done or not measure:
+    todo: list[tuple[str, int, int | None, float | None]] = [
+        ("snapshot", m, None, None) for m in recipe.curve_milestones if m in steps
+    ]
+    todo += [("sweep", steps[-1], t, lam) for t in SWEEP_STEPS for lam in SWEEP_LAMS] if steps else []
+    loaded: dict[int, torch.nn.Module] = {}
+    for kind, m, t, lam in todo:  # one line each: a sweep resumes per (T, λ)
+        if (kind, m, t, lam) in done or not measure:
             continue
         x_pgd = clf_pgd()[:n] if x_pgd is None else x_pgd
         start = time.perf_counter()
-        score = load_snapshot(m).eval().requires_grad_(False)
+        if m not in loaded:
+            loaded.clear()
+            loaded[m] = load_snapshot(m).eval().requires_grad_(False)
         common = {"sigma": recipe.sigma, "runs": recipe.runs, "seed": derive_seed(recipe.seed, kind, m)}
         rec: dict = {"kind": kind, "step": m, "n": n, "runs": recipe.runs}
         if kind == "snapshot":
-            rec.update(snapshot_diagnostics(classifier, score, x, x_pgd, y, **common))  # type: ignore[arg-type]
+            rec.update(snapshot_diagnostics(classifier, loaded[m], x, x_pgd, y, **common))  # type: ignore[arg-type]
         else:
-            rec["sweep"] = adp_sweep(classifier, score, x, x_pgd, y, **common)  # type: ignore[arg-type]
+            assert t is not None and lam is not None
+            grid = {"steps": (t,), "lams": (lam,)}
+            rec.update(adp_sweep(classifier, loaded[m], x, x_pgd, y, **grid, **common)[0])  # type: ignore[arg-type]
         rec["wall_s"] = round(time.perf_counter() - start, 1)
         with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps(rec) + "\n")
         recs.append(rec)
-        log(f"[diagnostics] {kind} at {m} iterations: {json.dumps({k: v for k, v in rec.items() if k != 'sweep'})}")
+        log(f"[diagnostics] {kind} at {m} iterations: {json.dumps(rec)}")
     per_step = sorted((r for r in recs if r["kind"] == "snapshot"), key=lambda r: r["step"])
-    sweeps = sorted((r for r in recs if r["kind"] == "sweep"), key=lambda r: r["step"])
-    sweep = [{**s, "step": sweeps[-1]["step"], "n": sweeps[-1]["n"]} for s in sweeps[-1]["sweep"]] if sweeps else []
+    last = max((r["step"] for r in recs if r["kind"] == "sweep"), default=None)
+    sweep = sorted(
+        (r for r in recs if r["kind"] == "sweep" and r["step"] == last), key=lambda r: (r["steps"], r["lam"])
+    )
     return {"per_step": per_step, "sweep": sweep}
