@@ -259,6 +259,15 @@ def cli_commands(work: Path, mnist: Path, device: str) -> list[tuple[str, list[s
     ]  # fmt: skip
 
 
+def gpu_test_files() -> list[str]:
+    """The test files that mention CUDA or a GPU (collecting only those keeps an unrelated import out of it)."""
+    return [
+        str(p.relative_to(ROOT))
+        for p in sorted((ROOT / "tests").glob("test_*.py"))
+        if "cuda" in (text := p.read_text(encoding="utf-8").lower()) or "gpu" in text
+    ]
+
+
 def checks(run: Run, args) -> None:
     """Stage 1: the suite's CUDA tests, then every CLI command at tiny sizes; any failure ends the run (exit 1)."""
     work = Path(args.work) / "cli"
@@ -267,7 +276,19 @@ def checks(run: Run, args) -> None:
     limit = SMOKE_LIMITS["checks"] if args.smoke else LIMITS["checks"]
     start = time.monotonic()
     if not args.smoke:  # on a CPU the CUDA tests skip themselves; the smoke test must not run the suite in the suite
-        tests = [*_python(), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "8", "-k", "cuda or gpu", "tests/"]
+        tests = [
+            *_python(),
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "8",
+            "-k",
+            "cuda or gpu",
+            *gpu_test_files(),
+        ]
         if run.stage("cuda-tests", tests, limit=limit) != "ok":
             sys.exit("device_run: the suite's CUDA tests failed (see log.txt); nothing else was run.")
     device = "cuda" if not args.smoke else "cpu"
