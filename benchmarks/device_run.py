@@ -469,6 +469,53 @@ def _device_info() -> dict:
     return info
 
 
+def optional_commands(data: Path, work: Path, smoke: bool) -> tuple[list[str], list[str]]:
+    """Part 2's optional stages: the paper-budget digits card on 100 digits, the MNIST-subset corruption table."""
+    demo = data / "demo"  # the digits models `prepare` copied
+    models = ["--score", str(demo / "score.safetensors"), "--classifier", str(demo / "classifier.safetensors")]
+    card = [
+        *_python(),
+        "-m",
+        "art_adp",
+        "evaluate",
+        "--dataset",
+        "digits",
+        *models,
+        "--run-dir",
+        str(work / "digits-card"),
+        "--quiet",
+        "--n-examples",
+        "2" if smoke else "100",
+    ]
+    card += (
+        ["--preset", "smoke", "--attacks", "clf-pgd", "--no-sanity"]
+        if smoke
+        else ["--preset", "paper", "--baseline", "adversarial-training"]
+    )
+    corr = [
+        *_python(),
+        "-m",
+        "art_adp",
+        "corruptions",
+        "--dataset",
+        "mnist",
+        "--data-root",
+        str(data / "mnist-subset"),
+        "--classifier",
+        str(work / "mnist" / "classifier.safetensors"),
+        "--score",
+        str(work / "mnist" / "score" / "score.safetensors"),
+        "--run-dir",
+        str(work / "corruptions-mnist"),
+        "--quiet",
+        "--n-examples",
+        "4" if smoke else "500",
+        "--description",
+        "MNIST test images 6,000-7,999 (dev split); models trained on images 0-5,999",
+    ]
+    return card, corr
+
+
 def run_parts(args) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -500,49 +547,8 @@ def run_parts(args) -> None:
         summary(run, work)
         gpu = [*_python(), "benchmarks/gpu.py", str(out / "gpu.json")] + (["--smoke"] if args.smoke else [])
         run.stage("gpu", gpu + ["--budget", str(limits["gpu"] - 20)], limit=limits["gpu"])
-        demo = Path(args.data) / "demo"  # the digits models `prepare` copied
-        models = ["--score", str(demo / "score.safetensors"), "--classifier", str(demo / "classifier.safetensors")]
-        card = [
-            *_python(),
-            "-m",
-            "art_adp",
-            "evaluate",
-            "--dataset",
-            "digits",
-            *models,
-            "--run-dir",
-            str(work / "digits-card"),
-            "--quiet",
-            "--n-examples",
-            "2" if args.smoke else "100",
-        ]
-        card += (
-            ["--preset", "smoke", "--attacks", "clf-pgd", "--no-sanity"]
-            if args.smoke
-            else ["--preset", "paper", "--baseline", "adversarial-training"]
-        )
+        card, corr = optional_commands(Path(args.data), work, args.smoke)
         run.stage("digits-card", card, limit=limits["digits-card"])
-        corr = [
-            *_python(),
-            "-m",
-            "art_adp",
-            "corruptions",
-            "--dataset",
-            "mnist",
-            "--data-root",
-            str(Path(args.data) / "mnist-subset"),
-            "--classifier",
-            str(work / "mnist" / "classifier.safetensors"),
-            "--score",
-            str(work / "mnist" / "score" / "score.safetensors"),
-            "--run-dir",
-            str(work / "corruptions-mnist"),
-            "--quiet",
-            "--n-examples",
-            "4" if args.smoke else "500",
-            "--description",
-            "MNIST test images 6,000-7,999 (dev split); models trained on images 0-5,999",
-        ]
         run.stage("corruptions", corr, limit=limits["corruptions"], parse_only=True)  # fmt: skip
         bundle_text(run, work)
     summary(run, work)

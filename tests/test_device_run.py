@@ -61,3 +61,20 @@ def test_part_two_resumes_from_the_parts_alone_and_measures_everything(smoke, tm
     assert [s["steps"] for s in curve["diagnostics"]["sweep"]] == [10, 10, 20, 20, 50, 50]
     assert (out2 / "gpu.json").exists() and (out2 / "measured.tar.gz").exists()
     assert len(list(out2.iterdir())) <= 8  # the device returns at most 8 files
+
+
+def test_the_gpu_runs_commands_parse(tmp_path):
+    """The GPU-sized command lines (never run on a CPU) at least parse: no GPU minute lost to a typo in them."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import device_run
+
+    from art_adp.cli import build_parser
+
+    commands = [cmd for _, cmd in device_run.cli_commands(tmp_path, tmp_path, "cuda")]
+    commands += list(device_run.optional_commands(tmp_path, tmp_path, smoke=False))
+    for cmd in commands:
+        assert cmd[1:3] == ["-m", "art_adp"]
+        args = build_parser().parse_args(cmd[3:])
+        assert getattr(args, "device", "cuda") in ("cuda", None)
+    assert len(commands) == 10
+    assert device_run.recipe_of(smoke=False).milestones[-1] * 512 == 25_600_000  # the paper's sample count
