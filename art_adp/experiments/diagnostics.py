@@ -245,8 +245,9 @@ def stage_diagnostics(
         recs.append(rec)
         log(f"[diagnostics] {kind} at {m} iterations: {json.dumps(rec)}")
     per_step = sorted((r for r in recs if r["kind"] == "snapshot"), key=lambda r: r["step"])
-    last = max((r["step"] for r in recs if r["kind"] == "sweep"), default=None)
+    last = max((r["step"] for r in recs if r["kind"] == "sweep" and "steps" in r), default=None)
     sweep = sorted(
-        (r for r in recs if r["kind"] == "sweep" and r["step"] == last), key=lambda r: (r["steps"], r["lam"])
+        (r for r in recs if r["kind"] == "sweep" and r["step"] == last and "steps" in r),
+        key=lambda r: (r["steps"], r["lam"]),
     )
     return {"per_step": per_step, "sweep": sweep}
