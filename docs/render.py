@@ -73,7 +73,7 @@ def table(header: list[str], rows: list[list]) -> list[str]:
 
 
 def card_table(path: str) -> str:
-    """The table of an evaluation card, as the report writes it (``art_adp.evaluation.report.markdown``)."""
+    """The table of an evaluation card, as the report writes it (``art_adp.apps.evaluation.report.markdown``)."""
     from art_adp.apps.evaluation.report import markdown
 
     result = load(path)

@@ -176,3 +176,14 @@ def test_denoising_ratio_of_a_linear_score_is_the_adaptive_rules_contraction():
     assert denoising_ratio(_TowardsGrey(), x, sigma=0.0, steps=0, x_start=x + d) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="x_start must have the shape of x"):
         denoising_ratio(_TowardsGrey(), x, x_start=x[:2])
+
+
+def test_report_carries_the_diagnostics(done_run):
+    _, run, report, _ = done_run
+    diag = report["diagnostics"]
+    assert [r["step"] for r in diag["per_step"]] == [2, 4]
+    assert all(r[k][row]["n"] == 4 for r in diag["per_step"] for k in ("noise", "denoise1") for row in ("clean", "clf_pgd"))
+    assert [(s["steps"], s["lam"], s["step"]) for s in diag["sweep"]] == [
+        (t, lam, 4) for t in (10, 20, 50) for lam in (0.05, 0.1)
+    ]
+    assert "## Diagnostics (first 4 test images, S = 2)" in (run / "table.md").read_text()

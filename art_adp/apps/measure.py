@@ -12,6 +12,7 @@ import torch
 from art.estimators.classification import PyTorchClassifier
 
 from ..attacks.registry import REGISTRY, Budget
+from .._device import to_model
 from ..eot import EOTClassifier
 from ..preprocessor import ADPPurifier
 from ..purify import purify
@@ -137,8 +138,8 @@ def denoising_ratio(
     output (same ε) -- the denoising ratio (> 1: it denoises). With ``x_start`` (e.g. adversarial images of x):
     MSE(x_start, x) / MSE(purify(x_start), x) -- 1 means the perturbation survives purification intact.
     """
-    x = torch.as_tensor(np.asarray(x), dtype=torch.float32)
-    start = x if x_start is None else torch.as_tensor(np.asarray(x_start), dtype=torch.float32)
+    x = to_model(x if isinstance(x, torch.Tensor) else np.asarray(x, dtype=np.float32), score_model)
+    start = x if x_start is None else to_model(np.asarray(x_start, dtype=np.float32), score_model)
     if start.shape != x.shape:
         raise ValueError(f"x_start must have the shape of x, {tuple(x.shape)}; got {tuple(start.shape)}.")
     before = after = 0.0

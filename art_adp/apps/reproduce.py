@@ -29,6 +29,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from .._device import to_model
 from ..attacks.registry import LABELS
 from .measure import attack, defended_estimator, denoising_ratio, derive_seed, judge, wilson
 from .snapshots import read_snapshot_log, train_with_snapshots
@@ -330,7 +331,7 @@ def _stage_eval(
             )
         ok = judge(est, pur, x_adv, y, runs=recipe.runs, repeats=recipe.repeats, seed=seed)
         with torch.no_grad():
-            bare = classifier(torch.as_tensor(x_adv, device=device)).argmax(1).cpu().numpy() == y
+            bare = classifier(to_model(x_adv, classifier)).argmax(1).cpu().numpy() == y
         wall = (time.perf_counter() - start) / len(idx)
         linf = np.abs(x_adv - x).reshape(len(idx), -1).max(1)
         with open(path, "a") as f:
@@ -392,6 +393,36 @@ def _stage_denoise(classifier, data, recipe: MnistRecipe, run_dir: Path, device:
             f"Clf-PGD perturbation's MSE by {rec['attack_ratio']:.2f}"
         )
     return done
+
+
+def _diagnostics(classifier, data, recipe: MnistRecipe, run_dir: Path, device: str, log, measure: bool) -> dict:
+    """Part of the ``curve`` stage: noise alone, one-step denoise, the ADP sweep (:mod:`.diagnostics`)."""
+    from .diagnostics import stage_diagnostics
+
+    n_pgd = min(
+        len(data.x_test), max(recipe.n_curve, len(data.x_test) if recipe.n_examples is None else recipe.n_examples)
+    )
+    return stage_diagnostics(
+        classifier.to(device).eval(),
+        data,
+        recipe,
+        run_dir,
+        load_snapshot=lambda m: _snapshot(run_dir, m, device),
+        clf_pgd=lambda: _clf_pgd(classifier, data, recipe, n_pgd, run_dir, device),
+        log=log,
+        measure=measure,
+    )
+
+
+def _diagnostics_md(report: dict) -> str:
+    from .diagnostics import render_diagnostics
+
+    adp = {p["step"]: {"clean": p["clean"] / p["n"], "clf_pgd": p["clf_pgd"] / p["n"]} for p in report["curve"]}
+    per_step = [
+        {**r, "adp": {k: {"accuracy": v} for k, v in adp.get(r["step"], {}).items()}}
+        for r in report["diagnostics"]["per_step"]
+    ]
+    return render_diagnostics(per_step, report["diagnostics"]["sweep"], report["recipe"]["sigma"])
 
 
 def _curve(records: list[dict], denoise: dict[int, dict], recipe: MnistRecipe, run_dir: Path) -> list[dict]:
@@ -611,6 +642,7 @@ def reproduce_mnist(
     records = None
     if "curve" in stages or "table" in stages:
         records = _stage_eval(classifier, data, recipe, run_dir, device, progress, log, stages)
+    diagnostics = _diagnostics(classifier, data, recipe, run_dir, device, log, measure="curve" in stages)
     if "report" not in stages:
         return None
     records = records if records is not None else _jsonl(run_dir / "records.jsonl")
@@ -627,6 +659,7 @@ def reproduce_mnist(
         "row_budgets": {row: {k: v for k, v in spec.items() if k != "n"} for row, spec in recipe.rows().items()},
         "rows": _summarise(records, recipe, len(data.x_test)),
         "curve": curve,
+        "diagnostics": diagnostics,
         "note": note,
     }
     (run_dir / "table.json").write_text(json.dumps(report, indent=1))
@@ -637,6 +670,7 @@ def reproduce_mnist(
         f"S = {recipe.runs} ensemble, worst case over R = {recipe.repeats} repeats; 95 % Wilson intervals."
         f"{' ' + note if note else ''}\n\n"
         f"{table}\n"
+        f"\n## Diagnostics (first {recipe.n_curve} test images, S = {recipe.runs})\n\n{_diagnostics_md(report)}\n"
     )
     if curve:
         _plot_curve(

@@ -45,6 +45,7 @@ def train_with_snapshots(
     checkpoint_every: int = 100,
     progress: bool = True,
     device: str | torch.device | None = None,
+    **train_options,
 ) -> torch.nn.Module:
     """
     Train ``model`` up to each milestone in turn, keeping the EMA weights of every milestone.
@@ -55,6 +56,7 @@ def train_with_snapshots(
     :param milestones: Increasing positive iteration counts; the last one is the total.
     :param run_dir: Holds ``score.safetensors`` (the resumable training checkpoint) and ``snapshots/``.
     :param checkpoint_every: Steps between checkpoints (also the most work an interruption loses).
+    :param train_options: Further keywords of :func:`~art_adp.score.train_score_model` (e.g. its fast-path levers).
     :return: The EMA network at the last milestone.
     """
     milestones = [int(m) for m in milestones]
@@ -96,6 +98,7 @@ def train_with_snapshots(
             progress=progress,
             checkpoint_every=checkpoint_every,
             device=device,
+            **train_options,
         )
         wall += time.perf_counter() - start
         state.write_text(json.dumps({"wall_s": wall}))

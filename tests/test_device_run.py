@@ -1,0 +1,80 @@
+"""The prepared GPU run (benchmarks/device_run.py) end to end on the CPU at tiny sizes, so that no GPU minute is
+spent finding a typo: both parts, every CLI command, training, the trainer state split and resumed, curve,
+diagnostics, table, gpu.py and the optional stages."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_reproduce import _fake_mnist
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    data = tmp_path_factory.mktemp("data")
+    (data / "mnist-subset").mkdir()
+    _fake_mnist(data / "mnist-subset", n_train=40, n_test=8)
+    out, work, state = (tmp_path_factory.mktemp(n) for n in ("out", "work", "state"))
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "device_run.py"), "run", "--smoke", "--data", str(data),
+           "--work", str(work), "--state", str(state), "--out", str(out)]  # fmt: skip
+    first = subprocess.run([*cmd, "--part", "1"], capture_output=True, text=True, cwd=ROOT, timeout=1200)
+    return cmd, data, out, work, state, first
+
+
+def test_part_one_runs_every_cli_command_trains_and_returns_the_state(smoke):
+    _, _, out, _, _, first = smoke
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    stages = results["stages"]
+    for name in ("demo", "train-score", "train-classifier", "detect", "certify", "evaluate", "reproduce"):
+        assert stages[f"cli:{name}"]["status"] == "ok", stages[f"cli:{name}"]
+    assert stages["train"]["status"] == "ok" and stages["curve"]["status"] == "ok"
+    assert results["training"]["iterations"] == 6 and results["training"]["samples"] == 48
+    assert sorted(p.name for p in out.glob("state.tar.part*")) == ["state.tar.part00"]
+
+
+def test_part_two_resumes_from_the_parts_alone_and_measures_everything(smoke, tmp_path):
+    cmd, data, out, work1, state, _ = smoke
+    for part in out.glob("state.tar.part*"):  # what `collect` does: the parts are all the next run gets
+        (state / part.name).write_bytes(part.read_bytes())
+    (data / "demo").mkdir()  # what `prepare` does: the digits models (here: part 1's `demo` command's)
+    for name in ("score.safetensors", "classifier.safetensors"):
+        (data / "demo" / name).write_bytes((work1 / "cli" / "demo" / name).read_bytes())
+    work, out2 = tmp_path / "work", tmp_path / "out"
+    cmd = [*cmd[: cmd.index("--work") + 1], str(work), *cmd[cmd.index("--work") + 2 : -1], str(out2), "--part", "2"]
+    second = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=1200)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    results = json.loads((out2 / "results.json").read_text())
+    assert "resumed the trainer state" in second.stdout
+    assert {k: v["status"] for k, v in results["stages"].items()} == {
+        "curve": "ok", "table": "ok", "gpu": "ok", "digits-card": "ok", "corruptions": "ok"
+    }  # fmt: skip
+    table = results["table_report"]
+    assert table["recipe"]["budgets"] == [6] and table["rows"]["clean"]["6"]["n"] == 4
+    curve = results["curve_report"]
+    assert [p["step"] for p in curve["curve"]] == [3, 6]  # the step-3 point was measured in part 1
+    assert [s["steps"] for s in curve["diagnostics"]["sweep"]] == [10, 10, 20, 20, 50, 50]
+    assert (out2 / "gpu.json").exists() and (out2 / "measured.tar.gz").exists()
+    assert len(list(out2.iterdir())) <= 8  # the device returns at most 8 files
+
+
+def test_the_gpu_runs_commands_parse(tmp_path):
+    """The GPU-sized command lines (never run on a CPU) at least parse: no GPU minute lost to a typo in them."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import device_run
+
+    from art_adp.apps.cli import build_parser
+
+    commands = [cmd for _, cmd in device_run.cli_commands(tmp_path, tmp_path, "cuda")]
+    commands += list(device_run.optional_commands(tmp_path, tmp_path, smoke=False))
+    for cmd in commands:
+        assert cmd[1:3] == ["-m", "art_adp"]
+        args = build_parser().parse_args(cmd[3:])
+        assert getattr(args, "device", "cuda") in ("cuda", None)
+    assert len(commands) == 10
+    assert device_run.recipe_of(smoke=False).milestones[-1] * 512 == 25_600_000  # the paper's sample count
