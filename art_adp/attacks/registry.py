@@ -128,8 +128,15 @@ def _clf_pgd(estimator, b: Budget, seed: int = 0) -> EvasionAttack:  # pylint: d
 
 
 def _apgd(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
-    args = {"eps": b.eps, "max_iter": b.max_iter, "eot_samples": b.eot_samples, "batch_size": b.batch_size}
-    return APGDEOT(estimator, norm=b.norm, seed=seed, **args)  # APGD sets its own step
+    return APGDEOT(  # APGD sets its own step
+        estimator,
+        norm=b.norm,
+        eps=b.eps,
+        max_iter=b.max_iter,
+        eot_samples=b.eot_samples,
+        batch_size=b.batch_size,
+        seed=seed,
+    )
 
 
 def _spsa(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
@@ -194,5 +201,5 @@ def names(*, paper: bool | None = None) -> tuple[str, ...]:
 
 def gradient_attacks() -> tuple[str, ...]:
     """The white-box attacks the sanity checks may run, the preferred first."""
-    chosen = sorted((s for s in ATTACKS if s.sanity is not None), key=lambda s: s.sanity)
+    chosen = sorted((s for s in ATTACKS if s.sanity is not None), key=lambda s: s.sanity or 0)
     return tuple(s.name for s in chosen)
