@@ -128,15 +128,8 @@ def _clf_pgd(estimator, b: Budget, seed: int = 0) -> EvasionAttack:  # pylint: d
 
 
 def _apgd(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
-    return APGDEOT(  # APGD sets its own step
-        estimator,
-        norm=b.norm,
-        eps=b.eps,
-        max_iter=b.max_iter,
-        eot_samples=b.eot_samples,
-        batch_size=b.batch_size,
-        seed=seed,
-    )
+    steps = {k: v for k, v in _steps(b).items() if k != "eps_step"}  # APGD sets its own step
+    return APGDEOT(estimator, norm=b.norm, eot_samples=b.eot_samples, seed=seed, **steps)
 
 
 def _spsa(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
