@@ -313,7 +313,10 @@ def moved_module(old: str, new: str, *, submodules: Mapping[str, str] | None = N
     ``sys.modules[__name__] = moved_module(__name__, "art_adp.apps.demo")``, and the old path is the *same* module
     object as the new one (private names and monkeypatching included).
 
+    :param old: The old dotted module path (``__name__`` of the alias module).
+    :param new: The dotted path the module lives at now.
     :param submodules: Old dotted path -> new dotted path of submodules also reachable under the old package.
+    :return: The module at ``new``.
     """
     import importlib
     import sys

@@ -1,4 +1,5 @@
-"""Deprecated: moved to :mod:`art_adp.apps.detect_demo`. Importing still works, with a ``DeprecationWarning`` (removed in 0.3)."""
+"""Deprecated: moved to :mod:`art_adp.apps.detect_demo`. Importing still works, with a ``DeprecationWarning``
+(removed in 0.3)."""
 
 import sys
 

@@ -71,12 +71,18 @@ def settings(cls: type, values: Mapping[str, Any]) -> Any:
 
 @dataclass(frozen=True)
 class Run:
-    """What every command shares: its output folder, seed, device and progress bars."""
+    """What every command shares: its output folder, device and progress bars."""
 
     run_dir: str = "runs"
-    seed: int | None = 0
     device: str | None = None
     quiet: bool = False
+
+
+@dataclass(frozen=True)
+class Seeded(Run):
+    """A command whose every random draw comes from ``seed``."""
+
+    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -102,7 +108,7 @@ def demo(c: Demo) -> None:
 
 
 @dataclass(frozen=True)
-class ScoreTraining(Run, Data):
+class ScoreTraining(Seeded, Data):
     run_dir: str = "runs/score"
     iterations: int = 600
     batch_size: int = 128
@@ -162,7 +168,7 @@ def train_score(c: ScoreTraining) -> None:
 
 
 @dataclass(frozen=True)
-class ClassifierTraining(Run, Data):
+class ClassifierTraining(Seeded, Data):
     run_dir: str = "runs/classifier"
     arch: str = "digits-cnn"
     epochs: int = 15
@@ -195,8 +201,8 @@ def train_classifier(c: ClassifierTraining) -> None:
     torch.manual_seed(c.seed)  # the initial weights too: the same command gives the same model
     model = cls(in_channels=channels, image_size=size, nb_classes=data.nb_classes)
     device = c.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if c.adversarial_training:
-        _train_adversarial_classifier(c, model.to(device), data)
+    if c.eps is not None:  # with --adversarial-training (checked above)
+        _train_adversarial_classifier(c, c.eps, model.to(device), data)
         return
     model = models.train_classifier(
         model,
@@ -218,7 +224,7 @@ def train_classifier(c: ClassifierTraining) -> None:
     print(f"classifier: {path} (test accuracy {100 * acc:.2f} %)")
 
 
-def _train_adversarial_classifier(c: ClassifierTraining, model, data) -> None:
+def _train_adversarial_classifier(c: ClassifierTraining, eps: float, model, data) -> None:
     """``train-classifier --adversarial-training``: PGD adversarial training, saved as adv_classifier.safetensors."""
     from .. import models
     from ..models.adversarial import default_eps_step, train_adversarial_classifier
@@ -226,12 +232,12 @@ def _train_adversarial_classifier(c: ClassifierTraining, model, data) -> None:
     defaults = inspect.signature(train_adversarial_classifier).parameters
     max_iter = defaults["max_iter"].default if c.max_iter is None else c.max_iter
     ratio = defaults["ratio"].default if c.ratio is None else c.ratio
-    eps_step = default_eps_step(c.eps, max_iter) if c.eps_step is None else c.eps_step
+    eps_step = default_eps_step(eps, max_iter) if c.eps_step is None else c.eps_step
     model = train_adversarial_classifier(
         model,
         data.x_train,
         data.y_train,
-        eps=c.eps,
+        eps=eps,
         eps_step=eps_step,
         max_iter=max_iter,
         epochs=c.epochs,
@@ -242,7 +248,7 @@ def _train_adversarial_classifier(c: ClassifierTraining, model, data) -> None:
         lr=c.lr,
     )
     settings = {
-        "eps": c.eps,
+        "eps": eps,
         "eps_step": eps_step,
         "max_iter": max_iter,
         "ratio": ratio,
@@ -259,7 +265,7 @@ def _train_adversarial_classifier(c: ClassifierTraining, model, data) -> None:
     )
     print(
         f"adversarially trained classifier: {path} (clean test accuracy {100 * acc:.2f} %, "
-        f"PGD eps {c.eps:g}, {max_iter} steps of {eps_step:.4g})"
+        f"PGD eps {eps:g}, {max_iter} steps of {eps_step:.4g})"
     )
 
 
@@ -279,7 +285,7 @@ def _load_models(c: Trained):
 
 
 @dataclass(frozen=True)
-class Detection(Run, Trained):
+class Detection(Seeded, Trained):
     run_dir: str = "runs/detect"
     settings: DetectConfig = field(default_factory=DetectConfig)
 
@@ -293,7 +299,7 @@ def detect(c: Detection) -> None:
 
 
 @dataclass(frozen=True)
-class Certification(Run, Trained, Data):
+class Certification(Seeded, Trained, Data):
     run_dir: str = "runs/certify"
     sigmas: tuple[float, ...] = (0.12, 0.25, 0.5)
     n0: int = 100
@@ -576,7 +582,7 @@ def evaluate(c: Evaluation) -> None:
 
 
 @dataclass(frozen=True)
-class CorruptionTable(Run, Data):
+class CorruptionTable(Seeded, Data):
     run_dir: str = "runs/corruptions"
     classifier: str = ""
     score: str = ""
@@ -637,7 +643,8 @@ def recipe_options() -> list[tuple[str, Callable[[str], Any], object]]:
     """One command-line option per field of :class:`MnistRecipe` but the seed: (flag, parser, shown default)."""
     out = []
     for f in dataclasses.fields(MnistRecipe):
-        default, kind, shown = f.default, None, f.default
+        default, shown = f.default, f.default
+        kind: Callable[[str], Any] | None = None
         if isinstance(default, tuple):
             kind, shown = (lambda t: tuple(int(v) for v in t.split(",") if v)), ",".join(map(str, default))
         elif f.name.startswith("n_"):

@@ -82,9 +82,9 @@ class AttackSpec:
     fields: Mapping[str, str]
     cost: Callable[[Budget, float, float], float]
     describe: Callable[[Budget], str]
-    gradient: bool = False
-    paper: bool = False
-    baseline: str = ""
+    gradient: bool = True
+    paper: bool = True
+    baseline: str = "clf-pgd"
     own_step: float | None = None
     norms: tuple[float, ...] = (math.inf, 2)
     sanity: int | None = None
@@ -94,18 +94,23 @@ def _iterations(b: Budget) -> str:
     return f"{b.max_iter} it of {b.eps_step:.4g}"
 
 
+def _with_eot(b: Budget) -> str:
+    return f"{_iterations(b)}, EOT {b.eot_samples} ({b.aggregate})"
+
+
+def _joint_text(b: Budget) -> str:
+    return f"{_iterations(b)}, EOT {b.eot_samples}, w = {b.weight:g}"
+
+
+def _steps(b: Budget) -> dict:
+    """The arguments every iterative attack takes from a budget."""
+    return {"eps": b.eps, "eps_step": b.eps_step, "max_iter": b.max_iter, "batch_size": b.batch_size}
+
+
 def _pgd_eot(gradient: str) -> Callable[..., EvasionAttack]:
     def build(estimator, b: Budget, seed: int = 0) -> EvasionAttack:  # pylint: disable=unused-argument
         return PGDEOT(
-            estimator,
-            gradient=gradient,
-            norm=b.norm,
-            eps=b.eps,
-            eps_step=b.eps_step,
-            max_iter=b.max_iter,
-            eot_samples=b.eot_samples,
-            aggregate=b.aggregate,
-            batch_size=b.batch_size,
+            estimator, gradient=gradient, norm=b.norm, eot_samples=b.eot_samples, aggregate=b.aggregate, **_steps(b)
         )
 
     return build
@@ -113,98 +118,45 @@ def _pgd_eot(gradient: str) -> Callable[..., EvasionAttack]:
 
 def _joint(cls) -> Callable[..., EvasionAttack]:
     def build(estimator, b: Budget, seed: int = 0) -> EvasionAttack:  # pylint: disable=unused-argument
-        return cls(
-            estimator,
-            norm=b.norm,
-            eps=b.eps,
-            eps_step=b.eps_step,
-            max_iter=b.max_iter,
-            eot_samples=b.eot_samples,
-            weight=b.weight,
-            batch_size=b.batch_size,
-        )
+        return cls(estimator, norm=b.norm, eot_samples=b.eot_samples, weight=b.weight, **_steps(b))
 
     return build
 
 
 def _clf_pgd(estimator, b: Budget, seed: int = 0) -> EvasionAttack:  # pylint: disable=unused-argument
-    return ClassifierPGD(
-        estimator, norm=b.norm, eps=b.eps, eps_step=b.eps_step, max_iter=b.max_iter, batch_size=b.batch_size
-    )
+    return ClassifierPGD(estimator, norm=b.norm, **_steps(b))
 
 
 def _apgd(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
-    return APGDEOT(
-        estimator,
-        norm=b.norm,
-        eps=b.eps,
-        max_iter=b.max_iter,
-        eot_samples=b.eot_samples,
-        batch_size=b.batch_size,
-        seed=seed,
-    )
+    steps = {k: v for k, v in _steps(b).items() if k != "eps_step"}  # APGD sets its own step
+    return APGDEOT(estimator, norm=b.norm, eot_samples=b.eot_samples, seed=seed, **steps)
 
 
 def _spsa(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
-    return BlackBoxSPSA(
-        estimator,
-        eps=b.eps,
-        eps_step=b.eps_step,
-        max_iter=b.max_iter,
-        samples_per_step=b.samples_per_step,
-        batch_size=b.batch_size,
-        seed=seed,
-    )
+    return BlackBoxSPSA(estimator, samples_per_step=b.samples_per_step, seed=seed, **_steps(b))
 
 
-_PGD_FIELDS = {"max_iter": "iterations", "eot_samples": "eot", "aggregate": "eot_aggregate"}
-_JOINT_FIELDS = {"max_iter": "iterations", "eot_samples": "eot", "weight": "joint_weight"}
+def _free(b: Budget, forward: float, full: float) -> float:  # pylint: disable=unused-argument
+    return 0.0  # Clf-PGD never runs the purifier
+
+
+def _per_draw(b: Budget, forward: float, full: float) -> float:  # pylint: disable=unused-argument
+    return b.max_iter * b.eot_samples * forward  # BPDA and the Joint attacks: forward passes only
+
+
+def _per_full_draw(b: Budget, forward: float, full: float) -> float:  # pylint: disable=unused-argument
+    return b.max_iter * b.eot_samples * full
+
+
+_CLF = {"max_iter": "iterations"}
+_PGD = {"max_iter": "iterations", "eot_samples": "eot", "aggregate": "eot_aggregate"}
+_JOINT = {"max_iter": "iterations", "eot_samples": "eot", "weight": "joint_weight"}
 
 ATTACKS: tuple[AttackSpec, ...] = (
-    AttackSpec(
-        "clf-pgd",
-        "Clf-PGD (preprocessor-blind)",
-        _clf_pgd,
-        {"max_iter": "iterations"},
-        cost=lambda b, f, g: 0.0,
-        describe=_iterations,
-        paper=True,
-        baseline="clf-pgd",
-    ),
-    AttackSpec(
-        "bpda-eot",
-        "BPDA+EOT",
-        _pgd_eot("bpda"),
-        _PGD_FIELDS,
-        cost=lambda b, f, g: b.max_iter * b.eot_samples * f,
-        describe=lambda b: f"{_iterations(b)}, EOT {b.eot_samples} ({b.aggregate})",
-        gradient=True,
-        paper=True,
-        baseline="clf-pgd",
-        sanity=2,
-    ),
-    AttackSpec(
-        "joint-score",
-        "Joint (score)+EOT",
-        _joint(JointScore),
-        _JOINT_FIELDS,
-        cost=lambda b, f, g: b.max_iter * b.eot_samples * f,
-        describe=lambda b: f"{_iterations(b)}, EOT {b.eot_samples}, w = {b.weight:g}",
-        gradient=True,
-        paper=True,
-        baseline="clf-pgd",
-    ),
-    AttackSpec(
-        "joint-full",
-        "Joint (full)+EOT",
-        _joint(JointFull),
-        _JOINT_FIELDS,
-        cost=lambda b, f, g: b.max_iter * b.eot_samples * f,
-        describe=lambda b: f"{_iterations(b)}, EOT {b.eot_samples}, w = {b.weight:g}",
-        gradient=True,
-        paper=True,
-        baseline="clf-pgd",
-    ),
+    AttackSpec("clf-pgd", "Clf-PGD (preprocessor-blind)", _clf_pgd, _CLF, _free, _iterations, gradient=False),
+    AttackSpec("bpda-eot", "BPDA+EOT", _pgd_eot("bpda"), _PGD, _per_draw, _with_eot, sanity=2),
+    AttackSpec("joint-score", "Joint (score)+EOT", _joint(JointScore), _JOINT, _per_draw, _joint_text),
+    AttackSpec("joint-full", "Joint (full)+EOT", _joint(JointFull), _JOINT, _per_draw, _joint_text),
     AttackSpec(
         "spsa",
         "SPSA (black-box)",
@@ -212,30 +164,19 @@ ATTACKS: tuple[AttackSpec, ...] = (
         {"max_iter": "spsa_iterations", "samples_per_step": "spsa_samples"},
         cost=lambda b, f, g: b.max_iter * 2 * b.samples_per_step * f,
         describe=lambda b: f"{_iterations(b)}, {b.samples_per_step} samples/step",
-        paper=True,
+        gradient=False,
         baseline="spsa",
         norms=(math.inf,),
     ),
-    AttackSpec(
-        "full-pgd-eot",
-        "Full-gradient PGD+EOT",
-        _pgd_eot("full"),
-        _PGD_FIELDS,
-        cost=lambda b, f, g: b.max_iter * b.eot_samples * g,
-        describe=lambda b: f"{_iterations(b)}, EOT {b.eot_samples} ({b.aggregate})",
-        gradient=True,
-        paper=True,
-        baseline="clf-pgd",
-        sanity=0,
-    ),
+    AttackSpec("full-pgd-eot", "Full-gradient PGD+EOT", _pgd_eot("full"), _PGD, _per_full_draw, _with_eot, sanity=0),
     AttackSpec(
         "apgd-eot",
         "APGD-EOT (CE, then DLR)",
         _apgd,
         {"max_iter": "apgd_iterations", "eot_samples": "apgd_eot"},
-        cost=lambda b, f, g: 2 * b.max_iter * b.eot_samples * (g + f),
+        cost=lambda b, f, g: 2 * b.max_iter * b.eot_samples * (g + f),  # CE then DLR, each draw forward + backward
         describe=lambda b: f"CE+DLR, {b.max_iter} it/loss, EOT {b.eot_samples}",
-        gradient=True,
+        paper=False,
         baseline="apgd-eot",
         own_step=2.0,
         sanity=1,
@@ -253,5 +194,5 @@ def names(*, paper: bool | None = None) -> tuple[str, ...]:
 
 def gradient_attacks() -> tuple[str, ...]:
     """The white-box attacks the sanity checks may run, the preferred first."""
-    chosen = sorted((s for s in ATTACKS if s.sanity is not None), key=lambda s: s.sanity)
+    chosen = sorted((s for s in ATTACKS if s.sanity is not None), key=lambda s: s.sanity or 0)
     return tuple(s.name for s in chosen)
