@@ -88,21 +88,26 @@ def eot_gradient(
     nb_samples: int,
     *,
     max_batch: int,
+    memory_budget: int | None = None,
     aggregate: str = "mean",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """
     EOT gradient of a per-example loss over ``nb_samples`` draws of a random ``logits_fn``: the draws are stacked
-    copies of the batch, as many per forward pass as ``max_batch`` images allow (one purifier pass per block):
+    copies of the batch, in blocks of at most ``max_batch`` images and ``memory_budget`` bytes of autograd graph
+    (one purifier pass and one backward pass per block; memory flat in ``nb_samples``):
     :func:`art_adp.ensemble.eot_gradient` with ``batch_size=max_batch``.
 
     :param logits_fn: ``N×C×H×W`` → ``N×K``, random (e.g. :func:`defended_logits` of an ADP estimator).
     :param loss: ``(logits, y) → N`` per-example losses to ascend.
     :param nb_samples: EOT draws k ≥ 1.
-    :param max_batch: Images per forward pass (bounds memory).
+    :param max_batch: Most images per forward pass.
+    :param memory_budget: Bytes of autograd graph per block (None: :func:`art_adp.ensemble.default_memory_budget`).
     :param aggregate: ``"mean"`` (mean of the k gradients) or ``"sign"`` (the authors' vote: Σ_k sign(∇_k)).
     :return: ``(gradient N×C×H×W, mean loss N)``.
     """
-    return ensemble.eot_gradient(logits_fn, x, y, loss, nb_samples, batch_size=max_batch, aggregate=aggregate)
+    return ensemble.eot_gradient(
+        logits_fn, x, y, loss, nb_samples, batch_size=max_batch, memory_budget=memory_budget, aggregate=aggregate
+    )
 
 
 def normalize(g: torch.Tensor, norm) -> torch.Tensor:
