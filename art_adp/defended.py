@@ -107,7 +107,8 @@ class DefendedModel(torch.nn.Module):
 
         :param estimator: ``PyTorchClassifier(..., preprocessing_defences=[ADPPurifier(...)])`` (PyTorch
             preprocessors only).
-        :param nb_samples, aggregate, batch_size, memory_budget: As in the constructor (``runs=`` is a deprecated alias).
+        :param nb_samples, aggregate, batch_size, memory_budget: As in the constructor (``runs=`` is a deprecated
+            alias).
         """
         found = defences(estimator)
         one = found[0] if len(found) == 1 else None

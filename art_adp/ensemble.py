@@ -152,7 +152,7 @@ class GraphMemory:
         try:
             storage = t.untyped_storage()
             key, size = storage.data_ptr(), storage.nbytes()
-        except (RuntimeError, NotImplementedError):  # sparse or otherwise storage-less tensors
+        except RuntimeError:  # sparse or otherwise storage-less tensors (NotImplementedError is one)
             key, size = id(t), t.numel() * t.element_size()
         if key not in self._seen:
             self._seen.add(key)
@@ -248,7 +248,8 @@ class _Replay:
     on its first call, and are then put back where they were: the recomputed draws are the recorded ones."""
 
     def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor], generators: Sequence[torch.Generator]) -> None:
-        self.fn, self.generators, self.states = fn, list(generators), None
+        self.fn, self.generators = fn, list(generators)
+        self.states: list[torch.Tensor] | None = None
 
     def __call__(self, rows: torch.Tensor) -> torch.Tensor:
         if self.states is None:
@@ -320,6 +321,7 @@ def stack_draws(
 
     :param fn: ``M×…`` → ``M×…`` per-row map (e.g. one purification and the classifier's logits).
     :param x: ``N×…`` inputs.
+    :param draws: Draws of every input.
     :param batch_size: Most rows per pass (None: one pass without autograd, the memory budget's rows with it).
     :param memory_budget: Bytes of autograd graph per block (None: :func:`default_memory_budget`).
     :param generators: The ``torch.Generator`` objects ``fn`` draws from, replayed when a block is recomputed.
