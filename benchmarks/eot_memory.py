@@ -40,7 +40,10 @@ def run(tree: Path, args: list[str]) -> dict:
                "--score", str(DIGITS / "score.safetensors"), "--classifier", str(DIGITS / "classifier.safetensors"),
                *args]
         start = time.perf_counter()
-        with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        # cwd: the run folder, so that `python -m` imports the package from PYTHONPATH, not from the current folder
+        with subprocess.Popen(
+            cmd, env=env, cwd=run_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        ) as proc:
             log = proc.stdout.read()
             _, status, usage = os.wait4(proc.pid, 0)
             proc.returncode = os.waitstatus_to_exitcode(status)
@@ -54,12 +57,16 @@ def main() -> None:
     parser.add_argument("--tree", action="append", required=True, help="NAME=PATH of a source tree (repeatable)")
     parser.add_argument("--eot", default="4,16,50")
     parser.add_argument("--n-examples", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, help="rows per block (--batch-size of evaluate; default: its own)")
+    parser.add_argument("--append", action="store_true", help="add the runs to the results file already there")
     parser.add_argument("--estimate", action="store_true", help="also record --estimate-only's sanity statement")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "eot_memory.json"))
     opts = parser.parse_args()
     trees = dict(t.split("=", 1) for t in opts.tree)
     base = ["--eps", "0.1", "--n-examples", str(opts.n_examples), "--attacks", "full-pgd-eot", "--iterations", "1",
             "--runs", "10", "--repeats", "1", "--no-sanity"]
+    if opts.batch_size:
+        base += ["--batch-size", str(opts.batch_size)]
     result = {"machine": setup(1), "device": "cpu", "models": str(DIGITS),
               "command": "python -m art_adp evaluate " + " ".join(base) + " --eot K (one thread, fresh process)",
               "trees": {name: {"path": str(Path(p).resolve()), "commit": commit(Path(p))} for name, p in trees.items()},
@@ -67,7 +74,8 @@ def main() -> None:
     start = time.perf_counter()
     for k in [int(v) for v in opts.eot.split(",")]:
         for name, path in trees.items():
-            row = {"tree": name, "eot": k, **run(Path(path).resolve(), [*base, "--eot", str(k)])}
+            row = {"tree": name, "eot": k, "batch_size": opts.batch_size or "default",
+                   **run(Path(path).resolve(), [*base, "--eot", str(k)])}
             print(json.dumps(row), flush=True)
             result["runs"].append(row)
     if opts.estimate:
@@ -79,10 +87,15 @@ def main() -> None:
             out = subprocess.run([sys.executable, "-m", "art_adp", "evaluate", "--run-dir", run_dir, "--threads", "1",
                                   "--score", str(DIGITS / "score.safetensors"),
                                   "--classifier", str(DIGITS / "classifier.safetensors"), *args],
-                                 env=env, capture_output=True, text=True, check=False)
+                                 env=env, cwd=run_dir, capture_output=True, text=True, check=False)
         said = [line for line in (out.stdout + out.stderr).splitlines() if "Estimated time" in line]
         result["estimate"] = {"tree": name, "command": "python -m art_adp evaluate " + " ".join(args), "said": said}
     result["wall_s"] = round(time.perf_counter() - start, 1)
+    if opts.append and Path(opts.out).exists():
+        old = json.loads(Path(opts.out).read_text())
+        result = {"parts": [*old.get("parts", [old]), result]}
+    else:
+        result = {"parts": [result]}
     Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
     Path(opts.out).write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {opts.out}")

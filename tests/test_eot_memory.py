@@ -207,6 +207,7 @@ def peak_memory(paths: str, gradient: str, budget: int | None, root: Path = ROOT
     out = subprocess.run(
         [sys.executable, "-c", PEAKS, paths, gradient, json.dumps(budget)],
         env=env,
+        cwd=root,  # `python -c` imports from the current folder first
         capture_output=True,
         text=True,
         check=True,
