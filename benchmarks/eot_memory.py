@@ -60,6 +60,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, help="rows per block (--batch-size of evaluate; default: its own)")
     parser.add_argument("--append", action="store_true", help="add the runs to the results file already there")
     parser.add_argument("--estimate", action="store_true", help="also record --estimate-only's sanity statement")
+    parser.add_argument("--sanity-run", action="store_true",
+                        help="also run the sanity-checked evaluation (clf-pgd,bpda-eot,full-pgd-eot, 2 iterations, "
+                             "EOT 4) on the last tree")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "eot_memory.json"))
     opts = parser.parse_args()
     trees = dict(t.split("=", 1) for t in opts.tree)
@@ -72,12 +75,20 @@ def main() -> None:
               "trees": {name: {"path": str(Path(p).resolve()), "commit": commit(Path(p))} for name, p in trees.items()},
               "runs": []}
     start = time.perf_counter()
-    for k in [int(v) for v in opts.eot.split(",")]:
+    for k in [int(v) for v in opts.eot.split(",") if v]:
         for name, path in trees.items():
             row = {"tree": name, "eot": k, "batch_size": opts.batch_size or "default",
                    **run(Path(path).resolve(), [*base, "--eot", str(k)])}
             print(json.dumps(row), flush=True)
             result["runs"].append(row)
+    if opts.sanity_run:
+        name, path = list(trees.items())[-1]
+        args = ["--eps", "0.1", "--n-examples", str(opts.n_examples), "--attacks", "clf-pgd,bpda-eot,full-pgd-eot",
+                "--iterations", "2", "--eot", "4"]
+        row = {"tree": name, "sanity": True, "command": "python -m art_adp evaluate " + " ".join(args),
+               **run(Path(path).resolve(), args)}
+        print(json.dumps(row), flush=True)
+        result["runs"].append(row)
     if opts.estimate:
         name, path = list(trees.items())[-1]
         args = ["--eps", "0.1", "--n-examples", "16", "--attacks", "clf-pgd,bpda-eot,full-pgd-eot", "--iterations",
