@@ -12,8 +12,11 @@ from .eot import EOTClassifier
 from .preprocessor import ADPPurifier
 from .purify import purify
 from .score import (
+    EDMScore,
     NCSNv2,
+    VPScore,
     dsm_loss,
+    from_diffusers,
     geometric_sigmas,
     load_score_model,
     median_heuristic_sigma,
@@ -26,7 +29,7 @@ __version__ = "0.1.0"
 
 # The evaluation harness writes run directories and plots: it loads on first use, so that importing the library
 # loads no harness, plotting or command-line module.
-_LAZY = {"EvalConfig": "evaluation", "evaluate": "evaluation"}
+_LAZY = {"EvalConfig": "apps.evaluation", "evaluate": "apps.evaluation"}
 
 
 def __getattr__(name: str):
@@ -40,14 +43,17 @@ def __getattr__(name: str):
 __all__ = [
     "ADPPurifier",
     "DefendedModel",
+    "EDMScore",
     "EOTClassifier",
     "EvalConfig",
     "NCSNv2",
     "ScoreNormDetector",
+    "VPScore",
     "certify",
     "certify_approximate",
     "dsm_loss",
     "evaluate",
+    "from_diffusers",
     "geometric_sigmas",
     "load_score_model",
     "median_heuristic_sigma",

@@ -23,6 +23,7 @@ __all__ = [
     "REMOVAL",
     "boolean",
     "integer",
+    "moved_module",
     "non_negative_int",
     "number",
     "one_of",
@@ -303,3 +304,24 @@ def renamed_kwargs(**renames: str) -> Callable:
         return wrapper
 
     return decorate
+
+
+def moved_module(old: str, new: str, *, submodules: Mapping[str, str] | None = None):
+    """
+    The module ``new`` for an import of its old path ``old``, with a ``DeprecationWarning``: ``"{old} is deprecated,
+    use {new}; the old name will be removed in 0.3."``. An old module file is then one line,
+    ``sys.modules[__name__] = moved_module(__name__, "art_adp.apps.demo")``, and the old path is the *same* module
+    object as the new one (private names and monkeypatching included).
+
+    :param submodules: Old dotted path -> new dotted path of submodules also reachable under the old package.
+    """
+    import importlib
+    import sys
+
+    warn_deprecated(f"{old} is deprecated, use {new}", stacklevel=3)
+    module = importlib.import_module(new)
+    for old_sub, new_sub in (submodules or {}).items():
+        sys.modules[old_sub] = importlib.import_module(new_sub)
+        if not hasattr(module, old_sub.rpartition(".")[2]):  # `import old.sub as s` reads it from the package
+            setattr(module, old_sub.rpartition(".")[2], sys.modules[old_sub])
+    return module

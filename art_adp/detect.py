@@ -21,7 +21,7 @@ from art.defences.detector.evasion import EvasionDetector
 from ._checks import number, positive_int, probability
 from .purify import check_images
 
-__all__ = ["ScoreNormDetector", "score_norms", "roc_auc"]
+__all__ = ["ScoreNormDetector", "ScoreNormHead", "score_norms", "roc_auc"]
 
 
 def score_norms(score_model: torch.nn.Module, x: torch.Tensor, *, batch_size: int = 256) -> torch.Tensor:
@@ -168,3 +168,20 @@ def roc_auc(detector: ScoreNormDetector, x_clean: np.ndarray, x_adv: np.ndarray)
     norms = np.concatenate([detector.score_norms(x_clean), detector.score_norms(x_adv)])
     labels = np.concatenate([np.zeros(len(x_clean)), np.ones(len(x_adv))])
     return float(roc_auc_score(labels, norms))
+
+
+class ScoreNormHead(torch.nn.Module):
+    """``x ↦ [model(x), ‖h(x)‖₂ − margin·τ]``: the model's ``N×K`` output with the detector's score norm (minus
+    the threshold) appended as column K, differentiable, for a loss that steers the detector
+    (:class:`EvadeDetectorLoss`)."""
+
+    def __init__(self, model: torch.nn.Module, detector: ScoreNormDetector, *, margin: float = 0.9) -> None:
+        super().__init__()
+        self.model, self.score_model = model, detector.score_model
+        if detector.threshold is None:
+            raise ValueError("ScoreNormHead needs a fitted detector: call detector.fit(x_clean, fpr=...) first.")
+        self.offset = margin * detector.threshold
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        norm = self.score_model(x.clamp(0, 1)).flatten(1).norm(dim=1, keepdim=True)
+        return torch.cat([self.model(x), norm - self.offset], dim=1)

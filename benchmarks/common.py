@@ -15,12 +15,15 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 # The digits models (score.safetensors, classifier.safetensors): what `art-adp demo` writes, or $ART_ADP_DIGITS.
 DIGITS = Path(os.environ.get("ART_ADP_DIGITS", ROOT / "runs" / "demo"))
+# What `write` records as the result's provenance: when the run started and the checkpoints it loaded.
+_RUN = {"start": time.perf_counter(), "models": {}}
 
 
 def setup(threads: int | None) -> dict:
     """Pin the thread count (the figures say which) and describe the machine."""
     if threads:
         torch.set_num_threads(threads)
+    _RUN["start"] = time.perf_counter()
     return {"threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version(),
             "cpu": platform.processor() or platform.machine(),
             "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
@@ -72,11 +75,20 @@ def digits_models():
         raise SystemExit(f"No digits models in {DIGITS}: run `art-adp demo` first (it writes runs/demo), or point "
                          "$ART_ADP_DIGITS at a folder with score.safetensors and classifier.safetensors.")
     data = load_digits()
+    _RUN["models"].update(score=DIGITS / "score.safetensors", classifier=DIGITS / "classifier.safetensors")
     return (load_score_model(DIGITS / "score.safetensors"), load_classifier(DIGITS / "classifier.safetensors"),
             torch.as_tensor(data.x_test, dtype=torch.float32), torch.as_tensor(data.y_test))
 
 
-def write(path: str | os.PathLike, result: dict) -> None:
+def write(path: str | os.PathLike, result: dict, *, device=None) -> None:
+    """Write ``result`` as JSON with its provenance (command, code version, the checkpoints loaded through
+    :func:`digits_models`, device, wall time since :func:`setup`)."""
+    from art_adp.runs.provenance import provenance
+
+    threads = os.environ.get("OMP_NUM_THREADS")
+    command = " ".join([*([f"OMP_NUM_THREADS={threads}"] if threads else []), "python", *sys.argv])
+    result = {**result, "provenance": provenance(wall_time_s=time.perf_counter() - _RUN["start"], device=device,
+                                                 models=_RUN["models"], command=command)}
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(result, indent=2))
     print(f"wrote {path}")

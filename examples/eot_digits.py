@@ -23,6 +23,7 @@ from art.estimators.classification import PyTorchClassifier
 from art_adp import ADPPurifier, EOTClassifier, load_score_model
 from art_adp.data import load_digits
 from art_adp.models import load_classifier
+from art_adp.runs.provenance import provenance
 
 
 def main() -> None:
@@ -78,8 +79,10 @@ def main() -> None:
     for name, _, draws, und, adp, seconds in rows:
         print(f"| {name} | {draws} | {100 * und:.1f} | {100 * adp:.1f} | {seconds:.0f} s |")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    models = {"score": run_dir / "score.safetensors", "classifier": run_dir / "classifier.safetensors"}
     Path(args.out).write_text(json.dumps({"n_examples": len(x), "device": str(device), "rows": [
-        dict(zip(("attack", "gradient", "eot", "undefended", "adp", "seconds"), row)) for row in rows]}, indent=2))
+        dict(zip(("attack", "gradient", "eot", "undefended", "adp", "seconds"), row)) for row in rows],
+        "provenance": provenance(wall_time_s=time.perf_counter() - start, device=device, models=models)}, indent=2))
 
 
 if __name__ == "__main__":

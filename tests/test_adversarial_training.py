@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from art_adp.cli import main
+from art_adp.apps.cli import main
 from art_adp.data import load_digits
 from art_adp.models import MLP, evaluate_accuracy, load_classifier, save_classifier, train_classifier
 from art_adp.models.adversarial import train_adversarial_classifier

@@ -10,7 +10,8 @@ from art.estimators.classification import PyTorchClassifier
 
 import art_adp.attacks as A
 from art_adp import ADPPurifier
-from art_adp.attacks._core import cross_entropy, eot_gradient
+from art_adp.attacks._core import cross_entropy
+from art_adp.ensemble import eot_gradient
 from evalsuite_models import tiny_models
 
 EPS, STEP = 0.2, 0.05
@@ -99,11 +100,11 @@ def test_gradient_mode_is_set_during_the_attack_and_restored_after_an_error(setu
 def test_eot_of_a_deterministic_defence_equals_one_sample_and_chunking_changes_nothing(setup):
     mlp, score, x, y = setup
     xt, yt = torch.from_numpy(x[:8]), torch.from_numpy(y[:8])
-    g1, l1 = eot_gradient(mlp, xt, yt, cross_entropy, 1, max_batch=8)
-    g5, l5 = eot_gradient(mlp, xt, yt, cross_entropy, 5, max_batch=16)  # chunks of 2 copies, then 2, then 1
+    g1, l1 = eot_gradient(mlp, xt, yt, cross_entropy, 1, batch_size=8)
+    g5, l5 = eot_gradient(mlp, xt, yt, cross_entropy, 5, batch_size=16)  # chunks of 2 copies, then 2, then 1
     torch.testing.assert_close(g5, g1)
     torch.testing.assert_close(l5, l1)
-    sign, _ = eot_gradient(mlp, xt, yt, cross_entropy, 3, max_batch=64, aggregate="sign")
+    sign, _ = eot_gradient(mlp, xt, yt, cross_entropy, 3, batch_size=64, aggregate="sign")
     torch.testing.assert_close(sign, g1.sign())
 
 
@@ -113,7 +114,7 @@ def test_eot_gradient_is_the_mean_of_single_draw_gradients(setup):
     xt, yt = torch.from_numpy(x[:4]), torch.from_numpy(y[:4])
     purifier = ADPPurifier(score, sigma=0.2, steps=1, gradient="full", generator=torch.Generator().manual_seed(3))
     model = lambda z: mlp(purifier.forward(z)[0])  # noqa: E731
-    g3, _ = eot_gradient(model, xt, yt, cross_entropy, 3, max_batch=12)
+    g3, _ = eot_gradient(model, xt, yt, cross_entropy, 3, batch_size=12)
     purifier.set_params(generator=torch.Generator().manual_seed(3))
     noise = torch.randn((12, 1, 8, 8), generator=torch.Generator().manual_seed(3)).view(3, 4, 1, 8, 8)
     singles = []

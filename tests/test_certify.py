@@ -190,7 +190,7 @@ def test_run_certify_resumes_an_interrupted_run(tmp_path):
 
 def test_cli_certify_writes_table_curve_and_records(tmp_path, adp_models):
     from art_adp import save_score_model
-    from art_adp.cli import main
+    from art_adp.apps.cli import main
     from art_adp.models import DigitsCNN, save_classifier
 
     score, _ = adp_models

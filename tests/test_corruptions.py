@@ -103,7 +103,7 @@ def test_corruption_step_schedule_is_the_papers():
 
 
 def test_corruption_run_writes_the_table_and_resumes(tmp_path):
-    from art_adp.experiments.corruptions import CorruptionConfig, run_corruptions
+    from art_adp.apps.corruption_table import CorruptionConfig, run_corruptions
     from art_adp.score import NCSNv2
 
     torch.manual_seed(0)

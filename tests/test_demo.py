@@ -7,7 +7,7 @@ import torch
 
 from art_adp import load_score_model, purify
 from art_adp.data import load_digits
-from art_adp.demo import DemoConfig, run_demo
+from art_adp.apps.demo import DemoConfig, run_demo
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,8 @@ from art.defences.detector.evasion import EvasionDetector
 
 from art_adp import ADPPurifier, NCSNv2, purify
 from art_adp.detect import ScoreNormDetector, roc_auc, score_norms
-from art_adp.detect_demo import EvadeDetectorLoss, ScoreNormHead
+from art_adp.attacks import EvadeDetectorLoss
+from art_adp.detect import ScoreNormHead
 
 
 def with_norms(norms) -> np.ndarray:
@@ -172,7 +173,7 @@ def test_detector_aware_loss_rewards_a_low_score_norm():
 
 
 def test_detect_demo_runs_every_attack_and_writes_its_outputs(tmp_path, tiny_score):
-    from art_adp.detect_demo import DetectConfig, run_detect_demo
+    from art_adp.apps.detect_demo import DetectConfig, run_detect_demo
     from art_adp.models import DigitsCNN
 
     torch.manual_seed(2)

@@ -14,7 +14,8 @@ import torch
 from art.estimators.classification import PyTorchClassifier
 
 from art_adp import ADPPurifier, DefendedModel, EOTClassifier, NCSNv2
-from art_adp.attacks._core import cross_entropy, defended_logits
+from art_adp.attacks._core import cross_entropy
+from art_adp.ensemble import logits as defended_logits
 from art_adp.ensemble import GraphMemory, RowBlocks, eot_gradient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -227,7 +228,7 @@ def test_peak_memory_at_eot_50_is_that_of_eot_4():
 
 
 def test_the_estimate_states_the_sanity_checks_cost():
-    from art_adp.evaluation.run import EvalConfig, plan, sanity_cost
+    from art_adp.apps.evaluation.run import EvalConfig, plan, sanity_cost
 
     c = EvalConfig.preset("paper", attacks=("full-pgd-eot",))
     units = [(s, a, np.arange(64)) for s in plan(c) for a in s.attacks]
@@ -247,7 +248,7 @@ def test_the_estimate_states_the_sanity_checks_cost():
 
 def test_estimate_only_logs_the_sanity_stage(tmp_path):
     import art_adp
-    from art_adp.evaluation.run import EvalConfig
+    from art_adp.apps.evaluation.run import EvalConfig
 
     from evalsuite_models import tiny_models
 

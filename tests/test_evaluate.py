@@ -21,9 +21,9 @@ from scipy.stats import beta, norm
 
 import art_adp
 from art_adp import EvalConfig, save_score_model
-from art_adp.evaluation import report, sanity
-from art_adp.evaluation.records import append_records, load_records, read_jsonl
-from art_adp.evaluation.run import Setting, _unit_cost, frozen_noise, plan
+from art_adp.apps.evaluation import report, sanity
+from art_adp.runs.records import append_records, load_records, read_jsonl
+from art_adp.apps.evaluation.run import Setting, _unit_cost, frozen_noise, plan
 from art_adp.models import MLP, save_classifier
 from evalsuite_models import tiny_models
 
@@ -63,7 +63,7 @@ def lines(run_dir):
 
 @pytest.fixture(scope="module")
 def baseline(checkpoints, tmp_path_factory):
-    from art_adp.cli import main
+    from art_adp.apps.cli import main
 
     run_dir = tmp_path_factory.mktemp("baseline")
     assert main(command(run_dir, checkpoints, launcher=("evaluate",))) == 0
@@ -89,7 +89,7 @@ def test_one_process_run_writes_every_record_once_and_the_card(baseline):
 
 
 def test_killed_run_resumes_to_the_same_records_and_table(baseline, checkpoints, tmp_path, capsys):
-    from art_adp.cli import main
+    from art_adp.apps.cli import main
 
     proc = subprocess.Popen(command(tmp_path, checkpoints), env=env(), cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -123,7 +123,7 @@ def test_torchrun_two_gloo_processes_give_the_one_process_records(baseline, chec
 def test_a_changed_setting_in_the_same_run_dir_is_refused_by_name(baseline, checkpoints, tmp_path, capsys):
     import shutil
 
-    from art_adp.cli import main
+    from art_adp.apps.cli import main
 
     shutil.copytree(baseline, tmp_path / "run")
     before = sorted(lines(tmp_path / "run"))
@@ -321,7 +321,7 @@ def test_reference_budgets_and_every_check_give_the_verdict_and_name_the_stronge
 
 
 def test_header_and_rows_say_what_ran_no_sanity_gives_no_verdict_and_the_step_follows_eps(checkpoints, tmp_path):
-    from art_adp.cli import main
+    from art_adp.apps.cli import main
 
     argv = ["evaluate", *checkpoints, "--run-dir", str(tmp_path), "--preset", "smoke", "--n-examples", "4",
             "--chunk-size", "4", "--eps", "0.1", "--attacks", "clf-pgd,spsa", "--spsa-samples", "16", "--no-sanity",
@@ -379,8 +379,8 @@ def test_estimate_only_logs_the_estimate_and_attacks_nothing(tmp_path):
 
 def test_fixed_noise_gives_the_attack_and_the_judge_the_same_draw():
     mlp, score, x, y = tiny_models()
-    from art_adp.attacks._core import defended_logits
-    from art_adp.evaluation.run import _as_estimator
+    from art_adp.ensemble import logits as defended_logits
+    from art_adp.apps.evaluation.run import _as_estimator
 
     est = _as_estimator(mlp, x[:8], 10, (0, 1), torch.device("cpu"), [art_adp.ADPPurifier(score, sigma=0.3, steps=1)])
     xt = torch.as_tensor(x[:8])
@@ -417,7 +417,7 @@ def test_baselines_are_attacked_the_same_way_and_judged_once(tmp_path):
 
 def test_cli_adversarial_training_baseline(checkpoints, tmp_path):
     pytest.importorskip("art_adp.models.adversarial")
-    from art_adp.cli import main
+    from art_adp.apps.cli import main
 
     argv = ["evaluate", *checkpoints, "--run-dir", str(tmp_path), "--preset", "smoke", "--n-examples", "4",
             "--chunk-size", "4", "--attacks", "clf-pgd", "--no-sanity", "--no-fixed-noise", "--steps", "1", "--quiet",
@@ -440,14 +440,14 @@ def test_bad_configuration_is_refused():
 
 
 def test_cli_names_the_missing_checkpoint(tmp_path, capsys):
-    from art_adp.cli import main
+    from art_adp.apps.cli import main
 
     assert main(["evaluate", "--score", str(tmp_path / "none.safetensors"), "--run-dir", str(tmp_path)]) == 2
     assert "art-adp demo" in capsys.readouterr().err
 
 
 def test_evaluate_is_the_function_and_the_harness_is_importable():
-    import art_adp.evaluation.run as run
+    import art_adp.apps.evaluation.run as run
 
     assert art_adp.evaluate is run.evaluate and callable(art_adp.evaluate)
 

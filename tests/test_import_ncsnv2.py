@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 import yaml
 
-from art_adp.cli import main
+from art_adp.apps.cli import main
 from art_adp.score import NCSNv2, load_score_model
 from art_adp.score.import_ncsnv2 import import_ncsnv2, read_ncsnv2_config, reference_to_art_adp_name
 

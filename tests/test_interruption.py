@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from art_adp import load_score_model
-from art_adp.cli import main
+from art_adp.apps.cli import main
 
 ARGS = ["train-score", "--iterations", "24", "--batch-size", "32", "--ngf", "8", "--sigma-begin", "1",
         "--sigma-end", "0.05", "--num-sigmas", "4", "--checkpoint-every", "4", "--seed", "3", "--device", "cpu",
@@ -29,7 +29,7 @@ def test_sigkill_mid_training_then_resume_equals_an_uninterrupted_run(tmp_path):
     killed_dir, clean_dir = tmp_path / "killed", tmp_path / "clean"
     checkpoint = killed_dir / "score.safetensors"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "art_adp.cli", *ARGS, "--run-dir", str(killed_dir)], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "art_adp", *ARGS, "--run-dir", str(killed_dir)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120

@@ -180,7 +180,7 @@ def test_stacked_draws_equal_consecutive_draws_whatever_the_blocks(setup):
 
 def test_evaluation_records_see_the_standardisation(setup, tmp_path, monkeypatch):
     """art_adp.evaluate builds its estimator inside; a PyTorchClassifier that always standardises stands in."""
-    import art_adp.evaluation.run as run
+    import art_adp.apps.evaluation.run as run
 
     mlp, score, x, y = setup
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from art_adp.experiments.measure import wilson
-from art_adp.experiments.reproduce import MnistRecipe, reproduce_mnist
-from art_adp.experiments.snapshots import read_snapshot_log, train_with_snapshots
+from art_adp.apps.evaluation.report import wilson
+from art_adp.apps.reproduce import MnistRecipe, reproduce_mnist
+from art_adp.apps.snapshots import read_snapshot_log, train_with_snapshots
 from art_adp.models import load_classifier
 from art_adp.score import NCSNv2, load_score_model, train_score_model
 
@@ -47,17 +47,17 @@ def done_run(tmp_path_factory):
 
 
 def test_wilson_interval_matches_the_formula():
-    lo, hi = wilson(8, 10)
+    lo, hi = wilson(0.8, 10)
     z = 1.959963984540054
     centre, half = (0.8 + z * z / 20) / (1 + z * z / 10), z * np.sqrt(0.016 + z * z / 400) / (1 + z * z / 10)
     assert (lo, hi) == pytest.approx((centre - half, centre + half), abs=1e-9)
-    assert all(np.isnan(wilson(0, 0)))
+    assert all(np.isnan(wilson(0.0, 0)))
 
 
 def test_reproduce_writes_the_table_with_the_papers_numbers(done_run):
     root, run, report, _ = done_run
     table = (run / "table.md").read_text()
-    clean_line = next(line for line in table.splitlines() if line.startswith("| clean |"))
+    clean_line = next(line for line in table.splitlines() if line.startswith("| Natural (clean) |"))
     pgd_line = next(line for line in table.splitlines() if line.startswith("| Clf-PGD"))
     assert "98.07" in clean_line and "96.41" in pgd_line
     assert "ADP, score 2 it" in table and "ADP, score 4 it" in table
@@ -74,7 +74,7 @@ def test_reproduce_writes_the_table_with_the_papers_numbers(done_run):
     assert rows["clean"]["2"]["undefended"] == pytest.approx(acc)
     records = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
     k = sum(r["correct"] for r in records if r["budget"] == 4 and r["row"] == "bpda-eot")
-    assert rows["bpda-eot"]["4"]["correct"] == k and tuple(rows["bpda-eot"]["4"]["ci95"]) == wilson(k, 3)
+    assert rows["bpda-eot"]["4"]["correct"] == k and tuple(rows["bpda-eot"]["4"]["ci95"]) == wilson(k / 3, 3)
     for row in ("clf-pgd", "bpda-eot", "full-pgd-eot"):
         assert 0 < rows[row]["2"]["max_linf"] <= TINY.eps + 1e-6  # attacked, inside the ε-ball
     assert rows["clean"]["2"]["max_linf"] == 0
@@ -141,7 +141,7 @@ def test_snapshots_follow_one_uninterrupted_run(tmp_path):
 
 
 def test_cli_maps_every_option_onto_the_recipe(done_run, capsys):
-    from art_adp.cli import main
+    from art_adp.apps.cli import main
 
     root, run, _, _ = done_run
     argv = ["reproduce", "mnist", "--data-root", str(root), "--run-dir", str(run), "--quiet", "--device", "cpu",
@@ -165,7 +165,7 @@ class _TowardsGrey(torch.nn.Module):
 
 
 def test_denoising_ratio_of_a_linear_score_is_the_adaptive_rules_contraction():
-    from art_adp.experiments.measure import denoising_ratio
+    from art_adp.apps.measure import denoising_ratio
 
     # α = λ·0.25 every step, so each step removes λ = 5 % of the distance to 0.5: 10 steps leave 0.95¹⁰ of it
     x = torch.full((6, 1, 8, 8), 0.5)

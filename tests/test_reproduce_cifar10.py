@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from art_adp.cli import main as cli_main
+from art_adp.apps.cli import main as cli_main
 from art_adp.models import WideResNet, save_classifier
 from art_adp.score import NCSNv2
 

@@ -10,7 +10,7 @@ import torch.multiprocessing as mp
 
 from art_adp import NCSNv2, geometric_sigmas, load_score_model, train_score_model
 from art_adp.serialization import TRAIN_PREFIX, read_checkpoint
-from art_adp.cli import main
+from art_adp.apps.cli import main
 from art_adp.data import load_digits
 
 

@@ -19,8 +19,8 @@ START=$SECONDS
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 
 # The PR's files, as paths in ART's tree.
-NEW_MODULE=art/defences/preprocessor/adversarial_purification_pytorch.py
-NEW_TEST=tests/defences/preprocessor/test_adversarial_purification_pytorch.py
+NEW_MODULE=art/defences/preprocessor/score_based_purification_pytorch.py
+NEW_TEST=tests/defences/preprocessor/test_score_based_purification_pytorch.py
 PY_FILES=(art/defences/preprocessor/__init__.py "$NEW_MODULE" "$NEW_TEST")
 
 # 1. Tools: torch (CPU build from local disk), ART 1.20.1 and only the pinned tools the gates run.
@@ -73,5 +73,19 @@ gate "ruff" tool ruff check "${PY_FILES[@]}"
 printf '[run]\ninclude = */%s\n' "$NEW_MODULE" > .coveragerc-pr
 gate "pytest --framework=pytorch, coverage >= 80 %" "$PY" -m pytest "$NEW_TEST" --framework=pytorch -q -p no:cacheprovider \
     --cov --cov-config=.coveragerc-pr --cov-report=term-missing --cov-fail-under=80 --durations=5
+
+# The notebook: every code cell executed in order and stored with its outputs, no thread pinning, listed in notebooks/README.md.
+NOTEBOOK=notebooks/defence_score_based_purification.ipynb
+gate "notebook executed, listed" "$PY" -c "
+import json, sys
+cells = [c for c in json.load(open('$NOTEBOOK'))['cells'] if c['cell_type'] == 'code']
+bad = [i for i, c in enumerate(cells) if c.get('execution_count') != i + 1]  # run once, top to bottom
+bad += [] if cells[-1].get('outputs') else [len(cells) - 1]
+src = ''.join(''.join(c['source']) for c in cells)
+listed = '($(basename "$NOTEBOOK"))' in open('notebooks/README.md').read()
+print(f'{len(cells)} code cells, not executed in order (or the last without output): {bad}; set_num_threads: {\"set_num_threads\" in src};'
+      f' listed in notebooks/README.md: {listed}')
+sys.exit(1 if bad or 'set_num_threads' in src or not listed else 0)
+"
 
 gates_end "upstream/check.sh"

@@ -1,32 +1,28 @@
-"""What every attack of :mod:`art_adp.attacks` shares: the defended and the bare forward pass of an ART estimator
-(its whole preprocessing chain, ART's standardisation included: :func:`art_adp.ensemble.logits`), batched EOT
-gradients (:func:`art_adp.ensemble.eot_gradient`), the purifiers' gradient mode, and one projected-iteration loop
-(Table 1 of the paper: each attack is a different update direction inside it).
+"""What the attacks of :mod:`art_adp.attacks` share. The defended and the bare forward pass of an ART estimator
+(its whole preprocessing chain, ART's standardisation included) and batched EOT gradients come from
+:mod:`art_adp.ensemble` directly (:func:`~art_adp.ensemble.logits`, :func:`~art_adp.ensemble.eot_gradient`); here: the
+purifiers' gradient mode, the losses, and one projected-iteration loop (Table 1 of the paper: each attack is a
+different update direction inside it).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import torch
 from art.attacks.attack import EvasionAttack
 from art.estimators.classification import PyTorchClassifier
 
-from .. import ensemble
 from .._checks import integer, number, positive_int
-from ..ensemble import logits
 from ..preprocessor import GRADIENTS, ADPPurifier
 
 __all__ = [
     "GRADIENTS",
     "IterativeAttack",
     "JointAttack",
-    "bare_logits",
     "check_norm",
-    "defended_logits",
-    "eot_gradient",
     "gradient_mode",
     "normalize",
     "project",
@@ -53,19 +49,6 @@ def the_purifier(estimator: PyTorchClassifier, attack: str) -> ADPPurifier:
     return found[0]
 
 
-def defended_logits(estimator: PyTorchClassifier, x: torch.Tensor) -> torch.Tensor:
-    """
-    ``model(preprocess(x))`` with autograd through the estimator's whole chain (defences, then ART's
-    standardisation): :func:`art_adp.ensemble.logits`, kept under this name.
-    """
-    return logits(estimator, x)
-
-
-def bare_logits(estimator: PyTorchClassifier, x: torch.Tensor) -> torch.Tensor:
-    """The classifier without its defences, standardisation included: ``logits(estimator, x, defended=False)``."""
-    return logits(estimator, x, defended=False)
-
-
 @contextlib.contextmanager
 def gradient_mode(estimator: PyTorchClassifier, mode: str | None) -> Iterator[None]:
     """Set every ADPPurifier of ``estimator`` to ``gradient=mode`` ("bpda" or "full") and restore it afterwards."""
@@ -78,36 +61,6 @@ def gradient_mode(estimator: PyTorchClassifier, mode: str | None) -> Iterator[No
     finally:
         for p, old in saved:
             p.set_params(gradient=old)
-
-
-def eot_gradient(
-    logits_fn: Callable[[torch.Tensor], torch.Tensor],
-    x: torch.Tensor,
-    y: torch.Tensor,
-    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-    nb_samples: int,
-    *,
-    max_batch: int,
-    memory_budget: int | None = None,
-    aggregate: str = "mean",
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """
-    EOT gradient of a per-example loss over ``nb_samples`` draws of a random ``logits_fn``: the draws are stacked
-    copies of the batch, in blocks of at most ``max_batch`` images and ``memory_budget`` bytes of autograd graph
-    (one purifier pass and one backward pass per block; memory flat in ``nb_samples``):
-    :func:`art_adp.ensemble.eot_gradient` with ``batch_size=max_batch``.
-
-    :param logits_fn: ``N×C×H×W`` → ``N×K``, random (e.g. :func:`defended_logits` of an ADP estimator).
-    :param loss: ``(logits, y) → N`` per-example losses to ascend.
-    :param nb_samples: EOT draws k ≥ 1.
-    :param max_batch: Most images per forward pass.
-    :param memory_budget: Bytes of autograd graph per block (None: :func:`art_adp.ensemble.default_memory_budget`).
-    :param aggregate: ``"mean"`` (mean of the k gradients) or ``"sign"`` (the authors' vote: Σ_k sign(∇_k)).
-    :return: ``(gradient N×C×H×W, mean loss N)``.
-    """
-    return ensemble.eot_gradient(
-        logits_fn, x, y, loss, nb_samples, batch_size=max_batch, memory_budget=memory_budget, aggregate=aggregate
-    )
 
 
 def normalize(g: torch.Tensor, norm) -> torch.Tensor:

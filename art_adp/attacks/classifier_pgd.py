@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ._core import IterativeAttack, bare_logits, cross_entropy, eot_gradient, normalize
+from ..ensemble import eot_gradient, logits
+from ._core import IterativeAttack, cross_entropy, normalize
 
 __all__ = ["ClassifierPGD"]
 
@@ -27,5 +28,7 @@ class ClassifierPGD(IterativeAttack):
     """
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        g, _ = eot_gradient(lambda z: bare_logits(self.estimator, z), x_adv, y, cross_entropy, 1, max_batch=len(x_adv))
+        g, _ = eot_gradient(
+            lambda z: logits(self.estimator, z, defended=False), x_adv, y, cross_entropy, 1, batch_size=len(x_adv)
+        )
         return normalize(g, self.norm)

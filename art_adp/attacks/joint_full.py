@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ..ensemble import stack_draws
-from ._core import JointAttack, bare_logits, cross_entropy, eot_gradient, normalize
+from ..ensemble import eot_gradient, logits, stack_draws
+from ._core import JointAttack, cross_entropy, normalize
 
 __all__ = ["JointFull"]
 
@@ -32,7 +32,12 @@ class JointFull(JointAttack):
         displacement = (purified - x_adv).mean(0)
         purified = purified.flatten(0, 1)
         g, _ = eot_gradient(
-            lambda z: bare_logits(self.estimator, z), purified, y.repeat(k), cross_entropy, 1, max_batch=len(purified)
+            lambda z: logits(self.estimator, z, defended=False),
+            purified,
+            y.repeat(k),
+            cross_entropy,
+            1,
+            batch_size=len(purified),
         )
         g = g.view(k, *x_adv.shape).mean(0)
         return self.weight * normalize(displacement, self.norm) + (1 - self.weight) * normalize(g, self.norm)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ._core import JointAttack, bare_logits, cross_entropy, defended_logits, eot_gradient, normalize
+from ..ensemble import eot_gradient, logits
+from ._core import JointAttack, cross_entropy, normalize
 
 __all__ = ["JointScore"]
 
@@ -32,15 +33,15 @@ class JointScore(JointAttack):
             score = self.purifier.score_model(x_adv.to(self.purifier.device)).to(x_adv)
         if self.eot_samples == 0:
             g, _ = eot_gradient(
-                lambda z: bare_logits(self.estimator, z), x_adv, y, cross_entropy, 1, max_batch=len(x_adv)
+                lambda z: logits(self.estimator, z, defended=False), x_adv, y, cross_entropy, 1, batch_size=len(x_adv)
             )
         else:
             g, _ = eot_gradient(
-                lambda z: defended_logits(self.estimator, z),
+                lambda z: logits(self.estimator, z),
                 x_adv,
                 y,
                 cross_entropy,
                 self.eot_samples,
-                max_batch=self.batch_size,
+                batch_size=self.batch_size,
             )
         return self.weight * normalize(score, self.norm) + (1 - self.weight) * normalize(g, self.norm)

@@ -7,7 +7,8 @@ import torch
 from art.estimators.classification import PyTorchClassifier
 
 from .._checks import one_of, positive_int
-from ._core import GRADIENTS, IterativeAttack, cross_entropy, defended_logits, eot_gradient, normalize
+from ..ensemble import eot_gradient, logits
+from ._core import GRADIENTS, IterativeAttack, cross_entropy, normalize
 
 __all__ = ["PGDEOT"]
 
@@ -21,7 +22,7 @@ class PGDEOT(IterativeAttack):
 
     - ``"full"``: autograd through every purification step, the injected noise and the adaptive step sizes (the
       white-box attack of Croce et al. 2022). Other PyTorch preprocessors are differentiated as they are (which is
-      how a gradient-masking defence shows up: see :mod:`art_adp.evaluation.sanity`). Memory grows with
+      how a gradient-masking defence shows up: see :mod:`art_adp.apps.evaluation.sanity`). Memory grows with
       the rows of a block × purification steps; the draws run in blocks whose graph fits ``memory_budget``, so it
       does not grow with ``eot_samples`` (:func:`art_adp.ensemble.eot_gradient`).
     - ``"bpda"``: the classifier's gradient at each purified point, f_θ's backward pass the identity (BPDA,
@@ -84,12 +85,12 @@ class PGDEOT(IterativeAttack):
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         g, _ = eot_gradient(
-            lambda z: defended_logits(self.estimator, z),
+            lambda z: logits(self.estimator, z),
             x_adv,
             y,
             cross_entropy,
             self.eot_samples,
-            max_batch=self.batch_size,
+            batch_size=self.batch_size,
             memory_budget=self.memory_budget,
             aggregate=self.aggregate,
         )

@@ -1,12 +1,11 @@
-"""The evaluation harness (``art_adp.evaluate`` and ``art-adp evaluate``): config.py (EvalConfig, the presets
-``paper``, ``croce``, ``smoke``, reference budgets), run.py (attacks × examples, judged on the S-run ensemble R
-times and with fixed noise), records.py (JSONL records that carry their settings, resume, the settings guard; shared
-with certification runs), report.py (the evaluation card with confidence intervals), sanity.py (checks that can
-fail); sharding over torchrun processes uses :mod:`art_adp.experiments.distributed`. ``python -m art_adp evaluate``
-is ``art-adp evaluate``, also under ``torchrun``.
-"""
+"""Deprecated: moved to :mod:`art_adp.apps.evaluation` (the records to :mod:`art_adp.runs.records`). Importing still
+works, with a ``DeprecationWarning`` (removed in 0.3)."""
 
-from .config import ATTACKS, PAPER_ATTACKS, PRESETS, EvalConfig
-from .run import DIGITS, PAPER, evaluate
+import sys
 
-__all__ = ["ATTACKS", "DIGITS", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "evaluate"]
+from .._checks import moved_module
+
+_SUB = {f"{__name__}.{m}": f"art_adp.apps.evaluation.{m}" for m in ("config", "report", "run", "sanity")}
+sys.modules[__name__] = moved_module(
+    __name__, "art_adp.apps.evaluation", submodules={**_SUB, f"{__name__}.records": "art_adp.runs.records"}
+)

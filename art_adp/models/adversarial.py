@@ -20,7 +20,7 @@ from torch import nn
 from art_adp._checks import integer, number, positive_int
 from art_adp.models.train import _check_labels, _device, _images_and_labels
 
-__all__ = ["train_adversarial_classifier"]
+__all__ = ["default_eps_step", "train_adversarial_classifier"]
 
 
 def _positive_real(name: str, value: object) -> float:
@@ -68,6 +68,12 @@ def _art_trainer_progress(verbose: bool) -> Iterator[None]:
     finally:
         for name, value in saved.items():
             setattr(module, name, value)
+
+
+def default_eps_step(eps: float, max_iter: int) -> float:
+    """The PGD step of :func:`train_adversarial_classifier` when none is given: ``2.5 * eps / max_iter`` (Madry et
+    al.; eps/4 at max_iter = 10)."""
+    return 2.5 * eps / max_iter
 
 
 def train_adversarial_classifier(
@@ -132,7 +138,7 @@ def train_adversarial_classifier(
             f"got {eps:g}; give eps on the scale of the images"
         )
     max_iter = positive_int("max_iter", max_iter)
-    eps_step = 2.5 * eps / max_iter if eps_step is None else _positive_real("eps_step", eps_step)
+    eps_step = default_eps_step(eps, max_iter) if eps_step is None else _positive_real("eps_step", eps_step)
     epochs = positive_int("epochs", epochs)
     batch_size = positive_int("batch_size", batch_size)
     number("ratio", ratio, low=0, high=1, low_open=True)  # the fraction of each batch made adversarial

@@ -1,9 +1,11 @@
-"""The generative side: the score network, σ schedules, the DSM loss, training and checkpoints.
+"""The generative side: the score network, σ schedules, the DSM loss, training and checkpoints,
+and adapters that turn pretrained diffusion models into one (:mod:`art_adp.score.diffusion`).
 
 Nothing here knows about ART, attacks or the CLI; everything downstream sees only ``score_model(x) -> h(x)``.
 """
 
 from .checkpoint import load_score_model, save_score_model
+from .diffusion import DiffusionScore, EDMScore, VPScore, from_diffusers
 from .dsm import dsm_loss
 from .import_ncsnv2 import import_ncsnv2
 from .ncsnv2 import NCSNv2
@@ -11,8 +13,12 @@ from .sigmas import geometric_sigmas, median_heuristic_sigma, recommend_sigmas
 from .train import train_score_model
 
 __all__ = [
+    "DiffusionScore",
+    "EDMScore",
     "NCSNv2",
+    "VPScore",
     "dsm_loss",
+    "from_diffusers",
     "geometric_sigmas",
     "import_ncsnv2",
     "load_score_model",

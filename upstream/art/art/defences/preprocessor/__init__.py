@@ -2,7 +2,6 @@
 Module implementing preprocessing defences against adversarial attacks.
 """
 
-from art.defences.preprocessor.adversarial_purification_pytorch import AdversarialPurificationPyTorch
 from art.defences.preprocessor.cutmix.cutmix import CutMix
 from art.defences.preprocessor.cutmix.cutmix_pytorch import CutMixPyTorch
 from art.defences.preprocessor.cutmix.cutmix_tensorflow import CutMixTensorFlowV2
@@ -21,6 +20,7 @@ from art.defences.preprocessor.mp3_compression_pytorch import Mp3CompressionPyTo
 from art.defences.preprocessor.pixel_defend import PixelDefend
 from art.defences.preprocessor.preprocessor import Preprocessor
 from art.defences.preprocessor.resample import Resample
+from art.defences.preprocessor.score_based_purification_pytorch import ScoreBasedPurificationPyTorch
 from art.defences.preprocessor.spatial_smoothing import SpatialSmoothing
 from art.defences.preprocessor.spatial_smoothing_pytorch import SpatialSmoothingPyTorch
 from art.defences.preprocessor.spatial_smoothing_tensorflow import SpatialSmoothingTensorFlowV2

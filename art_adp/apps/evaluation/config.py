@@ -9,6 +9,9 @@ import dataclasses
 import math
 from dataclasses import dataclass, replace
 
+from ...attacks import registry
+from ...attacks.registry import REGISTRY, Budget
+
 __all__ = [
     "ATTACKS",
     "GRADIENT_ATTACKS",
@@ -21,18 +24,12 @@ __all__ = [
     "white_box_fields",
 ]
 
-ATTACKS = ("clf-pgd", "bpda-eot", "joint-score", "joint-full", "spsa", "full-pgd-eot", "apgd-eot")
-GRADIENT_ATTACKS = ("full-pgd-eot", "apgd-eot", "bpda-eot")  # the sanity checks use the first one evaluated
-PAPER_ATTACKS = ("clf-pgd", "bpda-eot", "joint-score", "joint-full", "spsa", "full-pgd-eot")
+ATTACKS = registry.names()
+GRADIENT_ATTACKS = registry.gradient_attacks()  # the sanity checks use the first one evaluated
+PAPER_ATTACKS = registry.names(paper=True)
 BUDGET_FIELDS = {  # the EvalConfig fields that make up each attack's budget
     "clean": (),
-    "clf-pgd": ("iterations",),
-    "bpda-eot": ("iterations", "eot", "eot_aggregate"),
-    "joint-score": ("iterations", "eot", "joint_weight"),
-    "joint-full": ("iterations", "eot", "joint_weight"),
-    "full-pgd-eot": ("iterations", "eot", "eot_aggregate"),
-    "apgd-eot": ("apgd_iterations", "apgd_eot"),
-    "spsa": ("spsa_iterations", "spsa_samples"),
+    **{spec.name: tuple(spec.fields.values()) for spec in registry.ATTACKS},
     "flags": (),
 }
 COUNT_FIELDS = ("iterations", "eot", "spsa_iterations", "spsa_samples", "apgd_iterations", "apgd_eot")
@@ -103,6 +100,12 @@ class EvalConfig:
         """The step in use: ``eps_step``, or ε/4 when unset (it follows ε)."""
         return self.eps / 4 if self.eps_step is None else self.eps_step
 
+    def budget(self, attack: str) -> Budget:
+        """The budget of ``attack`` (a name of :data:`ATTACKS`) under this configuration."""
+        spec = REGISTRY[attack]
+        values = {param: getattr(self, name) for param, name in spec.fields.items()}
+        return Budget(norm=self.norm, eps=self.eps, eps_step=self.step, batch_size=self.batch_size, **values)
+
     @classmethod
     def preset(cls, name: str, **overrides) -> "EvalConfig":
         """
@@ -140,8 +143,12 @@ class EvalConfig:
             raise ValueError(f"eps must be > 0, got {self.eps!r}.")
         if self.eps_step is not None and not self.eps_step > 0:
             raise ValueError(f"eps_step must be > 0 or None (eps/4), got {self.eps_step!r}.")
-        if self.norm == 2 and "spsa" in self.attacks:
-            raise ValueError("SPSA (torchattacks) is an l_inf attack; leave 'spsa' out of the attacks for norm 2.")
+        for a in self.attacks:
+            if self.norm not in REGISTRY[a].norms:
+                raise ValueError(
+                    f"{REGISTRY[a].label.split()[0]} (torchattacks) is an l_inf attack; leave {a!r} out of the attacks "
+                    f"for norm {self.norm:g}."
+                )
         if self.eot_aggregate not in ("mean", "sign"):
             raise ValueError(f"eot_aggregate must be 'mean' or 'sign', got {self.eot_aggregate!r}.")
         if any(not m > 0 for m in self.sanity_iterations) or any(
@@ -191,17 +198,19 @@ REFERENCE = replace(
 
 def white_box_fields(attack: str) -> tuple[str, str]:
     """The (iterations, EOT) fields of a white-box attack's budget."""
-    return ("apgd_iterations", "apgd_eot") if attack == "apgd-eot" else ("iterations", "eot")
+    fields = REGISTRY[attack].fields
+    return fields["max_iter"], fields["eot_samples"]
 
 
 def attack_budget(attack: str, c: EvalConfig) -> dict:
     """The settings of ``c`` that change ``attack``'s result (its counts and the threat model)."""
     budget = {k: getattr(c, k) for k in BUDGET_FIELDS[attack]}
     if attack not in ("clean", "flags"):
+        own_step = REGISTRY[attack].own_step
         budget.update(
             norm="inf" if c.norm == math.inf else c.norm,
             eps=c.eps,
-            eps_step=(2 * c.eps if attack == "apgd-eot" else c.step),
+            eps_step=(own_step * c.eps if own_step is not None else c.step),
         )
     return budget
 
@@ -228,14 +237,16 @@ def judging_shortfalls(c: EvalConfig) -> list[str]:
 
 def budget_text(attack: str, c: EvalConfig) -> str:
     """The attack's budget under ``c``, for a table row."""
-    it = f"{c.iterations} it of {c.step:.4g}"
-    return {
-        "clean": "-",
-        "clf-pgd": it,
-        "bpda-eot": f"{it}, EOT {c.eot} ({c.eot_aggregate})",
-        "joint-score": f"{it}, EOT {c.eot}, w = {c.joint_weight:g}",
-        "joint-full": f"{it}, EOT {c.eot}, w = {c.joint_weight:g}",
-        "spsa": f"{c.spsa_iterations} it of {c.step:.4g}, {c.spsa_samples} samples/step",
-        "full-pgd-eot": f"{it}, EOT {c.eot} ({c.eot_aggregate})",
-        "apgd-eot": f"CE+DLR, {c.apgd_iterations} it/loss, EOT {c.apgd_eot}",
-    }[attack]
+    return "-" if attack == "clean" else REGISTRY[attack].describe(c.budget(attack))
+
+
+def presets_text() -> str:
+    """The presets in words, from their values (the command line's help)."""
+    paper, croce, smoke = PRESETS["paper"], PRESETS["croce"], PRESETS["smoke"]
+    return (
+        f"Presets: paper (the default; the paper's Table 3 protocol: BPDA/Joint {paper.iterations} iterations of eps/4 "
+        f"with EOT {paper.eot}, SPSA {paper.spsa_iterations} steps of {paper.spsa_samples} samples, full-gradient "
+        f"PGD+EOT, S = {paper.runs}, R = {paper.repeats}), croce (Croce et al. 2022: full-gradient APGD-CE then "
+        f"APGD-DLR, {croce.apgd_iterations} iterations, EOT {croce.apgd_eot}, R = {croce.repeats}), smoke (CI-sized: "
+        f"{smoke.n_examples} examples, {smoke.iterations} iterations, EOT {smoke.eot}; not a robustness claim)."
+    )

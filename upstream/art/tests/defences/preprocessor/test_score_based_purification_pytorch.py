@@ -18,21 +18,15 @@
 from __future__ import absolute_import, division, print_function, unicode_literals
 
 import logging
-import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-import art
-from art.defences.preprocessor import AdversarialPurificationPyTorch
+from art.defences.preprocessor import ScoreBasedPurificationPyTorch
 from tests.utils import ARTTestException
 
 logger = logging.getLogger(__name__)
-
-pytestmark = pytest.mark.skip_framework("tensorflow", "keras", "kerastf", "huggingface", "jax", "non_dl_frameworks")
 
 CENTRE = 0.5
 STEPS = 10
@@ -72,10 +66,14 @@ def tiny_score():
 
 
 @pytest.fixture
-def image_batch():
+def x_batch():
+    """
+    Four single-channel 6x6 images with values in [0.1, 0.9] (NCHW).
+    """
     return np.random.RandomState(0).uniform(0.1, 0.9, size=(4, 1, 6, 6)).astype(np.float32)
 
 
+@pytest.mark.only_with_platform("pytorch")
 @pytest.mark.parametrize(
     "k, step_size, fraction",
     [
@@ -85,31 +83,32 @@ def image_batch():
         (1.0, 0.1, 0.1),  # constant step size, no stopping
     ],
 )
-def test_purification_matches_closed_form(art_warning, linear_score, image_batch, k, step_size, fraction):
+def test_purification_matches_closed_form(art_warning, linear_score, x_batch, k, step_size, fraction):
     try:
-        purifier = AdversarialPurificationPyTorch(
+        purifier = ScoreBasedPurificationPyTorch(
             linear_score(k), sigma=0.0, steps=STEPS, step_size=step_size, device_type="cpu"
         )
         y = np.arange(4)
-        x_purified, y_out = purifier(image_batch, y)
+        x_purified, y_out = purifier(x_batch, y)
 
-        expected = CENTRE + (1 - fraction) ** STEPS * (image_batch - CENTRE)
+        expected = CENTRE + (1 - fraction) ** STEPS * (x_batch - CENTRE)
         np.testing.assert_allclose(x_purified, expected, atol=1e-5)
-        assert x_purified.dtype == image_batch.dtype
+        assert x_purified.dtype == x_batch.dtype
         np.testing.assert_array_equal(y_out, y)
     except ARTTestException as e:
         art_warning(e)
 
 
-def test_noise_generator_and_clip_values(art_warning, linear_score, image_batch):
+@pytest.mark.only_with_platform("pytorch")
+def test_noise_generator_and_clip_values(art_warning, linear_score, x_batch):
     try:
         import torch
 
-        x = image_batch.astype(np.float64)
+        x = x_batch.astype(np.float64)
         noise = 0.3 * torch.randn(x.shape, generator=torch.Generator().manual_seed(7)).numpy().astype(np.float64)
 
         def purify(clip_values, seed=7):
-            purifier = AdversarialPurificationPyTorch(
+            purifier = ScoreBasedPurificationPyTorch(
                 linear_score(1.0),
                 sigma=0.3,
                 steps=0,
@@ -129,32 +128,35 @@ def test_noise_generator_and_clip_values(art_warning, linear_score, image_batch)
         art_warning(e)
 
 
-def test_samples_are_purified_independently(art_warning, tiny_score, image_batch):
+@pytest.mark.only_with_platform("pytorch")
+def test_samples_are_purified_independently(art_warning, tiny_score, x_batch):
     try:
-        purifier = AdversarialPurificationPyTorch(tiny_score, sigma=0.0, steps=STEPS, device_type="cpu")
-        batched = purifier(image_batch)[0]
-        assert not np.allclose(batched, image_batch)
+        purifier = ScoreBasedPurificationPyTorch(tiny_score, sigma=0.0, steps=STEPS, device_type="cpu")
+        batched = purifier(x_batch)[0]
+        assert not np.allclose(batched, x_batch)
         purifier.set_params(batch_size=1)
-        alone = np.concatenate([purifier(image_batch[i : i + 1])[0] for i in range(len(image_batch))])
+        alone = np.concatenate([purifier(x_batch[i : i + 1])[0] for i in range(len(x_batch))])
         np.testing.assert_allclose(batched, alone, atol=1e-6)
     except ARTTestException as e:
         art_warning(e)
 
 
+@pytest.mark.only_with_platform("pytorch")
 @pytest.mark.parametrize("gradient, factor", [("bpda", 1.0), ("full", 0.95**STEPS)])
-def test_estimate_gradient(art_warning, linear_score, image_batch, gradient, factor):
+def test_estimate_gradient(art_warning, linear_score, x_batch, gradient, factor):
     try:
-        purifier = AdversarialPurificationPyTorch(
+        purifier = ScoreBasedPurificationPyTorch(
             linear_score(1.0), sigma=0.0, steps=STEPS, gradient=gradient, device_type="cpu"
         )
-        grad = np.random.RandomState(1).randn(*image_batch.shape).astype(np.float32)
-        np.testing.assert_allclose(purifier.estimate_gradient(image_batch, grad), factor * grad, rtol=1e-4, atol=2e-5)
+        grad = np.random.RandomState(1).randn(*x_batch.shape).astype(np.float32)
+        np.testing.assert_allclose(purifier.estimate_gradient(x_batch, grad), factor * grad, rtol=1e-4, atol=2e-5)
     except ARTTestException as e:
         art_warning(e)
 
 
+@pytest.mark.only_with_platform("pytorch")
 @pytest.mark.parametrize("gradient, factor", [("bpda", 1.0), ("full", 0.95**STEPS)])
-def test_classifier_loss_gradient_follows_gradient_mode(art_warning, linear_score, image_batch, gradient, factor):
+def test_classifier_loss_gradient_follows_gradient_mode(art_warning, linear_score, x_batch, gradient, factor):
     try:
         import torch
 
@@ -162,7 +164,7 @@ def test_classifier_loss_gradient_follows_gradient_mode(art_warning, linear_scor
 
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(36, 3))
-        purifier = AdversarialPurificationPyTorch(
+        purifier = ScoreBasedPurificationPyTorch(
             linear_score(1.0), sigma=0.0, steps=STEPS, gradient=gradient, device_type="cpu"
         )
 
@@ -178,22 +180,23 @@ def test_classifier_loss_gradient_follows_gradient_mode(art_warning, linear_scor
             )
 
         y = np.eye(3)[[0, 1, 2, 0]].astype(np.float32)
-        x_purified = purifier(image_batch)[0]
+        x_purified = purifier(x_batch)[0]
         expected = factor * classifier(None).loss_gradient(x_purified, y)
-        np.testing.assert_allclose(classifier([purifier]).loss_gradient(image_batch, y), expected, rtol=1e-4, atol=1e-7)
+        np.testing.assert_allclose(classifier([purifier]).loss_gradient(x_batch, y), expected, rtol=1e-4, atol=1e-7)
     except ARTTestException as e:
         art_warning(e)
 
 
-def test_full_gradient_matches_finite_differences(art_warning, tiny_score, image_batch):
+@pytest.mark.only_with_platform("pytorch")
+def test_full_gradient_matches_finite_differences(art_warning, tiny_score, x_batch):
     try:
         import torch
 
-        purifier = AdversarialPurificationPyTorch(
+        purifier = ScoreBasedPurificationPyTorch(
             tiny_score.double(), sigma=0.0, steps=3, clip_values=None, gradient="full", device_type="cpu"
         )
         rng = np.random.RandomState(2)
-        x = torch.tensor(image_batch[:2], dtype=torch.float64, requires_grad=True)
+        x = torch.tensor(x_batch[:2], dtype=torch.float64, requires_grad=True)
         weights = torch.tensor(rng.randn(*x.shape))
         direction = torch.tensor(rng.randn(*x.shape))
 
@@ -209,14 +212,15 @@ def test_full_gradient_matches_finite_differences(art_warning, tiny_score, image
         art_warning(e)
 
 
-def test_user_score_model_is_not_changed(art_warning, tiny_score, image_batch):
+@pytest.mark.only_with_platform("pytorch")
+def test_user_score_model_is_not_changed(art_warning, tiny_score, x_batch):
     try:
         import torch
 
         tiny_score.train()
         state = {name: value.clone() for name, value in tiny_score.state_dict().items()}
-        purifier = AdversarialPurificationPyTorch(tiny_score, sigma=0.25, gradient="full", device_type="cpu")
-        x = torch.tensor(image_batch, requires_grad=True)
+        purifier = ScoreBasedPurificationPyTorch(tiny_score, sigma=0.25, gradient="full", device_type="cpu")
+        x = torch.tensor(x_batch, requires_grad=True)
         purifier.forward(x)[0].sum().backward()
 
         assert x.grad is not None
@@ -228,6 +232,7 @@ def test_user_score_model_is_not_changed(art_warning, tiny_score, image_batch):
         art_warning(e)
 
 
+@pytest.mark.only_with_platform("pytorch")
 @pytest.mark.parametrize(
     "params, message",
     [
@@ -256,62 +261,116 @@ def test_user_score_model_is_not_changed(art_warning, tiny_score, image_batch):
 def test_check_params(art_warning, tiny_score, params, message):
     try:
         with pytest.raises(ValueError, match=re.escape(message)):
-            AdversarialPurificationPyTorch(tiny_score, device_type="cpu", **params)
-        purifier = AdversarialPurificationPyTorch(tiny_score, device_type="cpu")
+            ScoreBasedPurificationPyTorch(tiny_score, device_type="cpu", **params)
+        purifier = ScoreBasedPurificationPyTorch(tiny_score, device_type="cpu")
         with pytest.raises(ValueError, match=re.escape(message)):
             purifier.set_params(**params)
     except ARTTestException as e:
         art_warning(e)
 
 
+@pytest.mark.only_with_platform("pytorch")
 def test_input_errors(art_warning, tiny_score):
     try:
         import torch
 
         with pytest.raises(ValueError, match=re.escape("`score_model` must be a `torch.nn.Module`.")):
-            AdversarialPurificationPyTorch(lambda x: -x, device_type="cpu")
-        purifier = AdversarialPurificationPyTorch(tiny_score, device_type="cpu")
-        message = "Adversarial purification needs floating-point inputs, got torch.int64."
+            ScoreBasedPurificationPyTorch(lambda x: -x, device_type="cpu")
+        purifier = ScoreBasedPurificationPyTorch(tiny_score, device_type="cpu")
+        message = "Score-based purification needs floating-point inputs, got torch.int64."
         with pytest.raises(ValueError, match=re.escape(message)):
             purifier.forward(torch.zeros((1, 1, 6, 6), dtype=torch.int64))
     except ARTTestException as e:
         art_warning(e)
 
 
-def test_set_params_and_verbose(art_warning, linear_score, image_batch):
+@pytest.mark.only_with_platform("pytorch")
+def test_set_params_and_verbose(art_warning, linear_score, x_batch):
     try:
-        purifier = AdversarialPurificationPyTorch(linear_score(1.0), sigma=0.0, steps=STEPS, device_type="cpu")
+        purifier = ScoreBasedPurificationPyTorch(linear_score(1.0), sigma=0.0, steps=STEPS, device_type="cpu")
         purifier.set_params(gradient="full", steps=1, verbose=True)
         assert (purifier.gradient, purifier.steps, purifier.verbose) == ("full", 1, True)
-        expected = CENTRE + 0.95 * (image_batch - CENTRE)
-        np.testing.assert_allclose(purifier(image_batch)[0], expected, atol=1e-5)
+        expected = CENTRE + 0.95 * (x_batch - CENTRE)
+        np.testing.assert_allclose(purifier(x_batch)[0], expected, atol=1e-5)
     except ARTTestException as e:
         art_warning(e)
 
 
-def test_module_imports_without_torch(art_warning):
+@pytest.mark.only_with_platform("pytorch")
+def test_generator_reproducible_and_global_rng_untouched(art_warning, tiny_score, x_batch):
     try:
-        code = """
-import importlib.machinery
-import sys
+        import torch
+
+        purifier = ScoreBasedPurificationPyTorch(
+            tiny_score, sigma=0.25, steps=3, generator=torch.Generator().manual_seed(5), device_type="cpu"
+        )
+        global_state = torch.get_rng_state()
+        first = purifier(x_batch)[0]
+        second = purifier(x_batch)[0]  # the same generator, advanced: a new draw
+        assert torch.equal(torch.get_rng_state(), global_state)
+        assert not np.allclose(first, second)
+
+        purifier.set_params(generator=torch.Generator().manual_seed(5))
+        np.testing.assert_array_equal(purifier(x_batch)[0], first)
+        np.testing.assert_array_equal(purifier(x_batch)[0], second)
+    except ARTTestException as e:
+        art_warning(e)
 
 
-class PathFinderWithoutTorch(importlib.machinery.PathFinder):
-    @classmethod
-    def find_spec(cls, fullname, path=None, target=None):
-        if fullname == "torch" or fullname.startswith("torch."):
-            return None
-        return super().find_spec(fullname, path, target)
+@pytest.mark.only_with_platform("pytorch")
+def test_device_type_cpu(art_warning, tiny_score, x_batch):
+    try:
+        import torch
+
+        purifier = ScoreBasedPurificationPyTorch(tiny_score.double(), sigma=0.0, steps=2, device_type="cpu")
+        assert purifier.device == torch.device("cpu")
+        assert all(p.device == torch.device("cpu") for p in purifier.score_model.parameters())
+
+        x = torch.tensor(x_batch)  # float32 input, float64 score network: computed in float64, returned as float32
+        x_purified = purifier.forward(x)[0]
+        assert (x_purified.device, x_purified.dtype, x_purified.shape) == (x.device, x.dtype, x.shape)
+        with torch.no_grad():
+            expected = x.double()
+            for _ in range(2):
+                h = purifier.score_model(expected)
+                ratio = (h * purifier.score_model(expected + 1e-3 * h)).flatten(1).sum(1) / h.flatten(1).pow(2).sum(1)
+                alpha = (0.05 * 1e-3 / (1 - ratio)).clamp(1e-5, 0.1)
+                expected = torch.where(
+                    (alpha >= 1e-3).view(-1, 1, 1, 1), (expected + alpha.view(-1, 1, 1, 1) * h).clamp(0, 1), expected
+                )
+        np.testing.assert_allclose(x_purified.numpy(), expected.float().numpy(), atol=1e-6)
+    except ARTTestException as e:
+        art_warning(e)
 
 
-sys.meta_path = [PathFinderWithoutTorch if f is importlib.machinery.PathFinder else f for f in sys.meta_path]
-from art.defences.preprocessor import AdversarialPurificationPyTorch
+@pytest.mark.only_with_platform("pytorch")
+def test_device_type_gpu(art_warning, tiny_score, x_batch):
+    try:
+        import torch
 
-print("imported", "torch" in sys.modules)
-"""
-        env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(art.__file__)))
-        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
-        assert result.returncode == 0, result.stderr
-        assert result.stdout.strip() == "imported False"
+        if not torch.cuda.is_available():
+            pytest.skip("CUDA is not available.")
+
+        purifier_cpu = ScoreBasedPurificationPyTorch(
+            tiny_score, sigma=0.25, steps=3, generator=torch.Generator().manual_seed(3), device_type="cpu"
+        )
+        purifier_gpu = ScoreBasedPurificationPyTorch(
+            tiny_score, sigma=0.25, steps=3, generator=torch.Generator().manual_seed(3), device_type="gpu"
+        )
+        assert purifier_gpu.device.type == "cuda"
+        assert all(p.device.type == "cuda" for p in purifier_gpu.score_model.parameters())
+        assert all(p.device.type == "cpu" for p in tiny_score.parameters())
+
+        # A CPU generator draws the same noise for both; the result comes back on the input's device.
+        x = torch.tensor(x_batch)
+        x_gpu_purified = purifier_gpu.forward(x)[0]
+        assert x_gpu_purified.device == x.device
+        np.testing.assert_allclose(x_gpu_purified.numpy(), purifier_cpu.forward(x)[0].numpy(), atol=1e-5)
+
+        # A CUDA generator gives reproducible draws on the GPU.
+        purifier_gpu.set_params(generator=torch.Generator(device=purifier_gpu.device).manual_seed(4))
+        first = purifier_gpu(x_batch)[0]
+        purifier_gpu.set_params(generator=torch.Generator(device=purifier_gpu.device).manual_seed(4))
+        np.testing.assert_array_equal(purifier_gpu(x_batch)[0], first)
     except ARTTestException as e:
         art_warning(e)

@@ -7,37 +7,20 @@ classes of :mod:`art_adp.attacks`), so a recipe's numbers mean what ``art-adp ev
 
 from __future__ import annotations
 
-import hashlib
-import math
-from typing import Any
-
 import numpy as np
 import torch
 from art.estimators.classification import PyTorchClassifier
 
-from .. import attacks as A
+from ..attacks.registry import REGISTRY, Budget
 from ..eot import EOTClassifier
 from ..preprocessor import ADPPurifier
 from ..purify import purify
+from ..runs.seeds import derive_seed
+from .evaluation.report import wilson
 
 __all__ = ["ROWS", "wilson", "derive_seed", "defended_estimator", "judge", "attack", "denoising_ratio"]
 
 ROWS = ("clean", "clf-pgd", "bpda-eot", "full-pgd-eot", "apgd-eot")
-
-
-def derive_seed(*parts) -> int:
-    """A 63-bit seed from any printable parts (stable across processes and platforms)."""
-    return int.from_bytes(hashlib.sha256("|".join(map(str, parts)).encode()).digest()[:8], "little") >> 1
-
-
-def wilson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a proportion k/n (``(nan, nan)`` for n = 0)."""
-    if n == 0:
-        return math.nan, math.nan
-    from scipy.stats import binomtest
-
-    ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
-    return float(ci.low), float(ci.high)
 
 
 def defended_estimator(
@@ -130,17 +113,10 @@ def attack(
     if name == "clean":
         return x
     _generator(purifier).manual_seed(derive_seed(seed, "attack", name))
-    common: dict[str, Any] = dict(eps=eps, eps_step=eps_step, max_iter=iterations, batch_size=batch_size)
-    if name == "clf-pgd":
-        atk = A.ClassifierPGD(estimator, **common)
-    elif name == "bpda-eot":
-        atk = A.PGDEOT(estimator, gradient="bpda", eot_samples=eot, **common)
-    elif name == "full-pgd-eot":
-        atk = A.PGDEOT(estimator, gradient="full", eot_samples=eot, **common)
-    elif name == "apgd-eot":
-        atk = A.APGDEOT(estimator, eps=eps, max_iter=iterations, eot_samples=eot, batch_size=batch_size, seed=seed)
-    else:
+    if name not in ROWS:
         raise ValueError(f"Unknown row {name!r}; choose from {ROWS}.")
+    budget = Budget(eps=eps, eps_step=eps_step, max_iter=iterations, eot_samples=eot, batch_size=batch_size)
+    atk = REGISTRY[name].build(estimator, budget, seed)
     return atk.generate(np.asarray(x, dtype=np.float32), y=np.asarray(y))
 
 

@@ -29,8 +29,8 @@ from ..corruptions import CORRUPTIONS, SEVERITIES, corruption_step_sizes, write_
 from ..data import load_cifar10c
 from ..defended import aggregate_draws
 from ..detect import ScoreNormDetector
-from ..evaluation.records import append_records
-from ..purify import purify
+from ..runs.records import append_records
+from ..purify import DEFAULTS, purify
 
 __all__ = ["CorruptionConfig", "run_corruptions", "VARIANTS"]
 
@@ -54,7 +54,7 @@ class CorruptionConfig:
 
     n_examples: int | None = None  # first N test images (None: all)
     runs: int = 2  # S purifications averaged (softmax) where σ > 0; σ = 0 purification is deterministic: S = 1
-    steps: int = 10  # T
+    steps: int = DEFAULTS.steps  # T
     lam: float = 0.05
     beta: float = 0.2  # detection: unflagged inputs get βσ
     fpr: float = 0.05  # detection threshold: this false-positive rate on clean calibration images
@@ -259,7 +259,7 @@ def run_corruptions(
         f" clean training images); device {device}\n\n"
     )
     (run_dir / "corruptions.md").write_text(header + table + "\n")
-    from ..plots import sweep_curve
+    from .plots import sweep_curve
 
     sweep_curve(
         run_dir / "corruptions.png",

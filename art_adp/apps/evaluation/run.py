@@ -13,28 +13,28 @@ produced it (threat model, budget, defence parameters, S, R, seed, the SHA-256 o
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 from art.estimators.classification import PyTorchClassifier
 
-from .. import attacks as A
-from ..attacks._core import bare_logits, defended_logits, purifiers
-from ..ensemble import GraphMemory, default_memory_budget
-from ..eot import EOTClassifier
-from ..experiments import distributed
-from ..preprocessor import PURIFY_PARAMS, ADPPurifier
+from ...attacks._core import purifiers
+from ...attacks.registry import REGISTRY
+from ...ensemble import GraphMemory, default_memory_budget, logits
+from ...eot import EOTClassifier
+from ...runs import distributed
+from ...runs.seeds import derive_seed
+from ...preprocessor import PURIFY_PARAMS, ADPPurifier
 from . import report
 from .config import ATTACKS, GRADIENT_ATTACKS, PAPER_ATTACKS, PRESETS, EvalConfig, attack_budget, white_box_fields
-from .records import (
+from ...runs.provenance import provenance
+from ...runs.records import (
     append_records,
     array_sha256,
     check_settings,
@@ -48,7 +48,6 @@ __all__ = ["ATTACKS", "DIGITS", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig
 
 PAPER = PRESETS["paper"]
 DIGITS = EvalConfig.preset("smoke", eps=0.175)  # kept for existing imports: the smoke preset at the digits ε
-PGD_FAMILY = ("clf-pgd", "bpda-eot", "joint-score", "joint-full", "full-pgd-eot")  # all PGD on an undefended model
 
 
 @dataclass(frozen=True)
@@ -116,8 +115,8 @@ def plan(c: EvalConfig, *, randomized: bool = True, baselines: Sequence[str] = (
     settings += [Setting(f"eot={k}", ("bpda-eot",), {"eot": int(k)}) for k in c.eot_sweep]
     reduced = (
         "clean",
-        *(("clf-pgd",) if any(a in PGD_FAMILY for a in c.attacks) else ()),
-        *(a for a in ("apgd-eot", "spsa") if a in c.attacks),
+        *(("clf-pgd",) if any(REGISTRY[a].baseline == "clf-pgd" for a in c.attacks) else ()),
+        *(a for a in ATTACKS if a in c.attacks and REGISTRY[a].baseline == a != "clf-pgd"),
     )
     settings += [
         Setting(f"baseline:{name}", reduced, {"eot": 1, "apgd_eot": 1}, judge="once", baseline=name)
@@ -126,48 +125,11 @@ def plan(c: EvalConfig, *, randomized: bool = True, baselines: Sequence[str] = (
     return settings
 
 
-def _seed(*parts) -> int:
-    return int.from_bytes(hashlib.sha256("|".join(map(str, parts)).encode()).digest()[:8], "little") >> 1
-
-
 def build_attack(name: str, estimator: PyTorchClassifier, c: EvalConfig, seed: int):
-    """The attack ``name`` of :data:`ATTACKS` with the budget of ``c``."""
-    common: dict[str, Any] = dict(norm=c.norm, eps=c.eps, eps_step=c.step, batch_size=c.batch_size)
-    if name == "clf-pgd":
-        return A.ClassifierPGD(estimator, max_iter=c.iterations, **common)
-    if name == "bpda-eot":
-        return A.PGDEOT(
-            estimator, gradient="bpda", max_iter=c.iterations, eot_samples=c.eot, aggregate=c.eot_aggregate, **common
-        )
-    if name == "joint-score":
-        return A.JointScore(estimator, max_iter=c.iterations, eot_samples=c.eot, weight=c.joint_weight, **common)
-    if name == "joint-full":
-        return A.JointFull(estimator, max_iter=c.iterations, eot_samples=c.eot, weight=c.joint_weight, **common)
-    if name == "full-pgd-eot":
-        return A.PGDEOT(
-            estimator, gradient="full", max_iter=c.iterations, eot_samples=c.eot, aggregate=c.eot_aggregate, **common
-        )
-    if name == "apgd-eot":
-        return A.APGDEOT(
-            estimator,
-            norm=c.norm,
-            eps=c.eps,
-            max_iter=c.apgd_iterations,
-            eot_samples=c.apgd_eot,
-            batch_size=c.batch_size,
-            seed=seed,
-        )
-    if name == "spsa":
-        return A.BlackBoxSPSA(
-            estimator,
-            eps=c.eps,
-            eps_step=c.step,
-            max_iter=c.spsa_iterations,
-            samples_per_step=c.spsa_samples,
-            batch_size=c.batch_size,
-            seed=seed,
-        )
-    raise ValueError(f"Unknown attack {name!r}; choose from {ATTACKS}.")
+    """The attack ``name`` of :data:`ATTACKS` with the budget of ``c`` (from the attack registry)."""
+    if name not in REGISTRY:
+        raise ValueError(f"Unknown attack {name!r}; choose from {ATTACKS}.")
+    return REGISTRY[name].build(estimator, c.budget(name), seed)
 
 
 def _reseed(estimator: PyTorchClassifier, seed: int) -> None:
@@ -209,14 +171,14 @@ def _flags(
     the defence is exactly zero."""
     outs = []
     for r in range(2):
-        _reseed(estimator, _seed(seed, "flags", r))
+        _reseed(estimator, derive_seed(seed, "flags", r))
         with torch.no_grad():
-            outs.append(defended_logits(estimator, xt).float())
+            outs.append(logits(estimator, xt).float())
     random = ((outs[0] - outs[1]).abs().flatten(1).amax(1) > 1e-6).cpu().numpy()
-    _reseed(estimator, _seed(seed, "flags", "gradient"))
+    _reseed(estimator, derive_seed(seed, "flags", "gradient"))
     xg = xt.clone().requires_grad_(True)
     with torch.enable_grad():
-        loss = torch.nn.functional.cross_entropy(defended_logits(estimator, xg), yt, reduction="sum")
+        loss = torch.nn.functional.cross_entropy(logits(estimator, xg), yt, reduction="sum")
         if loss.requires_grad:
             (g,) = torch.autograd.grad(loss, xg, allow_unused=True)
         else:
@@ -236,7 +198,7 @@ def _run_unit(
     digest: str,
 ) -> list[dict]:
     cs = config_for(setting, c)
-    seed = _seed(c.seed, setting.name, attack, int(idx[0]))
+    seed = derive_seed(c.seed, setting.name, attack, int(idx[0]))
     xb, yb = x[idx], y[idx]
     device = estimator.device
     base = {"setting": setting.name, "attack": attack, "settings": digest}
@@ -260,14 +222,14 @@ def _run_unit(
         if setting.judge == "ensemble":
             preds, ensemble = [], EOTClassifier(estimator, nb_samples=c.runs, batch_size=c.batch_size)
             for r in range(c.repeats):
-                _reseed(estimator, _seed(c.seed, "judge", setting.name, attack, int(idx[0]), r))
+                _reseed(estimator, derive_seed(c.seed, "judge", setting.name, attack, int(idx[0]), r))
                 preds.append(ensemble.predict(xt).argmax(1))
         elif setting.judge == "fixed":
             preds = [EOTClassifier(estimator, nb_samples=1, batch_size=c.batch_size).predict(xt).argmax(1)]
         else:
             preds = [estimator.predict(x_adv.astype(np.float32), batch_size=c.batch_size).argmax(1)]
     with torch.no_grad():
-        bare = bare_logits(estimator, xt).argmax(1).cpu().numpy()
+        bare = logits(estimator, xt, defended=False).argmax(1).cpu().numpy()
     delta = (x_adv - xb).reshape(len(idx), -1)
     return [
         {
@@ -321,7 +283,7 @@ def unit_settings(setting: Setting, attack: str, c: EvalConfig, common: dict) ->
 def _probe(estimator: PyTorchClassifier, x: np.ndarray, c: EvalConfig) -> dict:
     """Seconds per image of one defended forward pass (no gradient) and of one full-gradient forward+backward pass,
     timed on a batch of the real inputs, and the bytes of autograd graph per image of the latter."""
-    from ..attacks._core import gradient_mode
+    from ...attacks._core import gradient_mode
 
     dev = estimator.device
     rows = min(c.batch_size, 1024 if dev.type == "cuda" else 32)
@@ -334,18 +296,18 @@ def _probe(estimator: PyTorchClassifier, x: np.ndarray, c: EvalConfig) -> dict:
 
     _reseed(estimator, 0)
     with torch.no_grad():
-        defended_logits(estimator, xb[:8])  # warm-up
+        logits(estimator, xb[:8])  # warm-up
     sync()
     t = time.perf_counter()
     with torch.no_grad():
-        defended_logits(estimator, xb)
+        logits(estimator, xb)
     sync()
     forward = (time.perf_counter() - t) / rows
     t = time.perf_counter()
     with gradient_mode(estimator, "full"), torch.enable_grad():
         xg = xf.clone().requires_grad_(True)
         with GraphMemory() as graph:
-            out = defended_logits(estimator, xg)
+            out = logits(estimator, xg)
         if out.requires_grad:
             out.sum().backward()
     sync()
@@ -371,17 +333,10 @@ def _unit_cost(setting: Setting, attack: str, c: EvalConfig, probe: dict) -> flo
     cs = config_for(setting, c)
     f, b = probe["forward"], probe["full"]
     judge = {"ensemble": cs.runs * cs.repeats * f, "fixed": f, "once": 0.0}[setting.judge]
-    attack_cost = {
-        "clean": 0.0,
-        "flags": 3 * f + b,
-        "clf-pgd": 0.0,
-        "bpda-eot": cs.iterations * cs.eot * f,
-        "joint-score": cs.iterations * cs.eot * f,
-        "joint-full": cs.iterations * cs.eot * f,
-        "full-pgd-eot": cs.iterations * cs.eot * b,
-        "apgd-eot": 2 * cs.apgd_iterations * cs.apgd_eot * (b + f),
-        "spsa": cs.spsa_iterations * 2 * cs.spsa_samples * f,
-    }[attack]
+    if attack in ("clean", "flags"):
+        attack_cost = 0.0 if attack == "clean" else 3 * f + b
+    else:
+        attack_cost = REGISTRY[attack].cost(cs.budget(attack), f, b)
     return attack_cost + judge
 
 
@@ -487,6 +442,7 @@ def evaluate(
     from tqdm.auto import tqdm
 
     config.check()
+    called = time.perf_counter()
     baselines = dict(baselines or {})
     dev, rank, world = distributed.setup(device)
     defences = [defences] if isinstance(defences, PreprocessorPyTorch) else list(defences)
@@ -609,6 +565,15 @@ def evaluate(
         world_size=world,
         estimate_seconds=est_seconds,
     )
+    scores = {f"score model {i}": d.score_model for i, d in enumerate(defences) if isinstance(d, ADPPurifier)}
+    models = {
+        "classifier": classifier,
+        **scores,
+        **{f"baseline {k}": m for k, m in baselines.items() if k != "undefended"},
+    }
+    result["provenance"] = provenance(
+        wall_time_s=time.perf_counter() - called, device=dev, models=models
+    )  # this call's
     report.write(result, run_dir, log=log)
     distributed.finish()
     return result

@@ -4,7 +4,7 @@ Stages, each resumable and each timed (the wall seconds land in ``table.json``):
 
 1. ``classifier`` -- the paper's MNIST MLP (:class:`~art_adp.models.MLP`), trained once (about a minute on a CPU).
 2. ``score``      -- an NCSNv2 score model by multi-level DSM, with EMA snapshots at milestone iterations
-   (:func:`~art_adp.experiments.snapshots.train_with_snapshots`; resumes from its checkpoint bit-identically).
+   (:func:`~art_adp.apps.snapshots.train_with_snapshots`; resumes from its checkpoint bit-identically).
 3. ``curve``      -- per snapshot: the denoising ratio and ADP accuracy, clean and under the Clf-PGD row, on the
    first ``n_curve`` test images (the learning curve; one JSON line per snapshot).
 4. ``table``      -- per budget (a snapshot's iteration count): clean, Clf-PGD, BPDA+EOT and a full-gradient attack,
@@ -29,6 +29,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from ..attacks.registry import LABELS
 from .measure import attack, defended_estimator, denoising_ratio, derive_seed, judge, wilson
 from .snapshots import read_snapshot_log, train_with_snapshots
 
@@ -40,13 +41,6 @@ PAPER_MNIST = {
     "score_model": "NCSNv2, sigma_1 = 15, sigma_L = 0.005253, L = 110, 200,000 iterations of batch 128",
     "clean": 98.07,
     "clf-pgd": 96.41,
-}
-ROW_TITLES = {
-    "clean": "clean",
-    "clf-pgd": "Clf-PGD (preprocessor-blind)",
-    "bpda-eot": "BPDA+EOT",
-    "full-pgd-eot": "full-gradient PGD+EOT",
-    "apgd-eot": "APGD+EOT (full gradient)",
 }
 
 
@@ -441,9 +435,9 @@ def _summarise(records: list[dict], recipe: MnistRecipe, n_test: int) -> dict:
                 "target_n": limit,
                 "correct": k,
                 "accuracy": k / n if n else None,
-                "ci95": wilson(k, n),
+                "ci95": wilson(k / n if n else 0.0, n),
                 "undefended": kb / n if n else None,
-                "undefended_ci95": wilson(kb, n),
+                "undefended_ci95": wilson(kb / n if n else 0.0, n),
                 "max_linf": max((r["linf"] for r in recs), default=0.0),
                 "wall_s": round(sum(r["wall_s"] for r in recs), 1),
             }
@@ -485,7 +479,7 @@ def render_table(report: dict) -> str:
         )
         paper = PAPER_MNIST.get(row)
         cells = [
-            ROW_TITLES[row],
+            LABELS[row],
             str(first["target_n"]),
             budget,
             "–" if paper is None else f"{paper:.2f}",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...attacks import registry
 from . import sanity
 from .config import BUDGET_FIELDS, budget_text, judging_shortfalls, shortfalls, white_box_fields
 
@@ -22,26 +23,8 @@ __all__ = ["LABELS", "SCHEMA", "build", "clopper_pearson", "markdown", "summariz
 
 SCHEMA = "art-adp/evaluation-card/1"
 LEVEL = 0.95
-LABELS = {
-    "clean": "Natural (clean)",
-    "clf-pgd": "Clf-PGD (preprocessor-blind)",
-    "bpda-eot": "BPDA+EOT",
-    "joint-score": "Joint (score)+EOT",
-    "joint-full": "Joint (full)+EOT",
-    "spsa": "SPSA (black-box)",
-    "full-pgd-eot": "Full-gradient PGD+EOT",
-    "apgd-eot": "APGD-EOT (CE, then DLR)",
-}
-BASELINE_ATTACK = {
-    "clean": "clean",
-    "clf-pgd": "clf-pgd",
-    "bpda-eot": "clf-pgd",
-    "joint-score": "clf-pgd",
-    "joint-full": "clf-pgd",
-    "full-pgd-eot": "clf-pgd",
-    "apgd-eot": "apgd-eot",
-    "spsa": "spsa",
-}
+LABELS = registry.LABELS
+BASELINE_ATTACK = {"clean": "clean", **{spec.name: spec.baseline for spec in registry.ATTACKS}}
 
 
 def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:
@@ -55,9 +38,12 @@ def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]
 
 
 def wilson(p: float, n: int, level: float = LEVEL) -> tuple[float, float]:
-    """Wilson score interval for a proportion ``p`` over ``n`` examples (``p·n`` need not be an integer)."""
+    """Wilson score interval for a proportion ``p`` over ``n`` examples (``p·n`` need not be an integer; ``(nan,
+    nan)`` for n = 0). The one interval of every accuracy the applications report."""
     from scipy.stats import norm
 
+    if n == 0:
+        return math.nan, math.nan
     z = float(norm.ppf(1 - (1 - level) / 2))
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
@@ -115,7 +101,7 @@ def _sanity(results: dict, groups: dict, config, settings) -> dict:
         eots = [
             getattr(config, white_box_fields(a)[1])
             for a in main_attacks
-            if a in ("bpda-eot", "joint-score", "joint-full", "full-pgd-eot", "apgd-eot")
+            if a in registry.REGISTRY and registry.REGISTRY[a].gradient
         ]
         inputs["smallest_eot"] = min(eots) if eots else 1
         warnings += [
@@ -407,7 +393,7 @@ def sweep_tables(result: dict) -> list[str]:
     res, lines = result["results"], []
     sigmas = sorted({float(k.split("/")[0][6:]) for k in res if k.startswith("sigma=")})
     if sigmas:
-        lines += ["| sigma | Standard | BPDA+EOT | Clf-PGD |", "|---|---|---|---|"]
+        lines += [f"| sigma | Standard | {LABELS['bpda-eot']} | {LABELS['clf-pgd']} |", "|---|---|---|---|"]
         for s in sigmas:
             r = [res[f"sigma={s:g}/{a}"] for a in ("clean", "bpda-eot", "clf-pgd")]
             lines.append(f"| {s:g} | " + " | ".join(f"{_pct(v['mean'])} ({_pct(v['worst'])})" for v in r) + " |")
@@ -415,7 +401,9 @@ def sweep_tables(result: dict) -> list[str]:
     eots = sorted({int(k.split("/")[0][4:]) for k in res if k.startswith("eot=")})
     if eots:
         lines += ["| EOT samples | " + " | ".join(map(str, eots)) + " |", "|---" * (len(eots) + 1) + "|"]
-        lines.append("| BPDA+EOT | " + " | ".join(f"{_pct(res[f'eot={k}/bpda-eot']['mean'])}" for k in eots) + " |")
+        lines.append(
+            f"| {LABELS['bpda-eot']} | " + " | ".join(f"{_pct(res[f'eot={k}/bpda-eot']['mean'])}" for k in eots) + " |"
+        )
         lines += ["", "EOT sweep (paper Table 6): mean accuracy in %."]
     return lines
 
@@ -471,7 +459,7 @@ def write(result: dict, run_dir: str | os.PathLike, *, log: Callable[[str], None
         plots.sweep_curve(
             run_dir / "eot_sweep.png",
             eots,
-            {"BPDA+EOT": [res[f"eot={k}/bpda-eot"]["mean"] for k in eots]},
+            {LABELS["bpda-eot"]: [res[f"eot={k}/bpda-eot"]["mean"] for k in eots]},
             xlabel="EOT samples",
             title="EOT sweep (Table 6)",
         )

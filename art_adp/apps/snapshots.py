@@ -17,7 +17,7 @@ from typing import Iterable
 
 import torch
 
-from ..checkpoint import read_checkpoint
+from ..serialization import read_checkpoint
 from ..score import load_score_model, save_score_model, train_score_model
 
 __all__ = ["train_with_snapshots", "read_snapshot_log"]

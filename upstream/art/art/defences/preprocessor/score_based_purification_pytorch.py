@@ -16,7 +16,8 @@
 # TORT OR OTHERWISE, ARISING FROM, OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
 # SOFTWARE.
 """
-This module implements adversarial purification with score-based generative models (ADP) in PyTorch.
+This module implements score-based purification, ADP (adversarial purification with score-based generative models),
+in PyTorch.
 
 | Paper link: https://arxiv.org/abs/2106.06041
 
@@ -47,9 +48,9 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
 
-class AdversarialPurificationPyTorch(PreprocessorPyTorch):  # pylint: disable=too-many-instance-attributes
+class ScoreBasedPurificationPyTorch(PreprocessorPyTorch):  # pylint: disable=too-many-instance-attributes
     """
-    Implement adversarial purification with a score network (ADP) in PyTorch: Gaussian noise is added to the input,
+    Implement score-based purification (ADP, Yoon et al. 2021) in PyTorch: Gaussian noise is added to the input,
     then a few steps of gradient ascent on the log-density, taken with a noise-level-free score network
     `h(x) = sigma * score(x)`, move it back towards the data (Algorithm 1 of the paper).
 
@@ -65,7 +66,8 @@ class AdversarialPurificationPyTorch(PreprocessorPyTorch):  # pylint: disable=to
     `0.5 * |h(x + s * z) + z|^2` over noise levels `s`) and pass it in, as `PixelDefend` takes its PixelCNN.
 
     Gradients: ART's `PyTorchClassifier.loss_gradient` back-propagates through `forward` and never calls
-    `estimate_forward` for PyTorch preprocessors (see ART issue #1526), so the gradient mode is chosen in `forward`:
+    `estimate_forward` for PyTorch preprocessors (see ART issue #1526), so the gradient mode is chosen in `forward`
+    (and the inherited `estimate_forward`, which calls `forward`, follows it):
     `gradient="bpda"` is straight-through (the value is the purified input, the backward pass is the identity; BPDA,
     https://arxiv.org/abs/1802.00420), `gradient="full"` is exact autograd through the noise, every step and the
     adaptive step sizes. Either is one random draw of the defence: attack it with EOT over many draws.
@@ -114,7 +116,7 @@ class AdversarialPurificationPyTorch(PreprocessorPyTorch):  # pylint: disable=to
         verbose: bool = False,
     ) -> None:
         """
-        Create an instance of adversarial purification.
+        Create an instance of score-based purification (ADP).
 
         :param score_model: Noise-level-free score network `h`, mapping a batch in the classifier's input format
                (e.g. `NCHW` in `clip_values`) to a tensor of the same shape. A frozen copy in evaluation mode is
@@ -167,10 +169,10 @@ class AdversarialPurificationPyTorch(PreprocessorPyTorch):  # pylint: disable=to
         import torch
 
         if not torch.is_floating_point(x):
-            raise ValueError(f"Adversarial purification needs floating-point inputs, got {x.dtype}.")
+            raise ValueError(f"Score-based purification needs floating-point inputs, got {x.dtype}.")
         weights = next(iter(self.score_model.parameters()), x)
         x_in = x.to(self.device, weights.dtype if torch.is_floating_point(weights) else x.dtype)
-        chunks = tqdm(x_in.split(self.batch_size), desc="ADP", disable=not self.verbose)
+        chunks = tqdm(x_in.split(self.batch_size), desc="Score-based purification", disable=not self.verbose)
         if self.gradient == "full":
             x_pur = torch.cat([self._purify(chunk) for chunk in chunks])
         else:
@@ -178,16 +180,6 @@ class AdversarialPurificationPyTorch(PreprocessorPyTorch):  # pylint: disable=to
                 x_pur = torch.cat([self._purify(chunk) for chunk in chunks])
             x_pur = x_in + (x_pur - x_in).detach()  # value: purified input; gradient: identity
         return x_pur.to(x.device, x.dtype), y
-
-    def estimate_forward(self, x: "torch.Tensor", y: Any | None = None) -> "torch.Tensor":
-        """
-        Equal to `forward`: its gradient already follows `gradient` (ART's PyTorch estimators differentiate `forward`).
-
-        :param x: Input batch.
-        :param y: Labels.
-        :return: Purified `x`.
-        """
-        return self.forward(x, y)[0]
 
     def _purify(self, x: "torch.Tensor") -> "torch.Tensor":
         """

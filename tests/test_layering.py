@@ -1,0 +1,123 @@
+"""The package's layering, read from the source: the library never imports the applications (``art_adp.apps``) or
+their run-folder plumbing (``art_adp.runs``), ``runs`` never imports ``apps``, every import resolves, and no two
+packages import each other."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "art_adp"
+# Old module paths kept as deprecated aliases of the moved modules: they name the new path by design.
+ALIASES = {"art_adp.cli", "art_adp.demo", "art_adp.detect_demo", "art_adp.plots", "art_adp.evaluation",
+           "art_adp.experiments"}
+
+
+def _name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(source: str, package: str) -> list[tuple[str, int]]:
+    """Absolute names imported by the module ``source`` of ``package`` with their line, leaving out those inside a
+    module-level ``__getattr__`` (the lazy and deprecated attributes: ``art_adp.evaluate``,
+    ``art_adp.certify.run_certify``)."""
+    tree = ast.parse(source)
+    skip = {id(n) for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == "__getattr__" for n in ast.walk(f)}
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            out.append((module, node.lineno))
+            out += [(f"{module}.{a.name}", node.lineno) for a in node.names if _exists(f"{module}.{a.name}")]
+    return [(m, line) for m, line in out if m == "art_adp" or m.startswith("art_adp.")]
+
+
+def _exists(module: str) -> bool:
+    path = ROOT.parent.joinpath(*module.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+MODULES = {_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+EDGES = {
+    name: _imports(path.read_text(), name if path.name == "__init__.py" else name.rpartition(".")[0])
+    for name, path in MODULES.items()
+}
+
+
+def _layer(module: str) -> str:
+    if module == "art_adp.__main__":  # python -m art_adp: the command line's entry point
+        return "art_adp.apps"
+    for layer in ("art_adp.apps", "art_adp.runs"):
+        if module == layer or module.startswith(layer + "."):
+            return layer
+    return "library"
+
+
+def test_every_internal_import_resolves():
+    missing = [f"{m}:{line} imports {t}" for m, edges in EDGES.items() for t, line in edges if not _exists(t)
+               and not _exists(t.rpartition(".")[0])]
+    assert missing == []
+
+
+@pytest.mark.parametrize("layer, forbidden", [("library", ("art_adp.apps", "art_adp.runs")),
+                                              ("art_adp.runs", ("art_adp.apps",))])
+def test_no_upward_import(layer, forbidden):
+    upward = [f"{m}:{line} imports {t}" for m, edges in EDGES.items() if m not in ALIASES and _layer(m) == layer
+              for t, line in edges if t.startswith(forbidden)]
+    assert upward == []
+
+
+def _unit(module: str) -> str:
+    """The package-level unit of a module: ``art_adp.apps.evaluation.run`` -> ``art_adp.apps.evaluation``,
+    ``art_adp.purify`` -> itself."""
+    parts = module.split(".")
+    while len(parts) > 2 and not (ROOT.parent.joinpath(*parts[:-1]) / "__init__.py").exists():
+        parts = parts[:-1]
+    name = ".".join(parts)
+    return name if (ROOT.parent.joinpath(*parts) / "__init__.py").exists() else name.rpartition(".")[0] if len(
+        parts) > 2 else name
+
+
+def test_no_cycle_between_packages():
+    graph: dict[str, set[str]] = {}
+    for m, edges in EDGES.items():
+        if m in ALIASES or m == "art_adp":  # the public API re-exports everything below it
+            continue
+        for t, _ in edges:
+            a, b = _unit(m), _unit(t)
+            if a != b and b != "art_adp" and not a.startswith(b + ".") and not b.startswith(a + "."):
+                graph.setdefault(a, set()).add(b)
+    cycles = []
+
+    def visit(node: str, path: list[str]) -> None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in path:
+                cycles.append(" -> ".join(path[path.index(nxt):] + [nxt]))
+            elif len(path) < 12:
+                visit(nxt, path + [nxt])
+
+    for start in sorted(graph):
+        visit(start, [start])
+    assert cycles == []
+
+
+def test_the_layering_check_sees_an_upward_import():
+    """The check itself: relative and absolute imports of the harness from a library module are found; the same
+    import inside ``__getattr__`` (a lazy attribute) is not."""
+    source = (
+        "import torch\nfrom ..apps.evaluation import run\nimport art_adp.runs.records\n"
+        "def __getattr__(name):\n    from ..apps import cli\n"
+    )
+    found = _imports(source, "art_adp.attacks")
+    assert found == [("art_adp.apps.evaluation", 2), ("art_adp.apps.evaluation.run", 2), ("art_adp.runs.records", 3)]
+    assert _layer("art_adp.attacks.pgd_eot") == "library" and _layer("art_adp.runs.records") == "art_adp.runs"
+    assert _unit("art_adp.apps.evaluation.run") == "art_adp.apps.evaluation" and _unit("art_adp.purify") == "art_adp.purify"

@@ -1,0 +1,132 @@
+"""The attack registry: one record per attack, read by the harness, the reproductions, the report and the CLI; and a
+source check that no other module keeps its own table of attack labels or budgets."""
+
+import ast
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from art.estimators.classification import PyTorchClassifier
+
+import art_adp.attacks as A
+from art_adp import ADPPurifier, NCSNv2
+from art_adp.apps.evaluation import EvalConfig, report
+from art_adp.apps.evaluation.config import ATTACKS, BUDGET_FIELDS, GRADIENT_ATTACKS, PAPER_ATTACKS, budget_text
+from art_adp.apps.evaluation.run import _unit_cost, plan
+from art_adp.attacks.registry import LABELS, REGISTRY, Budget
+
+ROOT = Path(__file__).resolve().parents[1] / "art_adp"
+
+
+def _estimator() -> PyTorchClassifier:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 3))
+    purifier = ADPPurifier(NCSNv2(1, 8, ngf=4).eval(), steps=1)
+    return PyTorchClassifier(model, torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=3,
+                             clip_values=(0.0, 1.0), preprocessing_defences=[purifier])
+
+
+def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
+    assert ATTACKS == ("clf-pgd", "bpda-eot", "joint-score", "joint-full", "spsa", "full-pgd-eot", "apgd-eot")
+    assert PAPER_ATTACKS == ATTACKS[:-1] and GRADIENT_ATTACKS == ("full-pgd-eot", "apgd-eot", "bpda-eot")
+    assert BUDGET_FIELDS == {
+        "clean": (), "clf-pgd": ("iterations",), "bpda-eot": ("iterations", "eot", "eot_aggregate"),
+        "joint-score": ("iterations", "eot", "joint_weight"), "joint-full": ("iterations", "eot", "joint_weight"),
+        "full-pgd-eot": ("iterations", "eot", "eot_aggregate"), "apgd-eot": ("apgd_iterations", "apgd_eot"),
+        "spsa": ("spsa_iterations", "spsa_samples"), "flags": (),
+    }
+    assert report.LABELS["bpda-eot"] == "BPDA+EOT" and report.LABELS["clean"] == "Natural (clean)"
+    assert report.BASELINE_ATTACK == {"clean": "clean", "clf-pgd": "clf-pgd", "bpda-eot": "clf-pgd",
+                                      "joint-score": "clf-pgd", "joint-full": "clf-pgd", "spsa": "spsa",
+                                      "full-pgd-eot": "clf-pgd", "apgd-eot": "apgd-eot"}
+
+
+@pytest.mark.parametrize("name, cls, expected", [
+    ("clf-pgd", A.ClassifierPGD, {"max_iter": 7, "eps_step": 0.01, "eps": 0.1}),
+    ("bpda-eot", A.PGDEOT, {"gradient": "bpda", "max_iter": 7, "eot_samples": 3, "aggregate": "sign"}),
+    ("full-pgd-eot", A.PGDEOT, {"gradient": "full", "max_iter": 7, "eot_samples": 3, "batch_size": 32}),
+    ("joint-score", A.JointScore, {"max_iter": 7, "eot_samples": 3, "weight": 0.25}),
+    ("joint-full", A.JointFull, {"max_iter": 7, "eot_samples": 3, "weight": 0.25}),
+    ("apgd-eot", A.APGDEOT, {"max_iter": 9, "eot_samples": 4, "seed": 5}),
+    ("spsa", A.BlackBoxSPSA, {"max_iter": 2, "samples_per_step": 16, "eps_step": 0.01, "seed": 5}),
+])
+def test_each_record_builds_its_attack_from_the_configs_budget(name, cls, expected):
+    c = EvalConfig(eps=0.1, eps_step=0.01, iterations=7, eot=3, eot_aggregate="sign", joint_weight=0.25,
+                   apgd_iterations=9, apgd_eot=4, spsa_iterations=2, spsa_samples=16, batch_size=32)
+    attack = REGISTRY[name].build(_estimator(), c.budget(name), 5)
+    assert type(attack) is cls
+    assert {k: getattr(attack, k) for k in expected} == expected
+
+
+def test_cost_model_and_budget_text_per_attack():
+    c = EvalConfig(iterations=4, eot=3, apgd_iterations=5, apgd_eot=2, spsa_iterations=2, spsa_samples=8, runs=2,
+                   repeats=3)
+    main = plan(c, randomized=True)[0]
+    probe = {"forward": 1.0, "full": 10.0}
+    judge = 2 * 3 * 1.0
+    costs = {a: _unit_cost(main, a, c, probe) - judge for a in ATTACKS}
+    assert costs == {"clf-pgd": 0.0, "bpda-eot": 12.0, "joint-score": 12.0, "joint-full": 12.0, "spsa": 32.0,
+                     "full-pgd-eot": 120.0, "apgd-eot": 220.0}
+    assert budget_text("apgd-eot", c) == "CE+DLR, 5 it/loss, EOT 2"
+    assert budget_text("joint-full", c) == f"4 it of {c.step:.4g}, EOT 3, w = 0.5"
+    assert budget_text("clean", c) == "-"
+
+
+def test_a_budget_has_the_attacks_parameter_names():
+    b = Budget(eps=0.3, eps_step=0.01, max_iter=40)
+    assert (b.norm, b.eot_samples, b.aggregate) == (math.inf, 1, "mean")
+    attack = REGISTRY["bpda-eot"].build(_estimator(), b, 0)
+    assert (attack.eps, attack.eps_step, attack.max_iter, attack.eot_samples) == (0.3, 0.01, 40, 1)
+
+
+# --- no table of attack facts outside the registry ---------------------------------------------------------------
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    kinds = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return {id(n.body[0].value) for n in ast.walk(tree) if isinstance(n, kinds) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+
+
+def attack_tables(source: str) -> list[str]:
+    """Attack labels spelled out (a string, or a cell of a markdown row, equal to a registry label) and tables keyed
+    by attack names (a dict literal with three or more registry names as keys) in ``source``."""
+    tree = ast.parse(source)
+    docs, found = _docstrings(tree), []
+    labels = set(LABELS.values())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            cells = {cell.strip() for cell in node.value.split("|")}
+            found += [f"line {node.lineno}: label {cell!r}" for cell in sorted(cells & labels)]
+        if isinstance(node, ast.Dict):
+            keys = [k.value for k in node.keys if isinstance(k, ast.Constant) and k.value in REGISTRY]
+            if len(keys) >= 3:
+                found.append(f"line {node.lineno}: table keyed by {keys}")
+    return found
+
+
+def test_no_attack_label_or_budget_table_outside_the_registry():
+    found = {str(p.relative_to(ROOT)): attack_tables(p.read_text()) for p in sorted(ROOT.rglob("*.py"))
+             if p != ROOT / "attacks" / "registry.py"}
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+def test_the_table_check_finds_the_old_tables():
+    old = ('LABELS = {"clean": "Natural (clean)", "clf-pgd": "Clf-PGD (preprocessor-blind)"}\n'
+           'FIELDS = {"clf-pgd": ("iterations",), "bpda-eot": ("iterations", "eot"), "spsa": ("spsa_iterations",)}\n'
+           'def f():\n    """BPDA+EOT in a docstring is prose."""\n    return "| BPDA+EOT | 3 |"\n')
+    assert sorted(attack_tables(old)) == [
+        "line 1: label 'Clf-PGD (preprocessor-blind)'",
+        "line 1: label 'Natural (clean)'",
+        "line 2: table keyed by ['clf-pgd', 'bpda-eot', 'spsa']",
+        "line 5: label 'BPDA+EOT'",
+    ]
+
+
+def test_wilson_is_one_function():
+    import art_adp.apps.measure as measure
+
+    assert measure.wilson is report.wilson
+    assert all(np.isnan(report.wilson(0.0, 0)))
