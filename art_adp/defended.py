@@ -22,7 +22,9 @@ class DefendedModel(torch.nn.Module):
     | Paper link: https://arxiv.org/abs/2106.06041 (the S-run ensemble, eq. 12)
 
     The ``nb_samples`` purifications of a batch are passes over ``nb_samples`` stacked copies of it (one pass, or
-    blocks of ``batch_size`` rows: :func:`art_adp.ensemble.stack_draws`). The output is logits-like (see
+    blocks of ``batch_size`` rows: :func:`art_adp.ensemble.stack_draws`). Under autograd (an attack differentiating
+    the model) memory stays flat in ``nb_samples``: blocks whose graph fits ``memory_budget`` bytes, recomputed one
+    at a time in the backward pass with the purifier's ``generator`` replayed. The output is logits-like (see
     :func:`aggregate_draws`): with ``aggregate="softmax"`` the log of the averaged class probabilities (the paper's
     ensemble), with ``"logits"`` the averaged logits, with ``"vote"`` the majority vote. Gradients follow the
     purifier's ``gradient`` mode: ``"bpda"`` (straight-through) or ``"full"`` (through purification).
@@ -46,6 +48,7 @@ class DefendedModel(torch.nn.Module):
         nb_samples: int = 10,
         aggregate: str = "softmax",
         batch_size: int | None = None,
+        memory_budget: int | None = None,
     ) -> None:
         """
         :param classifier: Maps ``N×C×H×W`` inputs in the purifier's ``clip_values`` to ``N×K`` logits.
@@ -54,7 +57,10 @@ class DefendedModel(torch.nn.Module):
             ``x → x'`` of torch tensors.
         :param nb_samples: S ≥ 1, purifications averaged per input (ART's name; formerly ``runs``, deprecated).
         :param aggregate: ``"softmax"`` (average probabilities), ``"logits"`` (average logits) or ``"vote"``.
-        :param batch_size: Rows (image × draw) per forward pass; None: all ``nb_samples`` copies in one pass.
+        :param batch_size: Rows (image × draw) per forward pass; None: all ``nb_samples`` copies in one pass (under
+            autograd: as many as ``memory_budget`` allows).
+        :param memory_budget: Bytes of autograd graph per block of draws when the output is differentiated (None:
+            :func:`art_adp.ensemble.default_memory_budget`, 512 MiB on a CPU).
         """
         super().__init__()
         if not callable(purifier):
@@ -62,6 +68,7 @@ class DefendedModel(torch.nn.Module):
         one_of("aggregate", aggregate, AGGREGATES)
         positive_int("nb_samples", nb_samples)
         positive_int("batch_size", batch_size, optional=True)
+        positive_int("memory_budget", memory_budget, optional=True)
         self.classifier = classifier
         if isinstance(purifier, ADPPurifier):
             self.score_model = purifier.score_model
@@ -69,6 +76,7 @@ class DefendedModel(torch.nn.Module):
         self.nb_samples = nb_samples
         self.aggregate = aggregate
         self.batch_size = batch_size
+        self.memory_budget = memory_budget
 
     @property
     def runs(self) -> int:
@@ -84,7 +92,13 @@ class DefendedModel(torch.nn.Module):
     @classmethod
     @renamed_kwargs(runs="nb_samples")
     def from_estimator(
-        cls, estimator, *, nb_samples: int = 10, aggregate: str = "softmax", batch_size: int | None = None
+        cls,
+        estimator,
+        *,
+        nb_samples: int = 10,
+        aggregate: str = "softmax",
+        batch_size: int | None = None,
+        memory_budget: int | None = None,
     ) -> "DefendedModel":
         """
         The defended model of an ART ``PyTorchClassifier``: its predict-time preprocessing defences, in order and
@@ -93,7 +107,8 @@ class DefendedModel(torch.nn.Module):
 
         :param estimator: ``PyTorchClassifier(..., preprocessing_defences=[ADPPurifier(...)])`` (PyTorch
             preprocessors only).
-        :param nb_samples, aggregate, batch_size: As in the constructor (``runs=`` is a deprecated alias).
+        :param nb_samples, aggregate, batch_size, memory_budget: As in the constructor (``runs=`` is a deprecated
+            alias).
         """
         found = defences(estimator)
         one = found[0] if len(found) == 1 else None
@@ -106,7 +121,18 @@ class DefendedModel(torch.nn.Module):
             nb_samples=nb_samples,
             aggregate=aggregate,
             batch_size=batch_size,
+            memory_budget=memory_budget,
         )
+
+    def generators(self) -> list[torch.Generator]:
+        """The ``torch.Generator`` objects of the purifier (of every defence of an estimator's chain)."""
+        if isinstance(self.purifier, PreprocessorPyTorch):
+            found = [self.purifier]
+        elif isinstance(self.purifier, functools.partial) and self.purifier.func is defend:
+            found = defences(self.purifier.args[0])
+        else:
+            found = []
+        return [g for g in (getattr(p, "generator", None) for p in found) if isinstance(g, torch.Generator)]
 
     def purify(self, x: torch.Tensor) -> torch.Tensor:
         """One independent purification of every row of ``x``."""
@@ -130,5 +156,12 @@ class DefendedModel(torch.nn.Module):
         """
         if not torch.is_floating_point(x) or x.ndim < 2:
             raise ValueError(f"x must be a floating-point N×C×H×W tensor, got {x.dtype} of shape {tuple(x.shape)}.")
-        draws = stack_draws(self.draw_logits, x, self.nb_samples, batch_size=self.batch_size)
+        draws = stack_draws(
+            self.draw_logits,
+            x,
+            self.nb_samples,
+            batch_size=self.batch_size,
+            memory_budget=self.memory_budget,
+            generators=self.generators(),
+        )
         return aggregate_draws(draws, self.aggregate)

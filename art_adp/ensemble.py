@@ -2,6 +2,11 @@
 stacked as ``draws × N`` rows, run in blocks of a row budget -- for ensemble predictions (:func:`aggregate_draws`,
 the paper's S-run ensemble, eq. 12) and for EOT gradients (:func:`eot_gradient`, the mean or the sign vote).
 
+Memory of EOT gradients is flat in the number of draws: the draws are run in blocks whose autograd graph fits
+``memory_budget`` bytes (each block's graph is measured as it is recorded, :class:`GraphMemory`), and each block's
+graph is freed before the next (:func:`eot_gradient`), or recomputed one block at a time in the backward pass
+(:func:`stack_draws` under autograd, e.g. :class:`~art_adp.DefendedModel` under torchattacks).
+
 Every attack of :mod:`art_adp.attacks`, :class:`~art_adp.EOTClassifier`, :class:`~art_adp.DefendedModel` and the
 evaluation compute logits with :func:`logits` and stack draws with :func:`blocks`, so they all see the same function
 of the input: ``model(standardise(defend(x)))``, in ART's order.
@@ -10,17 +15,22 @@ of the input: ``model(standardise(defend(x)))``, in ART's order.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
+import torch.utils.checkpoint
 from art.defences.preprocessor.preprocessor import Preprocessor, PreprocessorPyTorch
 
-from ._checks import one_of
+from ._checks import one_of, positive_int
 
 __all__ = [
     "AGGREGATES",
     "EOT_AGGREGATES",
     "EstimatorLogits",
+    "GraphMemory",
+    "RowBlocks",
+    "default_memory_budget",
     "aggregate_draws",
     "blocks",
     "defences",
@@ -33,6 +43,8 @@ __all__ = [
 
 AGGREGATES = ("softmax", "logits", "vote")
 EOT_AGGREGATES = ("mean", "sign")
+CPU_MEMORY_BUDGET = 512 * 2**20  # bytes of autograd graph per block on a CPU
+PROBE_ROWS = 16  # rows of the first block of a call, whose graph is measured to size the others
 
 
 # -- one function of the input: the estimator's whole preprocessing chain, then its model -----------------------------
@@ -109,6 +121,107 @@ class EstimatorLogits(torch.nn.Module):
 # -- draws stacked as draws × N rows, in blocks of a row budget ------------------------------------------------------
 
 
+def default_memory_budget(device: torch.device | str) -> int:
+    """
+    Bytes of autograd graph one block of draws may hold when ``memory_budget`` is None: 512 MiB on a CPU, a
+    quarter of the free memory of a CUDA device (at least 64 MiB).
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return max(free // 4, 64 * 2**20)
+    return CPU_MEMORY_BUDGET
+
+
+class GraphMemory:
+    """
+    Bytes of tensors saved for backward while the context is open (``torch.autograd.graph.saved_tensors_hooks``;
+    each storage counted once): the autograd graph a forward pass records, on any device. Tensors saved inside a
+    ``torch.utils.checkpoint`` region are not stored and not counted (e.g. ADPPurifier's
+    ``gradient_checkpointing=True`` keeps one batch per step, and that is what is counted). A lower bound of the
+    memory a block holds: the forward pass's transient tensors and the backward pass's gradients come on top (on
+    a CPU about 1.6× the count for a small convolutional score network).
+    """
+
+    def __init__(self) -> None:
+        self.nbytes = 0
+        self._seen: set[int] = set()
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
+
+    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        try:
+            storage = t.untyped_storage()
+            key, size = storage.data_ptr(), storage.nbytes()
+        except RuntimeError:  # sparse or otherwise storage-less tensors (NotImplementedError is one)
+            key, size = id(t), t.numel() * t.element_size()
+        if key not in self._seen:
+            self._seen.add(key)
+            self.nbytes += size
+        return t.detach()  # the tensor itself would tie the graph into a cycle that outlives a skipped backward
+
+    def __enter__(self) -> "GraphMemory":
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._hooks.__exit__(*exc)
+        self._seen.clear()
+
+
+def _unpack(t: torch.Tensor) -> torch.Tensor:
+    return t
+
+
+class RowBlocks:
+    """
+    Row ranges ``[a, b)`` of ``total`` stacked rows (row ``r`` is draw ``r // n`` of image ``r % n``), in order,
+    each block as large as ``memory_budget`` allows: the first block (at most :data:`PROBE_ROWS` rows) is measured
+    (:meth:`record`), the next ones hold ``memory_budget`` / (the largest graph bytes per row seen) rows, at most
+    ``batch_size``.
+
+    :param total: Rows in all (draws × images).
+    :param batch_size: Most rows per block (None: no cap but the memory budget).
+    :param memory_budget: Bytes of autograd graph per block (None: :func:`default_memory_budget` of ``device``).
+    :param device: Where the rows are computed.
+    """
+
+    def __init__(
+        self, total: int, *, batch_size: int | None, memory_budget: int | None, device: torch.device | str
+    ) -> None:
+        positive_int("batch_size", batch_size, optional=True)
+        positive_int("memory_budget", memory_budget, optional=True)
+        self.total = total
+        self.cap = max(1, total if batch_size is None else min(batch_size, total))
+        self.budget = default_memory_budget(device) if memory_budget is None else memory_budget
+        self.row_bytes: float | None = None
+
+    @property
+    def rows(self) -> int:
+        """Rows of the next block."""
+        if self.row_bytes is None:
+            return min(self.cap, PROBE_ROWS)
+        return max(1, min(self.cap, int(self.budget // max(self.row_bytes, 1.0))))
+
+    def record(self, rows: int, nbytes: int) -> None:
+        """A block of ``rows`` rows recorded ``nbytes`` bytes of graph (warns once if one row exceeds the budget)."""
+        per_row = nbytes / max(rows, 1)
+        if per_row > self.budget and (self.row_bytes is None or self.row_bytes <= self.budget):
+            warnings.warn(
+                f"one EOT draw of one image records {per_row / 2**20:.1f} MiB of autograd graph, more than "
+                f"memory_budget ({self.budget / 2**20:.1f} MiB): blocks of one row; set gradient_checkpointing=True "
+                "on the ADPPurifier (one batch stored per purification step) or raise memory_budget.",
+                stacklevel=3,
+            )
+        self.row_bytes = per_row if self.row_bytes is None else max(self.row_bytes, per_row)
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        a = 0
+        while a < self.total:
+            b = min(self.total, a + self.rows)
+            yield a, b
+            a = b
+
+
 def blocks(n: int, draws: int, batch_size: int | None = None) -> list[tuple[int, slice]]:
     """
     The ``draws × n`` stacked rows (row ``r`` is draw ``r // n`` of image ``r % n``) cut in order into blocks of at
@@ -130,21 +243,96 @@ def _stack(t: torch.Tensor, copies: int, images: slice) -> torch.Tensor:
     return t[images].repeat(copies, *([1] * (t.ndim - 1)))
 
 
+class _Replay:
+    """``fn`` whose generators replay, when it is called again (a checkpoint's recomputation), the states they had
+    on its first call, and are then put back where they were: the recomputed draws are the recorded ones."""
+
+    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor], generators: Sequence[torch.Generator]) -> None:
+        self.fn, self.generators = fn, list(generators)
+        self.states: list[torch.Tensor] | None = None
+
+    def __call__(self, rows: torch.Tensor) -> torch.Tensor:
+        if self.states is None:
+            self.states = [g.get_state() for g in self.generators]
+            return self.fn(rows)
+        after = [g.get_state() for g in self.generators]
+        for g, state in zip(self.generators, self.states):
+            g.set_state(state)
+        try:
+            return self.fn(rows)
+        finally:
+            for g, state in zip(self.generators, after):
+                g.set_state(state)
+
+
+def _stack_recorded(
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    draws: int,
+    *,
+    batch_size: int | None,
+    memory_budget: int | None,
+    generators: Sequence[torch.Generator],
+) -> torch.Tensor:
+    """:func:`stack_draws` under autograd: the first block recorded and measured; the rest, if all of it would not fit
+    ``memory_budget``, in checkpointed blocks of the budget's rows (recomputed one at a time in the backward pass,
+    with the generators replayed)."""
+    n = len(x)
+    plan = RowBlocks(n * draws, batch_size=batch_size, memory_budget=memory_budget, device=x.device)
+    parts, a, total = [], 0, n * draws
+    while a < total:
+        b = min(total, a + plan.rows)
+        rows = x[torch.arange(a, b, device=x.device) % n]
+        if plan.row_bytes is None:  # the measured block
+            with GraphMemory() as graph:
+                parts.append(fn(rows))
+            plan.record(b - a, graph.nbytes)
+            if graph.nbytes == 0:  # nothing is recorded (no input or parameter needs a gradient)
+                plan.row_bytes = 0.0
+        elif plan.row_bytes == 0 or plan.row_bytes * (total - a) <= plan.budget:
+            parts.append(fn(rows))
+        else:
+            replay = _Replay(fn, generators)
+            parts.append(torch.utils.checkpoint.checkpoint(replay, rows, use_reentrant=False, preserve_rng_state=True))
+        a = b
+    out = torch.cat(parts)
+    return out.view(draws, n, *out.shape[1:])
+
+
 def stack_draws(
-    fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, draws: int, *, batch_size: int | None = None
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    draws: int,
+    *,
+    batch_size: int | None = None,
+    memory_budget: int | None = None,
+    generators: Sequence[torch.Generator] = (),
 ) -> torch.Tensor:
     """
-    ``fn`` on ``draws`` stacked copies of ``x``, block by block (:func:`blocks`): one independent draw of a random
-    ``fn`` per row. Autograd flows when enabled.
+    ``fn`` on ``draws`` stacked copies of ``x``, block by block: one independent draw of a random ``fn`` per row.
+
+    Without autograd the blocks are :func:`blocks` of ``batch_size`` rows. Under autograd (``torch.is_grad_enabled``)
+    memory is kept flat in ``draws``: the first block (16 rows) is recorded and its graph measured
+    (:class:`GraphMemory`); if the other rows' graphs would not fit ``memory_budget``, they run in blocks of as
+    many rows as the budget allows, each under ``torch.utils.checkpoint``, so the backward pass recomputes one block
+    at a time (about one more forward pass of each such block). The recomputation replays each block's noise:
+    torch's global CPU and CUDA generators by the checkpoint itself, the ``generators`` given (e.g. an
+    ADPPurifier's ``generator``) by saving their states; the values and gradients are those of one block.
 
     :param fn: ``M×…`` → ``M×…`` per-row map (e.g. one purification and the classifier's logits).
     :param x: ``N×…`` inputs.
+    :param draws: Draws of every input.
+    :param batch_size: Most rows per pass (None: one pass without autograd, the memory budget's rows with it).
+    :param memory_budget: Bytes of autograd graph per block (None: :func:`default_memory_budget`).
+    :param generators: The ``torch.Generator`` objects ``fn`` draws from, replayed when a block is recomputed.
     :return: ``draws×N×…``: slice ``d`` is draw ``d`` of every input.
     """
     n = len(x)
     if n == 0:
         out = fn(x)
         return out.new_zeros(draws, *out.shape)
+    if torch.is_grad_enabled():
+        return _stack_recorded(fn, x, draws, batch_size=batch_size, memory_budget=memory_budget, generators=generators)
     parts = []
     for copies, images in blocks(n, draws, batch_size):
         out = fn(_stack(x, copies, images))
@@ -187,18 +375,32 @@ def eot_gradient(
     draws: int,
     *,
     batch_size: int | None = None,
+    memory_budget: int | None = None,
     aggregate: str = "mean",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """
-    EOT gradient of a loss over ``draws`` draws of a random ``fn``, the draws stacked and run block by block
-    (:func:`blocks`; one graph per block, freed before the next).
+    EOT gradient of a loss over ``draws`` draws of a random ``fn``, the draws stacked (row ``r`` is draw ``r // N``
+    of image ``r % N``) and run in order in blocks of rows (:class:`RowBlocks`): one backward pass per block, its
+    input gradients summed into the result and its graph freed before the next block, so memory is one block's
+    graph whatever ``draws``. The blocks' size comes from ``memory_budget``: the first block (16 rows) is measured
+    (:class:`GraphMemory`), the others hold as many rows as the budget allows, at most ``batch_size``.
+
+    The result is the unblocked computation's, to float rounding, for any ``batch_size`` and ``memory_budget``:
+    every row is the same draw of the same image, and the gradients are summed per image. The noise of draw ``k``
+    does not depend on the blocks when ``fn`` draws its noise for its rows in one call of ``torch.randn`` (as
+    ADP does: one ε per purification) on a CPU and one image has a multiple of 16 values (8×8, 28×28, 3×32×32):
+    torch's CPU normal sampler then gives the same numbers for consecutive calls as for one call over their
+    concatenation. Elsewhere (other sizes, CUDA's Philox offsets) the draws are other, equally distributed
+    independent draws: equal in distribution, not bitwise.
 
     :param fn: ``M×C×H×W`` → ``M×K`` logits, random (e.g. :func:`logits` of an estimator with an ADPPurifier).
     :param y: Labels of ``x`` (``N`` indices or ``N×K``), stacked with it.
     :param loss: ``(logits, labels) →`` per-example losses ``M``, or a batch loss (a scalar, ART's convention: with
         ``reduction="mean"`` (or no ``reduction``) the mean over the rows it is given, else their sum).
     :param draws: EOT draws k ≥ 1.
-    :param batch_size: Rows per forward pass (None: all draws in one).
+    :param batch_size: Most rows per forward pass (None: as many as ``memory_budget`` allows).
+    :param memory_budget: Bytes of autograd graph per block (None: :func:`default_memory_budget`, 512 MiB on a
+        CPU, a quarter of a GPU's free memory).
     :param aggregate: ``"mean"`` (mean of the k gradients; for a per-example loss the gradient of each example's
         expected loss, for a batch loss the mean of the k batch gradients) or ``"sign"`` (the authors' vote:
         mean of sign ∇_k per row).
@@ -208,22 +410,26 @@ def eot_gradient(
     one_of("aggregate", aggregate, EOT_AGGREGATES)
     n = len(x)
     grad, losses, batch = torch.zeros_like(x), x.new_zeros(n), None
-    for copies, images in blocks(n, draws, batch_size):
-        rows = _stack(x.detach(), copies, images).requires_grad_(True)
-        with torch.enable_grad():
-            lk = loss(fn(rows), _stack(y, copies, images))
+    plan = RowBlocks(n * draws, batch_size=batch_size, memory_budget=memory_budget, device=x.device)
+    for a, b in plan:
+        idx = torch.arange(a, b, device=x.device) % n
+        rows = x.detach()[idx].requires_grad_(True)
+        with torch.enable_grad(), GraphMemory() as graph:
+            lk = loss(fn(rows), y[idx])
             if lk.ndim == 0:  # a batch loss: "mean" averages these rows, so weigh it by their share of a copy
                 objective = lk * (len(rows) / n) if getattr(loss, "reduction", "mean") == "mean" else lk
             else:
                 objective = lk.sum()
+        plan.record(len(rows), graph.nbytes)
+        with torch.enable_grad():
             (g,) = torch.autograd.grad(objective, rows, allow_unused=True)
         if g is not None:
-            g = g.view(copies, -1, *x.shape[1:])
-            grad[images] += g.sign().sum(0) if aggregate == "sign" else g.sum(0)
+            grad.index_add_(0, idx, g.sign() if aggregate == "sign" else g)
         if lk.ndim == 0:
             batch = objective.detach() if batch is None else batch + objective.detach()
         else:
-            losses[images] += lk.detach().view(copies, -1).sum(0)
+            losses.index_add_(0, idx, lk.detach())
+        del lk, objective, g, rows  # the block's graph goes before the next block is recorded
     return grad / draws, (losses if batch is None else batch) / draws
 
 

@@ -10,7 +10,7 @@ from art.estimators.classification import PyTorchClassifier
 
 from ._checks import one_of, positive_int, renamed_kwargs, take_renamed, warn_renamed_attribute
 from .defended import DefendedModel
-from .ensemble import AGGREGATES, aggregate_draws, blocks, eot_gradient, eot_loss, stack_draws
+from .ensemble import AGGREGATES, GraphMemory, RowBlocks, aggregate_draws, eot_gradient, eot_loss, stack_draws
 
 __all__ = ["EOTClassifier"]
 
@@ -43,7 +43,8 @@ class EOTClassifier(PyTorchClassifier):
       ``"full"``).
 
     The draws of a batch are stacked into ``nb × N`` rows and run in blocks of at most ``batch_size`` rows
-    (:mod:`art_adp.ensemble`), so memory is bounded whatever ``N`` and the number of draws. One draw is the wrapped
+    (:mod:`art_adp.ensemble`); gradients run in blocks whose autograd graph fits ``memory_budget`` bytes, one
+    backward pass per block, so memory is bounded whatever ``N`` and the number of draws. One draw is the wrapped
     classifier's whole chain -- its defences, then its standardisation ``preprocessing=(mean, std)``, then its
     model, as ART applies them. It is a :class:`PyTorchClassifier` whose ``model`` is
     ``DefendedModel.from_estimator(classifier)`` (``nb_samples = eot_samples``): ART attacks that dispatch on the
@@ -63,6 +64,7 @@ class EOTClassifier(PyTorchClassifier):
         "eot_samples",
         "aggregate",
         "batch_size",
+        "memory_budget",
     ]
 
     @renamed_kwargs(**RENAMED)
@@ -74,6 +76,7 @@ class EOTClassifier(PyTorchClassifier):
         aggregate: str = "softmax",
         batch_size: int = 512,
         loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+        memory_budget: int | None = None,
     ) -> None:
         """
         :param classifier: An ART :class:`PyTorchClassifier` whose preprocessing defences are random PyTorch
@@ -88,6 +91,9 @@ class EOTClassifier(PyTorchClassifier):
             :meth:`loss_gradient` each example's EOT gradient and :meth:`compute_loss` each example's loss averaged
             over ``eot_samples`` draws (what ART's APGD with ``loss_type=None`` compares). Default: the
             classifier's loss.
+        :param memory_budget: Bytes of autograd graph per block of draws in the gradients (None:
+            :func:`art_adp.ensemble.default_memory_budget`, 512 MiB on a CPU, a quarter of a GPU's free memory);
+            ``batch_size`` caps the block's rows as well.
         """
         if not isinstance(classifier, PyTorchClassifier):
             raise ValueError(f"classifier must be an ART PyTorchClassifier, got {type(classifier).__name__}.")
@@ -100,8 +106,13 @@ class EOTClassifier(PyTorchClassifier):
         _check_eot_params(nb_samples, eot_samples, aggregate, batch_size)
         if loss is not None and not callable(loss):
             raise ValueError(f"loss must be a callable (logits, labels) -> losses or None, got {type(loss).__name__}.")
+        positive_int("memory_budget", memory_budget, optional=True)
         model = DefendedModel.from_estimator(
-            classifier, nb_samples=eot_samples, aggregate="softmax" if aggregate == "vote" else aggregate
+            classifier,
+            nb_samples=eot_samples,
+            aggregate="softmax" if aggregate == "vote" else aggregate,
+            batch_size=batch_size,
+            memory_budget=memory_budget,
         )
         super().__init__(
             model=model,
@@ -116,6 +127,7 @@ class EOTClassifier(PyTorchClassifier):
         self.nb_samples = nb_samples
         self.aggregate = aggregate
         self.batch_size = batch_size
+        self.memory_budget = memory_budget
         self._per_example = loss is not None
 
     @property
@@ -147,6 +159,9 @@ class EOTClassifier(PyTorchClassifier):
         super()._check_params()
         if hasattr(self, "batch_size"):  # ART's constructor checks before this class has set its own
             _check_eot_params(self.nb_samples, self.eot_samples, self.aggregate, self.batch_size)
+        if hasattr(self, "memory_budget"):  # set_params reaches the defended model's blocks too
+            positive_int("memory_budget", self.memory_budget, optional=True)
+            self.model.batch_size, self.model.memory_budget = self.batch_size, self.memory_budget
 
     # -- inputs ---------------------------------------------------------------------------------------------
 
@@ -221,7 +236,13 @@ class EOTClassifier(PyTorchClassifier):
         y_t = self._labels(y, len(x_t))
         self._model.eval()
         grads, _ = eot_gradient(
-            self.model.draw_logits, x_t, y_t, self._loss, self.eot_samples, batch_size=self.batch_size
+            self.model.draw_logits,
+            x_t,
+            y_t,
+            self._loss,
+            self.eot_samples,
+            batch_size=self.batch_size,
+            memory_budget=self.memory_budget,
         )
         return grads.to(x.device, x.dtype) if isinstance(x, torch.Tensor) else grads.cpu().numpy()
 
@@ -263,7 +284,7 @@ class EOTClassifier(PyTorchClassifier):
         :param label: ``None`` (every class), one class index, or one index per input.
         :return: ``N×K×C×H×W`` (``label=None``) or ``N×1×C×H×W`` gradients.
         """
-        x_t = self._inputs(x).detach().requires_grad_(True)
+        x_t = self._inputs(x)
         n = len(x_t)
         if label is None:
             classes: list[int | torch.Tensor] = list(range(self.nb_classes))
@@ -284,17 +305,26 @@ class EOTClassifier(PyTorchClassifier):
             classes = [torch.as_tensor(per_input, device=self._device)]
         grads = torch.zeros(n, len(classes), *x_t.shape[1:], device=self._device)
         self._model.eval()
-        for copies, images in blocks(n, self.eot_samples, self.batch_size):
-            logits = self.model.draw_logits(x_t[images].repeat(copies, *([1] * (x_t.ndim - 1))))
+        plan = RowBlocks(
+            n * self.eot_samples, batch_size=self.batch_size, memory_budget=self.memory_budget, device=self._device
+        )
+        for a, b in plan:  # one block's graph at a time, freed before the next
+            idx = torch.arange(a, b, device=self._device) % n
+            rows = x_t.detach()[idx].requires_grad_(True)
+            with torch.enable_grad(), GraphMemory() as graph:
+                logits = self.model.draw_logits(rows)
+            plan.record(b - a, graph.nbytes)
             for k, c in enumerate(classes):
-                picked = logits[:, c] if isinstance(c, int) else logits.gather(1, c[images].repeat(copies)[:, None])
-                (g,) = torch.autograd.grad(picked.sum(), x_t, retain_graph=k + 1 < len(classes), allow_unused=True)
+                picked = logits[:, c] if isinstance(c, int) else logits.gather(1, c[idx][:, None])
+                (g,) = torch.autograd.grad(picked.sum(), rows, retain_graph=k + 1 < len(classes), allow_unused=True)
                 if g is not None:
-                    grads[:, k] += g / self.eot_samples
+                    grads[:, k].index_add_(0, idx, g / self.eot_samples)
+            del logits, rows
         return grads.cpu().numpy()
 
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(classifier={self.classifier!r}, nb_samples={self.nb_samples}, "
-            f"eot_samples={self.eot_samples}, aggregate={self.aggregate!r}, batch_size={self.batch_size})"
+            f"eot_samples={self.eot_samples}, aggregate={self.aggregate!r}, batch_size={self.batch_size}, "
+            f"memory_budget={self.memory_budget})"
         )

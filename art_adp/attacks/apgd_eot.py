@@ -39,6 +39,8 @@ class APGDEOT(EvasionAttack):
     :param losses: Losses run in turn, from ``("ce", "dlr")``.
     :param gradient: ``"full"`` (through purification) or ``"bpda"``.
     :param batch_size: Images per forward pass (examples × EOT copies).
+    :param memory_budget: Bytes of autograd graph per block of EOT draws (None:
+        :func:`art_adp.ensemble.default_memory_budget`): memory does not grow with ``eot_samples``.
     :param seed: Seed of APGD's random start (ART draws it from numpy's global generator; it is seeded inside a
         saved-and-restored state, so the caller's numpy state is left as it was), or None to use that generator as
         it is. Purification noise comes from the purifiers' ``generator``.
@@ -54,6 +56,7 @@ class APGDEOT(EvasionAttack):
         "losses",
         "gradient",
         "batch_size",
+        "memory_budget",
         "seed",
         "verbose",
     ]
@@ -71,6 +74,7 @@ class APGDEOT(EvasionAttack):
         losses: tuple[str, ...] = ("ce", "dlr"),
         gradient: str = "full",
         batch_size: int = 512,
+        memory_budget: int | None = None,
         seed: int | None = 0,
         verbose: bool = False,
     ) -> None:
@@ -83,6 +87,7 @@ class APGDEOT(EvasionAttack):
         self.losses = tuple(losses)
         self.gradient = gradient
         self.batch_size = batch_size
+        self.memory_budget = memory_budget
         self.seed = seed
         self.verbose = verbose
         self._check_params()
@@ -95,6 +100,7 @@ class APGDEOT(EvasionAttack):
         one_of("gradient", self.gradient, GRADIENTS)
         for name in ("max_iter", "eot_samples", "batch_size"):
             positive_int(name, getattr(self, name))
+        positive_int("memory_budget", self.memory_budget, optional=True)
 
     def generate(self, x: np.ndarray, y: np.ndarray | None = None, **kwargs) -> np.ndarray:
         """
@@ -121,6 +127,7 @@ class APGDEOT(EvasionAttack):
                         eot_samples=self.eot_samples,
                         batch_size=self.batch_size,
                         loss=LOSSES[name],
+                        memory_budget=self.memory_budget,
                     )
                     apgd = AutoProjectedGradientDescent(
                         view,

@@ -23,7 +23,8 @@ class PGDEOT(IterativeAttack):
     - ``"full"``: autograd through every purification step, the injected noise and the adaptive step sizes (the
       white-box attack of Croce et al. 2022). Other PyTorch preprocessors are differentiated as they are (which is
       how a gradient-masking defence shows up: see :mod:`art_adp.apps.evaluation.sanity`). Memory grows with
-      ``batch_size`` × purification steps.
+      the rows of a block × purification steps; the draws run in blocks whose graph fits ``memory_budget``, so it
+      does not grow with ``eot_samples`` (:func:`art_adp.ensemble.eot_gradient`).
     - ``"bpda"``: the classifier's gradient at each purified point, f_θ's backward pass the identity (BPDA,
       Athalye et al. 2018) -- the paper's "BPDA+EOT".
 
@@ -41,9 +42,11 @@ class PGDEOT(IterativeAttack):
         authors' code: a vote, Σ_k sign ∇_k).
     :param norm, eps, eps_step, max_iter, batch_size, verbose: As in :class:`~art_adp.attacks.ClassifierPGD`;
         ``batch_size`` counts images per forward pass (examples × EOT copies).
+    :param memory_budget: Bytes of autograd graph per block of EOT draws (None:
+        :func:`art_adp.ensemble.default_memory_budget`, 512 MiB on a CPU, a quarter of a GPU's free memory).
     """
 
-    attack_params = IterativeAttack.attack_params + ["gradient", "eot_samples", "aggregate"]
+    attack_params = IterativeAttack.attack_params + ["gradient", "eot_samples", "aggregate", "memory_budget"]
 
     def __init__(
         self,
@@ -57,9 +60,11 @@ class PGDEOT(IterativeAttack):
         eot_samples: int = 15,
         aggregate: str = "mean",
         batch_size: int = 512,
+        memory_budget: int | None = None,
         verbose: bool = False,
     ) -> None:
         self.gradient = gradient
+        self.memory_budget = memory_budget
         self.eot_samples = eot_samples
         self.aggregate = aggregate
         super().__init__(
@@ -76,6 +81,7 @@ class PGDEOT(IterativeAttack):
         one_of("gradient", self.gradient, GRADIENTS)
         positive_int("eot_samples", self.eot_samples)
         one_of("aggregate", self.aggregate, AGGREGATES)
+        positive_int("memory_budget", self.memory_budget, optional=True)
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         g, _ = eot_gradient(
@@ -85,6 +91,7 @@ class PGDEOT(IterativeAttack):
             cross_entropy,
             self.eot_samples,
             batch_size=self.batch_size,
+            memory_budget=self.memory_budget,
             aggregate=self.aggregate,
         )
         return normalize(g, self.norm)

@@ -26,7 +26,7 @@ from art.estimators.classification import PyTorchClassifier
 
 from ...attacks._core import purifiers
 from ...attacks.registry import REGISTRY
-from ...ensemble import logits
+from ...ensemble import GraphMemory, default_memory_budget, logits
 from ...eot import EOTClassifier
 from ...runs import distributed
 from ...runs.seeds import derive_seed
@@ -282,7 +282,7 @@ def unit_settings(setting: Setting, attack: str, c: EvalConfig, common: dict) ->
 
 def _probe(estimator: PyTorchClassifier, x: np.ndarray, c: EvalConfig) -> dict:
     """Seconds per image of one defended forward pass (no gradient) and of one full-gradient forward+backward pass,
-    timed on a batch of the real inputs."""
+    timed on a batch of the real inputs, and the bytes of autograd graph per image of the latter."""
     from ...attacks._core import gradient_mode
 
     dev = estimator.device
@@ -306,12 +306,24 @@ def _probe(estimator: PyTorchClassifier, x: np.ndarray, c: EvalConfig) -> dict:
     t = time.perf_counter()
     with gradient_mode(estimator, "full"), torch.enable_grad():
         xg = xf.clone().requires_grad_(True)
-        out = logits(estimator, xg)
+        with GraphMemory() as graph:
+            out = logits(estimator, xg)
         if out.requires_grad:
             out.sum().backward()
     sync()
     full = (time.perf_counter() - t) / len(xf)
-    return {"rows": rows, "forward": forward, "full": max(full, forward)}
+    return {"rows": rows, "forward": forward, "full": max(full, forward), "graph_row_bytes": graph.nbytes / len(xf)}
+
+
+def sanity_cost(units: Sequence[tuple[Setting, str, np.ndarray]], c: EvalConfig, probe: dict, dev) -> dict:
+    """The sanity checks' share of ``units``: estimated seconds, and the autograd graph their gradient attacks hold
+    at a time (one block of EOT draws: examples × draws rows, at most ``batch_size`` and the memory budget's)."""
+    mine = [u for u in units if u[0].name.startswith("sanity")]
+    budget = default_memory_budget(dev)
+    row = max(probe["graph_row_bytes"], 1.0)
+    draws = max([getattr(config_for(s, c), white_box_fields(a)[1], 1) for s, a, _ in mine if a != "flags"] or [1])
+    rows = min(c.batch_size, c.chunk_size * draws, max(1, int(budget // row)))
+    return {"seconds": estimate(mine, c, probe), "rows": rows, "graph_bytes": rows * row, "budget": budget}
 
 
 def _unit_cost(setting: Setting, attack: str, c: EvalConfig, probe: dict) -> float:
@@ -326,6 +338,15 @@ def _unit_cost(setting: Setting, attack: str, c: EvalConfig, probe: dict) -> flo
     else:
         attack_cost = REGISTRY[attack].cost(cs.budget(attack), f, b)
     return attack_cost + judge
+
+
+def _peak_rss() -> float:
+    """This process's peak resident memory so far, in bytes (0 where ``resource`` is missing)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0.0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0
 
 
 def _duration(seconds: float) -> str:
@@ -483,6 +504,7 @@ def evaluate(
         for p, _, generator in saved:
             p.set_params(generator=generator)
         est_seconds = estimate(pending, config, probe) / world
+        sanity = sanity_cost(pending, config, probe, dev)
         order = list(PRESETS)  # paper, croce (APGD only), smoke (CI-sized)
         smaller = order[order.index(config.preset_name) + 1 :] if config.preset_name in order else order
         log(
@@ -492,10 +514,18 @@ def evaluate(
             f"full gradient, batches of {probe['rows']}). Smaller: "
             + "".join(f"--preset {name}, " for name in smaller)
             + "--n-examples N, or per-attack flags (e.g. --spsa-samples 128)."
+            + (
+                f" Sanity checks: about {_duration(sanity['seconds'] / world)} of it; their gradient attacks hold "
+                f"about {sanity['graph_bytes'] / 2**20:.0f} MiB of autograd graph at a time (blocks of "
+                f"{sanity['rows']} image-draws, memory budget {sanity['budget'] / 2**20:.0f} MiB), on top of this "
+                f"process's {_peak_rss() / 2**20:.0f} MiB (--no-sanity skips them)."
+                if sanity["seconds"] > 0
+                else ""
+            )
         )
     if estimate_only:
         distributed.finish()
-        return {"estimate_seconds": est_seconds}
+        return {"estimate_seconds": est_seconds, "sanity": sanity}
     if rank == 0:
         save_settings(stored_path, {digests[k]: v for k, v in expected.items()})
     distributed.barrier()
@@ -536,8 +566,14 @@ def evaluate(
         estimate_seconds=est_seconds,
     )
     scores = {f"score model {i}": d.score_model for i, d in enumerate(defences) if isinstance(d, ADPPurifier)}
-    models = {"classifier": classifier, **scores, **{f"baseline {k}": m for k, m in baselines.items() if k != "undefended"}}
-    result["provenance"] = provenance(wall_time_s=time.perf_counter() - called, device=dev, models=models)  # this call's
+    models = {
+        "classifier": classifier,
+        **scores,
+        **{f"baseline {k}": m for k, m in baselines.items() if k != "undefended"},
+    }
+    result["provenance"] = provenance(
+        wall_time_s=time.perf_counter() - called, device=dev, models=models
+    )  # this call's
     report.write(result, run_dir, log=log)
     distributed.finish()
     return result
