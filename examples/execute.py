@@ -1,7 +1,10 @@
 """Run an example notebook top to bottom with its parameters overridden, papermill-style, on nbclient alone.
 
-    python examples/execute.py examples/01_quickstart.ipynb -p N_EXAMPLES=20 -p FIGURE_DIR='"docs"' \
-        --cwd . --output runs/notebooks/01_quickstart.ipynb
+    python examples/execute.py examples/01_quickstart.ipynb -p N_EXAMPLES=20 --output runs/notebooks/01_quickstart.ipynb
+
+(from the repository root). The kernel runs in the notebook's folder, as in Jupyter, so the notebooks' relative
+paths (``MODEL_DIR = "../runs/demo"``, ``FIGURE_DIR = "../docs"``) mean the same in both; ``--cwd`` moves it
+elsewhere (relative paths then start there), and the notebook's folder stays importable (``_common.py``).
 
 Each notebook has one code cell tagged ``parameters``; the overrides go into a new cell right after it (tagged
 ``injected-parameters``), so the notebook reads them as if they had been typed there. Values are Python literals
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import time
 from pathlib import Path
 
@@ -22,20 +26,28 @@ from nbclient import NotebookClient
 
 def inject_parameters(nb: nbformat.NotebookNode, parameters: dict) -> nbformat.NotebookNode:
     """Insert ``NAME = value`` lines after the cell tagged ``parameters`` (a ValueError if there is none)."""
-    index = next((i for i, cell in enumerate(nb.cells) if "parameters" in cell.get("metadata", {}).get("tags", [])),
-                 None)
+    index = next(
+        (i for i, cell in enumerate(nb.cells) if "parameters" in cell.get("metadata", {}).get("tags", [])), None
+    )
     if index is None:
         raise ValueError("the notebook has no cell tagged 'parameters'; tag one (View > Cell Toolbar > Tags).")
     if parameters:
         source = "# Parameters injected by examples/execute.py\n" + "".join(
-            f"{name} = {value!r}\n" for name, value in parameters.items())
+            f"{name} = {value!r}\n" for name, value in parameters.items()
+        )
         cell = nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]})
         nb.cells.insert(index + 1, cell)
     return nb
 
 
-def execute(path: str | Path, parameters: dict | None = None, *, cwd: str | Path | None = None,
-            timeout: int = 600, output: str | Path | None = None) -> tuple[nbformat.NotebookNode, float]:
+def execute(
+    path: str | Path,
+    parameters: dict | None = None,
+    *,
+    cwd: str | Path | None = None,
+    timeout: int = 600,
+    output: str | Path | None = None,
+) -> tuple[nbformat.NotebookNode, float]:
     """
     Execute a notebook with parameters.
 
@@ -48,11 +60,17 @@ def execute(path: str | Path, parameters: dict | None = None, *, cwd: str | Path
     """
     path = Path(path)
     nb = inject_parameters(nbformat.read(path, as_version=4), dict(parameters or {}))
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(cwd if cwd is not None else path.parent)}})
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(cwd if cwd is not None else path.parent)}},
+    )
+    # the kernel imports examples/_common.py from the notebook's folder wherever it runs
+    pythonpath = os.pathsep.join(filter(None, [str(path.resolve().parent), os.environ.get("PYTHONPATH")]))
     start = time.perf_counter()
     try:
-        client.execute()
+        client.execute(env={**os.environ, "PYTHONPATH": pythonpath})
     finally:  # the executed notebook, with the traceback of a failing cell
         if output is not None:
             Path(output).parent.mkdir(parents=True, exist_ok=True)
