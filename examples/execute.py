@@ -56,7 +56,9 @@ def execute(
     :param cwd: Working directory of the kernel (default: the notebook's folder).
     :param timeout: Seconds allowed per cell.
     :param output: Where to write the executed notebook (default: nowhere).
-    :return: The executed notebook and its wall time in seconds.
+    :return: The executed notebook and its wall time in seconds. Its metadata ``art_adp_execution`` records the
+        overrides, the wall time, the start time (UTC), the machine (CPU count, torch threads, load averages before
+        and after) and the git commit, for pages rendered from it (``examples/render_notebooks_doc.py``).
     """
     path = Path(path)
     nb = inject_parameters(nbformat.read(path, as_version=4), dict(parameters or {}))
@@ -68,14 +70,55 @@ def execute(
     )
     # the kernel imports examples/_common.py from the notebook's folder wherever it runs
     pythonpath = os.pathsep.join(filter(None, [str(path.resolve().parent), os.environ.get("PYTHONPATH")]))
+    record = {
+        "notebook": path.name,
+        "parameters": dict(parameters or {}),
+        "started_utc": _utc_now(),
+        "cpu_count": os.cpu_count(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "loadavg_before": _loadavg(),
+        "commit": _commit(path.parent),
+    }
     start = time.perf_counter()
     try:
         client.execute(env={**os.environ, "PYTHONPATH": pythonpath})
     finally:  # the executed notebook, with the traceback of a failing cell
+        record.update(wall_s=round(time.perf_counter() - start, 1), loadavg_after=_loadavg())
+        nb.metadata["art_adp_execution"] = record
         if output is not None:
             Path(output).parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(nb, output)
     return nb, time.perf_counter() - start
+
+
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _loadavg() -> list | None:
+    """The 1-, 5- and 15-minute load averages (None where the platform has none)."""
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+def _commit(folder: Path) -> str | None:
+    """The git commit of the checkout (with "+dirty" when it has changes), or None outside git."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def _literal(text: str):
