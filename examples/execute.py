@@ -19,6 +19,7 @@ import ast
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbclient import NotebookClient
@@ -70,7 +71,7 @@ def execute(
     )
     # the kernel imports examples/_common.py from the notebook's folder wherever it runs
     pythonpath = os.pathsep.join(filter(None, [str(path.resolve().parent), os.environ.get("PYTHONPATH")]))
-    record = {
+    record: dict[str, Any] = {
         "notebook": path.name,
         "parameters": dict(parameters or {}),
         "started_utc": _utc_now(),
