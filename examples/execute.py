@@ -105,13 +105,13 @@ def _loadavg() -> list | None:
 
 
 def _commit(folder: Path) -> str | None:
-    """The git commit of the checkout (with "+dirty" when it has changes), or None outside git."""
+    """The git commit of the checkout (with "+dirty" when art_adp/ or examples/ has changes), or None outside git."""
     import subprocess  # pylint: disable=import-outside-toplevel
 
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True, check=True)
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ":/art_adp", ":/examples"],
             cwd=folder,
             capture_output=True,
             text=True,
