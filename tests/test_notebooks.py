@@ -178,3 +178,17 @@ def test_run_folder_is_keyed_by_settings_and_data(tmp_path):
     assert common.run_folder(tmp_path, {**settings, "eps": 0.2}) != folder
     other_data = {**settings, "data": common.array_digest(np.zeros((3, 2), np.float32))}  # same bytes, other shape
     assert common.run_folder(tmp_path, other_data) != folder
+
+
+def test_notebooks_page_is_rendered_from_its_record():
+    """docs/notebooks.md is examples/render_notebooks_doc.py's rendering of docs/notebooks.json, one section per
+    notebook, and every figure it shows is in docs/."""
+    spec = importlib.util.spec_from_file_location("render_notebooks_doc", EXAMPLES / "render_notebooks_doc.py")
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+    record = json.loads((ROOT / "docs" / "notebooks.json").read_text())
+    assert (ROOT / "docs" / "notebooks.md").read_text() == render.render(record), "run examples/render_notebooks_doc.py"
+    assert [e["name"] for e in record] == [p.stem for p in NOTEBOOKS]
+    for entry in record:
+        assert all((ROOT / "docs" / name).is_file() for name in entry["figures"]), entry["figures"]
+        assert "notebook wall time" in entry["output"]  # a complete run: its last cell printed
