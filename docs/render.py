@@ -225,6 +225,24 @@ def preprocessing_chain(path: str) -> str:
                       source(path, result)])
 
 
+def eot_memory(path: str) -> str:
+    """Peak resident memory of one `art-adp evaluate` process against the EOT draws, before and after blocking."""
+    result = load(path)
+    out = []
+    for part in result["parts"]:
+        runs = [r for r in part["runs"] if "eot" in r]
+        if not runs:
+            out += [f"With the sanity checks on (`{r['command']}`): peak {r['peak_rss_mib']:,} MiB, {r['wall_s']:.0f} s."
+                    for r in part["runs"]]
+            continue
+        eots = sorted({r["eot"] for r in runs})
+        rows = [[f"{tree} ({part['trees'][tree]['commit'][:7]})",
+                 *(f"{next(r['peak_rss_mib'] for r in runs if r['tree'] == tree and r['eot'] == k):,}" for k in eots)]
+                for tree in part["trees"]]
+        out += [f"`{part['command']}`:", "", *table(["peak RSS (MiB)", *(f"EOT {k}" for k in eots)], rows), ""]
+    return "\n".join([*out, "", source(path, result)])
+
+
 def train_speed(path: str) -> str:
     result = load(path)
     rows = [[r["mode"], r["ngf"], r["batch_size"], f"{r['samples_per_s']:,.1f}", f"{r['tflops_per_s']:.3f}",
@@ -232,6 +250,33 @@ def train_speed(path: str) -> str:
             for r in result["results"] if r["status"] == "ok"]
     head = ["mode", "ngf", "batch", "samples/s", "TFLOP/s", "peak GPU memory (GiB)"]
     return "\n".join([f"{result['network']}.", "", *table(head, rows), "", source(path, result)])
+
+
+def compression(path: str) -> str:
+    """docs/compression.md: the pooled settings table and the rank correlations of each run and of the pool."""
+    pooled = load(path)
+    runs = [load(r["file"]) for r in pooled["runs"]]
+    rows = [[s["score"], f"{s['sigma']:g}", s["steps"], f"{s['compression_rate']['median']:.3f}",
+             f"{s['fixed_clean_accuracy']:.3f} ({round(s['fixed_clean_accuracy'] * s['n'])}/{s['n']})",
+             f"{s['fixed_attack_accuracy']:.3f} ({round(s['fixed_attack_accuracy'] * s['n'])}/{s['n']})"]
+            for s in pooled["settings"]]
+
+    def rho(r: dict) -> str:
+        return f"ρ = {r['rho']:+.2f}".replace("+-", "−").replace("-", "−") + (f", p = {r['p_value']:.2f}" if "p_value" in r else "")
+
+    results = [*runs, pooled]
+    corr = [["all settings: rate vs attack accuracy", *(rho(r["spearman"]) for r in results)],
+            ["all settings: rate vs attack / clean accuracy", *(rho(r["spearman_retained"]) for r in results)]]
+    for key, within in pooled["spearman_within_sigma"].items():
+        corr.append([f"within {key.replace('sigma=', 'σ = ')} (T = {', '.join(map(str, within['steps']))}; "
+                     f"{within['nb_points']} points)", *(rho(r["spearman_within_sigma"][key]) for r in results)])
+    heads = ["", *(f"run {i + 1} (images {r.get('first_example') or 0}–{(r.get('first_example') or 0) + r['n_examples'] - 1})"
+                   for i, r in enumerate(pooled["runs"])), f"pooled ({pooled['n_examples']} images)"]
+    return "\n".join([
+        *table(["score", "σ", "T", "compression rate (median)", "fixed-noise clean", "fixed-noise attack"], rows), "",
+        f"Spearman's ρ over {len(pooled['settings'])} settings (within-σ rows: only ρ, 3 or 4 points):", "",
+        *table(heads, corr), "", *(source(r["file"], run) for r, run in zip(pooled["runs"], runs)), source(path, pooled),
+    ])
 
 
 def upstream_notebook(path: str) -> str:
@@ -262,9 +307,26 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "memory": ("benchmarks/results/memory.json", memory),
     "memory-chunks": ("benchmarks/results/memory_chunks.json", memory_chunks),
     "preprocessing-chain": ("benchmarks/results/preprocessing_chain.json", preprocessing_chain),
+    "compression": ("benchmarks/results/compression_vs_fixed_attack_pooled.json", compression),
     "upstream-notebook": ("upstream/results/notebook.json", upstream_notebook),
+    "eot-memory": ("benchmarks/results/eot_memory.json", eot_memory),
     "train-speed": ("benchmarks/results/train_speed_cpu.json", train_speed),
 }
+
+
+def notebooks_page() -> str:
+    """docs/notebooks.md as a whole: what the executed notebooks printed, collected into docs/notebooks.json by
+    ``examples/render_notebooks_doc.py`` (which executes nothing itself; ``examples/execute.py`` runs them)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("render_notebooks_doc", ROOT / "examples" / "render_notebooks_doc.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.render(json.loads((ROOT / "docs" / "notebooks.json").read_text(encoding="utf-8")))
+
+
+# Pages rendered whole (their record is a list of per-notebook executions, each with commit, wall time and load).
+WHOLE_PAGES: dict[str, Callable[[], str]] = {"docs/notebooks.md": notebooks_page}
 
 
 def render(name: str) -> str:
@@ -289,12 +351,17 @@ def stale_blocks(text: str) -> list[str]:
 
 
 def stale() -> list[str]:
-    """Every block, in every page, that differs from its rendering (``page: name``)."""
-    return [f"{page.relative_to(ROOT)}: {name}" for page in pages() for name in stale_blocks(page.read_text("utf-8"))]
+    """Every block, in every page, that differs from its rendering (``page: name``), and every whole page."""
+    out = [f"{page.relative_to(ROOT)}: {name}" for page in pages() for name in stale_blocks(page.read_text("utf-8"))]
+    return out + [f"{p}: the whole page" for p, fn in WHOLE_PAGES.items() if (ROOT / p).read_text("utf-8") != fn()]
 
 
 def write() -> list[str]:
     changed = []
+    for p, fn in WHOLE_PAGES.items():
+        if (ROOT / p).read_text("utf-8") != fn():
+            (ROOT / p).write_text(fn(), encoding="utf-8")
+            changed.append(p)
     for page in pages():
         text = page.read_text(encoding="utf-8")
         new = BLOCK.sub(lambda m: m["indent"] + m[2] + indented(m["name"], m["indent"]) + m[5], text)
