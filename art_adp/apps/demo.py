@@ -168,7 +168,8 @@ def run_demo(
     elapsed = time.perf_counter() - start
 
     description = [
-        f"Threat model: l_inf eps = {c.eps:g}, PGD {c.pgd_steps} steps of {eps_step:.4g} (ART ProjectedGradientDescent)",
+        f"Threat model: l_inf eps = {c.eps:g}, PGD {c.pgd_steps} steps of {eps_step:.4g} "
+        "(ART ProjectedGradientDescent)",
         f"Defence: {purifier.describe()}, S = {c.runs} runs averaged",
         f"Data: sklearn digits, {len(x_test)} test images; score model NCSNv2(ngf={c.ngf}), "
         f"{c.score_iterations} DSM steps of {c.score_batch_size}; classifier DigitsCNN",

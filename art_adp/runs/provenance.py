@@ -25,12 +25,17 @@ _PACKAGE = Path(__file__).resolve().parents[1]
 
 
 def code_version() -> str:
-    """``art-adp <version>`` and, in a git checkout, ``git describe --always --dirty`` of it (e.g. ``be63ae8-dirty``)."""
+    """``art-adp <version>`` and, in a git checkout, ``git describe --always --dirty`` (e.g. ``be63ae8-dirty``)."""
     from .. import __version__
 
     try:
         described = subprocess.run(
-            ["git", "describe", "--always", "--dirty"], cwd=_PACKAGE, capture_output=True, text=True, timeout=10, check=True
+            ["git", "describe", "--always", "--dirty"],
+            cwd=_PACKAGE,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         described = ""
@@ -68,7 +73,8 @@ def provenance(
         head = ["art-adp"] if program in ("art-adp", "__main__.py") else ["python", sys.argv[0]]
         command = shlex.join([*head, *sys.argv[1:]])
     hashes = {
-        name: module_sha256(m) if isinstance(m, torch.nn.Module) else file_sha256(m) for name, m in (models or {}).items()
+        name: module_sha256(m) if isinstance(m, torch.nn.Module) else file_sha256(m)
+        for name, m in (models or {}).items()
     }
     return {
         "command": command,
