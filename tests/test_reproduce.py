@@ -187,3 +187,25 @@ def test_report_carries_the_diagnostics(done_run):
         (t, lam, 4) for t in (10, 20, 50) for lam in (0.05, 0.1)
     ]
     assert "## Diagnostics (first 4 test images, S = 2)" in (run / "table.md").read_text()
+
+
+def test_curve_points_carry_the_snapshots_compression_rate(done_run):
+    from art_adp.apps.measure import defended_estimator
+    from art_adp.apps.reproduce import CURVE_DIRECTIONS, _snapshot
+    from art_adp.compression import compression_rate
+    from art_adp.data import load_mnist
+    from art_adp.runs.seeds import derive_seed
+
+    root, run, report, _ = done_run
+    data = load_mnist(root)
+    mlp = load_classifier(run / "classifier.safetensors")
+    table = (run / "table.md").read_text()
+    assert f"| compression rate (median, l_inf radius 0.3, {CURVE_DIRECTIONS} directions) |" in table
+    for point in report["curve"]:
+        _, purifier = defended_estimator(mlp, _snapshot(run, point["step"], "cpu"), (1, 28, 28), 10,
+                                         sigma=TINY.sigma, steps=TINY.steps)
+        direct = compression_rate(purifier, data.x_test[:4], radius=0.3, norm="inf", nb_directions=CURVE_DIRECTIONS,
+                                  seed=derive_seed(TINY.seed, "compression"))
+        assert point["compression_rate"] == round(direct.summary["median"], 4) > 0
+        line = next(row for row in table.splitlines() if row.startswith(f"| {point['step']:,} | 4 |"))
+        assert line.endswith(f" {point['compression_rate']:.3f} |")
