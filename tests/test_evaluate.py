@@ -24,7 +24,7 @@ import art_adp
 from art_adp import EvalConfig, save_score_model
 from art_adp.apps.evaluation import report, sanity
 from art_adp.runs.records import append_records, load_records, read_jsonl
-from art_adp.apps.evaluation.run import Setting, _unit_cost, frozen_noise, plan
+from art_adp.apps.evaluation.run import Setting, _unit_cost, compression, frozen_noise, plan
 from art_adp.models import MLP, save_classifier
 from evalsuite_models import tiny_models
 
@@ -512,6 +512,16 @@ def test_card_reports_the_compression_rate_which_a_resume_may_change_or_drop(tmp
     sweep_row = next(line for line in text.splitlines() if line.startswith("| 0.05 |"))
     assert sweep_row.endswith(f" {swept['median']:.3f} [{swept['q25']:.3f}, {swept['q75']:.3f}] |")
     assert "the attack that art_adp.attacks.FixedNoisePGD gives users" in text
+    # a measurement the indicator refuses is named on the card instead of costing it
+    class Unseeded(art_adp.ADPPurifier):
+        def forward(self, x, y=None):
+            return super().forward(x, y)[0] + 0.1 * torch.rand_like(x), y
+
+    refused, refused_sweep = compression(Unseeded(score, sigma=0.1, steps=1), x[:6], config, plan(config))
+    assert refused["error"].startswith("The purifier is not deterministic: two passes on the same inputs differ.")
+    assert refused_sweep == {"sigma=0.05": refused}
+    assert ("Compression rate (Liu & Wei 2025, reconstructed): not measured: The purifier is not deterministic"
+            in "\n".join(report.header({**result, "compression": refused})))
     # not a setting of the records: a resume with other compression settings reuses every record
     before, settings = sorted(lines(tmp_path)), (tmp_path / "settings.json").read_text()
     again = art_adp.evaluate(mlp, purifier, x, y, config=replace(config, compression_examples=0), run_dir=tmp_path,

@@ -308,7 +308,9 @@ def header(result: dict) -> list[str]:
         "noise; fixed = one frozen noise draw shared by the attack (EOT 1) and the judge."
     )
     rate = result.get("compression")
-    if rate:
+    if rate and "error" in rate:
+        lines.append(f"Compression rate (Liu & Wei 2025, reconstructed): not measured: {rate['error']}")
+    elif rate:
         lines.append(
             "Compression rate (Liu & Wei 2025, reconstructed; gradient-free): "
             f"{_rate(rate)} (median [q25, q75] over {rate['nb_examples']} images) at radius {rate['radius']:.4g} "
@@ -320,7 +322,7 @@ def header(result: dict) -> list[str]:
 
 def _rate(summary: dict | None) -> str:
     """A compression summary as ``median [q25, q75]``."""
-    if not summary:
+    if not summary or "error" in summary:
         return "n/a"
     return f"{summary['median']:.3f} [{summary['q25']:.3f}, {summary['q75']:.3f}]"
 

@@ -252,8 +252,9 @@ def compression(
     The compression rate (:func:`~art_adp.compression.compression_rate`) of ``purifier`` on the first
     ``c.compression_examples`` of ``x`` at radius ε in the threat model's norm, seeded from ``c.seed``: its summary
     at the purifier's σ, and one per σ-sweep setting (keyed by the setting's name, σ set as the sweep sets it).
-    ``(None, {})`` without a purifier or with ``compression_examples = 0``. The purifier's σ and generator are
-    left as they were.
+    ``(None, {})`` without a purifier or with ``compression_examples = 0``. A measurement the indicator refuses (e.g.
+    a purifier that is not deterministic with its seed fixed) gives ``{"error": message}``: it never costs the card.
+    The purifier's σ and generator are left as they were.
     """
     from ...compression import compression_rate
 
@@ -262,15 +263,18 @@ def compression(
     xs = x[: c.compression_examples]
 
     def measure(p: ADPPurifier) -> dict:
-        return compression_rate(
-            p,
-            xs,
-            radius=c.eps,
-            norm="inf" if c.norm == np.inf else 2,
-            nb_directions=c.compression_directions,
-            seed=derive_seed(c.seed, "compression"),
-            batch_size=c.batch_size,
-        ).summary
+        try:
+            return compression_rate(
+                p,
+                xs,
+                radius=c.eps,
+                norm="inf" if c.norm == np.inf else 2,
+                nb_directions=c.compression_directions,
+                seed=derive_seed(c.seed, "compression"),
+                batch_size=c.batch_size,
+            ).summary
+        except ValueError as error:
+            return {"error": str(error)}
 
     main = measure(purifier)
     sweep, sigma = {}, purifier.sigma
