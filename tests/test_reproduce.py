@@ -106,12 +106,19 @@ def test_interrupted_table_redoes_only_missing_chunks(done_run, tmp_path):
     lines = (copy / "records.jsonl").read_text().splitlines()
     kept = [line for line in lines if json.loads(line)["row"] != "bpda-eot"]
     (copy / "records.jsonl").write_text("\n".join(kept) + "\n")
+    # a curve measured before the compression rate existed gains it, its other ratios kept
+    old = [{k: v for k, v in json.loads(line).items() if k != "compression_rate"}
+           for line in (copy / "denoise.jsonl").read_text().splitlines()]
+    (copy / "denoise.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
     logs = []
     again = reproduce_mnist(root, copy, TINY, device="cpu", progress=False, log=logs.append)
     assert any("[eval] 2 chunk(s)" in m for m in logs)  # bpda-eot at budgets 2 and 4: 3 images, one chunk each
     assert len((copy / "records.jsonl").read_text().splitlines()) == len(lines)
     for row in ("clean", "clf-pgd", "full-pgd-eot"):
         assert json.loads(json.dumps(again["rows"][row])) == json.loads(json.dumps(report["rows"][row]))
+    assert [(c["compression_rate"], c["attack_ratio"]) for c in again["curve"]] == [
+        (c["compression_rate"], c["attack_ratio"]) for c in report["curve"]]
+    assert sum("compression rate" in m for m in logs) == 2
 
 
 def test_another_recipe_in_the_same_folder_is_refused(done_run):

@@ -384,13 +384,13 @@ def _stage_denoise(classifier, data, recipe: MnistRecipe, run_dir: Path, device:
             rec["denoising_ratio"] = round(
                 denoising_ratio(score, x, sigma=recipe.sigma, steps=recipe.steps, seed=recipe.seed), 4
             )
-        if x_pgd is None:
-            n_pgd = min(
-                len(data.x_test),
-                max(recipe.n_curve, len(data.x_test) if recipe.n_examples is None else recipe.n_examples),
-            )
-            x_pgd = _clf_pgd(classifier, data, recipe, n_pgd, run_dir, device)[:n]
         if "attack_ratio" not in rec:
+            if x_pgd is None:
+                n_pgd = min(
+                    len(data.x_test),
+                    max(recipe.n_curve, len(data.x_test) if recipe.n_examples is None else recipe.n_examples),
+                )
+                x_pgd = _clf_pgd(classifier, data, recipe, n_pgd, run_dir, device)[:n]
             rec["attack_ratio"] = round(
                 denoising_ratio(score, x, sigma=recipe.sigma, steps=recipe.steps, seed=recipe.seed, x_start=x_pgd), 4
             )
