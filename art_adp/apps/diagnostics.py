@@ -154,6 +154,10 @@ def render_diagnostics(
     """
     Markdown: one line per snapshot (noise alone, one-step denoise, ADP), then the sweep on the final one.
 
+    :param per_step: One dict per snapshot (``step``, ``n``, ``noise``, ``denoise1``, optionally ``adp`` and
+        ``compression_rate``).
+    :param sweep: The ADP sweep's rows on the final snapshot (may be empty).
+    :param sigma: The injected noise σ (for the header).
     :param compression_label: With a header here, one more column: each step's ``compression_rate`` (– where None).
     """
 
