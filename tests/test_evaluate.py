@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,7 @@ import art_adp
 from art_adp import EvalConfig, save_score_model
 from art_adp.apps.evaluation import report, sanity
 from art_adp.runs.records import append_records, load_records, read_jsonl
-from art_adp.apps.evaluation.run import Setting, _unit_cost, frozen_noise, plan
+from art_adp.apps.evaluation.run import Setting, _unit_cost, compression, frozen_noise, plan
 from art_adp.models import MLP, save_classifier
 from evalsuite_models import tiny_models
 
@@ -368,7 +369,13 @@ def test_plan_and_the_time_estimate_count_what_runs():
     assert _unit_cost(Setting("fixed", ("bpda-eot",), {"eot": 1}, judge="fixed"), "bpda-eot", c, probe) == 40 + 1
 
 
-def test_estimate_only_logs_the_estimate_and_attacks_nothing(tmp_path):
+def test_estimate_only_logs_the_estimate_and_attacks_nothing(tmp_path, monkeypatch):
+    import art_adp.compression
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the compression rate ran under estimate_only")
+
+    monkeypatch.setattr(art_adp.compression, "compression_rate", refuse)
     mlp, score, x, y = tiny_models()
     logged = []
     out = art_adp.evaluate(mlp, art_adp.ADPPurifier(score, steps=1), x, y, config=EvalConfig.preset("paper"),
@@ -437,6 +444,10 @@ def test_bad_configuration_is_refused():
         art_adp.evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(norm=2))
     with pytest.raises(ValueError, match="repeats must be an integer >= 1"):
         art_adp.evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(repeats=0))
+    with pytest.raises(ValueError, match="compression_examples must be an integer >= 0, got -1"):
+        art_adp.evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(compression_examples=-1))
+    with pytest.raises(ValueError, match="compression_directions must be an integer >= 1, got 0"):
+        art_adp.evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(compression_directions=0))
 
 
 def test_cli_names_the_missing_checkpoint(tmp_path, capsys):
@@ -468,3 +479,54 @@ def test_sweeps_write_tables_and_plots_and_leave_the_purifier_as_it_was(tmp_path
         assert (tmp_path / name).stat().st_size > 0
     curve = report.eps_curves(result)["Clf-PGD (preprocessor-blind)"]
     assert [p[0] for p in curve] == [0.0, 0.1, 0.2]  # clean, the swept eps, the main eps
+
+
+def test_card_reports_the_compression_rate_which_a_resume_may_change_or_drop(tmp_path):
+    from art_adp.compression import compression_rate
+    from art_adp.runs.seeds import derive_seed
+
+    mlp, score, x, y = tiny_models()
+    generator = torch.Generator().manual_seed(5)
+    state = generator.get_state()
+    purifier = art_adp.ADPPurifier(score, sigma=0.1, steps=1, generator=generator)
+    config = EvalConfig.preset("smoke", attacks=("clf-pgd",), eps=0.2, iterations=1, runs=1, repeats=1, n_examples=6,
+                               chunk_size=6, sanity=False, fixed_noise=False, sigma_sweep=(0.05,),
+                               compression_examples=4, compression_directions=3)
+    result = art_adp.evaluate(mlp, purifier, x, y, config=config, run_dir=tmp_path, **QUIET)
+    assert purifier.sigma == 0.1 and purifier.generator is generator and torch.equal(generator.get_state(), state)
+
+    def direct(sigma):
+        p = art_adp.ADPPurifier(score, sigma=sigma, steps=1)
+        return compression_rate(p, x[:4], radius=0.2, norm="inf", nb_directions=3,
+                                seed=derive_seed(0, "compression"), batch_size=config.batch_size).summary
+
+    main, swept = direct(0.1), direct(0.05)
+    assert result["compression"] == main and main["nb_examples"] == 4 and main["norm"] == "inf"
+    assert result["compression_sweep"] == {"sigma=0.05": swept} and swept["median"] != main["median"]
+    assert json.loads((tmp_path / "report.json").read_text())["compression"] == main
+    text = (tmp_path / "report.md").read_text()
+    rate = f"{main['median']:.3f} [{main['q25']:.3f}, {main['q75']:.3f}]"
+    assert (f"Compression rate (Liu & Wei 2025, reconstructed; gradient-free): {rate} (median [q25, q75] over 4 "
+            "images) at radius 0.2 (l_inf directions, ratios in l_2), 3 directions") in text
+    assert "| sigma | Standard | BPDA+EOT | Clf-PGD (preprocessor-blind) | Compression rate |" in text
+    sweep_row = next(line for line in text.splitlines() if line.startswith("| 0.05 |"))
+    assert sweep_row.endswith(f" {swept['median']:.3f} [{swept['q25']:.3f}, {swept['q75']:.3f}] |")
+    assert "the attack that art_adp.attacks.FixedNoisePGD gives users" in text
+    # a measurement the indicator refuses is named on the card instead of costing it
+    class Unseeded(art_adp.ADPPurifier):
+        def forward(self, x, y=None):
+            return super().forward(x, y)[0] + 0.1 * torch.rand_like(x), y
+
+    refused, refused_sweep = compression(Unseeded(score, sigma=0.1, steps=1), x[:6], config, plan(config))
+    assert refused["error"].startswith("The purifier is not deterministic: two passes on the same inputs differ.")
+    assert refused_sweep == {"sigma=0.05": refused}
+    assert ("Compression rate (Liu & Wei 2025, reconstructed): not measured: The purifier is not deterministic"
+            in "\n".join(report.header({**result, "compression": refused})))
+    # not a setting of the records: a resume with other compression settings reuses every record
+    before, settings = sorted(lines(tmp_path)), (tmp_path / "settings.json").read_text()
+    again = art_adp.evaluate(mlp, purifier, x, y, config=replace(config, compression_examples=0), run_dir=tmp_path,
+                             **QUIET)
+    assert sorted(lines(tmp_path)) == before and (tmp_path / "settings.json").read_text() == settings
+    assert again["compression"] is None and again["compression_sweep"] == {} and again["results"] == result["results"]
+    text = (tmp_path / "report.md").read_text()
+    assert "Compression rate" not in text and "| sigma | Standard | BPDA+EOT | Clf-PGD (preprocessor-blind) |" in text

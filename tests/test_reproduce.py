@@ -106,12 +106,19 @@ def test_interrupted_table_redoes_only_missing_chunks(done_run, tmp_path):
     lines = (copy / "records.jsonl").read_text().splitlines()
     kept = [line for line in lines if json.loads(line)["row"] != "bpda-eot"]
     (copy / "records.jsonl").write_text("\n".join(kept) + "\n")
+    # a curve measured before the compression rate existed gains it, its other ratios kept
+    old = [{k: v for k, v in json.loads(line).items() if k != "compression_rate"}
+           for line in (copy / "denoise.jsonl").read_text().splitlines()]
+    (copy / "denoise.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
     logs = []
     again = reproduce_mnist(root, copy, TINY, device="cpu", progress=False, log=logs.append)
     assert any("[eval] 2 chunk(s)" in m for m in logs)  # bpda-eot at budgets 2 and 4: 3 images, one chunk each
     assert len((copy / "records.jsonl").read_text().splitlines()) == len(lines)
     for row in ("clean", "clf-pgd", "full-pgd-eot"):
         assert json.loads(json.dumps(again["rows"][row])) == json.loads(json.dumps(report["rows"][row]))
+    assert [(c["compression_rate"], c["attack_ratio"]) for c in again["curve"]] == [
+        (c["compression_rate"], c["attack_ratio"]) for c in report["curve"]]
+    assert sum("compression rate" in m for m in logs) == 2
 
 
 def test_another_recipe_in_the_same_folder_is_refused(done_run):
@@ -187,3 +194,25 @@ def test_report_carries_the_diagnostics(done_run):
         (t, lam, 4) for t in (10, 20, 50) for lam in (0.05, 0.1)
     ]
     assert "## Diagnostics (first 4 test images, S = 2)" in (run / "table.md").read_text()
+
+
+def test_curve_points_carry_the_snapshots_compression_rate(done_run):
+    from art_adp.apps.measure import defended_estimator
+    from art_adp.apps.reproduce import CURVE_DIRECTIONS, _snapshot
+    from art_adp.compression import compression_rate
+    from art_adp.data import load_mnist
+    from art_adp.runs.seeds import derive_seed
+
+    root, run, report, _ = done_run
+    data = load_mnist(root)
+    mlp = load_classifier(run / "classifier.safetensors")
+    table = (run / "table.md").read_text()
+    assert f"| compression rate (median, l_inf radius 0.3, {CURVE_DIRECTIONS} directions) |" in table
+    for point in report["curve"]:
+        _, purifier = defended_estimator(mlp, _snapshot(run, point["step"], "cpu"), (1, 28, 28), 10,
+                                         sigma=TINY.sigma, steps=TINY.steps)
+        direct = compression_rate(purifier, data.x_test[:4], radius=0.3, norm="inf", nb_directions=CURVE_DIRECTIONS,
+                                  seed=derive_seed(TINY.seed, "compression"))
+        assert point["compression_rate"] == round(direct.summary["median"], 4) > 0
+        line = next(row for row in table.splitlines() if row.startswith(f"| {point['step']:,} | 4 |"))
+        assert line.endswith(f" {point['compression_rate']:.3f} |")

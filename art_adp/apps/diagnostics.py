@@ -148,22 +148,34 @@ def adp_sweep(
     return records
 
 
-def render_diagnostics(per_step: list[dict], sweep: list[dict], sigma: float) -> str:
-    """Markdown: one line per snapshot (noise alone, one-step denoise, ADP), then the sweep on the final one."""
+def render_diagnostics(
+    per_step: list[dict], sweep: list[dict], sigma: float, *, compression_label: str | None = None
+) -> str:
+    """
+    Markdown: one line per snapshot (noise alone, one-step denoise, ADP), then the sweep on the final one.
+
+    :param per_step: One dict per snapshot (``step``, ``n``, ``noise``, ``denoise1``, optionally ``adp`` and
+        ``compression_rate``).
+    :param sweep: The ADP sweep's rows on the final snapshot (may be empty).
+    :param sigma: The injected noise σ (for the header).
+    :param compression_label: With a header here, one more column: each step's ``compression_rate`` (– where None).
+    """
 
     def cell(d: dict | None) -> str:
         return "–" if not d or d.get("accuracy") is None else f"{100 * d['accuracy']:.1f}"
 
     lines = [
         f"| score iterations | n | noise σ = {sigma} alone: clean / Clf-PGD | one-step denoise: clean / Clf-PGD "
-        "| ADP (T 10, λ 0.05): clean / Clf-PGD |",
-        "|---|---|---|---|---|",
+        "| ADP (T 10, λ 0.05): clean / Clf-PGD |" + (f" {compression_label} |" if compression_label else ""),
+        "|---|---|---|---|---|" + ("---|" if compression_label else ""),
     ]
     for r in per_step:
+        rate = r.get("compression_rate")
         lines.append(
             f"| {r['step']:,} | {r['n']} | {cell(r['noise']['clean'])} / {cell(r['noise']['clf_pgd'])} | "
             f"{cell(r['denoise1']['clean'])} / {cell(r['denoise1']['clf_pgd'])} | "
             f"{cell(r.get('adp', {}).get('clean'))} / {cell(r.get('adp', {}).get('clf_pgd'))} |"
+            + ((" – |" if rate is None else f" {rate:.3f} |") if compression_label else "")
         )
     if sweep:
         lines += [

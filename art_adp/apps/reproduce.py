@@ -36,6 +36,8 @@ from .snapshots import read_snapshot_log, train_with_snapshots
 
 __all__ = ["PAPER_MNIST", "MnistRecipe", "reproduce_mnist", "render_table"]
 
+CURVE_DIRECTIONS = 4  # random directions per image of the curve's compression rate
+
 PAPER_MNIST = {
     "source": "Yoon, Hwang & Lee (ICML 2021), appendix table 'Evaluation results for more datasets'",
     "data": "MNIST, 60,000 training / 10,000 test images",
@@ -359,15 +361,21 @@ def _stage_denoise(classifier, data, recipe: MnistRecipe, run_dir: Path, device:
     """
     Per curve snapshot, on the first ``n_curve`` test images (one purification each, cheap): the denoising ratio
     of clean images (injected-noise MSE / purified MSE) and the attack-removal ratio of the Clf-PGD images
-    (MSE of x_adv to x / MSE of purify(x_adv) to x; 1 means the perturbation survives purification intact).
+    (MSE of x_adv to x / MSE of purify(x_adv) to x; 1 means the perturbation survives purification intact), and
+    the compression rate of the snapshot's ADPPurifier (:func:`~art_adp.compression.compression_rate`, median over
+    the images; radius ε in ℓ∞, :data:`CURVE_DIRECTIONS` directions, one seed for every snapshot).
     """
+    from ..compression import compression_rate
+
     path = run_dir / "denoise.jsonl"
     done = {r["step"]: r for r in _jsonl(path)}  # a later line for a step completes an earlier one
     n = min(recipe.n_curve, len(data.x_test))
     x = data.x_test[:n]
     x_pgd = None
     for m in recipe.curve_milestones:
-        if (m in done and "attack_ratio" in done[m]) or not _snapshot_path(run_dir, m).exists():
+        if (m in done and {"attack_ratio", "compression_rate"} <= set(done[m])) or not _snapshot_path(
+            run_dir, m
+        ).exists():
             continue
         start = time.perf_counter()
         score = _snapshot(run_dir, m, device)
@@ -376,21 +384,36 @@ def _stage_denoise(classifier, data, recipe: MnistRecipe, run_dir: Path, device:
             rec["denoising_ratio"] = round(
                 denoising_ratio(score, x, sigma=recipe.sigma, steps=recipe.steps, seed=recipe.seed), 4
             )
-        if x_pgd is None:
-            n_pgd = min(
-                len(data.x_test),
-                max(recipe.n_curve, len(data.x_test) if recipe.n_examples is None else recipe.n_examples),
+        if "attack_ratio" not in rec:
+            if x_pgd is None:
+                n_pgd = min(
+                    len(data.x_test),
+                    max(recipe.n_curve, len(data.x_test) if recipe.n_examples is None else recipe.n_examples),
+                )
+                x_pgd = _clf_pgd(classifier, data, recipe, n_pgd, run_dir, device)[:n]
+            rec["attack_ratio"] = round(
+                denoising_ratio(score, x, sigma=recipe.sigma, steps=recipe.steps, seed=recipe.seed, x_start=x_pgd), 4
             )
-            x_pgd = _clf_pgd(classifier, data, recipe, n_pgd, run_dir, device)[:n]
-        rec["attack_ratio"] = round(
-            denoising_ratio(score, x, sigma=recipe.sigma, steps=recipe.steps, seed=recipe.seed, x_start=x_pgd), 4
-        )
+        if "compression_rate" not in rec:
+            _, purifier = defended_estimator(
+                classifier, score, x.shape[1:], data.nb_classes, sigma=recipe.sigma, steps=recipe.steps, device=device
+            )
+            rate = compression_rate(
+                purifier,
+                x,
+                radius=recipe.eps,
+                norm="inf",
+                nb_directions=CURVE_DIRECTIONS,
+                seed=derive_seed(recipe.seed, "compression"),
+            )
+            rec["compression_rate"] = round(rate.summary["median"], 4)
         rec["wall_s"] = round(rec.get("wall_s", 0.0) + time.perf_counter() - start, 1)
         done[m] = rec
         _append(path, rec)
         log(
             f"[curve] {m} iterations: purification divides the noise MSE by {rec['denoising_ratio']:.2f} and the "
-            f"Clf-PGD perturbation's MSE by {rec['attack_ratio']:.2f}"
+            f"Clf-PGD perturbation's MSE by {rec['attack_ratio']:.2f}; compression rate {rec['compression_rate']:.3f} "
+            f"(median, l_inf radius {recipe.eps})"
         )
     return done
 
@@ -418,11 +441,19 @@ def _diagnostics_md(report: dict) -> str:
     from .diagnostics import render_diagnostics
 
     adp = {p["step"]: {"clean": p["clean"] / p["n"], "clf_pgd": p["clf_pgd"] / p["n"]} for p in report["curve"]}
+    rates = {p["step"]: p.get("compression_rate") for p in report["curve"]}
     per_step = [
-        {**r, "adp": {k: {"accuracy": v} for k, v in adp.get(r["step"], {}).items()}}
+        {
+            **r,
+            "adp": {k: {"accuracy": v} for k, v in adp.get(r["step"], {}).items()},
+            "compression_rate": rates.get(r["step"]),
+        }
         for r in report["diagnostics"]["per_step"]
     ]
-    return render_diagnostics(per_step, report["diagnostics"]["sweep"], report["recipe"]["sigma"])
+    label = f"compression rate (median, l_inf radius {report['recipe']['eps']}, {CURVE_DIRECTIONS} directions)"
+    return render_diagnostics(
+        per_step, report["diagnostics"]["sweep"], report["recipe"]["sigma"], compression_label=label
+    )
 
 
 def _curve(records: list[dict], denoise: dict[int, dict], recipe: MnistRecipe, run_dir: Path) -> list[dict]:
@@ -441,6 +472,7 @@ def _curve(records: list[dict], denoise: dict[int, dict], recipe: MnistRecipe, r
             "repeats": recipe.repeats,
             "denoising_ratio": denoise[m]["denoising_ratio"],
             "attack_ratio": denoise[m].get("attack_ratio"),
+            "compression_rate": denoise[m].get("compression_rate"),
         }
         for row, key in (("clean", "clean"), ("clf-pgd", "clf_pgd")):
             recs = [r for r in records if r["budget"] == m and r["row"] == row and r["index"] < n]

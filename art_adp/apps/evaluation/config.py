@@ -56,6 +56,11 @@ class EvalConfig:
     :param sanity_eot: EOT draw counts for the EOT-convergence check (the main count is added and reused).
     :param fixed_noise: Also attack and judge every example with its randomness fixed (one frozen draw that the
         attack, with EOT 1, and the judge share: the deterministic-defence view).
+    :param compression_examples: The first N examples on which the card reports the compression rate of the
+        defence's (first) ADPPurifier (:func:`art_adp.compression.compression_rate`, Liu & Wei 2025,
+        reconstructed: gradient-free, radius ε in the threat model's norm); 0 leaves it out. Not part of the records'
+        settings: changing it never invalidates a run folder.
+    :param compression_directions: K, random directions per example for the compression rate.
     :param eps_sweep: Further ε at which every white-box attack runs (the accuracy-against-ε figure).
     :param sigma_sweep: σ values for the Table-5 sweep (clean, Clf-PGD, BPDA+EOT at each).
     :param eot_sweep: EOT sample counts for the Table-6 sweep (BPDA+EOT at each).
@@ -87,6 +92,8 @@ class EvalConfig:
     sanity_iterations: tuple[float, ...] = (0.25, 0.5, 1.0, 2.5)
     sanity_eot: tuple[int, ...] = (1, 5, 15, 50)
     fixed_noise: bool = True
+    compression_examples: int = 100
+    compression_directions: int = 4
     eps_sweep: tuple[float, ...] = ()
     sigma_sweep: tuple[float, ...] = ()
     eot_sweep: tuple[int, ...] = ()
@@ -135,6 +142,10 @@ class EvalConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
+        for name, low in (("compression_examples", 0), ("compression_directions", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not (isinstance(value, int) and value >= low):
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}.")
         if self.n_examples is not None and (
             isinstance(self.n_examples, bool) or not (isinstance(self.n_examples, int) and self.n_examples >= 1)
         ):
@@ -186,6 +197,7 @@ PRESETS: dict[str, EvalConfig] = {
         sanity_examples=16,
         sanity_iterations=(0.5, 1.0, 2.0),
         sanity_eot=(1, 2, 4),
+        compression_examples=16,
         n_examples=16,
         preset_name="smoke",
     ),

@@ -171,8 +171,13 @@ def build(
     seconds: dict,
     world_size: int,
     estimate_seconds: float | None = None,
+    compression: dict | None = None,
+    compression_sweep: dict | None = None,
 ) -> dict:
-    """The card: one summary per (setting, attack), the per-attack rows, the scale and the verdicts."""
+    """The card: one summary per (setting, attack), the per-attack rows, the scale and the verdicts; ``compression``
+    (the summary of :func:`~art_adp.compression.compression_rate` on the defence's purifier, or None) for a header
+    line and ``compression_sweep`` (σ-sweep setting name, e.g. ``"sigma=0.1"`` → its summary) for a column of the σ
+    table."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for (s, a, _), r in sorted(records.items()):
         groups.setdefault((s, a), []).append(r)
@@ -256,6 +261,8 @@ def build(
         "estimate_seconds": estimate_seconds,
         "world_size": world_size,
         "baselines": baselines,
+        "compression": compression,
+        "compression_sweep": dict(compression_sweep or {}),
     }
 
 
@@ -300,7 +307,24 @@ def header(result: dict) -> list[str]:
         f"Judged on the ensemble of S = {c['runs']} purifications, R = {c['repeats']} times with fresh "
         "noise; fixed = one frozen noise draw shared by the attack (EOT 1) and the judge."
     )
+    rate = result.get("compression")
+    if rate and "error" in rate:
+        lines.append(f"Compression rate (Liu & Wei 2025, reconstructed): not measured: {rate['error']}")
+    elif rate:
+        lines.append(
+            "Compression rate (Liu & Wei 2025, reconstructed; gradient-free): "
+            f"{_rate(rate)} (median [q25, q75] over {rate['nb_examples']} images) at radius {rate['radius']:.4g} "
+            f"(l_{rate['norm']} directions, ratios in l_2), {rate['nb_directions']} directions, one fixed noise draw; "
+            "below 1 the purifier shrinks the ball"
+        )
     return lines
+
+
+def _rate(summary: dict | None) -> str:
+    """A compression summary as ``median [q25, q75]``."""
+    if not summary or "error" in summary:
+        return "n/a"
+    return f"{summary['median']:.3f} [{summary['q25']:.3f}, {summary['q75']:.3f}]"
 
 
 def markdown(result: dict) -> str:
@@ -341,7 +365,9 @@ def markdown(result: dict) -> str:
         f"Accuracy in % with 95 % confidence intervals over the n examples (Clopper–Pearson; Wilson for the mean "
         f"over R, whose count is fractional). Budgets per row as run, steps of {c['step']:.4g}; mean = over "
         "examples and R judgements; worst = correct in all R; majority = the label is the unique most frequent "
-        "of the R predictions; fixed noise = EOT 1 against one frozen draw, judged on that draw (SPSA: n/a)."
+        "of the R predictions; fixed noise = the fixed-randomness attack: one frozen noise draw shared by the attack "
+        "(EOT 1) and the judge, with full gradients the attack that art_adp.attacks.FixedNoisePGD gives users "
+        "(SPSA: n/a)."
     )
     if baselines:
         foot += (
@@ -393,11 +419,21 @@ def sweep_tables(result: dict) -> list[str]:
     res, lines = result["results"], []
     sigmas = sorted({float(k.split("/")[0][6:]) for k in res if k.startswith("sigma=")})
     if sigmas:
-        lines += [f"| sigma | Standard | {LABELS['bpda-eot']} | {LABELS['clf-pgd']} |", "|---|---|---|---|"]
+        rates = result.get("compression_sweep") or {}
+        head = f"| sigma | Standard | {LABELS['bpda-eot']} | {LABELS['clf-pgd']} |"
+        lines += [head + (" Compression rate |" if rates else ""), "|---|---|---|---|" + ("---|" if rates else "")]
         for s in sigmas:
             r = [res[f"sigma={s:g}/{a}"] for a in ("clean", "bpda-eot", "clf-pgd")]
-            lines.append(f"| {s:g} | " + " | ".join(f"{_pct(v['mean'])} ({_pct(v['worst'])})" for v in r) + " |")
-        lines += ["", "sigma sweep (paper Table 5): mean (worst case) accuracy in %.", ""]
+            cells = [f"{_pct(v['mean'])} ({_pct(v['worst'])})" for v in r]
+            if rates:
+                cells.append(_rate(rates.get(f"sigma={s:g}")))
+            lines.append(f"| {s:g} | " + " | ".join(cells) + " |")
+        lines += [
+            "",
+            "sigma sweep (paper Table 5): mean (worst case) accuracy in %"
+            + ("; compression rate median [q25, q75] as in the header, at each sigma." if rates else "."),
+            "",
+        ]
     eots = sorted({int(k.split("/")[0][4:]) for k in res if k.startswith("eot=")})
     if eots:
         lines += ["| EOT samples | " + " | ".join(map(str, eots)) + " |", "|---" * (len(eots) + 1) + "|"]

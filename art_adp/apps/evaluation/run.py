@@ -245,6 +245,49 @@ def _run_unit(
     ]
 
 
+def compression(
+    purifier: ADPPurifier | None, x: np.ndarray, c: EvalConfig, settings: Sequence[Setting]
+) -> tuple[dict | None, dict[str, dict]]:
+    """
+    The compression rate (:func:`~art_adp.compression.compression_rate`) of ``purifier`` on the first
+    ``c.compression_examples`` of ``x`` at radius ε in the threat model's norm, seeded from ``c.seed``: its summary
+    at the purifier's σ, and one per σ-sweep setting (keyed by the setting's name, σ set as the sweep sets it).
+    ``(None, {})`` without a purifier or with ``compression_examples = 0``. A measurement the indicator refuses (e.g.
+    a purifier that is not deterministic with its seed fixed) gives ``{"error": message}``: it never costs the card.
+    The purifier's σ and generator are left as they were.
+    """
+    from ...compression import compression_rate
+
+    if purifier is None or c.compression_examples == 0:
+        return None, {}
+    xs = x[: c.compression_examples]
+
+    def measure(p: ADPPurifier) -> dict:
+        try:
+            return compression_rate(
+                p,
+                xs,
+                radius=c.eps,
+                norm="inf" if c.norm == np.inf else 2,
+                nb_directions=c.compression_directions,
+                seed=derive_seed(c.seed, "compression"),
+                batch_size=c.batch_size,
+            ).summary
+        except ValueError as error:
+            return {"error": str(error)}
+
+    main = measure(purifier)
+    sweep, sigma = {}, purifier.sigma
+    try:
+        for s in settings:
+            if "sigma" in s.overrides:
+                purifier.set_params(sigma=s.overrides["sigma"])
+                sweep[s.name] = measure(purifier)
+    finally:
+        purifier.set_params(sigma=sigma)
+    return main, sweep
+
+
 def _describe_defence(d) -> dict:
     if isinstance(d, ADPPurifier):
         out = {
@@ -556,6 +599,7 @@ def evaluate(
     if missing:
         raise RuntimeError(f"{len(missing)} records missing after the evaluation (e.g. {sorted(missing)[:3]}).")
     records = {k: records[k] for k in sorted(wanted)}
+    rate, rate_sweep = compression(next((d for d in defences if isinstance(d, ADPPurifier)), None), x, config, settings)
     result = report.build(
         records,
         config,
@@ -564,6 +608,8 @@ def evaluate(
         seconds=seconds,
         world_size=world,
         estimate_seconds=est_seconds,
+        compression=rate,
+        compression_sweep=rate_sweep,
     )
     scores = {f"score model {i}": d.score_model for i, d in enumerate(defences) if isinstance(d, ADPPurifier)}
     models = {
