@@ -20,6 +20,16 @@ def _split(kind: Callable[[str], Any]) -> Callable[[str], tuple]:
     return lambda text: tuple(kind(v.strip()) for v in text.split(",") if v.strip())
 
 
+def _training(p, d) -> None:
+    """The score trainer's levers (train-score, reproduce): ``d`` holds their defaults, the library's."""
+    add = p.add_argument
+    add("--lr", type=cmd.learning_rate, default=d.lr, help="Adam's; auto: large_batch_lr(batch) (default: %(default)s)")
+    add("--lr-warmup", type=int, default=d.lr_warmup, help="steps of linear lr warm-up (default: %(default)s)")
+    add("--precision", choices=["fp32", "bf16"], default=d.precision, help="forward pass, loss (default: %(default)s)")
+    add("--channels-last", action="store_true", help="channels_last weights and batches (tensor-core convolutions)")
+    add("--compile", nargs="?", const=True, choices=cmd.COMPILE_MODES, metavar="MODE", help="torch.compile (alone: on)")
+
+
 def _common(p, run_dir: str, seed: int | None = 0) -> None:
     p.add_argument("--run-dir", default=run_dir, help=f"output folder (default: {run_dir})")
     p.add_argument("--seed", type=int, default=seed, help="seed of every random draw (default: 0)")
@@ -62,7 +72,7 @@ def _train_score(sub) -> None:
     _dataset(p)
     add("--iterations", type=int, default=d.iterations)
     add("--batch-size", type=int, default=d.batch_size)
-    add("--lr", type=float, default=d.lr)
+    _training(p, d)
     add("--ngf", type=int, default=d.ngf, help="NCSNv2 width (the paper: 128 for CIFAR)")
     add("--sigma-begin", type=float, default=None, help="default: Song & Ermon's Techniques 1-2")
     add("--sigma-end", type=float, default=d.sigma_end)
@@ -94,11 +104,7 @@ def _train_classifier(sub) -> None:
         help="l_inf PGD adversarial training (Madry et al.; ART AdversarialTrainer), the baseline defence; saves "
         "adv_classifier.safetensors",
     )
-    add(
-        "--eps",
-        type=float,
-        help="l_inf radius of the training attack (needed with --adversarial-training; the demo's: 0.175)",
-    )
+    add("--eps", type=float, help="l_inf radius of the training attack (with --adversarial-training; demo: 0.175)")
     add("--eps-step", type=float, default=None, help="PGD step (default: 2.5 eps / max-iter)")
     add("--max-iter", type=int, default=None, help="PGD steps per batch (default: 10)")
     add("--ratio", type=float, default=None, help="fraction of each batch made adversarial (default: 1)")
@@ -139,13 +145,7 @@ def _detect(sub) -> None:
         default=list(d.auc_eps),
         help="further l_inf radii at which to report the detector's ROC AUC against blind PGD",
     )
-    add(
-        "--defences",
-        nargs="+",
-        choices=DEFENCES,
-        default=list(DEFENCES),
-        help="plain ADP and/or detection-driven " "two-level ADP",
-    )
+    add("--defences", nargs="+", choices=DEFENCES, default=list(DEFENCES), help="ADP and/or two-level ADP")
     p.set_defaults(run=cmd.detect, settings_class=cmd.Detection)
 
 
@@ -196,7 +196,7 @@ def _corruptions(sub) -> None:
     add(
         "--variants",
         type=_split(str),
-        help="measure only these rows, comma-separated (e.g. 'ADP σ=0 + DCT,ADP σ=0 + AugMix')",
+        help="measure only these rows, comma-separated ('ADP σ=0 + DCT,ADP σ=0 + AugMix')",
     )
     add("--threads", type=int, default=None, help="torch CPU threads")
     p.set_defaults(run=cmd.corruptions, settings_class=cmd.CorruptionTable)
@@ -244,6 +244,14 @@ def _evaluate(sub) -> None:
     add("--chunk-size", type=int, help="examples per unit of work (resume and sharding granularity)")
     add("--batch-size", type=int, help="images per forward pass (examples x EOT copies)")
     add("--purify-batch-size", type=int, default=d.purify_batch_size, help="images per purifier chunk")
+    add(
+        "--memory-budget",
+        type=int,
+        metavar="MIB",
+        help="MiB of autograd graph per block of EOT draws in the "
+        "full-gradient attacks (default: the library's, 512 on a CPU, a quarter of free GPU memory); changes the "
+        "blocking only, not the result, so it is not in the records' settings and a run resumes under another",
+    )
     add("--sanity-examples", type=int, help="examples for the sanity attacks")
     add("--no-sanity", action="store_true", help="skip the sanity checks (then no masking verdict)")
     add("--no-fixed-noise", action="store_true", help="skip the fixed-randomness column")
@@ -287,8 +295,7 @@ def _import(sub) -> None:
     add("--config", required=True, help="its YAML config (configs/cifar10.yml or the log folder's config.yml)")
     add("-o", "--output", default=cmd.Import.output, help="default: %(default)s")
     add("--raw-weights", action="store_true", help="the trained weights instead of their EMA")
-    p.set_defaults(run_dir=".")
-    p.set_defaults(run=cmd.import_ncsnv2, settings_class=cmd.Import)
+    p.set_defaults(run_dir=".", run=cmd.import_ncsnv2, settings_class=cmd.Import)
 
 
 def _reproduce(sub) -> None:
@@ -302,15 +309,13 @@ def _reproduce(sub) -> None:
     d = cmd.Reproduction()
     add("benchmark", choices=["mnist"])
     add("--data-root", required=True, help="folder with the four MNIST idx(.gz) files")
-    add("--run-dir", default=d.run_dir, help=f"output folder (default: {d.run_dir})")
-    add("--device", choices=["cpu", "cuda"], default=None, help="default: CUDA when available")
-    add("--quiet", action="store_true", help="no progress bars")
+    _common(p, d.run_dir, seed=None)
     add("--threads", type=int, default=None, help="torch CPU threads")
-    add("--seed", type=int, default=None, help="seed of every random draw (default: 0)")
     add("--stages", nargs="+", default=list(d.stages), choices=cmd.STAGES, help="default: all, in order")
     add("--note", default="", help="a line for the table and the figure (data provenance, machine)")
     for flag, kind, shown in cmd.recipe_options():  # one option per field of the recipe: --n-bpda 100, --budgets 2,8
         add(flag, type=kind, default=None, help=f"default: {shown}")
+    _training(p, d.recipe)
     p.set_defaults(run=cmd.reproduce, settings_class=cmd.Reproduction)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..purify import DEFAULTS
+from ..score.train import train_score_model as _trainer
 from .demo import DemoConfig
 from .detect_demo import DetectConfig
 from .reproduce import MnistRecipe
@@ -41,6 +42,7 @@ __all__ = [
     "detect",
     "evaluate",
     "import_ncsnv2",
+    "learning_rate",
     "reproduce",
     "train_classifier",
     "settings",
@@ -53,6 +55,9 @@ DATASET_EPS = {"digits": 0.175}  # the demo's radius; other datasets: the paper'
 SIGMA_SWEEP = (0.05, 0.10, 0.15, 0.20, 0.25, 0.30, 0.35, 0.40)  # the paper's Table 5 (evaluate --sigma-sweep)
 EOT_SWEEP = (1, 3, 5, 10, 15, 30, 50)  # the paper's Table 6 (evaluate --eot-sweep)
 DEMO_SCORE, DEMO_CLASSIFIER = "runs/demo/score.safetensors", "runs/demo/classifier.safetensors"
+TRAINER = inspect.signature(_trainer).parameters  # the defaults of the score trainer's levers
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile's
+TRAINING_FLAGS = ("lr", "lr_warmup", "precision", "channels_last", "compile")  # train-score's and reproduce's
 
 
 def settings(cls: type, values: Mapping[str, Any]) -> Any:
@@ -108,11 +113,44 @@ def demo(c: Demo) -> None:
 
 
 @dataclass(frozen=True)
-class ScoreTraining(Seeded, Data):
+class Speed:
+    """The score trainer's speed levers that leave its model unchanged (to float rounding)."""
+
+    channels_last: bool = TRAINER["channels_last"].default
+    compile: bool | str = TRAINER["compile"].default
+
+    def options(self) -> dict[str, Any]:
+        return {"channels_last": self.channels_last, "compile": self.compile}
+
+
+def learning_rate(text: str) -> float | str:
+    """``--lr``'s parser: a number, or ``"auto"`` (resolved by the command once the batch is known)."""
+    return text if text == "auto" else float(text)
+
+
+def _resolve_lr(lr: float | str, batch_size: int) -> float:
+    """``--lr``: a number, or ``"auto"``: :func:`~art_adp.score.train.large_batch_lr` of the batch."""
+    from ..score import large_batch_lr
+
+    return large_batch_lr(batch_size) if lr == "auto" else float(lr)
+
+
+def _cudnn_autotune(device) -> None:
+    """On CUDA, let cuDNN pick the fastest convolution for the (fixed) training shapes."""
+    import torch
+
+    if str(device).startswith("cuda"):
+        torch.backends.cudnn.benchmark = True
+
+
+@dataclass(frozen=True)
+class ScoreTraining(Seeded, Data, Speed):
     run_dir: str = "runs/score"
     iterations: int = 600
     batch_size: int = 128
-    lr: float = 1e-3
+    lr: float | str = TRAINER["lr"].default  # or "auto": large_batch_lr(batch_size x processes)
+    lr_warmup: int = TRAINER["lr_warmup"].default
+    precision: str = TRAINER["precision"].default
     ngf: int = 16
     sigma_begin: float | None = None
     sigma_end: float = 0.01
@@ -124,14 +162,19 @@ class ScoreTraining(Seeded, Data):
 
 def train_score(c: ScoreTraining) -> None:
     """Train an NCSNv2 score network by multi-level DSM. Data-parallel on N GPUs (or N CPU processes): torchrun
-    --nproc_per_node=N -m art_adp train-score ... (--batch-size is per process)."""
+    --nproc_per_node=N -m art_adp train-score ... (--batch-size is per process; --lr auto is large_batch_lr of the
+    batch of all processes: the paper's 1e-3 at 128, square-root scaled, best with --lr-warmup ~500 from 4x the
+    paper's batch). --precision bf16 runs the forward pass and the loss in bf16 (weights, Adam and EMA stay fp32); a
+    resume keeps the checkpoint's precision. On CUDA, cuDNN's autotuner picks the convolutions
+    (torch.backends.cudnn.benchmark)."""
     import torch
 
     from ..data import load_dataset
     from ..runs import distributed
     from ..score import NCSNv2, geometric_sigmas, recommend_sigmas, train_score_model
 
-    device, rank, _ = distributed.setup(c.device)
+    device, rank, world = distributed.setup(c.device)
+    lr = _resolve_lr(c.lr, c.batch_size * world)  # large_batch_lr counts the batch of all processes
     data = load_dataset(c.dataset, c.data_root)
     sigma_end = c.sigma_end * (10 if c.augment else 1)  # the paper: sigma_L x10 for DCT/AugMix training
     if c.sigma_begin is None:
@@ -141,6 +184,7 @@ def train_score(c: ScoreTraining) -> None:
     _, channels, size, _ = data.x_train.shape
     run_dir = Path(c.run_dir)
     torch.manual_seed(c.seed)  # the initial weights too: the same command gives the same model
+    _cudnn_autotune(device)
     try:
         ema = train_score_model(
             NCSNv2(channels, size, ngf=c.ngf),
@@ -148,7 +192,7 @@ def train_score(c: ScoreTraining) -> None:
             sigmas,
             c.iterations,
             batch_size=c.batch_size,
-            lr=c.lr,
+            lr=lr,
             checkpoint_path=run_dir / "score.safetensors",
             checkpoint_every=c.checkpoint_every,
             seed=c.seed,
@@ -156,6 +200,9 @@ def train_score(c: ScoreTraining) -> None:
             hflip=c.hflip,
             device=device,
             augment=c.augment,
+            lr_warmup=c.lr_warmup,
+            precision=c.precision,
+            **c.options(),
         )
     finally:
         distributed.finish()
@@ -454,6 +501,7 @@ class Evaluation(Run, Data):
     eot_sweep: tuple[int, ...] | None = None
     eps_sweep: tuple[float, ...] | None = None
     n_examples: int | None = None
+    memory_budget: int | None = None  # MiB (EvalConfig's is in bytes); None: the library's default
 
     def eval_config(self):
         """The :class:`~art_adp.apps.evaluation.EvalConfig`: the preset, the fields set here, the dataset's ε."""
@@ -466,6 +514,10 @@ class Evaluation(Run, Data):
             overrides["sanity"] = False
         if self.no_fixed_noise:
             overrides["fixed_noise"] = False
+        if self.memory_budget is not None:
+            if isinstance(self.memory_budget, bool) or not self.memory_budget >= 1:
+                raise ValueError(f"--memory-budget must be a positive number of MiB, got {self.memory_budget!r}.")
+            overrides["memory_budget"] = int(self.memory_budget) * 2**20
         config = EvalConfig.preset(self.preset, **overrides)
         if self.eps is None:  # the dataset's radius: a threat model, not an override of the preset's budgets
             config = dataclasses.replace(config, eps=DATASET_EPS.get(self.dataset, 8 / 255))
@@ -640,7 +692,8 @@ STAGES = ("classifier", "score", "curve", "table", "report")
 
 
 def recipe_options() -> list[tuple[str, Callable[[str], Any], object]]:
-    """One command-line option per field of :class:`MnistRecipe` but the seed: (flag, parser, shown default)."""
+    """One command-line option per field of :class:`MnistRecipe` but the seed and the score trainer's levers (those
+    of :data:`TRAINING_FLAGS`, which the command line adds as for train-score): (flag, parser, shown default)."""
     out = []
     for f in dataclasses.fields(MnistRecipe):
         default, shown = f.default, f.default
@@ -651,13 +704,13 @@ def recipe_options() -> list[tuple[str, Callable[[str], Any], object]]:
             kind, shown = (lambda t: None if t.lower() == "all" else int(t)), "all" if default is None else default
         elif isinstance(default, (int, float)) and not isinstance(default, bool):
             kind = type(default)
-        if f.name != "seed":
+        if f.name != "seed" and f.name not in TRAINING_FLAGS:
             out.append(("--" + f.name.replace("_", "-"), kind or str, shown))
     return out
 
 
 @dataclass(frozen=True)
-class Reproduction(Run):
+class Reproduction(Run, Speed):
     benchmark: str = "mnist"
     data_root: str = ""
     run_dir: str = "runs/reproduce-mnist"
@@ -669,7 +722,9 @@ class Reproduction(Run):
 
 
 def reproduce(c: Reproduction) -> None:
-    """Every stage resumes: re-run the same command to continue. See docs/mnist.md."""
+    """Every stage resumes: re-run the same command to continue. See docs/mnist.md. --lr (auto: large_batch_lr of
+    --batch-size), --lr-warmup and --precision belong to the recipe (a resume must keep them); --channels-last and
+    --compile only change the speed, and on CUDA cuDNN's autotuner picks the convolutions."""
     import torch
 
     from .reproduce import reproduce_mnist
@@ -677,7 +732,16 @@ def reproduce(c: Reproduction) -> None:
     if c.threads:
         torch.set_num_threads(c.threads)
     recipe = c.recipe if c.seed is None else dataclasses.replace(c.recipe, seed=c.seed)
+    recipe = dataclasses.replace(recipe, lr=_resolve_lr(recipe.lr, recipe.batch_size))  # recipe.json: the number
+    _cudnn_autotune(c.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     reproduce_mnist(
-        c.data_root, c.run_dir, recipe, device=c.device, progress=not c.quiet, stages=tuple(c.stages), note=c.note
+        c.data_root,
+        c.run_dir,
+        recipe,
+        device=c.device,
+        progress=not c.quiet,
+        stages=tuple(c.stages),
+        note=c.note,
+        train_options=c.options(),
     )
     print(f"table: {Path(c.run_dir) / 'table.md'}")

@@ -54,8 +54,11 @@ class MnistRecipe:
 
     Score model: NCSNv2 of width ``ngf`` trained on σ from ``sigma_begin`` to ``sigma_end`` (geometric,
     ``num_sigmas`` levels; purification starts at σ = 0.25, so the paper's σ₁ = 15 only matters for sampling), batch
-    ``batch_size``, Adam ``lr``, EMA ``ema_decay``. The table is measured at every iteration count of ``budgets``;
-    the learning curve at every ``curve_milestones`` entry (the budgets are milestones too).
+    ``batch_size``, Adam ``lr`` after ``lr_warmup`` steps of linear warm-up, EMA ``ema_decay``, forward pass in
+    ``precision`` (``"fp32"`` or ``"bf16"``, as :func:`~art_adp.score.train_score_model` takes them; a
+    ``recipe.json`` written before ``lr_warmup`` and ``precision`` existed reads as their defaults). The table is
+    measured at every iteration count of ``budgets``; the learning curve at every ``curve_milestones`` entry (the
+    budgets are milestones too).
 
     Attack budgets: ℓ∞ ε = ``eps``; Clf-PGD ``iterations`` steps of ``eps_step`` (the paper's row: 40 × 0.01);
     BPDA+EOT ``bpda_iterations`` steps of ``attack_eps_step`` with ``eot`` samples; the full-gradient row
@@ -74,6 +77,8 @@ class MnistRecipe:
     num_sigmas: int = 20
     batch_size: int = 64
     lr: float = 1e-3
+    lr_warmup: int = 0
+    precision: str = "fp32"
     ema_decay: float = 0.999
     budgets: tuple[int, ...] = (2000, 8000)
     curve_milestones: tuple[int, ...] = (250, 500, 1000, 2000, 4000, 8000)
@@ -191,7 +196,7 @@ def _stage_classifier(data, recipe: MnistRecipe, run_dir: Path, device: str, pro
     return model
 
 
-def _stage_score(data, recipe: MnistRecipe, run_dir: Path, device: str, progress: bool, log) -> None:
+def _stage_score(data, recipe: MnistRecipe, run_dir: Path, device: str, progress: bool, log, options) -> None:
     from ..score import NCSNv2, geometric_sigmas
 
     score_dir = run_dir / "score"
@@ -215,6 +220,9 @@ def _stage_score(data, recipe: MnistRecipe, run_dir: Path, device: str, progress
         checkpoint_every=recipe.checkpoint_every,
         progress=progress,
         device=device,
+        lr_warmup=recipe.lr_warmup,
+        precision=recipe.precision,
+        **options,
     )
 
 
@@ -628,6 +636,7 @@ def reproduce_mnist(
     data=None,
     note: str = "",
     log: Callable[[str], None] = print,
+    train_options: dict | None = None,
 ) -> dict | None:
     """
     Train (or resume) the MNIST MLP and a score model, measure the learning curve and the table, write the report.
@@ -642,6 +651,8 @@ def reproduce_mnist(
     :param stages: The stages to run, in order (e.g. only ``("classifier", "score")`` to train in the background).
     :param data: A :class:`~art_adp.data.Dataset` to use instead of reading ``data_root``.
     :param note: A line for the table and the figure (e.g. where the data come from, how busy the machine was).
+    :param train_options: Further keywords of :func:`~art_adp.score.train_score_model` that change its speed, not
+        its model (``channels_last``, ``compile``); not part of the recipe, so a resume may change them.
     :return: The report (``table.json``'s content) when the ``report`` stage ran, else None.
     """
     from ..data import load_mnist
@@ -654,7 +665,7 @@ def reproduce_mnist(
     saved = run_dir / "recipe.json"
     mine = json.loads(json.dumps(asdict(recipe)))
     if saved.exists():
-        theirs = json.loads(saved.read_text())
+        theirs = {**json.loads(json.dumps(asdict(MnistRecipe()))), **json.loads(saved.read_text())}  # older: defaults
         diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
         if diff:
             raise ValueError(
@@ -669,7 +680,7 @@ def reproduce_mnist(
         raise ValueError(f"Unknown stage(s) {unknown}; choose from classifier, score, curve, table, report.")
     classifier = _stage_classifier(data, recipe, run_dir, device, progress, log)
     if "score" in stages:
-        _stage_score(data, recipe, run_dir, device, progress, log)
+        _stage_score(data, recipe, run_dir, device, progress, log, train_options or {})
     denoise = _stage_denoise(classifier, data, recipe, run_dir, device, log) if "curve" in stages else None
     records = None
     if "curve" in stages or "table" in stages:

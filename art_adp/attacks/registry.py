@@ -40,6 +40,9 @@ class Budget:
     :param weight: The Joint attacks' weight w.
     :param samples_per_step: SPSA's samples per step.
     :param batch_size: Images per forward pass.
+    :param memory_budget: Bytes of autograd graph per block of EOT draws in the gradients of the attacks that take
+        it (PGD+EOT, APGD-EOT; None: :func:`art_adp.ensemble.default_memory_budget`). It changes how the draws are
+        blocked, not the result (to float rounding), so it is not part of an attack's recorded budget.
     """
 
     eps: float
@@ -51,6 +54,7 @@ class Budget:
     weight: float = 0.5
     samples_per_step: int = 1280
     batch_size: int = 512
+    memory_budget: int | None = None
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,13 @@ def _steps(b: Budget) -> dict:
 def _pgd_eot(gradient: str) -> Callable[..., EvasionAttack]:
     def build(estimator, b: Budget, seed: int = 0) -> EvasionAttack:  # pylint: disable=unused-argument
         return PGDEOT(
-            estimator, gradient=gradient, norm=b.norm, eot_samples=b.eot_samples, aggregate=b.aggregate, **_steps(b)
+            estimator,
+            gradient=gradient,
+            norm=b.norm,
+            eot_samples=b.eot_samples,
+            aggregate=b.aggregate,
+            memory_budget=b.memory_budget,
+            **_steps(b),
         )
 
     return build
@@ -129,7 +139,7 @@ def _clf_pgd(estimator, b: Budget, seed: int = 0) -> EvasionAttack:  # pylint: d
 
 def _apgd(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
     steps = {k: v for k, v in _steps(b).items() if k != "eps_step"}  # APGD sets its own step
-    return APGDEOT(estimator, norm=b.norm, eot_samples=b.eot_samples, seed=seed, **steps)
+    return APGDEOT(estimator, norm=b.norm, eot_samples=b.eot_samples, memory_budget=b.memory_budget, seed=seed, **steps)
 
 
 def _spsa(estimator, b: Budget, seed: int = 0) -> EvasionAttack:

@@ -10,7 +10,7 @@ from .dsm import dsm_loss
 from .import_ncsnv2 import import_ncsnv2
 from .ncsnv2 import NCSNv2
 from .sigmas import geometric_sigmas, median_heuristic_sigma, recommend_sigmas
-from .train import train_score_model
+from .train import large_batch_lr, train_score_model
 
 __all__ = [
     "DiffusionScore",
@@ -21,6 +21,7 @@ __all__ = [
     "from_diffusers",
     "geometric_sigmas",
     "import_ncsnv2",
+    "large_batch_lr",
     "load_score_model",
     "median_heuristic_sigma",
     "recommend_sigmas",

@@ -65,6 +65,9 @@ class EvalConfig:
     :param sigma_sweep: σ values for the Table-5 sweep (clean, Clf-PGD, BPDA+EOT at each).
     :param eot_sweep: EOT sample counts for the Table-6 sweep (BPDA+EOT at each).
     :param n_examples: Evaluate the first N examples (None: all).
+    :param memory_budget: Bytes of autograd graph per block of EOT draws in the full-gradient attacks' gradients
+        (None: :func:`art_adp.ensemble.default_memory_budget`). Only the blocking changes, not the result (to float
+        rounding), so it is left out of the records' settings: a run resumes under another budget.
     :param preset_name: The preset these values came from (for the header).
     :param overridden: Fields set explicitly over the preset's values (for the header).
     :param note: A line printed under the table.
@@ -98,6 +101,7 @@ class EvalConfig:
     sigma_sweep: tuple[float, ...] = ()
     eot_sweep: tuple[int, ...] = ()
     n_examples: int | None = None
+    memory_budget: int | None = None
     preset_name: str = "paper"
     overridden: tuple[str, ...] = ()
     note: str = ""
@@ -111,7 +115,14 @@ class EvalConfig:
         """The budget of ``attack`` (a name of :data:`ATTACKS`) under this configuration."""
         spec = REGISTRY[attack]
         values = {param: getattr(self, name) for param, name in spec.fields.items()}
-        return Budget(norm=self.norm, eps=self.eps, eps_step=self.step, batch_size=self.batch_size, **values)
+        return Budget(
+            norm=self.norm,
+            eps=self.eps,
+            eps_step=self.step,
+            batch_size=self.batch_size,
+            memory_budget=self.memory_budget,
+            **values,
+        )
 
     @classmethod
     def preset(cls, name: str, **overrides) -> "EvalConfig":
@@ -150,6 +161,11 @@ class EvalConfig:
             isinstance(self.n_examples, bool) or not (isinstance(self.n_examples, int) and self.n_examples >= 1)
         ):
             raise ValueError(f"n_examples must be an integer >= 1 or None, got {self.n_examples!r}.")
+        if self.memory_budget is not None and (
+            isinstance(self.memory_budget, bool)
+            or not (isinstance(self.memory_budget, int) and self.memory_budget >= 1)
+        ):
+            raise ValueError(f"memory_budget must be a number of bytes >= 1 or None, got {self.memory_budget!r}.")
         if not self.eps > 0:
             raise ValueError(f"eps must be > 0, got {self.eps!r}.")
         if self.eps_step is not None and not self.eps_step > 0:

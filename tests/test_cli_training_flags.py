@@ -1,0 +1,169 @@
+"""The score trainer's levers on the command line (train-score and reproduce mnist: --precision, --channels-last,
+--compile, --lr-warmup, --lr auto) and evaluate's --memory-budget: each flag reaches the library with its value."""
+
+import json
+import math
+from dataclasses import asdict
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import art_adp.score
+from art_adp.apps import commands, reproduce, snapshots
+from art_adp.apps.cli import build_parser, main
+from art_adp.apps.evaluation import EvalConfig
+from art_adp.apps.evaluation.run import plan, unit_settings
+from art_adp.apps.reproduce import MnistRecipe
+from art_adp.attacks import APGDEOT, PGDEOT
+from art_adp.attacks.registry import REGISTRY
+from art_adp.data import load_dataset
+from art_adp.runs.records import settings_digest
+from art_adp.score import large_batch_lr
+from art_adp.score.train import _COMPILE_MODES
+
+from test_registry import _estimator  # pylint: disable=wrong-import-order
+
+
+@pytest.fixture(name="trainer")
+def fixture_trainer(monkeypatch):
+    """train-score's call of train_score_model, captured (its keywords) instead of run."""
+    seen = {}
+
+    def fake(model, x_train, sigmas, iterations, **kwargs):  # pylint: disable=unused-argument
+        seen.update(kwargs)
+        return SimpleNamespace(training_info={"step": iterations})
+
+    monkeypatch.setattr(art_adp.score, "train_score_model", fake)
+    return seen
+
+
+def test_train_score_flags_reach_the_trainer(trainer, tmp_path):
+    argv = ["train-score", "--run-dir", str(tmp_path), "--iterations", "1", "--batch-size", "512", "--quiet"]
+    assert main([*argv, "--precision", "bf16", "--channels-last", "--compile", "reduce-overhead", "--lr-warmup", "7",
+                 "--lr", "auto"]) == 0
+    expected = {"precision": "bf16", "channels_last": True, "compile": "reduce-overhead", "lr_warmup": 7}
+    assert {k: trainer[k] for k in expected} == expected
+    assert trainer["lr"] == pytest.approx(2e-3, rel=1e-12) == large_batch_lr(512)  # 1e-3 * sqrt(512 / 128)
+    assert main([*argv, "--compile", "--lr", "3e-4"]) == 0
+    assert (trainer["compile"], trainer["lr"]) == (True, 3e-4)  # the bare flag: torch.compile's default mode
+
+
+def test_train_score_defaults_are_the_libraries(trainer, tmp_path):
+    assert main(["train-score", "--run-dir", str(tmp_path), "--iterations", "1", "--quiet"]) == 0
+    library = commands.TRAINER
+    for name in ("lr", "precision", "channels_last", "compile", "lr_warmup"):
+        assert trainer[name] == library[name].default, name
+    assert (trainer["lr"], trainer["precision"], trainer["compile"]) == (1e-3, "fp32", False)  # unchanged
+
+
+def test_the_compile_modes_are_the_libraries():
+    assert commands.COMPILE_MODES == _COMPILE_MODES
+
+
+@pytest.mark.parametrize("device, benchmark", [("cuda", True), ("cpu", False)])
+def test_train_score_lets_cudnn_autotune_on_cuda(device, benchmark, trainer, tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)  # restored after the test
+    assert main(["train-score", "--run-dir", str(tmp_path), "--iterations", "1", "--device", device, "--quiet"]) == 0
+    assert str(trainer["device"]) == device and torch.backends.cudnn.benchmark is benchmark
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--precision", "fp16"], "argument --precision: invalid choice: 'fp16' (choose from 'fp32', 'bf16')"),
+    (["--lr", "fast"], "argument --lr: invalid learning_rate value: 'fast'"),
+    (["--compile", "fastest"], "argument --compile: invalid choice: 'fastest'"),
+    (["--lr-warmup", "1.5"], "argument --lr-warmup: invalid int value: '1.5'"),
+])
+@pytest.mark.parametrize("command", [["train-score"], ["reproduce", "mnist", "--data-root", "D"]])
+def test_bad_values_are_refused_by_the_parser(command, argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([*command, *argv])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_resume_in_another_precision_is_an_error_of_the_command(tmp_path, capsys):
+    argv = ["train-score", "--run-dir", str(tmp_path), "--ngf", "4", "--batch-size", "8", "--sigma-begin", "1",
+            "--num-sigmas", "2", "--quiet"]
+    assert main([*argv, "--iterations", "2"]) == 0
+    assert main([*argv, "--iterations", "3", "--precision", "bf16"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"art-adp train-score: error: Cannot resume from {tmp_path / 'score.safetensors'}: it was "
+                          "trained with precision='fp32', not 'bf16';")
+
+
+class _Reached(Exception):
+    """Raised by the fake trainer with the keywords it was given."""
+
+
+def test_reproduce_flags_reach_the_trainer_through_the_recipe(tmp_path, monkeypatch):
+    digits = load_dataset("digits")
+    monkeypatch.setattr("art_adp.data.load_mnist", lambda root: digits)
+
+    def fake(model, x_train, sigmas, iterations, **kwargs):  # pylint: disable=unused-argument
+        raise _Reached(kwargs)
+
+    monkeypatch.setattr(snapshots, "train_score_model", fake)
+    with pytest.raises(_Reached) as reached:
+        main(["reproduce", "mnist", "--data-root", "D", "--run-dir", str(tmp_path), "--clf-epochs", "1", "--hidden",
+              "8", "--quiet", "--stages", "classifier", "score", "--precision", "bf16", "--channels-last",
+              "--compile", "--lr-warmup", "5", "--lr", "auto", "--batch-size", "512"])
+    kwargs = reached.value.args[0]
+    expected = {"precision": "bf16", "channels_last": True, "compile": True, "lr_warmup": 5, "batch_size": 512}
+    assert {k: kwargs[k] for k in expected} == expected
+    assert kwargs["lr"] == pytest.approx(2e-3, rel=1e-12)
+    saved = json.loads((tmp_path / "recipe.json").read_text())  # the recipe holds what changes the model
+    assert (saved["lr"], saved["precision"], saved["lr_warmup"]) == (kwargs["lr"], "bf16", 5)
+    assert "channels_last" not in saved and "compile" not in saved  # speed only: a resume may switch them
+
+
+def test_reproduce_reads_a_recipe_from_before_the_levers_as_their_defaults(tmp_path):
+    digits = load_dataset("digits")
+    recipe = MnistRecipe(hidden=(8,), clf_epochs=1)
+    old = {k: v for k, v in asdict(recipe).items() if k not in ("precision", "lr_warmup")}
+    (tmp_path / "recipe.json").write_text(json.dumps(old))
+    assert reproduce.reproduce_mnist("D", tmp_path, recipe, data=digits, stages=(), progress=False,
+                                     log=lambda s: None) is None
+    with pytest.raises(ValueError, match=r"differs in \['precision'\]"):
+        reproduce.reproduce_mnist("D", tmp_path, MnistRecipe(hidden=(8,), clf_epochs=1, precision="bf16"),
+                                  data=digits, stages=(), progress=False)
+
+
+def _evaluation(*flags):
+    args = build_parser().parse_args(["evaluate", "--preset", "smoke", *flags])
+    return commands.settings(args.settings_class, vars(args))
+
+
+@pytest.mark.parametrize("name, cls", [("full-pgd-eot", PGDEOT), ("bpda-eot", PGDEOT), ("apgd-eot", APGDEOT)])
+def test_memory_budget_reaches_the_attack_in_bytes(name, cls):
+    config = _evaluation("--memory-budget", "64").eval_config()
+    assert config.memory_budget == 64 * 2**20 == 67108864
+    attack = REGISTRY[name].build(_estimator(), config.budget(name), 0)
+    assert type(attack) is cls and attack.memory_budget == 67108864
+    default = REGISTRY[name].build(_estimator(), _evaluation().eval_config().budget(name), 0)
+    assert default.memory_budget is None  # the library's default_memory_budget of the device
+
+
+def test_memory_budget_stays_out_of_the_settings_digest():
+    common = {"data_sha256": "d", "runs": 2}
+
+    def digests(config: EvalConfig) -> dict:
+        return {(s.name, a): settings_digest(unit_settings(s, a, config, common))
+                for s in plan(config, randomized=True) for a in s.attacks}
+
+    plain, budgeted = _evaluation().eval_config(), _evaluation("--memory-budget", "1").eval_config()
+    assert budgeted.memory_budget == 2**20 and plain.memory_budget is None
+    assert digests(budgeted) == digests(plain) and len(digests(plain)) > 10
+    more_eot = _evaluation("--eot", "3").eval_config()  # a setting that changes results does change them
+    assert digests(more_eot)[("main", "bpda-eot")] != digests(plain)[("main", "bpda-eot")]
+
+
+def test_memory_budget_must_be_positive(capsys):
+    assert main(["evaluate", "--preset", "smoke", "--memory-budget", "0"]) == 2
+    assert "art-adp evaluate: error: --memory-budget must be a positive number of MiB, got 0." in capsys.readouterr().err
+
+
+def test_memory_budget_is_one_field_of_the_config():
+    with pytest.raises(ValueError, match="memory_budget must be a number of bytes >= 1 or None, got 0"):
+        EvalConfig(memory_budget=0).check()
+    assert math.isclose(_evaluation("--memory-budget", "512").eval_config().memory_budget / 2**20, 512)
