@@ -318,10 +318,11 @@ def demo(path: str) -> str:
 
 
 FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
+    "demo": ("docs/results/demo.json", demo),
     "card-digits-paper-20": ("docs/cards/digits_paper_20.json", card_table),
     "card-digits-paper-20-page": ("docs/cards/digits_paper_20.json", card_page),
     "card-digits-smoke-page": ("docs/cards/digits_smoke.json", card_page),
-    "eot-digits": ("docs/eot_digits_h200.json", eot_digits),
+    "eot-digits": ("docs/eot_digits_cpu.json", eot_digits),
     "corruptions-digits": ("docs/corruptions_digits.json", corruptions),
     "corruptions-digits-summary": ("docs/corruptions_digits.json", corruptions_summary),
     "purify-speed": ("benchmarks/results/purify_speed.json", purify_speed),
