@@ -273,7 +273,7 @@ def _evaluate(sub) -> None:
     add(
         "--baseline",
         choices=["adversarial-training"],
-        help="add an adversarially trained classifier (ART AdversarialTrainerMadryPGD, same architecture and "
+        help="add an adversarially trained classifier (ART AdversarialTrainer with PGD, same architecture and "
         "training split), attacked and judged the same way; cached as <run-dir>/adv_classifier.safetensors",
     )
     add("--adv-epochs", type=int, default=d.adv_epochs, help="adversarial-training epochs (default: %(default)s)")

@@ -539,7 +539,7 @@ def _fresh_copy(model, seed: int):
 
 
 def _adversarial_baseline(c: Evaluation, classifier, data, config):
-    """Load ``<run-dir>/adv_classifier.safetensors``, or train it with ART's AdversarialTrainerMadryPGD (on the
+    """Load ``<run-dir>/adv_classifier.safetensors``, or train it with ART's AdversarialTrainer and PGD (on the
     classifier's training split, the run's eps and step) and save it there."""
     from ..models import load_classifier, save_classifier
 
@@ -566,7 +566,7 @@ def _adversarial_baseline(c: Evaluation, classifier, data, config):
     )
     save_classifier(model.cpu(), path)
     return model, (
-        f"{path} (trained: ART AdversarialTrainerMadryPGD, eps = {config.eps:.4g}, step "
+        f"{path} (trained: ART AdversarialTrainer with PGD, eps = {config.eps:.4g}, step "
         f"{config.step:.4g}, {c.adv_max_iter} PGD steps, {c.adv_epochs} epochs)"
     )
 
