@@ -1,5 +1,7 @@
 """Shared test set-up. The suite runs in two pytest-xdist workers (``-n 2`` in setup.cfg): each worker computes with
-one torch thread, so that the two workers do not oversubscribe a 2-core machine."""
+one torch thread, and so does every process a test starts (notebook kernels, the CLI, torchrun, the device-run
+smoke test: they inherit ``OMP_NUM_THREADS``), so that the suite does not oversubscribe a 2-core machine, where
+spinning threads slow everything several-fold."""
 
 import os
 
@@ -8,6 +10,8 @@ import torch
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # for the processes the tests start
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 
 @pytest.fixture
