@@ -20,7 +20,11 @@ if [ ! -d "$KIT" ]; then
 fi
 KIT="$(cd "$KIT" && pwd)"
 TORCH="${1:-2.8.0}"
-PYTHON310="${PYTHON310:-$(command -v python3.10 || echo /root/.pyenv/versions/3.10.13/bin/python)}"
+PYTHON310="${PYTHON310:-$(command -v python3.10 || true)}"
+if [ -z "$PYTHON310" ]; then
+    echo "upstream/check_pinned.sh: needs Python 3.10 (ART's CI version): put python3.10 on PATH or set PYTHON310" >&2
+    exit 2
+fi
 VENV="${PINNED_VENV:-/tmp/art-ci-py310-torch$TORCH}"
 pin() { grep -E "^$1[=~]" "$KIT/requirements_test.txt" | head -n 1; }
 PINS=("torch==$TORCH" adversarial-robustness-toolbox==1.20.1 "$(pin numpy)" "$(pin scipy)" "$(pin scikit-learn)"
