@@ -47,6 +47,7 @@ __all__ = [
     "train_classifier",
     "settings",
     "train_score",
+    "train_denoiser",
 ]
 
 CLASSIFIERS = {"digits-cnn": "DigitsCNN", "mlp": "MLP", "cnn": "SmallCNN", "wrn": "WideResNet"}
@@ -141,6 +142,38 @@ def _cudnn_autotune(device) -> None:
 
     if str(device).startswith("cuda"):
         torch.backends.cudnn.benchmark = True
+
+
+@dataclass(frozen=True)
+class DenoiserTraining(Seeded, Data):
+    run_dir: str = "runs/denoiser"
+    minutes: float = 60.0
+    milestone: int = 500
+    batch_size: int = 128
+    lr: float = 2e-3
+    channels: tuple[int, ...] = (32, 64, 128)
+    precision: str = "bf16"
+    threads: int | None = None
+
+
+def train_denoiser(c: DenoiserTraining) -> None:
+    """Train a DenoiserUNet (a sigma-conditional UNet denoiser with EDM preconditioning; ADP's score at any level
+    through EDMScore) for --minutes of training time, measuring its one-step denoising MSE on the test split at
+    every milestone; resumes from --run-dir (curve.jsonl, denoiser.safetensors, result.json)."""
+    import torch
+
+    from ..data import load_dataset
+    from .train_denoiser import train_denoiser as run
+
+    if c.threads is not None:
+        torch.set_num_threads(c.threads)
+    data = load_dataset(c.dataset, c.data_root)
+    result = run(
+        data.x_train, data.x_test, c.run_dir, minutes=c.minutes, milestone=c.milestone, batch_size=c.batch_size,
+        lr=c.lr, channels=c.channels, seed=c.seed, precision=c.precision, device=c.device or "cpu",
+        progress=not c.quiet,
+    )  # fmt: skip
+    print(json.dumps(result["final"]))
 
 
 @dataclass(frozen=True)
