@@ -20,6 +20,7 @@ import torch
 from ..runs.provenance import provenance
 from ..runs.records import append_records, read_jsonl
 from ..runs.seeds import derive_seed
+from ..serialization import read_checkpoint
 from ..score.sigmas import geometric_sigmas
 from ..score.train import train_score_model
 from ..score.unet import DenoiserUNet
@@ -114,21 +115,36 @@ def train_denoiser(
     spent = curve[-1]["train_seconds"] if curve else 0.0
     step = curve[-1]["step"] if curve else 0
     started = time.monotonic()
+    held = read_checkpoint(checkpoint)[1].get("step", 0) if checkpoint.exists() else 0
+    if held != step:  # an interrupted stretch whose time was not recorded: its steps count, its seconds do not
+        rec = {"step": held, "samples": held * batch_size, "train_seconds": round(spent, 1), "unrecorded": True}
+        curve.append(rec)
+        append_records(curve_path, [rec])
+        step = held
     while spent < minutes * 60:
         t0 = time.monotonic()
-        ema = train_score_model(
-            model, x_train, sigmas, step + milestone, batch_size=batch_size, lr=lr, checkpoint_path=checkpoint,
-            seed=seed, progress=progress, checkpoint_every=milestone, device=device, precision=precision,
-            lr_warmup=100,
-        )  # fmt: skip
+        target = (step // milestone + 1) * milestone
+        try:
+            ema = train_score_model(
+                model, x_train, sigmas, target, batch_size=batch_size, lr=lr, checkpoint_path=checkpoint,
+                seed=seed, progress=progress, checkpoint_every=milestone, device=device, precision=precision,
+                lr_warmup=100,
+            )  # fmt: skip
+        except KeyboardInterrupt:  # the trainer saved its state: record how far it got and how long it took
+            held = read_checkpoint(checkpoint)[1]["step"]
+            seconds = time.monotonic() - t0
+            rec = {"step": held, "samples": held * batch_size, "train_seconds": round(spent + seconds, 1),
+                   "interrupted": True}  # fmt: skip
+            append_records(curve_path, [rec])
+            raise
         seconds = time.monotonic() - t0
-        step += milestone
+        done, step = target - step, target
         spent += seconds
         rec = {
             "step": step,
             "samples": step * batch_size,
             "train_seconds": round(spent, 1),
-            "samples_per_s": round(milestone * batch_size / seconds, 1),
+            "samples_per_s": round(done * batch_size / seconds, 1),
             "mse": denoising_mse(ema, x_eval, seed=seed),
             "threads": torch.get_num_threads(),
         }
@@ -142,7 +158,7 @@ def train_denoiser(
         "settings": settings,
         "parameters": sum(p.numel() for p in model.parameters()),
         "curve": [{k: v for k, v in r.items() if k != "settings"} for r in curve],
-        "final": curve[-1] if curve else None,
+        "final": next((r for r in reversed(curve) if "mse" in r), None),
         "provenance": provenance(wall_time_s=time.monotonic() - started, device=device, models={"denoiser": checkpoint}),
     }
     (run_dir / "result.json").write_text(json.dumps(result, indent=1))
