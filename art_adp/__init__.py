@@ -12,7 +12,9 @@ from .eot import EOTClassifier
 from .preprocessor import ADPPurifier
 from .purify import purify
 from .score import (
+    DenoiserUNet,
     EDMScore,
+    KernelScore,
     NCSNv2,
     VPScore,
     dsm_loss,
@@ -43,9 +45,11 @@ def __getattr__(name: str):
 __all__ = [
     "ADPPurifier",
     "DefendedModel",
+    "DenoiserUNet",
     "EDMScore",
     "EOTClassifier",
     "EvalConfig",
+    "KernelScore",
     "NCSNv2",
     "ScoreNormDetector",
     "VPScore",

@@ -88,6 +88,48 @@ def _train_score(sub) -> None:
     p.set_defaults(run=cmd.train_score, settings_class=cmd.ScoreTraining)
 
 
+def _train_denoiser(sub) -> None:
+    p = sub.add_parser(
+        "train-denoiser",
+        help="train a sigma-conditional UNet denoiser (ADP's score at any level) within a time budget",
+        description=cmd.train_denoiser.__doc__,
+    )
+    add = p.add_argument
+    d = cmd.DenoiserTraining()
+    _common(p, d.run_dir)
+    _dataset(p)
+    add("--minutes", type=float, default=d.minutes, help="training time, over resumptions (default: %(default)s)")
+    add("--milestone", type=int, default=d.milestone, help="steps between measurements (default: %(default)s)")
+    add("--batch-size", type=int, default=d.batch_size)
+    add("--lr", type=float, default=d.lr)
+    add("--channels", type=_split(int), default=d.channels, help="UNet widths, top first (default: 32,64,128)")
+    add("--precision", choices=["fp32", "bf16"], default=d.precision, help="forward pass, loss (default: %(default)s)")
+    add("--threads", type=int, default=None, help="torch CPU threads")
+    p.set_defaults(run=cmd.train_denoiser, settings_class=cmd.DenoiserTraining)
+
+
+def _levers(sub) -> None:
+    from .levers import ATTACK_ROWS, SETTINGS
+
+    p = sub.add_parser("levers", help="the paper's MNIST row lever by lever (oracle and trained denoiser)",
+                       description=cmd.levers.__doc__)  # fmt: skip
+    add = p.add_argument
+    d = cmd.Levers()
+    _common(p, d.run_dir)
+    add("--data-root", required=True, help="folder with the four MNIST idx(.gz) files")
+    add("--models", nargs="+", choices=["oracle", "denoiser"], default=list(d.models))
+    add("--denoiser", default=None, help="a train-denoiser checkpoint (denoiser.safetensors)")
+    add("--settings", dest="settings_names", nargs="+", choices=[s.name for s in SETTINGS], default=None,
+        help="default: all")  # fmt: skip
+    add("--attacks", nargs="+", choices=list(ATTACK_ROWS), default=list(d.attacks))
+    add("--n-examples", type=int, default=d.n_examples, help="test digits (default: %(default)s)")
+    add("--ensemble-size", type=int, default=d.ensemble_size, help="S (default: %(default)s)")
+    add("--repeats", type=int, default=d.repeats, help="R, for the adaptive attacks (default: %(default)s)")
+    add("--eot-samples", type=int, default=d.eot_samples, help="EOT draws per gradient (default: %(default)s)")
+    add("--threads", type=int, default=None, help="torch CPU threads")
+    p.set_defaults(run=cmd.levers, settings_class=cmd.Levers)
+
+
 def _train_classifier(sub) -> None:
     p = sub.add_parser("train-classifier", help="train one of the paper's classifiers")
     add = p.add_argument
@@ -319,7 +361,7 @@ def _reproduce(sub) -> None:
     p.set_defaults(run=cmd.reproduce, settings_class=cmd.Reproduction)
 
 
-COMMANDS = (_demo, _train_score, _train_classifier, _detect, _certify, _corruptions, _evaluate, _import, _reproduce)
+COMMANDS = (_demo, _train_score, _train_denoiser, _levers, _train_classifier, _detect, _certify, _corruptions, _evaluate, _import, _reproduce)
 
 
 def build_parser() -> argparse.ArgumentParser:

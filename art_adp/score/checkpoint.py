@@ -12,10 +12,11 @@ import torch
 
 from ..serialization import load_module, save_module
 from .ncsnv2 import NCSNv2
+from .unet import DenoiserUNet
 
 __all__ = ["save_score_model", "load_score_model", "ARCHITECTURES"]
 
-ARCHITECTURES: dict[str, type[torch.nn.Module]] = {"NCSNv2": NCSNv2}
+ARCHITECTURES: dict[str, type[torch.nn.Module]] = {"NCSNv2": NCSNv2, "DenoiserUNet": DenoiserUNet}
 
 
 def save_score_model(

@@ -18,6 +18,7 @@ def dsm_loss(
     shard: tuple[int, int] | None = None,
     center: torch.Tensor | None = None,
     target: torch.Tensor | None = None,
+    denoiser: bool = False,
 ) -> torch.Tensor:
     """
     Multi-level denoising score matching loss for a noise-level-free score network.
@@ -38,6 +39,9 @@ def dsm_loss(
     :param target: The point the network learns to move x̃ towards (default ``x``): the loss becomes the batch
         mean of ½‖h(x̃) + (x̃ − target)/σ‖² = ½‖h(x̃) + z + (center − target)/σ‖². With neither given the
         computation is the plain one above, unchanged.
+    :param denoiser: ``model`` is a σ-conditional denoiser ``D(x̃, σ)`` (e.g. :class:`~art_adp.DenoiserUNet`):
+        it gets each sample's level, and h = (D − x̃)/σ, so the loss is the batch mean of ½‖x − D(x̃, σ)‖²/σ²
+        (DDPM's ε-prediction loss). A dense geometric ``sigmas`` grid then draws ln σ uniformly.
     :return: Scalar loss tensor.
     """
     sigmas = torch.as_tensor(sigmas, dtype=x.dtype, device=x.device)
@@ -50,11 +54,16 @@ def dsm_loss(
     x_noisy = x + sigma * z if center is None else center + sigma * z
     if center is not None or target is not None:  # augmented DSM: −σ·score target is z + (center − target)/σ
         z = z + ((x if center is None else center) - (x if target is None else target)) / sigma
+    part = slice(None)
     if shard is not None:
         rank, world = shard
         if x.shape[0] % world:
             raise ValueError(f"A batch of {x.shape[0]} cannot be split evenly over {world} ranks.")
         part = slice(rank * x.shape[0] // world, (rank + 1) * x.shape[0] // world)
         x_noisy, z = x_noisy[part], z[part]
-    h = model(x_noisy)
+    if denoiser:
+        level = sigma[part]
+        h = (model(x_noisy, level.flatten()) - x_noisy) / level
+    else:
+        h = model(x_noisy)
     return 0.5 * (h + z).flatten(1).pow(2).sum(1).mean()

@@ -212,7 +212,9 @@ def train_score_model(
     async_checkpoint: bool = True,
 ) -> ModuleT:
     """
-    Train a noise-level-free score network h by multi-level denoising score matching (:func:`dsm_loss`).
+    Train a noise-level-free score network h by multi-level denoising score matching (:func:`dsm_loss`), or a
+    σ-conditional denoiser ``D(x̃, σ)`` (a model with ``sigma_conditional = True``, e.g.
+    :class:`~art_adp.DenoiserUNet`) by the same loss with h = (D − x̃)/σ.
 
     Adam(lr, β = (0.9, 0.999), no weight decay) as in the ADP paper's Appendix A; an exponential moving
     average (EMA) of the weights is kept and *returned* -- purification should use it (the authors' released
@@ -350,6 +352,7 @@ def train_score_model(
     shard = (rank, world) if distributed else None
     global_batch = batch_size * world
     dtype = PRECISIONS[precision]
+    denoiser = bool(getattr(model, "sigma_conditional", False))  # D(x̃, σ) rather than h(x̃): see dsm_loss
     sigmas_cpu = sigmas.cpu()
 
     def autocast() -> contextlib.AbstractContextManager:
@@ -402,7 +405,7 @@ def train_score_model(
                 xb = torch.where(flip.view(-1, 1, 1, 1), xb.flip(-1), xb)
             aug = augment_targets(xb, augment, gen) if augment is not None else {}
             with autocast():
-                loss = dsm_loss(net, xb, sigmas, generator=gen, shard=shard, **aug)
+                loss = dsm_loss(net, xb, sigmas, generator=gen, shard=shard, denoiser=denoiser, **aug)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

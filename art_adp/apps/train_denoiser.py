@@ -1,0 +1,165 @@
+"""Train a :class:`~art_adp.DenoiserUNet` on a data set within a wall-time budget, measuring its one-step
+denoising MSE at every milestone: resumable (the trainer's checkpoint and the curve's records), with samples/s.
+
+The curve is written to ``RUN_DIR/curve.jsonl`` (one record per milestone: step, samples seen, training seconds
+so far, samples/s of that stretch, MSE per level) and the result with its provenance to ``RUN_DIR/result.json``.
+The MSE is measured on the data set's *test* split, with fixed noise (one seed per level), as
+mean((D(x + σz, σ) − x)²) over pixels in [0, 1].
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..runs.provenance import provenance
+from ..runs.records import append_records, read_jsonl
+from ..runs.seeds import derive_seed
+from ..serialization import read_checkpoint
+from ..score.sigmas import geometric_sigmas
+from ..score.train import train_score_model
+from ..score.unet import DenoiserUNet
+
+__all__ = ["LEVELS", "denoising_mse", "train_denoiser"]
+
+#: The levels (in [0, 1] pixel units) at which the curve measures one-step denoising.
+LEVELS = (0.05, 0.1, 0.25, 0.5)
+
+
+@torch.no_grad()
+def denoising_mse(denoiser, x, levels: Sequence[float] = LEVELS, *, seed: int = 0, batch_size: int = 250) -> dict:
+    """
+    One-step denoising MSE of ``denoiser(x̃, σ)`` on clean images ``x`` at each level (fixed noise per level).
+
+    :param denoiser: A σ-conditional denoiser ``D(x, sigma)`` on [0, 1] pixels.
+    :param x: Clean images, ``N×C×H×W`` in [0, 1] (numpy or tensor).
+    :param levels: Noise levels σ in [0, 1] pixel units.
+    :param seed: Seed of the noise (each level draws from ``derive_seed(seed, σ)``).
+    :param batch_size: Images per forward pass.
+    :return: ``{σ as str: MSE}``, the MSE averaged over pixels and images.
+    """
+    x = torch.as_tensor(np.asarray(x), dtype=torch.float32)
+    device = next(denoiser.parameters()).device
+    out = {}
+    for level in levels:
+        gen = torch.Generator().manual_seed(derive_seed(seed, "denoise", float(level)))
+        total = 0.0
+        for start in range(0, len(x), batch_size):
+            xb = x[start : start + batch_size]
+            noisy = xb + level * torch.randn(xb.shape, generator=gen)
+            total += float((denoiser(noisy.to(device), level).cpu() - xb).square().sum())
+        out[f"{level:g}"] = total / x.numel()
+    return out
+
+
+def train_denoiser(
+    x_train,
+    x_test,
+    run_dir: str | Path,
+    *,
+    minutes: float = 60.0,
+    milestone: int = 500,
+    batch_size: int = 128,
+    lr: float = 2e-3,
+    channels: Sequence[int] = (32, 64, 64),
+    sigma_min: float = 0.01,
+    sigma_max: float = 1.0,
+    n_test: int = 500,
+    seed: int = 0,
+    precision: str = "fp32",
+    device: str = "cpu",
+    progress: bool = True,
+) -> dict:
+    """
+    Train until ``minutes`` of training time are spent (summed over resumptions), measuring at each milestone.
+
+    :param x_train: Training images ``N×C×H×W`` in [0, 1].
+    :param x_test: Held-out images for the MSE curve (the first ``n_test``).
+    :param run_dir: Holds ``denoiser.safetensors`` (the trainer's checkpoint: resumable), ``curve.jsonl``,
+        ``result.json``.
+    :param minutes: Training-time budget; a run stops at the first milestone past it. Measuring is not counted.
+    :param milestone: Optimiser steps between measurements (and checkpoints).
+    :param batch_size: Samples per step.
+    :param lr: Adam learning rate (100-step warm-up).
+    :param channels: The UNet's widths (:class:`~art_adp.DenoiserUNet`).
+    :param sigma_min: Smallest training level (pixel units); ln σ is drawn uniformly from 256 geometric levels.
+    :param sigma_max: Largest training level.
+    :param n_test: Test images in the MSE measurement.
+    :param seed: The trainer's seed (the curve's noise uses :func:`derive_seed` of it).
+    :param precision: The trainer's ``precision`` (``"fp32"`` or ``"bf16"``).
+    :param device: Where to train.
+    :param progress: Show the trainer's progress bar.
+    :return: The result written to ``result.json``.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint = run_dir / "denoiser.safetensors"
+    curve_path = run_dir / "curve.jsonl"
+    settings = {
+        "n_train": len(x_train), "batch_size": batch_size, "lr": lr, "channels": list(channels),
+        "sigma_min": sigma_min, "sigma_max": sigma_max, "seed": seed, "precision": precision, "milestone": milestone,
+    }  # fmt: skip
+    curve = read_jsonl(curve_path)
+    if curve and curve[0].get("settings") != settings:
+        raise ValueError(
+            f"{run_dir} holds a run with other settings ({curve[0].get('settings')}); use another run_dir."
+        )
+    sigmas = geometric_sigmas(sigma_max, sigma_min, 256)
+    model = DenoiserUNet(x_train.shape[1], channels=channels).to(device)
+    x_eval = np.asarray(x_test[:n_test])
+    spent = curve[-1]["train_seconds"] if curve else 0.0
+    step = curve[-1]["step"] if curve else 0
+    started = time.monotonic()
+    held = read_checkpoint(checkpoint)[1].get("step", 0) if checkpoint.exists() else 0
+    if held != step:  # an interrupted stretch whose time was not recorded: its steps count, its seconds do not
+        rec = {"step": held, "samples": held * batch_size, "train_seconds": round(spent, 1), "unrecorded": True}
+        curve.append(rec)
+        append_records(curve_path, [rec])
+        step = held
+    while spent < minutes * 60:
+        t0 = time.monotonic()
+        target = (step // milestone + 1) * milestone
+        try:
+            ema = train_score_model(
+                model, x_train, sigmas, target, batch_size=batch_size, lr=lr, checkpoint_path=checkpoint,
+                seed=seed, progress=progress, checkpoint_every=milestone, device=device, precision=precision,
+                lr_warmup=100,
+            )  # fmt: skip
+        except KeyboardInterrupt:  # the trainer saved its state: record how far it got and how long it took
+            held = read_checkpoint(checkpoint)[1]["step"]
+            seconds = time.monotonic() - t0
+            rec = {"step": held, "samples": held * batch_size, "train_seconds": round(spent + seconds, 1),
+                   "interrupted": True}  # fmt: skip
+            append_records(curve_path, [rec])
+            raise
+        seconds = time.monotonic() - t0
+        done, step = target - step, target
+        spent += seconds
+        rec = {
+            "step": step,
+            "samples": step * batch_size,
+            "train_seconds": round(spent, 1),
+            "samples_per_s": round(done * batch_size / seconds, 1),
+            "mse": denoising_mse(ema, x_eval, seed=seed),
+            "threads": torch.get_num_threads(),
+        }
+        if not curve:
+            rec["settings"] = settings
+        curve.append(rec)
+        append_records(curve_path, [rec])
+        if progress:
+            print(json.dumps({k: rec[k] for k in ("step", "train_seconds", "samples_per_s", "mse")}), flush=True)
+    result = {
+        "settings": settings,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "curve": [{k: v for k, v in r.items() if k != "settings"} for r in curve],
+        "final": next((r for r in reversed(curve) if "mse" in r), None),
+        "provenance": provenance(wall_time_s=time.monotonic() - started, device=device, models={"denoiser": checkpoint}),
+    }
+    (run_dir / "result.json").write_text(json.dumps(result, indent=1))
+    return result
