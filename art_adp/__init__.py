@@ -27,7 +27,7 @@ from .score import (
     train_score_model,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"  # a development version until the "Unreleased" changes of CHANGELOG.md are released
 
 # The evaluation harness writes run directories and plots: it loads on first use, so that importing the library
 # loads no harness, plotting or command-line module.
