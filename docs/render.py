@@ -19,6 +19,7 @@ is unknown, and the rendering says so too.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import sys
@@ -32,11 +33,20 @@ BLOCK = re.compile(r"(?P<indent>[ \t]*)(<!-- render: (?P<name>[\w.-]+) -->\n)(?P
 
 
 def load(path: str) -> dict:
-    """A committed result file, checked for its provenance."""
+    """A committed result file, checked for its provenance; a result of uncommitted code (``-dirty``) must carry its
+    diff (``code_diff`` and its ``code_diff_sha256``, as ``art_adp.runs.provenance`` records them)."""
     result = json.loads((ROOT / path).read_text(encoding="utf-8"))
-    missing = [k for k in PROVENANCE if k not in result.get("provenance", {})]
+    p = result.get("provenance", {})
+    missing = [k for k in PROVENANCE if k not in p]
     if missing:
         raise ValueError(f"{path} has no provenance {missing}: re-run the command that writes it.")
+    if "-dirty" in str(p["code_version"]):
+        diff = p.get("code_diff")
+        if not isinstance(diff, str) or hashlib.sha256(diff.encode()).hexdigest() != p.get("code_diff_sha256"):
+            raise ValueError(
+                f"{path} was produced by uncommitted code ({p['code_version']}) and does not carry that code's diff: "
+                "commit the code and re-run the command that writes it."
+            )
     return result
 
 
@@ -58,10 +68,13 @@ def source(path: str, result: dict) -> str:
     p = result["provenance"]
     models = p["models"]
     if isinstance(models, dict):
-        models = ", ".join(f"{k} {v[:12]}" for k, v in models.items()) or "none"
+        # The hashing method is printed beside the hashes (art_adp.runs.provenance records it); older results did not
+        # record it, and mixed the checkpoint files' bytes with the weights.
+        method = p.get("models_hash", "SHA-256, method not recorded")
+        models = f"({method}) " + (", ".join(f"{k} {v[:12]}" for k, v in models.items()) or "none")
     return (
         f"<sub>Rendered from `{path}` by `docs/render.py`: `{p['command']}` · {p['device']} · wall time "
-        f"{wall(p['wall_time_s'])} · code {p['code_version']} · models (SHA-256) {models}.</sub>"
+        f"{wall(p['wall_time_s'])} · code {p['code_version']} · models {models}.</sub>"
     )
 
 
