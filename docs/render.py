@@ -314,19 +314,6 @@ def mnist_diagnostics(path: str) -> str:
     ])
 
 
-def compression_mnist(path: str) -> str:
-    """docs/compression.md: the same measurement on the MNIST development split with smoke-trained score models."""
-    result = load(path)
-    rows = [[s["score"], f"{s['sigma']:g}", s["steps"], f"{s['compression_rate']['median']:.3f}",
-             pct(s["fixed_clean_accuracy"], 0), pct(s["fixed_attack_accuracy"], 0)] for s in result["settings"]]
-    r = result["spearman"]
-    corr = "undefined (one accuracy is constant over the settings)" if r["rho"] != r["rho"] else f"{r['rho']:+.2f}"
-    return "\n".join([
-        *table(["score", "σ", "T", "compression rate (median)", "fixed-noise clean %", "fixed-noise attack %"], rows), "",
-        f"Spearman's ρ over {r['nb_points']} settings: {corr}.", "", source(path, result),
-    ])
-
-
 def upstream_notebook(path: str) -> str:
     result = load(path)
     labels = {"clean": "Clean", "preprocessor-blind": "Preprocessor-blind PGD", "BPDA": "BPDA PGD",
@@ -359,7 +346,6 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "preprocessing-chain": ("benchmarks/results/preprocessing_chain.json", preprocessing_chain),
     "compression": ("benchmarks/results/compression_vs_fixed_attack_pooled.json", compression),
     "mnist-diagnostics-cpu-smoke": ("docs/mnist_diagnostics_cpu_smoke.json", mnist_diagnostics),
-    "compression-mnist-smoke": ("benchmarks/results/compression_vs_fixed_attack_mnist_smoke.json", compression_mnist),
     "upstream-notebook": ("upstream/results/notebook.json", upstream_notebook),
     "eot-memory": ("benchmarks/results/eot_memory.json", eot_memory),
     "train-speed": ("benchmarks/results/train_speed_cpu.json", train_speed),
