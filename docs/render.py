@@ -10,8 +10,8 @@ A figure in a markdown file is a block::
     <!-- end render -->
 
 ``NAME`` is a key of :data:`FIGURES`: a result file (JSON) and the function that turns it into markdown. Every
-result file carries ``provenance``: the command that produced it, the code version, the SHA-256 of the models it
-used, the device and the wall time; each rendering ends with that line, so no figure is published without its
+result file carries ``provenance``: the command that produced it, the code version, the SHA-256 of the weights of
+the models it used, the device and the wall time; each rendering ends with that line, so no figure is published without its
 budget, device and wall time. A result measured before provenance was recorded says "not recorded" where a field
 is unknown, and the rendering says so too.
 """
@@ -72,6 +72,8 @@ def source(path: str, result: dict) -> str:
         # record it, and mixed the checkpoint files' bytes with the weights.
         method = p.get("models_hash", "SHA-256, method not recorded")
         models = f"({method}) " + (", ".join(f"{k} {v[:12]}" for k, v in models.items()) or "none")
+    else:  # a note written when the hashes were not recorded: it says what it knows
+        models = f"(SHA-256) {models}"
     return (
         f"<sub>Rendered from `{path}` by `docs/render.py`: `{p['command']}` · {p['device']} · wall time "
         f"{wall(p['wall_time_s'])} · code {p['code_version']} · models {models}.</sub>"

@@ -59,7 +59,8 @@ def test_a_planted_unsourced_figure_fails(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text(readme.read_text() + "\nOn a laptop ADP purifies 1,234 img/s.\n")
     problems = figures.check(tmp_path)
-    assert len(problems) == 1 and problems[0].startswith("README.md:") and "'1,234 img/s' without a source" in problems[0]
+    assert len(problems) == 1 and problems[0].startswith("README.md:")
+    assert "'1,234 img/s' without a source" in problems[0]
 
 
 def test_a_planted_figure_in_a_notebook_fails(tmp_path):

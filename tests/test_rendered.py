@@ -80,3 +80,17 @@ def test_the_hashing_method_is_printed_beside_the_hashes():
     assert "models (SHA-256, method not recorded) score abababababab." in render.source("r.json", {"provenance": p})
     p["models_hash"] = "SHA-256 of the weights (state dict)"
     assert "models (SHA-256 of the weights (state dict)) score abab" in render.source("r.json", {"provenance": p})
+
+
+def test_no_committed_result_of_uncommitted_code_lacks_its_diff():
+    """Rendered or not: a result file whose code version is -dirty carries that code's diff (or is re-measured)."""
+    dirty = []
+    for path in sorted([*ROOT.glob("docs/**/*.json"), *ROOT.glob("benchmarks/results/*.json")]):
+        p = json.loads(path.read_text("utf-8"))
+        p = p.get("provenance", {}) if isinstance(p, dict) else {}
+        diff = p.get("code_diff")
+        if "-dirty" in str(p.get("code_version", "")) and (
+            not isinstance(diff, str) or hashlib.sha256(diff.encode()).hexdigest() != p.get("code_diff_sha256")
+        ):
+            dirty.append(str(path.relative_to(ROOT)))
+    assert dirty == []

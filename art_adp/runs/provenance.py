@@ -98,15 +98,16 @@ def provenance(
         program = Path(sys.argv[0]).name
         head = ["art-adp"] if program in ("art-adp", "__main__.py") else ["python", sys.argv[0]]
         command = shlex.join([*head, *sys.argv[1:]])
-    record = {
+    version = code_version()
+    record: dict[str, object] = {
         "command": command,
-        "code_version": code_version(),
+        "code_version": version,
         "models": {name: weights_sha256(m) for name, m in (models or {}).items()},
         "models_hash": MODELS_HASH,
         "device": device_description(device),
         "wall_time_s": round(float(wall_time_s), 1),
     }
-    if record["code_version"].endswith("-dirty)"):
+    if version.endswith("-dirty)"):
         diff = code_diff()
         record.update(code_diff=diff, code_diff_sha256=hashlib.sha256(diff.encode()).hexdigest())
     return record
