@@ -16,12 +16,16 @@ be one of :data:`ALLOWED`, each with its kind and reason:
 
 An entry is a phrase of the page (code spans removed) that contains the figure; an entry that matches nothing is
 stale and fails too. Code (fenced blocks and inline spans) is commands and parameters, not figures, and is skipped.
-Pages left out, with the reason: :data:`EXCLUDED`.
+Pages left out, with the reason: :data:`EXCLUDED`; not user pages at all: ``upstream/`` (the ART pull request's
+text, reviewed with it), ``benchmarks/DEVICE_RUN.md`` (developer notes) and ``docs/cards/`` (evaluation cards as the
+harness wrote them, each beside its result file).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import functools
+import importlib.util
 import json
 import re
 import sys
@@ -125,13 +129,19 @@ def figures(text: str) -> list[tuple[int, int, str]]:
     return [(m.start("figure"), m.end("figure"), m["figure"]) for m in FIGURE.finditer(text)]
 
 
-def _number_in_source(figure: str, name: str) -> bool:
-    sys.path.insert(0, str(ROOT))
-    import importlib.util
-
+@functools.cache
+def _render():
+    """docs/render.py, loaded once (it imports art_adp from the repository root)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
     spec = importlib.util.spec_from_file_location("render", ROOT / "docs" / "render.py")
-    render = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(render)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _number_in_source(figure: str, name: str) -> bool:
+    render = _render()
     path, _ = render.FIGURES[name]
     haystack = render.render(name) + (ROOT / path).read_text(encoding="utf-8")
     # Each number of the figure, at its printed precision, must be a number of the rendering or the result file
