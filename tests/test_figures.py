@@ -88,15 +88,27 @@ def test_the_allow_list_cannot_go_stale_or_drift_from_its_result(tmp_path):
                                      "card-digits-paper-20")]) == []
 
 
+def _devices(value) -> list[str]:
+    """Every string under a key named "device" in a JSON document (provenance's, or a script's own)."""
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in ([v] if k == "device" and isinstance(v, str) else _devices(v))]
+    return [s for v in value for s in _devices(v)] if isinstance(value, list) else []
+
+
 def _gpu_result_files() -> set[str]:
-    """Every committed result file whose provenance names a CUDA device."""
+    """Every committed result file that names a CUDA device."""
     out = set()
     for path in [*ROOT.glob("docs/**/*.json"), *ROOT.glob("benchmarks/results/*.json")]:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        device = str(data.get("provenance", {}).get("device", "")) if isinstance(data, dict) else ""
-        if re.search(r"NVIDIA|CUDA|GPU|H100|H200|A100", device, re.I):
+        devices = _devices(json.loads(path.read_text(encoding="utf-8")))
+        if any(re.search(r"NVIDIA|Tesla|H100|H200|A100|^cuda", d, re.I) for d in devices):
             out.add(str(path.relative_to(ROOT)))
     return out
+
+
+def test_gpu_results_are_recognised_by_their_device():
+    assert _devices({"provenance": {"device": "NVIDIA H100 80GB HBM3, torch 2.8.0"}, "rows": [{"device": "cuda"}]}) == [
+        "NVIDIA H100 80GB HBM3, torch 2.8.0", "cuda"]
+    assert _devices({"device": "CPU x86_64, 1 thread(s)", "n": 3}) == ["CPU x86_64, 1 thread(s)"]
 
 
 def test_the_status_lists_exactly_the_gpu_results():
