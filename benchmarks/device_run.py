@@ -14,7 +14,7 @@ Here (a machine with the registry and ../shared), once per checkout, before the 
 
     python benchmarks/device_run.py prepare           # .whl/ (wheels) and .gpu-data/ (MNIST subset, digits models)
 
-On the GPU (the run call is in benchmarks/README.md and docs/mnist.md)::
+On the GPU (the calls are in benchmarks/DEVICE_RUN.md, developer notes)::
 
     python3 benchmarks/device_run.py run --part 1 --out $OUT
     python3 benchmarks/device_run.py run --part 2 --out $OUT

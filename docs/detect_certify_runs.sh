@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The runs behind docs/detect_certify.md (digits; the demo's score model and classifier), as they were run.
 # Usage: bash docs/detect_certify_runs.sh SCORE CLASSIFIER OUTDIR
-# The certify run took ~1.7 s per digit and sigma on an H200 (about 2 min per digit and sigma on one idle CPU core);
-# the detect runs took ~10-40 min each on the shared 2-core CPU. Every run resumes or can be split as shown.
+# The certify run draws n = 10,000 purifications per digit and sigma: a GPU job. Every run resumes or can be split
+# as shown; each prints its own wall time (`time`).
 set -uo pipefail
 S=$1 C=$2 OUTDIR=$3
 M="--score $S --classifier $C"

@@ -10,8 +10,8 @@ A figure in a markdown file is a block::
     <!-- end render -->
 
 ``NAME`` is a key of :data:`FIGURES`: a result file (JSON) and the function that turns it into markdown. Every
-result file carries ``provenance``: the command that produced it, the code version, the SHA-256 of the models it
-used, the device and the wall time; each rendering ends with that line, so no figure is published without its
+result file carries ``provenance``: the command that produced it, the code version, the SHA-256 of the weights of
+the models it used, the device and the wall time; each rendering ends with that line, so no figure is published without its
 budget, device and wall time. A result measured before provenance was recorded says "not recorded" where a field
 is unknown, and the rendering says so too.
 """
@@ -19,6 +19,7 @@ is unknown, and the rendering says so too.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import sys
@@ -32,11 +33,20 @@ BLOCK = re.compile(r"(?P<indent>[ \t]*)(<!-- render: (?P<name>[\w.-]+) -->\n)(?P
 
 
 def load(path: str) -> dict:
-    """A committed result file, checked for its provenance."""
+    """A committed result file, checked for its provenance; a result of uncommitted code (``-dirty``) must carry its
+    diff (``code_diff`` and its ``code_diff_sha256``, as ``art_adp.runs.provenance`` records them)."""
     result = json.loads((ROOT / path).read_text(encoding="utf-8"))
-    missing = [k for k in PROVENANCE if k not in result.get("provenance", {})]
+    p = result.get("provenance", {})
+    missing = [k for k in PROVENANCE if k not in p]
     if missing:
         raise ValueError(f"{path} has no provenance {missing}: re-run the command that writes it.")
+    if "-dirty" in str(p["code_version"]):
+        diff = p.get("code_diff")
+        if not isinstance(diff, str) or hashlib.sha256(diff.encode()).hexdigest() != p.get("code_diff_sha256"):
+            raise ValueError(
+                f"{path} was produced by uncommitted code ({p['code_version']}) and does not carry that code's diff: "
+                "commit the code and re-run the command that writes it."
+            )
     return result
 
 
@@ -58,10 +68,15 @@ def source(path: str, result: dict) -> str:
     p = result["provenance"]
     models = p["models"]
     if isinstance(models, dict):
-        models = ", ".join(f"{k} {v[:12]}" for k, v in models.items()) or "none"
+        # The hashing method is printed beside the hashes (art_adp.runs.provenance records it); older results did not
+        # record it, and mixed the checkpoint files' bytes with the weights.
+        method = p.get("models_hash", "SHA-256, method not recorded")
+        models = f"({method}) " + (", ".join(f"{k} {v[:12]}" for k, v in models.items()) or "none")
+    else:  # a note written when the hashes were not recorded: it says what it knows
+        models = f"(SHA-256) {models}"
     return (
         f"<sub>Rendered from `{path}` by `docs/render.py`: `{p['command']}` · {p['device']} · wall time "
-        f"{wall(p['wall_time_s'])} · code {p['code_version']} · models (SHA-256) {models}.</sub>"
+        f"{wall(p['wall_time_s'])} · code {p['code_version']} · models {models}.</sub>"
     )
 
 
@@ -301,19 +316,6 @@ def mnist_diagnostics(path: str) -> str:
     ])
 
 
-def compression_mnist(path: str) -> str:
-    """docs/compression.md: the same measurement on the MNIST development split with smoke-trained score models."""
-    result = load(path)
-    rows = [[s["score"], f"{s['sigma']:g}", s["steps"], f"{s['compression_rate']['median']:.3f}",
-             pct(s["fixed_clean_accuracy"], 0), pct(s["fixed_attack_accuracy"], 0)] for s in result["settings"]]
-    r = result["spearman"]
-    corr = "undefined (one accuracy is constant over the settings)" if r["rho"] != r["rho"] else f"{r['rho']:+.2f}"
-    return "\n".join([
-        *table(["score", "σ", "T", "compression rate (median)", "fixed-noise clean %", "fixed-noise attack %"], rows), "",
-        f"Spearman's ρ over {r['nb_points']} settings: {corr}.", "", source(path, result),
-    ])
-
-
 def upstream_notebook(path: str) -> str:
     result = load(path)
     labels = {"clean": "Clean", "preprocessor-blind": "Preprocessor-blind PGD", "BPDA": "BPDA PGD",
@@ -346,7 +348,6 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "preprocessing-chain": ("benchmarks/results/preprocessing_chain.json", preprocessing_chain),
     "compression": ("benchmarks/results/compression_vs_fixed_attack_pooled.json", compression),
     "mnist-diagnostics-cpu-smoke": ("docs/mnist_diagnostics_cpu_smoke.json", mnist_diagnostics),
-    "compression-mnist-smoke": ("benchmarks/results/compression_vs_fixed_attack_mnist_smoke.json", compression_mnist),
     "upstream-notebook": ("upstream/results/notebook.json", upstream_notebook),
     "eot-memory": ("benchmarks/results/eot_memory.json", eot_memory),
     "train-speed": ("benchmarks/results/train_speed_cpu.json", train_speed),

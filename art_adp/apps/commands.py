@@ -434,7 +434,7 @@ def certify(c: Certification) -> None:
 
     from ..certify import adp_base_classifier
     from ..data import load_dataset
-    from ..runs.records import file_sha256
+    from ..runs.records import weights_sha256
     from .certify_run import run_certify
 
     score, classifier = _load_models(c)
@@ -470,8 +470,8 @@ def certify(c: Certification) -> None:
         progress=not c.quiet,
         settings={
             "steps": c.steps,
-            "score_sha256": file_sha256(c.score),
-            "classifier_sha256": file_sha256(c.classifier),
+            "score_sha256": weights_sha256(c.score),
+            "classifier_sha256": weights_sha256(c.classifier),
             "dataset": c.dataset,
         },
     )
@@ -647,7 +647,7 @@ def evaluate(c: Evaluation) -> None:
     from ..data import load_dataset
     from ..models import load_classifier
     from ..preprocessor import ADPPurifier
-    from ..runs.records import file_sha256
+    from ..runs.records import weights_sha256
     from ..score import load_score_model
     from .evaluation import evaluate as run_evaluation
 
@@ -677,8 +677,8 @@ def evaluate(c: Evaluation) -> None:
     description = {
         "Defence": f"{purifier.describe()}, S = {config.runs} runs averaged",
         "Data": f"{c.dataset}, first {n} test images",
-        "Models": f"score {score_path} ({type(score).__name__}, sha256 {file_sha256(score_path)[:12]}), classifier "
-        f"{clf_path} ({type(classifier).__name__}, sha256 {file_sha256(clf_path)[:12]})",
+        "Models": f"score {score_path} ({type(score).__name__}, weights' SHA-256 {weights_sha256(score)[:12]}), "
+        f"classifier {clf_path} ({type(classifier).__name__}, weights' SHA-256 {weights_sha256(classifier)[:12]})",
         "Device": f"{device}" + (f", {torch.get_num_threads()} CPU threads" if device == "cpu" else ""),
     }
     baselines = {}
