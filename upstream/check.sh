@@ -43,39 +43,8 @@ done
 if [ -z "$ART_GIT_FOUND" ]; then
     echo "upstream/check.sh: ART's style gates and tests skipped: no git repository of ART with $BRANCH's commit" \
          "${BASE:0:9} (set ART_GIT to one)"
-    if [ -n "$RESULT" ]; then
-    "$PY" - "$TREE" "$ROOT" "$RESULT" "$TESTS_WALL" "$ART_GIT" "$BASE" "$(IFS="|"; echo "${FAILED[*]}")" "${CHECK_COMMAND:-bash upstream/check.sh}" <<'PY'
-import json, platform, subprocess, sys, xml.etree.ElementTree as ET
-from importlib.metadata import version
-from pathlib import Path
-
-tree, root, out, wall, art_git, base, failed, command = sys.argv[1:]
-suite = ET.parse(Path(tree) / "junit.xml").getroot().find("testsuite")
-counts = {k: int(suite.get(k)) for k in ("tests", "failures", "errors", "skipped")}
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "CPU")
-git = lambda *a: subprocess.run(["git", *a], cwd=root, capture_output=True, text=True).stdout.strip()
-packages = ("torch", "numpy", "scipy", "scikit-learn", "pytest", "black", "pylint", "mypy", "pycodestyle", "ruff")
-record = {
-    "what": "ART's style gates and the PR's tests on ART's dev_1.21.0 with the patch applied",
-    "command": command,
-    "commit": git("rev-parse", "HEAD"),
-    "patch_modified_since_commit": bool(git("status", "--porcelain", "--", "upstream/score_based_purification.patch")),
-    "art_base_commit": base,
-    "device": f"CPU ({cpu}), OMP_NUM_THREADS=1",
-    "versions": {"python": platform.python_version(), **{p: version(p) for p in packages}},
-    **counts,
-    "passed": counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"],
-    "coverage_percent": round(json.loads((Path(tree) / "coverage.json").read_text())["totals"]["percent_covered"], 1),
-    "tests_wall_time_s": int(wall),
-    "style_gates": "black 120, pycodestyle, pylint >= 9.6, mypy, ruff",
-    "gates_failed": failed.split("|") if failed else [],
-}
-Path(out).parent.mkdir(parents=True, exist_ok=True)
-Path(out).write_text(json.dumps(record, indent=2) + "\n")
-print(f"== outcome written to {out}")
-PY
-fi
-gates_end "upstream/check.sh"
+    gates_end "upstream/check.sh"  # exits 1 if the patch check failed
+    exit 0
 fi
 ART_GIT="$ART_GIT_FOUND"
 TIP="$(git --git-dir="$ART_GIT" rev-parse -q --verify "refs/heads/$BRANCH" || true)"
