@@ -151,6 +151,8 @@ import json, platform, subprocess, sys, xml.etree.ElementTree as ET
 from importlib.metadata import version
 from pathlib import Path
 
+import torch
+
 tree, root, out, wall, art_git, base, failed, command = sys.argv[1:]
 suite = ET.parse(Path(tree) / "junit.xml").getroot().find("testsuite")
 counts = {k: int(suite.get(k)) for k in ("tests", "failures", "errors", "skipped")}
@@ -164,7 +166,7 @@ record = {
     "patch_modified_since_commit": bool(git("status", "--porcelain", "--", "upstream/score_based_purification.patch")),
     "art_base_commit": base,
     "device": f"CPU ({cpu}), OMP_NUM_THREADS=1",
-    "versions": {"python": platform.python_version(), **{p: version(p) for p in packages}},
+    "versions": {"python": platform.python_version(), **{p: version(p) for p in packages}, "torch": torch.__version__},
     **counts,
     "passed": counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"],
     "coverage_percent": round(json.loads((Path(tree) / "coverage.json").read_text())["totals"]["percent_covered"], 1),
