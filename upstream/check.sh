@@ -174,6 +174,13 @@ record = {
     "style_gates": "black 120, pycodestyle, pylint >= 9.6, mypy, ruff",
     "gates_failed": failed.split("|") if failed else [],
 }
+record["provenance"] = {  # what docs/render.py prints under the PR description's table
+    "command": command,
+    "code_version": f"art-adp {record['commit'][:7]}, ART dev_1.21.0 {base[:9]} with the patch",
+    "models": "none",
+    "device": record["device"],
+    "wall_time_s": int(wall),
+}
 Path(out).parent.mkdir(parents=True, exist_ok=True)
 Path(out).write_text(json.dumps(record, indent=2) + "\n")
 print(f"== outcome written to {out}")
