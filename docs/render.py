@@ -321,7 +321,44 @@ def upstream_notebook(path: str) -> str:
     labels = {"clean": "Clean", "preprocessor-blind": "Preprocessor-blind PGD", "BPDA": "BPDA PGD",
               "full gradient": "Full-gradient PGD (1 draw per step)"}
     rows = [[labels.get(k, k), f"{v['undefended']:.1f}", f"{v['adp']:.1f}"] for k, v in result["accuracy"].items()]
-    return "\n".join([*table(["Attack", "Undefended", "ADP (S = 10)"], rows), "", source(path, result)])
+    v, p = result["versions"], result["provenance"]
+    grads = [[labels.get(k, k).replace(" PGD", "").replace(" (1 draw per step)", ""), f"{g['mean_abs']:.2e}",
+              f"{100 * g['zero_share']:.0f} %", "–" if g["same_sign_second_draw"] is None
+              else f"{100 * g['same_sign_second_draw']:.0f} %"]
+             for k, g in result["gradients_on_first_nb_probe_test_digits"].items()]
+    return "\n".join([*table(["Attack", "Undefended", "ADP (S = 10)"], rows), "", *table(
+        [f"Loss gradient, first {result['settings']['NB_PROBE']} test digits", "Mean magnitude", "Exactly 0",
+         "Same sign in a second draw"], grads), "",
+        f"Pixels whose noisy value leaves [0, 1] and is clipped, one draw: "
+        f"{100 * result['pixels_clipped_after_noise_one_draw']:.0f} %.", "", (
+        f"<sub>The notebook executed top to bottom with this PR's code (ART {v['art']} with the PR's `art/` files), "
+        f"torch {v['torch']}, scikit-learn {v['scikit-learn']} · {p['device']} · {wall(p['wall_time_s'])} for the "
+        "whole notebook.</sub>"), upstream_source(path, result)])
+
+
+def upstream_source(path: str, result: dict) -> str:
+    """The provenance of a figure in the ART pull request's description, as a comment a maintainer's view hides."""
+    p = result["provenance"]
+    return f"<!-- source: {path}, written by `{p['command']}` · code {p['code_version']} -->"
+
+
+def upstream_checks(path: str) -> str:
+    """ART's style gates and the PR's tests on dev_1.21.0, one row per configuration (upstream/check.sh)."""
+    paths = [path, "upstream/results/pinned_tests_torch2.7.1.json", "upstream/results/check_torch2.13.0.json"]
+    rows, sources = [], []
+    for each in paths:
+        r = load(each)
+        gates = "pass" if not r["gates_failed"] else "fail: " + ", ".join(r["gates_failed"])
+        rows.append([r["versions"]["python"], r["versions"]["torch"], r["passed"], r["skipped"],
+                     f"{r['coverage_percent']:.0f} %", gates, wall(r["tests_wall_time_s"])])
+        sources.append(upstream_source(each, r))
+    v = load(path)["versions"]
+    return "\n".join([*table(["Python", "PyTorch", "Passed", "Skipped", "Coverage of the new module",
+                               "black, pycodestyle, pylint, mypy, ruff", "pytest run (with coverage)"], rows), "", (
+        f"<sub>ART `dev_1.21.0` ({load(path)['art_base_commit'][:9]}) with this patch applied; black {v['black']}, "
+        f"pycodestyle {v['pycodestyle']}, pylint {v['pylint']}, mypy {v['mypy']}, ruff {v['ruff']}, pytest "
+        f"{v['pytest']}, numpy {v['numpy']}, scipy {v['scipy']}, scikit-learn {v['scikit-learn']} · "
+        f"{load(path)['device']}.</sub>"), *sources])
 
 
 def demo(path: str) -> str:
@@ -349,6 +386,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "compression": ("benchmarks/results/compression_vs_fixed_attack_pooled.json", compression),
     "mnist-diagnostics-cpu-smoke": ("docs/mnist_diagnostics_cpu_smoke.json", mnist_diagnostics),
     "upstream-notebook": ("upstream/results/notebook.json", upstream_notebook),
+    "upstream-checks": ("upstream/results/pinned_tests_torch2.8.0.json", upstream_checks),
     "eot-memory": ("benchmarks/results/eot_memory.json", eot_memory),
     "train-speed": ("benchmarks/results/train_speed_cpu.json", train_speed),
 }
