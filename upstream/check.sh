@@ -34,7 +34,7 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 gate "patch up to date, well formed, deletes nothing" python3 "$HERE/patch.py" --check
 
 ART_GIT_FOUND=""
-for candidate in "${ART_GIT:-}" "$HERE/.art-git" "$ROOT/../.mirror/Trusted-AI+adversarial-robustness-toolbox/repo"; do
+for candidate in "${ART_GIT:-}" "$HERE/.art-git"; do
     if [ -n "$candidate" ] && git --git-dir="$candidate" cat-file -e "$BASE^{commit}" 2>/dev/null; then
         ART_GIT_FOUND="$(cd "$candidate" && pwd)"
         break
