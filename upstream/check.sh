@@ -6,8 +6,7 @@
 #    are well formed and it deletes no line of ART's (python upstream/patch.py --check).
 # 2. With a git repository of ART holding the base commit: the rest. It is looked for in $ART_GIT, then
 #    upstream/.art-git (ignored; e.g. `git clone --bare --single-branch -b dev_1.21.0
-#    https://github.com/Trusted-AI/adversarial-robustness-toolbox upstream/.art-git`), then
-#    ../.mirror/Trusted-AI+adversarial-robustness-toolbox/repo beside the repository. Without one (a user's clone, the
+#    https://github.com/Trusted-AI/adversarial-robustness-toolbox upstream/.art-git`). Without one (a user's clone, the
 #    project's CI) the rest is skipped. The base commit's files are extracted, the patch is applied with `git apply`,
 #    and black, pycodestyle, pylint, mypy, ruff and the tests (with coverage) run on the PR's files with the tools in
 #    upstream/.venv-check (ignored), built on first use at the versions pinned in dev's requirements_test.txt.
