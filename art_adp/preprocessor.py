@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 
-from ._checks import boolean, number, one_of, positive_int, renamed_kwargs, take_renamed, warn_renamed_attribute
+from ._checks import boolean, number, one_of, positive_int
 from .purify import DEFAULTS, check_params, describe, purify
 
 __all__ = ["ADPPurifier"]
@@ -27,7 +27,6 @@ PURIFY_PARAMS = (
     "amp",
     "gradient_checkpointing",
 )
-RENAMED = {"checkpoint": "gradient_checkpointing"}  # deprecated in 0.2, removed in 0.3
 
 
 class ADPPurifier(PreprocessorPyTorch):
@@ -74,7 +73,6 @@ class ADPPurifier(PreprocessorPyTorch):
         "clip_inputs",
     ]
 
-    @renamed_kwargs(**RENAMED)
     def __init__(
         self,
         score_model: torch.nn.Module,
@@ -122,8 +120,7 @@ class ADPPurifier(PreprocessorPyTorch):
         :param amp: ``None``, ``"bfloat16"`` or ``"float16"``: the network forward under autocast (needs
             ``step_size="adaptive-jvp"`` or a manual schedule).
         :param gradient_checkpointing: Gradient checkpointing per step for ``gradient="full"`` (memory of one batch
-            per step instead of all activations; each step recomputed once in the backward pass). Formerly
-            ``checkpoint=`` (deprecated).
+            per step instead of all activations; each step recomputed once in the backward pass)..
         :param compile: ``torch.compile`` the score network on first use: ``True`` (inductor) or a backend name.
             Compilation takes minutes on a CPU; worth it for long GPU evaluations.
         :param detector: ``None``, or a fitted :class:`~art_adp.ScoreNormDetector` (anything with
@@ -162,17 +159,6 @@ class ADPPurifier(PreprocessorPyTorch):
         self.beta = beta
         self.clip_inputs = clip_inputs
         self._check_params()
-
-    @property
-    def checkpoint(self) -> bool:
-        """Deprecated alias of :attr:`gradient_checkpointing` (removed in 0.3)."""
-        warn_renamed_attribute("ADPPurifier", "checkpoint", "gradient_checkpointing")
-        return self.gradient_checkpointing
-
-    @checkpoint.setter
-    def checkpoint(self, value: bool) -> None:
-        warn_renamed_attribute("ADPPurifier", "checkpoint", "gradient_checkpointing")
-        self.gradient_checkpointing = value
 
     def describe(self) -> str:
         """
@@ -235,7 +221,6 @@ class ADPPurifier(PreprocessorPyTorch):
 
     def set_params(self, **kwargs) -> None:
         """Set parameters from ``params`` and validate them; unknown names or invalid values raise, changing nothing."""
-        kwargs = take_renamed(dict(kwargs), RENAMED, "ADPPurifier.set_params")
         unknown = sorted(set(kwargs) - set(self.params))
         if unknown:
             raise ValueError(f"Unknown ADPPurifier parameter(s) {unknown}; valid: {self.params}.")

@@ -15,7 +15,7 @@ import torch
 import torch.func
 import torch.utils.checkpoint
 
-from ._checks import boolean, non_negative_int, number, renamed_kwargs
+from ._checks import boolean, non_negative_int, number
 
 __all__ = ["ADPDefaults", "DEFAULTS", "purify", "check_params", "check_images", "describe"]
 
@@ -45,7 +45,6 @@ ADAPTIVE_RULES = ("adaptive", "adaptive-jvp")
 AMP_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-@renamed_kwargs(checkpoint="gradient_checkpointing")
 def check_params(
     sigma,
     steps,
@@ -257,7 +256,6 @@ class _Running:
         return {"steps": self.taken, "step_sizes": step_sizes.detach()}
 
 
-@renamed_kwargs(checkpoint="gradient_checkpointing")
 def purify(
     score_model: Callable[[torch.Tensor], torch.Tensor],
     x: torch.Tensor,
@@ -316,7 +314,7 @@ def purify(
         ``step_size="adaptive-jvp"`` or a manual schedule: the δ difference would drown in the rounding.
     :param gradient_checkpointing: Gradient checkpointing per step (``torch.utils.checkpoint``) when autograd records:
         a full-gradient backward stores one batch per step instead of every activation of 2T network
-        passes, and recomputes each step once. Same values and gradients. (Formerly ``checkpoint=``, deprecated.)
+        passes, and recomputes each step once. Same values and gradients.
     :return: The purified batch (same shape and dtype as ``x``), and the info dict if ``return_info``.
     """
     alphas = check_params(

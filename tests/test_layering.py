@@ -8,9 +8,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "art_adp"
-# Old module paths kept as deprecated aliases of the moved modules: they name the new path by design.
-ALIASES = {"art_adp.cli", "art_adp.demo", "art_adp.detect_demo", "art_adp.plots", "art_adp.evaluation",
-           "art_adp.experiments"}
 
 
 def _name(path: Path) -> str:
@@ -71,7 +68,7 @@ def test_every_internal_import_resolves():
 @pytest.mark.parametrize("layer, forbidden", [("library", ("art_adp.apps", "art_adp.runs")),
                                               ("art_adp.runs", ("art_adp.apps",))])
 def test_no_upward_import(layer, forbidden):
-    upward = [f"{m}:{line} imports {t}" for m, edges in EDGES.items() if m not in ALIASES and _layer(m) == layer
+    upward = [f"{m}:{line} imports {t}" for m, edges in EDGES.items() if _layer(m) == layer
               for t, line in edges if t.startswith(forbidden)]
     assert upward == []
 
@@ -90,7 +87,7 @@ def _unit(module: str) -> str:
 def test_no_cycle_between_packages():
     graph: dict[str, set[str]] = {}
     for m, edges in EDGES.items():
-        if m in ALIASES or m == "art_adp":  # the public API re-exports everything below it
+        if m == "art_adp":  # the public API re-exports everything below it
             continue
         for t, _ in edges:
             a, b = _unit(m), _unit(t)
@@ -121,38 +118,6 @@ def test_the_layering_check_sees_an_upward_import():
     assert found == [("art_adp.apps.evaluation", 2), ("art_adp.apps.evaluation.run", 2), ("art_adp.runs.records", 3)]
     assert _layer("art_adp.attacks.pgd_eot") == "library" and _layer("art_adp.runs.records") == "art_adp.runs"
     assert _unit("art_adp.apps.evaluation.run") == "art_adp.apps.evaluation" and _unit("art_adp.purify") == "art_adp.purify"
-
-
-MOVED = [
-    ("art_adp.cli", "art_adp.apps.cli"),
-    ("art_adp.demo", "art_adp.apps.demo"),
-    ("art_adp.detect_demo", "art_adp.apps.detect_demo"),
-    ("art_adp.plots", "art_adp.apps.plots"),
-    ("art_adp.evaluation", "art_adp.apps.evaluation"),
-    ("art_adp.evaluation.run", "art_adp.apps.evaluation.run"),
-    ("art_adp.evaluation.records", "art_adp.runs.records"),
-    ("art_adp.experiments", "art_adp.apps"),
-    ("art_adp.experiments.reproduce", "art_adp.apps.reproduce"),
-    ("art_adp.experiments.measure", "art_adp.apps.measure"),
-    ("art_adp.experiments.corruptions", "art_adp.apps.corruption_table"),
-    ("art_adp.experiments.distributed", "art_adp.runs.distributed"),
-]
-
-
-@pytest.mark.parametrize("old, new", MOVED)
-def test_old_module_paths_are_the_moved_modules_with_a_warning(old, new):
-    import importlib
-    import re
-    import sys
-
-    alias = ".".join(old.split(".")[:2])  # the module that warns: the old package or module
-    for name in [k for k in sys.modules if k == alias or k.startswith(alias + ".")]:
-        del sys.modules[name]  # only the old names: the moved modules stay loaded under their own
-    target = {"art_adp.evaluation": "art_adp.apps.evaluation", "art_adp.experiments": "art_adp.apps"}.get(alias, new)
-    message = f"{alias} is deprecated, use {target}; the old name will be removed in 0.3."
-    with pytest.warns(DeprecationWarning, match=f"^{re.escape(message)}$"):
-        module = importlib.import_module(old)
-    assert module is importlib.import_module(new)
 
 
 def test_the_detector_pieces_still_import_from_the_demo_module():

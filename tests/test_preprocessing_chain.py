@@ -120,7 +120,7 @@ def test_eot_classifier_sees_the_standardisation(setup, gradient, batch_size):
     _, _, x, y = setup
     results = []
     for est in pair(setup, gradient=gradient):
-        eot, p = EOTClassifier(est, nb_samples=3, batch_size=batch_size), the_purifier(est)
+        eot, p = EOTClassifier(est, ensemble_size=3, batch_size=batch_size), the_purifier(est)
         p.generator.manual_seed(1)
         predicted = eot.predict(x)
         p.generator.manual_seed(2)
@@ -136,8 +136,8 @@ def test_eot_classifier_sees_the_standardisation(setup, gradient, batch_size):
 def test_defended_model_from_estimator_sees_the_standardisation(setup):
     mlp, score, x, _ = setup
     standardised, folded = pair(setup, gradient="full")
-    models = [DefendedModel.from_estimator(standardised, nb_samples=3, batch_size=10),
-              DefendedModel(Folded(mlp), the_purifier(folded), nb_samples=3)]
+    models = [DefendedModel.from_estimator(standardised, ensemble_size=3, batch_size=10),
+              DefendedModel(Folded(mlp), the_purifier(folded), ensemble_size=3)]
     outs = []
     for model, p in zip(models, (the_purifier(standardised), the_purifier(folded))):
         p.generator.manual_seed(4)

@@ -7,6 +7,6 @@ is ``art-adp evaluate``, also under ``torchrun``.
 """
 
 from .config import ATTACKS, PAPER_ATTACKS, PRESETS, EvalConfig
-from .run import DIGITS, PAPER, evaluate
+from .run import PAPER, evaluate
 
-__all__ = ["ATTACKS", "DIGITS", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "evaluate"]
+__all__ = ["ATTACKS", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "evaluate"]
