@@ -3,6 +3,9 @@ as a defence plugin for IBM's Adversarial Robustness Toolbox and torchattacks.
 
     from art_adp import ADPPurifier
     classifier = PyTorchClassifier(model, ..., preprocessing_defences=[ADPPurifier(score_model)])
+
+The library only: the applications that write run folders (the evaluation harness ``art_adp.apps.evaluation``, the
+demos, the command line) live in :mod:`art_adp.apps` and are imported from there.
 """
 
 from .certify import certify, certify_approximate
@@ -27,32 +30,17 @@ from .score import (
 
 __version__ = "0.1.0"
 
-# The evaluation harness writes run directories and plots: it loads on first use, so that importing the library
-# loads no harness, plotting or command-line module.
-_LAZY = {"EvalConfig": "apps.evaluation", "evaluate": "apps.evaluation"}
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
     "ADPPurifier",
     "DefendedModel",
     "EDMScore",
     "EOTClassifier",
-    "EvalConfig",
     "NCSNv2",
     "ScoreNormDetector",
     "VPScore",
     "certify",
     "certify_approximate",
     "dsm_loss",
-    "evaluate",
     "from_diffusers",
     "geometric_sigmas",
     "load_score_model",

@@ -249,13 +249,13 @@ def test_the_estimate_states_the_sanity_checks_cost():
 
 def test_estimate_only_logs_the_sanity_stage(tmp_path):
     import art_adp
-    from art_adp.apps.evaluation.run import EvalConfig
+    from art_adp.apps.evaluation.run import EvalConfig, evaluate
 
     from evalsuite_models import tiny_models
 
     mlp, score, x, y = tiny_models()
     logged = []
-    out = art_adp.evaluate(
+    out = evaluate(
         mlp,
         art_adp.ADPPurifier(score, steps=1),
         x[:16],

@@ -1,7 +1,7 @@
 """ART's standardisation is part of the attacked function everywhere: ``PyTorchClassifier(net,
 preprocessing=(mean, std))`` and the same network with the standardisation folded into the model give the same
 adversarial examples, predictions, gradients and evaluation records, seed for seed, for every attack of
-art_adp.attacks, EOTClassifier, DefendedModel and art_adp.evaluate. Tiny models (an MLP trained on digits,
+art_adp.attacks, EOTClassifier, DefendedModel and art_adp.apps.evaluation.evaluate. Tiny models (an MLP trained on digits,
 NCSNv2(1, 8, ngf=4))."""
 
 import json
@@ -12,7 +12,8 @@ import torch
 from art.estimators.classification import PyTorchClassifier
 
 import art_adp.attacks as A
-from art_adp import ADPPurifier, DefendedModel, EOTClassifier, EvalConfig, evaluate
+from art_adp import ADPPurifier, DefendedModel, EOTClassifier
+from art_adp.apps.evaluation import EvalConfig, evaluate
 from art_adp.ensemble import blocks, eot_gradient, logits, stack_draws
 from evalsuite_models import tiny_models
 
@@ -179,7 +180,7 @@ def test_stacked_draws_equal_consecutive_draws_whatever_the_blocks(setup):
 
 
 def test_evaluation_records_see_the_standardisation(setup, tmp_path, monkeypatch):
-    """art_adp.evaluate builds its estimator inside; a PyTorchClassifier that always standardises stands in."""
+    """evaluate builds its estimator inside; a PyTorchClassifier that always standardises stands in."""
     import art_adp.apps.evaluation.run as run
 
     mlp, score, x, y = setup
