@@ -17,7 +17,7 @@ import art_adp.attacks as A
 from art_adp import ADPPurifier, DefendedModel, EOTClassifier, NCSNv2, purify
 from art_adp import _checks
 from art_adp.models import MLP, DigitsCNN, SmallCNN, WideResNet, load_classifier, save_classifier
-from art_adp.purify import DEFAULTS
+from art_adp.purify import DEFAULTS, HYPERPARAMETERS
 from art_adp.serialization import write_checkpoint
 
 
@@ -116,7 +116,9 @@ def test_one_constructor_signature_and_round_trip(cls, extra, tmp_path):
 # -- the ADP defaults, declared once, and the report text generated from the parameters ----------------------------
 
 def test_purify_and_adppurifier_share_the_defaults():
-    for field in ("sigma", "steps", "step_size", "lam", "delta", "step_clamp", "tau", "clip_values"):
+    assert HYPERPARAMETERS == ("sigma", "steps", "step_size", "lam", "delta", "step_clamp", "tau", "clip_values")
+    assert set(HYPERPARAMETERS) <= set(ADPPurifier.params)  # so ART's set_params reaches every one
+    for field in HYPERPARAMETERS:
         expected = getattr(DEFAULTS, field)
         assert inspect.signature(purify).parameters[field].default == expected, field
         assert inspect.signature(ADPPurifier.__init__).parameters[field].default == expected, field
