@@ -177,3 +177,23 @@ def test_the_detector_pieces_still_import_from_the_demo_module():
     from art_adp.detect import ScoreNormHead as Head
 
     assert (EvadeDetectorLoss, ScoreNormHead) == (Loss, Head)
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def _long_functions(source: str, module: str) -> list[str]:
+    """Functions and methods of ``source`` longer than :data:`MAX_FUNCTION_LINES`, signature and docstring
+    included."""
+    return [f"{module}.{node.name}: {node.end_lineno - node.lineno + 1} lines" for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+
+
+def test_no_library_function_is_over_80_lines():
+    """The library (everything outside ``art_adp.apps``) splits a function where a reader would lose the thread."""
+    long = [f for name, path in MODULES.items() if _layer(name) != "art_adp.apps"
+            for f in _long_functions(path.read_text(), name)]
+    assert long == []
+    planted = "def f():\n" + "    x = 1\n" * MAX_FUNCTION_LINES  # the check itself: 81 lines are found
+    assert _long_functions(planted, "m") == ["m.f: 81 lines"]
