@@ -239,4 +239,3 @@ def adp_base_classifier(classifier: torch.nn.Module, score_model: torch.nn.Modul
             raise ValueError(f"adp_base_classifier sets {name} itself (the smoothing noise replaces ADP's); drop it.")
     purifier = ADPPurifier(score_model, sigma=0.0, clip_inputs=True, **purifier_kwargs)
     return DefendedModel(classifier, purifier, ensemble_size=1).eval()
-

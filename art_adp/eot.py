@@ -14,6 +14,7 @@ from .ensemble import AGGREGATES, GraphMemory, RowBlocks, aggregate_draws, eot_g
 
 __all__ = ["EOTClassifier"]
 
+
 def _check_eot_params(ensemble_size, eot_samples, aggregate, batch_size) -> None:
     positive_int("ensemble_size", ensemble_size)
     positive_int("eot_samples", eot_samples)

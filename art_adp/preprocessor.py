@@ -121,9 +121,11 @@ class ADPPurifier(PreprocessorPyTorch):
             raise ValueError(f"score_model must be a torch.nn.Module, got {type(score_model).__name__}.")
         self.score_model = score_model.to(self.device).eval().requires_grad_(False)
         self._compiled: tuple[Any, Any] | None = None  # (compile setting, compiled network)
-        arguments = locals()
-        for name in self.params:  # every setting is a parameter of ART's set_params, set and checked the same way
-            setattr(self, name, arguments[name])
+        self.sigma, self.steps, self.step_size, self.lam = sigma, steps, step_size, lam  # ADP's hyperparameters
+        self.delta, self.step_clamp, self.tau, self.clip_values = delta, step_clamp, tau, clip_values
+        self.compact, self.amp, self.gradient_checkpointing = compact, amp, gradient_checkpointing  # speed options
+        self.gradient, self.batch_size, self.generator, self.compile = gradient, batch_size, generator, compile
+        self.channels_last, self.detector, self.beta, self.clip_inputs = channels_last, detector, beta, clip_inputs
         self._check_params()
 
     def describe(self) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import torch
 import torch.func
@@ -41,7 +42,8 @@ class ADPParams:
     the paper's text differs), their checks (:meth:`check`) and their schedule (:meth:`schedule`). :func:`purify`
     and :class:`~art_adp.ADPPurifier` take their keywords and defaults from here.
 
-    :param sigma: σ ≥ 0 of the injected Gaussian noise, or a 1-D tensor of one σ per sample.
+    :param sigma: σ ≥ 0 of the injected Gaussian noise (:func:`purify` also passes a 1-D tensor of one σ per sample
+        through the same check).
     :param steps: T ≥ 0, the most steps.
     :param step_size: ``"adaptive"`` (eq. 11, δ finite difference), ``"adaptive-jvp"`` (eq. 11, exact JVP), a constant
         α or a schedule of at least T values.
@@ -52,7 +54,7 @@ class ADPParams:
     :param clip_values: ``(min, max)`` of valid inputs; every iterate is clipped into it.
     """
 
-    sigma: float | torch.Tensor = 0.25
+    sigma: float = 0.25
     steps: int = 10
     step_size: str | float | Sequence[float] = "adaptive"
     lam: float = 0.05
@@ -96,13 +98,16 @@ class ADPParams:
                     f"got {self.step_size!r}."
                 )
             return [self.step_size] * self.steps
-        single = isinstance(self.step_size, (int, float))
-        alphas = [float(self.step_size)] * self.steps if single else [float(a) for a in self.step_size]
+        if isinstance(self.step_size, (int, float)):
+            alphas = [float(self.step_size)] * self.steps
+        else:
+            alphas = [float(a) for a in self.step_size]
         if len(alphas) < self.steps:
             raise ValueError(f"A step_size schedule needs at least steps={self.steps} values, got {len(alphas)}.")
         if any(not a >= 0 for a in alphas):
             raise ValueError(f"step_size values must be >= 0, got {self.step_size!r}.")
-        return alphas[: self.steps]
+        schedule: list[str | float] = [*alphas[: self.steps]]
+        return schedule
 
     def describe(self) -> str:
         """
@@ -118,7 +123,7 @@ class ADPParams:
         elif isinstance(self.step_size, (int, float)):
             schedule = f"{steps} steps of alpha = {_fmt(self.step_size)}"
         else:
-            schedule = f"{steps} steps of alpha = {', '.join(_fmt(a) for a in self.schedule())}"
+            schedule = f"{steps} steps of alpha = {', '.join(_fmt(float(a)) for a in self.schedule())}"
         return f"ADP sigma {noise}, T = {schedule}"
 
 
@@ -198,7 +203,7 @@ def adaptive_step_size(
         ratio = (h_flat * score(x + delta * h).flatten(1).to(wide)).sum(1) / h_sq
         alpha = lam * delta / (1 - ratio)
     else:
-        _, jh = torch.func.jvp(score, (x,), (h,))
+        jh = torch.func.jvp(score, (x,), (h,))[1]
         alpha = lam * h_sq / -(h_flat * jh.flatten(1).to(wide)).sum(1)
     return alpha.clamp(*step_clamp)
 
@@ -275,10 +280,12 @@ def purify(
         activation of 2T network passes (same values and gradients).
     :return: The purified batch (same shape and dtype as ``x``), and the info dict if ``return_info``.
     """
-    params = ADPParams(sigma, steps, step_size, lam, delta, step_clamp, tau, clip_values).check()
+    params = ADPParams(cast(float, sigma), steps, step_size, lam, delta, step_clamp, tau, clip_values).check()
     check_speed_options(step_size, compact=compact, amp=amp, gradient_checkpointing=gradient_checkpointing)
     check_images(x, clip_values)
     score = autocast_score(score_model, amp)
-    step = functools.partial(_step, score, lam=lam, delta=delta, step_clamp=step_clamp, tau=tau, clip_values=clip_values)
+    step = functools.partial(
+        _step, score, lam=lam, delta=delta, step_clamp=step_clamp, tau=tau, clip_values=clip_values
+    )
     run = _algorithm1(checkpointed(step) if gradient_checkpointing else step, x, params, generator, compact=compact)
     return (run.output(), run.info()) if return_info else run.output()

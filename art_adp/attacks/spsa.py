@@ -117,4 +117,3 @@ class BlackBoxSPSA(EvasionAttack):
             x_adv = attack(xt, yt)
         x_adv = (xt + (x_adv - xt).clamp(-self.eps, self.eps)).clamp(0, 1)  # exact ball despite float rounding
         return x_adv.detach().cpu().numpy().astype(x.dtype, copy=False)
-

@@ -21,4 +21,3 @@ __all__ = [
     "save_classifier",
     "load_classifier",
 ]
-

@@ -77,9 +77,7 @@ class DigitsCNN(nn.Module):
     :param width: Channels of the first convolution; the others have 2 * width.
     """
 
-    def __init__(
-        self, *, in_channels: int = 1, image_size: int = 8, nb_classes: int = 10, width: int = 32
-    ) -> None:
+    def __init__(self, *, in_channels: int = 1, image_size: int = 8, nb_classes: int = 10, width: int = 32) -> None:
         super().__init__()
         in_channels = positive_int("in_channels", in_channels)
         image_size = integer("image_size", image_size, low=2)

@@ -182,8 +182,17 @@ def train_classifier(
     with tqdm(total=epochs * math.ceil(len(x) / batch_size), disable=not progress, desc="train", unit="batch") as bar:
         for epoch in range(epochs):
             postfix["epoch"] = f"{epoch + 1}/{epochs}"
-            _epoch(model, optimizer, x, y, batch_size=batch_size, generator=generator, device=device, bar=bar,
-                   postfix=postfix)  # fmt: skip
+            _epoch(
+                model,
+                optimizer,
+                x,
+                y,
+                batch_size=batch_size,
+                generator=generator,
+                device=device,
+                bar=bar,
+                postfix=postfix,
+            )
             if val is not None and progress:  # only shown, so only computed with the progress bar
                 postfix["val_acc"] = f"{_accuracy(model, *val, 512, device):.4f}"
                 bar.set_postfix(postfix)

@@ -285,7 +285,8 @@ class _LossBar:
 
     def __init__(self, total: int, initial: int, *, enabled: bool, log_every: int, device: torch.device) -> None:
         self.pbar = tqdm(total=total, initial=initial, disable=not enabled, desc="train score", dynamic_ncols=True)
-        self.enabled, self.log_every, self.running, self.window = enabled, log_every, None, 0
+        self.enabled, self.log_every, self.window = enabled, log_every, 0
+        self.running: float | None = None
         self.loss_sum = torch.zeros((), device=device)
 
     def update(self, loss: torch.Tensor, *, last: bool) -> None:
@@ -326,7 +327,8 @@ class _Training:
             for tensor in model.state_dict().values():
                 dist.broadcast(tensor.data, 0)
         self.ema = copy.deepcopy(model).eval().requires_grad_(False)
-        self.ema_params, self.params = list(self.ema.parameters()), list(model.parameters())
+        self.ema_params: list[torch.Tensor] = list(self.ema.parameters())
+        self.params: list[torch.Tensor] = list(model.parameters())
         fast = {"fused": True} if device.type == "cuda" else {"foreach": True}
         self.opt = torch.optim.Adam(model.parameters(), lr=o.lr, betas=(0.9, 0.999), weight_decay=0.0, **fast)
         self.gen = _generator(o.seed, device, self.distributed)
@@ -335,7 +337,8 @@ class _Training:
             _check_resumable(o.checkpoint_path, augment=o.augment, precision=o.precision)
             self.step = _restore(o.checkpoint_path, model, self.ema, self.opt, self.gen, self.sigmas)
         self.net = self._wrapped()
-        self.writer, self.ema_cpu = _Writer(), None  # the EMA snapshot a background write reads
+        self.writer = _Writer()
+        self.ema_cpu: torch.nn.Module | None = None  # the EMA snapshot a background write reads
 
     def _wrapped(self) -> torch.nn.Module:
         """The network the step calls: ``model``, under DDP when distributed, compiled on request (saved and
@@ -386,9 +389,8 @@ class _Training:
         if o.checkpoint_path is None or self.rank != 0:
             return
         self.writer.join()  # the previous write is done: its snapshot may be overwritten
-        if self.ema_cpu is None:
-            self.ema_cpu = copy.deepcopy(self.ema).to("cpu")
-        self.ema_cpu.load_state_dict(self.ema.state_dict())  # copies (to the CPU): training may go on
+        snapshot = self.ema_cpu = copy.deepcopy(self.ema).to("cpu") if self.ema_cpu is None else self.ema_cpu
+        snapshot.load_state_dict(self.ema.state_dict())  # copies (to the CPU): training may go on
         tensors, groups = _state_tensors(self.model, self.opt, self.gen)
         tensors = {k: v.detach().to("cpu", copy=True) for k, v in tensors.items()}
         train = {"param_groups": copy.deepcopy(groups), "batch_size": o.batch_size, "ema_decay": o.ema_decay}
@@ -396,7 +398,7 @@ class _Training:
         if o.augment is not None:
             train["augment"] = o.augment
         train.update({"precision": o.precision, "channels_last": o.channels_last, "compile": o.compile})
-        snapshot, at, path, sigmas = self.ema_cpu, self.step, o.checkpoint_path, self.sigmas.cpu()
+        at, path, sigmas = self.step, o.checkpoint_path, self.sigmas.cpu()
 
         def write() -> None:
             save_score_model(snapshot, path, sigmas=sigmas, step=at, tensors=tensors, train=train)

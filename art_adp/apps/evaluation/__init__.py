@@ -1,4 +1,4 @@
-"""The evaluation harness (``art_adp.apps.evaluation.evaluate`` and ``art-adp evaluate``): config.py (EvalConfig, the presets
+"""The evaluation harness (``evaluate`` and ``art-adp evaluate``): config.py (EvalConfig, the presets
 ``paper``, ``croce``, ``smoke``, reference budgets), run.py (attacks × examples, judged on the S-run ensemble R
 times and with fixed noise), records.py (JSONL records that carry their settings, resume, the settings guard; shared
 with certification runs), report.py (the evaluation card with confidence intervals), sanity.py (checks that can
