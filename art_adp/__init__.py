@@ -3,6 +3,9 @@ as a defence plugin for IBM's Adversarial Robustness Toolbox and torchattacks.
 
     from art_adp import ADPPurifier
     classifier = PyTorchClassifier(model, ..., preprocessing_defences=[ADPPurifier(score_model)])
+
+The library only: the applications that write run folders (the evaluation harness ``art_adp.apps.evaluation``, the
+demos, the command line) live in :mod:`art_adp.apps` and are imported from there.
 """
 
 from .certify import certify, certify_approximate
@@ -29,26 +32,12 @@ from .score import (
 
 __version__ = "0.2.0.dev0"  # a development version until the "Unreleased" changes of CHANGELOG.md are released
 
-# The evaluation harness writes run directories and plots: it loads on first use, so that importing the library
-# loads no harness, plotting or command-line module.
-_LAZY = {"EvalConfig": "apps.evaluation", "evaluate": "apps.evaluation"}
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
     "ADPPurifier",
     "DefendedModel",
     "DenoiserUNet",
     "EDMScore",
     "EOTClassifier",
-    "EvalConfig",
     "KernelScore",
     "NCSNv2",
     "ScoreNormDetector",
@@ -56,7 +45,6 @@ __all__ = [
     "certify",
     "certify_approximate",
     "dsm_loss",
-    "evaluate",
     "from_diffusers",
     "geometric_sigmas",
     "load_score_model",

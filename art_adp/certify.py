@@ -226,7 +226,7 @@ def certified_accuracy(certificate: Certificate, y: np.ndarray, radii: Sequence[
 def adp_base_classifier(classifier: torch.nn.Module, score_model: torch.nn.Module, **purifier_kwargs) -> DefendedModel:
     """
     The base classifier g of ADP smoothing: ``classifier(purify(clip(x')))`` for a noisy input x' = x + σε, i.e.
-    ``DefendedModel(classifier, ADPPurifier(score_model, sigma=0, clip_inputs=True, ...), nb_samples=1)``. The
+    ``DefendedModel(classifier, ADPPurifier(score_model, sigma=0, clip_inputs=True, ...), ensemble_size=1)``. The
     smoothing noise is ADP's noise injection, so ADP's own σ is 0; the purification steps follow ``purifier_kwargs``.
 
     :param classifier: ``N×C×H×W`` → ``N×K`` logits.
@@ -238,14 +238,4 @@ def adp_base_classifier(classifier: torch.nn.Module, score_model: torch.nn.Modul
         if name in purifier_kwargs:
             raise ValueError(f"adp_base_classifier sets {name} itself (the smoothing noise replaces ADP's); drop it.")
     purifier = ADPPurifier(score_model, sigma=0.0, clip_inputs=True, **purifier_kwargs)
-    return DefendedModel(classifier, purifier, nb_samples=1).eval()
-
-
-def __getattr__(name: str):
-    if name == "run_certify":  # the certification run is an application now
-        from ._checks import warn_deprecated
-        from .apps.certify_run import run_certify
-
-        warn_deprecated("art_adp.certify.run_certify is deprecated, use art_adp.apps.certify_run.run_certify")
-        return run_certify
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return DefendedModel(classifier, purifier, ensemble_size=1).eval()

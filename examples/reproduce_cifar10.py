@@ -44,7 +44,8 @@ from pathlib import Path
 
 import torch
 
-from art_adp import ADPPurifier, EvalConfig, evaluate, load_score_model
+from art_adp import ADPPurifier, load_score_model
+from art_adp.apps.evaluation import EvalConfig, evaluate
 from art_adp.data import load_cifar10
 from art_adp.models import load_classifier
 

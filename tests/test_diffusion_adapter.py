@@ -302,7 +302,7 @@ def test_torchattacks_pgd_on_defended_model_with_the_unet(unet_score):
     clf = classifier()
     x, y = images()
     model = DefendedModel(clf, ADPPurifier(unet_score, steps=2, device_type="cpu",
-                                           generator=torch.Generator().manual_seed(14)), nb_samples=2)
+                                           generator=torch.Generator().manual_seed(14)), ensemble_size=2)
     eps = 8 / 255
     x_adv = torchattacks.PGD(model, eps=eps, alpha=2 / 255, steps=3, random_start=False)(x, y)
     gap = (x_adv - x).abs().amax(dim=(1, 2, 3))

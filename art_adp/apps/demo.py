@@ -147,7 +147,7 @@ def run_demo(
     def undefended_acc(x):
         return _accuracy(undefended.predict(x), y_test)
 
-    ensemble = EOTClassifier(defended, nb_samples=c.runs, batch_size=4096)
+    ensemble = EOTClassifier(defended, ensemble_size=c.runs, batch_size=4096)
 
     def adp_acc(x):
         return _accuracy(ensemble.predict(x), y_test)

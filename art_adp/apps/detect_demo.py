@@ -159,7 +159,7 @@ def run_detect_demo(
         )
 
     def judge(two_level: bool, z: np.ndarray) -> tuple[float, float]:
-        model = DefendedModel(classifier, purifier(two_level, "bpda"), nb_samples=c.runs, batch_size=c.batch_size)
+        model = DefendedModel(classifier, purifier(two_level, "bpda"), ensemble_size=c.runs, batch_size=c.batch_size)
         with torch.no_grad():  # the runs stacked and run in blocks of batch_size rows (art_adp.ensemble)
             pred = model(torch.from_numpy(z).to(device)).argmax(1).cpu().numpy()
         return float((pred == y).mean()), float(detector.detect(z)[1].mean())
@@ -182,7 +182,7 @@ def run_detect_demo(
             else:
                 grad = "bpda" if attack == "bpda" else "full"
                 eot = c.eot if grad == "bpda" else c.full_eot
-                model = DefendedModel(classifier, purifier(two_level, grad), nb_samples=eot)
+                model = DefendedModel(classifier, purifier(two_level, grad), ensemble_size=eot)
                 if attack == "aware":
                     est = PyTorchClassifier(
                         ScoreNormHead(model, detector), EvadeDetectorLoss(c.kappa), nb_classes=11, **art_args

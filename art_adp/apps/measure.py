@@ -81,7 +81,7 @@ def judge(
 
     :return: Boolean array of length N.
     """
-    ensemble = EOTClassifier(estimator, nb_samples=runs, batch_size=batch_size)
+    ensemble = EOTClassifier(estimator, ensemble_size=runs, batch_size=batch_size)
     ok = np.ones(len(x), dtype=bool)
     xt = torch.as_tensor(x, dtype=torch.float32)
     for r in range(repeats):

@@ -24,6 +24,7 @@ import torch
 from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 from art.estimators.classification import PyTorchClassifier
 
+from ..._checks import MIB
 from ...attacks._core import purifiers
 from ...attacks.registry import REGISTRY
 from ...ensemble import GraphMemory, default_memory_budget, logits
@@ -44,10 +45,9 @@ from ...runs.records import (
     settings_digest,
 )
 
-__all__ = ["ATTACKS", "DIGITS", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "estimate", "evaluate", "plan"]
+__all__ = ["ATTACKS", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "estimate", "evaluate", "plan"]
 
 PAPER = PRESETS["paper"]
-DIGITS = EvalConfig.preset("smoke", eps=0.175)  # kept for existing imports: the smoke preset at the digits ε
 
 
 @dataclass(frozen=True)
@@ -220,12 +220,12 @@ def _run_unit(
         x_adv = xb if attack == "clean" else build_attack(attack, estimator, cs, seed).generate(xb, y=yb)
         xt = torch.as_tensor(x_adv, dtype=torch.float32, device=device)
         if setting.judge == "ensemble":
-            preds, ensemble = [], EOTClassifier(estimator, nb_samples=c.runs, batch_size=c.batch_size)
+            preds, ensemble = [], EOTClassifier(estimator, ensemble_size=c.runs, batch_size=c.batch_size)
             for r in range(c.repeats):
                 _reseed(estimator, derive_seed(c.seed, "judge", setting.name, attack, int(idx[0]), r))
                 preds.append(ensemble.predict(xt).argmax(1))
         elif setting.judge == "fixed":
-            preds = [EOTClassifier(estimator, nb_samples=1, batch_size=c.batch_size).predict(xt).argmax(1)]
+            preds = [EOTClassifier(estimator, ensemble_size=1, batch_size=c.batch_size).predict(xt).argmax(1)]
         else:
             preds = [estimator.predict(x_adv.astype(np.float32), batch_size=c.batch_size).argmax(1)]
     with torch.no_grad():
@@ -362,7 +362,7 @@ def sanity_cost(units: Sequence[tuple[Setting, str, np.ndarray]], c: EvalConfig,
     """The sanity checks' share of ``units``: estimated seconds, and the autograd graph their gradient attacks hold
     at a time (one block of EOT draws: examples × draws rows, at most ``batch_size`` and the memory budget's)."""
     mine = [u for u in units if u[0].name.startswith("sanity")]
-    budget = default_memory_budget(dev) if c.memory_budget is None else c.memory_budget
+    budget = MIB * default_memory_budget(dev) if c.memory_budget is None else c.memory_budget  # bytes
     row = max(probe["graph_row_bytes"], 1.0)
     draws = max([getattr(config_for(s, c), white_box_fields(a)[1], 1) for s, a, _ in mine if a != "flags"] or [1])
     rows = min(c.batch_size, c.chunk_size * draws, max(1, int(budget // row)))
