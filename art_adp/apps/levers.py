@@ -141,7 +141,7 @@ def _judge(classifier, purifier, x, y, *, ensemble_size: int, repeats: int, seed
     """Correct on the S-run ensemble (mean softmax), every one of ``repeats`` fresh draws (worst of R)."""
     from ..eot import EOTClassifier
 
-    ensemble = EOTClassifier(_estimator(classifier, purifier), nb_samples=ensemble_size, batch_size=500)
+    ensemble = EOTClassifier(_estimator(classifier, purifier), ensemble_size=ensemble_size, batch_size=500)
     ok = np.ones(len(x), dtype=bool)
     for r in range(repeats):
         purifier.generator.manual_seed(derive_seed(seed, "judge", r))
