@@ -17,7 +17,7 @@ import numpy as np
 
 from ...attacks import registry
 from . import sanity
-from .config import BUDGET_FIELDS, budget_text, judging_shortfalls, shortfalls, white_box_fields
+from .config import budget_fields, budget_text, judging_shortfalls, shortfalls, white_box_fields
 
 __all__ = ["LABELS", "SCHEMA", "build", "clopper_pearson", "markdown", "summarize", "wilson", "write"]
 
@@ -105,7 +105,9 @@ def _sanity(results: dict, groups: dict, config, settings) -> dict:
         ]
         inputs["smallest_eot"] = min(eots) if eots else 1
         warnings += [
-            sanity.check_randomness(inputs["random_fraction"], eot=inputs["smallest_eot"], repeats=config.repeats),
+            sanity.check_randomness(
+                inputs["random_fraction"], eot_samples=inputs["smallest_eot"], repeats=config.repeats
+            ),
             sanity.check_zero_gradients(inputs["zero_gradient_fraction"]),
         ]
         ran += ["randomness", "zero gradients"]
@@ -204,7 +206,7 @@ def build(
             "label": LABELS[a],
             "budget": budget_text(a, config),
             "below_reference": short.get(a, []),
-            "overridden": sorted(set(config.overridden) & set(BUDGET_FIELDS[a])),
+            "overridden": sorted(set(config.overridden) & set(budget_fields(a))),
             "n": v["n"],
             "transfer_to_undefended": {"value": v["undefended"], "ci": v["ci"]["undefended"]},
             "mean": {"value": v["mean"], "ci": v["ci"]["mean"], "method": "wilson"},
@@ -304,7 +306,7 @@ def header(result: dict) -> list[str]:
     lines.append(f"Threat model: {norm} eps = {c['eps']:.4g}, step {c['step']:.4g} ({step}); APGD starts at 2 eps")
     lines += [f"{k}: {v}" for k, v in result["description"].items()]
     lines.append(
-        f"Judged on the ensemble of S = {c['runs']} purifications, R = {c['repeats']} times with fresh "
+        f"Judged on the ensemble of S = {c['ensemble_size']} purifications, R = {c['repeats']} times with fresh "
         "noise; fixed = one frozen noise draw shared by the attack (EOT 1) and the judge."
     )
     rate = result.get("compression")
