@@ -50,25 +50,38 @@ def _kind(annotation: str) -> Callable[[str], Any]:
     return base[first] if first and annotation.split()[0] in base else str
 
 
+def _count_or_all(text: str) -> int | None:  # a number of test images, or all (None)
+    return None if text.lower() == "all" else int(text)
+
+
+def _norm(text: str) -> float:  # --norm inf or 2
+    return math.inf if text == "inf" else int(text)
+
+
 def _fields(p, cls: type, helps: Mapping[str, str] = {}, *, skip=(), **options: dict) -> None:
     """One flag per field of the settings dataclass ``cls`` (but ``skip``): ``--max-iter`` sets ``max_iter``; its
     default, shown in the help, is the field's (read from ``cls`` alone); ``options[name]`` are further keywords of
-    ``add_argument`` (choices, nargs, action)."""
+    ``add_argument`` (choices, nargs, action, flag)."""
     defaults = cls()
     for f in dataclasses.fields(cls):
-        if f.name in skip:
-            continue
-        default, extra = getattr(defaults, f.name), dict(options.get(f.name, {}))
-        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-        if "action" not in extra and "nargs" not in extra and isinstance(default, bool):
-            extra["action"] = "store_true"
-        elif "action" not in extra:
-            extra.setdefault("type", _kind(str(f.type)))
-        if "choices" not in extra and extra.get("action") not in ("store_true", "store_false"):
-            extra.setdefault("metavar", f.name.upper())
-        flag = extra.pop("flag", "--" + f.name.replace("_", "-"))
-        text = f"{helps.get(f.name, '')} (default: {shown})".strip()
-        p.add_argument(flag, dest=CONFIG + f.name, default=argparse.SUPPRESS, help=text, **extra)
+        if f.name not in skip:
+            default, extra = getattr(defaults, f.name), _options(f, getattr(defaults, f.name), options.get(f.name, {}))
+            shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+            text = f"{helps.get(f.name, '')} (default: {shown})".strip()
+            flag = extra.pop("flag", "--" + f.name.replace("_", "-"))
+            p.add_argument(flag, dest=CONFIG + f.name, default=argparse.SUPPRESS, help=text, **extra)
+
+
+def _options(f: dataclasses.Field, default: Any, given: Mapping) -> dict:
+    """``add_argument``'s keywords for the field ``f``: a switch for a boolean, else a parser from its annotation."""
+    extra = dict(given)
+    if "action" not in extra and "nargs" not in extra and isinstance(default, bool):
+        extra["action"] = "store_true"
+    elif "action" not in extra:
+        extra.setdefault("type", _kind(str(f.type)))
+    if "choices" not in extra and extra.get("action") not in ("store_true", "store_false"):
+        extra.setdefault("metavar", f.name.upper())
+    return extra
 
 
 def _common(p, command: Callable, **defaults) -> None:
@@ -91,7 +104,7 @@ def _trained(p) -> None:
 
 
 def _threads(p) -> None:
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")  # commands.run sets them
 
 
 PRECISION = {"choices": ["fp32", "bf16"]}
@@ -200,7 +213,7 @@ def _corruptions(sub) -> None:
 
 
 def _evaluate(sub) -> None:
-    paper, croce, smoke = PRESETS["paper"], PRESETS["croce"], PRESETS["smoke"]
+    croce, smoke = PRESETS["croce"], PRESETS["smoke"]
     p = sub.add_parser(
         "evaluate",
         help="attack the ADP-defended classifier; evaluation card (markdown, JSON, figure), records",
@@ -249,13 +262,12 @@ def _evaluate(sub) -> None:
     }
     _fields(p, EvalConfig, helps, skip=("eps", "preset_name", "overridden", "note", "sanity_iterations",
             "sanity_eot_samples", "compression_examples", "compression_directions", "weight"),
-            norm={"type": lambda t: math.inf if t == "inf" else int(t), "choices": [math.inf, 2],
+            norm={"type": _norm, "choices": [math.inf, 2],
                   "metavar": "{inf,2}"},
-            eot_aggregate={"choices": ["mean", "sign"]}, memory_budget={"metavar": "MIB"},
+            eot_aggregate={"choices": ["mean", "sign"]}, memory_budget={"metavar": "MIB", "type": int},
             sanity={"flag": "--no-sanity", "action": "store_false"},
             fixed_noise={"flag": "--no-fixed-noise", "action": "store_false"},
             sigma_sweep={"nargs": "?", "const": SIGMA_SWEEP}, eot_sweep={"nargs": "?", "const": EOT_SWEEP})  # fmt: skip
-    del paper
 
 
 def _import(sub) -> None:
@@ -287,7 +299,7 @@ def _reproduce(sub) -> None:
     add("--channels-last", action="store_true", help=TRAINER_HELP["channels_last"])
     add("--compile", nargs="?", const=True, default=False, choices=cmd.COMPILE_MODES, metavar="MODE",
         help=TRAINER_HELP["compile"])  # fmt: skip
-    all_or_int = {"type": lambda t: None if t.lower() == "all" else int(t)}
+    all_or_int = {"type": _count_or_all}
     helps = {**TRAINER_HELP, **{f.name: "a number, or all" for f in dataclasses.fields(MnistRecipe) if f.name[:2] == "n_"}}
     _fields(p, MnistRecipe, helps, lr={"type": cmd.learning_rate}, precision=PRECISION,
             full_attack={"choices": registry.names(full=True)},

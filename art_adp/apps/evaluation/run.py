@@ -367,7 +367,7 @@ def sanity_cost(units: Sequence[tuple[Setting, str, np.ndarray]], c: EvalConfig,
     """The sanity checks' share of ``units``: estimated seconds, and the autograd graph their gradient attacks hold
     at a time (one block of EOT draws: examples × draws rows, at most ``batch_size`` and the memory budget's)."""
     mine = [u for u in units if u[0].name.startswith("sanity")]
-    budget = default_memory_budget(dev) if c.memory_budget is None else c.memory_budget * 2**20  # MiB -> bytes
+    budget = (default_memory_budget(dev) if c.memory_budget is None else c.memory_budget) * 2**20  # MiB -> bytes
     row = max(probe["graph_row_bytes"], 1.0)
     draws = max([getattr(config_for(s, c), white_box_fields(a)[1], 1) for s, a, _ in mine if a != "flags"] or [1])
     rows = min(c.batch_size, c.chunk_size * draws, max(1, int(budget // row)))
