@@ -21,7 +21,8 @@ from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 from scipy.stats import beta, norm
 
 import art_adp
-from art_adp import EvalConfig, save_score_model
+from art_adp import save_score_model
+from art_adp.apps.evaluation import EvalConfig, evaluate
 from art_adp.apps.evaluation import report, sanity
 from art_adp.runs.records import append_records, load_records, read_jsonl
 from art_adp.apps.evaluation.run import Setting, _unit_cost, compression, frozen_noise, plan
@@ -141,9 +142,9 @@ def test_a_changed_setting_in_the_same_run_dir_is_refused_by_name(baseline, chec
 def test_adding_an_attack_resumes_the_others_and_runs_only_the_new_one(tmp_path):
     mlp, _, x, y = tiny_models()
     config = EvalConfig.preset("smoke", attacks=("clf-pgd",), eps=0.2, n_examples=6, chunk_size=6, sanity=False)
-    art_adp.evaluate(mlp, [Identity()], x, y, config=config, run_dir=tmp_path, **QUIET)
+    evaluate(mlp, [Identity()], x, y, config=config, run_dir=tmp_path, **QUIET)
     first = sorted(lines(tmp_path))
-    art_adp.evaluate(mlp, [Identity()], x, y, config=EvalConfig.preset(
+    evaluate(mlp, [Identity()], x, y, config=EvalConfig.preset(
         "smoke", attacks=("clf-pgd", "full-pgd-eot"), eps=0.2, n_examples=6, chunk_size=6, sanity=False),
         run_dir=tmp_path, **QUIET)
     after = lines(tmp_path)
@@ -256,7 +257,7 @@ def run(defence, tmp_path, n=16, **overrides):
     config = EvalConfig.preset("smoke", **{"attacks": ("full-pgd-eot",), "eps": 0.2, "max_iter": 3, "eot_samples": 1,
                                            "n_examples": n, "chunk_size": n, "sanity_examples": n,
                                            "sanity_iterations": (1.0,), "sanity_eot_samples": (1,), **overrides})
-    return art_adp.evaluate(mlp, [defence], x, y, config=config, run_dir=tmp_path, **QUIET)
+    return evaluate(mlp, [defence], x, y, config=config, run_dir=tmp_path, **QUIET)
 
 
 def warned(result, text):
@@ -287,7 +288,7 @@ def test_accuracy_still_falling_with_eot_trips_eot_convergence(tmp_path):
 
 
 def test_accuracy_still_falling_with_iterations_trips_iterations_convergence(tmp_path):
-    result = run(SparseGradient(), tmp_path, n=32, iterations=4, sanity_iterations=(0.5, 1.0, 5.0))
+    result = run(SparseGradient(), tmp_path, n=32, max_iter=4, sanity_iterations=(0.5, 1.0, 5.0))
     points = dict(result["sanity"]["inputs"]["iteration_points"])
     assert points[4] - points[20] > 0.02, points
     assert warned(result, "NOT CONVERGED: accuracy still falls with iterations")
@@ -302,7 +303,7 @@ def test_a_random_defence_trips_the_randomness_check_unless_eot_and_repeats_are_
 
 
 def test_a_benign_defence_trips_no_check(tmp_path):
-    result = run(Identity(), tmp_path, iterations=6, sanity_iterations=(0.5, 1.0, 2.0), sanity_eot_samples=(1, 2))
+    result = run(Identity(), tmp_path, max_iter=6, sanity_iterations=(0.5, 1.0, 2.0), sanity_eot_samples=(1, 2))
     assert result["sanity"]["warnings"] == [] and result["sanity"]["inputs"]["random_fraction"] == 0.0
     assert result["sanity"]["verdict"] is None  # smoke budgets: no verdict either way
     text = (tmp_path / "report.md").read_text()
@@ -314,7 +315,7 @@ def test_reference_budgets_and_every_check_give_the_verdict_and_name_the_stronge
     mlp, _, x, y = tiny_models()
     config = EvalConfig.preset("paper", attacks=("clf-pgd", "full-pgd-eot"), eps=0.2, n_examples=6, chunk_size=6,
                                sanity_examples=6, sanity_eot_samples=(1, 15), sanity_iterations=(0.5, 1.0))
-    result = art_adp.evaluate(mlp, [Identity()], x, y, config=config, run_dir=tmp_path, **QUIET)
+    result = evaluate(mlp, [Identity()], x, y, config=config, run_dir=tmp_path, **QUIET)
     text = (tmp_path / "report.md").read_text()
     assert result["claim"] and result["scale"] == "reference" and result["strongest"] in ("clf-pgd", "full-pgd-eot")
     assert text.startswith("Budgets meet the reference") and "SMOKE-SCALE" not in text
@@ -379,7 +380,7 @@ def test_estimate_only_logs_the_estimate_and_attacks_nothing(tmp_path, monkeypat
     monkeypatch.setattr(art_adp.compression, "compression_rate", refuse)
     mlp, score, x, y = tiny_models()
     logged = []
-    out = art_adp.evaluate(mlp, art_adp.ADPPurifier(score, steps=1), x, y, config=EvalConfig.preset("paper"),
+    out = evaluate(mlp, art_adp.ADPPurifier(score, steps=1), x, y, config=EvalConfig.preset("paper"),
                            run_dir=tmp_path, progress=False, log=logged.append, estimate_only=True)
     assert out["estimate_seconds"] > 0 and not (tmp_path / "records").exists()
     assert logged[0].startswith("Estimated time on this device (cpu") and "Smaller: --preset croce, --preset smoke, --n-examples N" in logged[0]
@@ -407,7 +408,7 @@ def test_baselines_are_attacked_the_same_way_and_judged_once(tmp_path):
     other = MLP(1, 8, 10, hidden=(16,)).eval()  # an untrained classifier: clean accuracy by hand below
     config = EvalConfig.preset("smoke", attacks=("clf-pgd", "bpda-eot"), eps=0.2, n_examples=8, chunk_size=8,
                                sanity=False, fixed_noise=False)
-    result = art_adp.evaluate(mlp, art_adp.ADPPurifier(score, sigma=0.1, steps=1), x, y, config=config,
+    result = evaluate(mlp, art_adp.ADPPurifier(score, sigma=0.1, steps=1), x, y, config=config,
                               run_dir=tmp_path, baselines={"other": other}, **QUIET)
     with torch.no_grad():
         clean = float((other(torch.as_tensor(x[:8])).argmax(1).numpy() == y[:8]).mean())
@@ -440,15 +441,15 @@ def test_cli_adversarial_training_baseline(checkpoints, tmp_path):
 def test_bad_configuration_is_refused():
     mlp, score, x, y = tiny_models()
     with pytest.raises(ValueError, match="Unknown attack\\(s\\) \\['pgd'\\]"):
-        art_adp.evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(attacks=("pgd",)))
+        evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(attacks=("pgd",)))
     with pytest.raises(ValueError, match="SPSA \\(torchattacks\\) is an l_inf attack"):
-        art_adp.evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(norm=2))
+        evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(norm=2))
     with pytest.raises(ValueError, match="repeats must be an integer >= 1"):
-        art_adp.evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(repeats=0))
+        evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(repeats=0))
     with pytest.raises(ValueError, match="compression_examples must be an integer >= 0, got -1"):
-        art_adp.evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(compression_examples=-1))
+        evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(compression_examples=-1))
     with pytest.raises(ValueError, match="compression_directions must be an integer >= 1, got 0"):
-        art_adp.evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(compression_directions=0))
+        evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(compression_directions=0))
 
 
 def test_cli_names_the_missing_checkpoint(tmp_path, capsys):
@@ -471,7 +472,7 @@ def test_sweeps_write_tables_and_plots_and_leave_the_purifier_as_it_was(tmp_path
     config = EvalConfig.preset("smoke", attacks=("clf-pgd",), eps=0.2, max_iter=2, ensemble_size=1, repeats=2, n_examples=6,
                                chunk_size=6, sanity=False, fixed_noise=False, sigma_sweep=(0.05, 0.3),
                                eot_sweep=(1, 2), eps_sweep=(0.1,))
-    result = art_adp.evaluate(mlp, purifier, x, y, config=config, run_dir=tmp_path, **QUIET)
+    result = evaluate(mlp, purifier, x, y, config=config, run_dir=tmp_path, **QUIET)
     assert purifier.sigma == 0.1 and purifier.generator is generator
     assert {"sigma=0.05/bpda-eot", "sigma=0.3/clean", "eot=2/bpda-eot", "eps=0.1/clf-pgd"} <= set(result["results"])
     text = (tmp_path / "report.md").read_text()
@@ -493,7 +494,7 @@ def test_card_reports_the_compression_rate_which_a_resume_may_change_or_drop(tmp
     config = EvalConfig.preset("smoke", attacks=("clf-pgd",), eps=0.2, max_iter=1, ensemble_size=1, repeats=1, n_examples=6,
                                chunk_size=6, sanity=False, fixed_noise=False, sigma_sweep=(0.05,),
                                compression_examples=4, compression_directions=3)
-    result = art_adp.evaluate(mlp, purifier, x, y, config=config, run_dir=tmp_path, **QUIET)
+    result = evaluate(mlp, purifier, x, y, config=config, run_dir=tmp_path, **QUIET)
     assert purifier.sigma == 0.1 and purifier.generator is generator and torch.equal(generator.get_state(), state)
 
     def direct(sigma):
@@ -525,7 +526,7 @@ def test_card_reports_the_compression_rate_which_a_resume_may_change_or_drop(tmp
             in "\n".join(report.header({**result, "compression": refused})))
     # not a setting of the records: a resume with other compression settings reuses every record
     before, settings = sorted(lines(tmp_path)), (tmp_path / "settings.json").read_text()
-    again = art_adp.evaluate(mlp, purifier, x, y, config=replace(config, compression_examples=0), run_dir=tmp_path,
+    again = evaluate(mlp, purifier, x, y, config=replace(config, compression_examples=0), run_dir=tmp_path,
                              **QUIET)
     assert sorted(lines(tmp_path)) == before and (tmp_path / "settings.json").read_text() == settings
     assert again["compression"] is None and again["compression_sweep"] == {} and again["results"] == result["results"]
