@@ -110,7 +110,7 @@ def test_corruption_run_writes_the_table_and_resumes(tmp_path):
     data = load_digits()
     clf = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
     score = NCSNv2(1, 8, ngf=4).eval()
-    config = CorruptionConfig(n_examples=2, runs=1, steps=1, n_calibration=20)
+    config = CorruptionConfig(n_examples=2, ensemble_size=1, steps=1, n_calibration=20)
     args = (clf, score, data.x_test, data.y_test, data.x_train, config)
     lines = []
     out = run_corruptions(tmp_path, *args, progress=False, device="cpu", log=lines.append)
@@ -132,4 +132,4 @@ def test_corruption_run_writes_the_table_and_resumes(tmp_path):
         run_corruptions(tmp_path, *args, variants=("ADP σ=0 + AugMix",), progress=False, device="cpu")
     with pytest.raises(ValueError, match=re.escape(f"{tmp_path} holds a run with other settings")):
         run_corruptions(tmp_path, clf, score, data.x_test, data.y_test, data.x_train,
-                        CorruptionConfig(n_examples=2, runs=1, steps=2, n_calibration=20), progress=False, device="cpu")
+                        CorruptionConfig(n_examples=2, ensemble_size=1, steps=2, n_calibration=20), progress=False, device="cpu")

@@ -177,7 +177,7 @@ def test_detect_demo_runs_every_attack_and_writes_its_outputs(tmp_path, tiny_sco
     from art_adp.models import DigitsCNN
 
     torch.manual_seed(2)
-    config = DetectConfig(n_calibration=10, n_examples=3, pgd_steps=1, steps=1, runs=1, eot=1, full_eot=1,
+    config = DetectConfig(n_calibration=10, n_examples=3, max_iter=1, steps=1, ensemble_size=1, eot_samples=1, full_eot_samples=1,
                           auc_eps=(0.05,))
     classifier = DigitsCNN(nb_classes=10).eval()
     results = run_detect_demo(tmp_path, tiny_score, classifier, config, progress=False, device="cpu",

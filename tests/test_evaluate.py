@@ -396,7 +396,7 @@ def test_fixed_noise_gives_the_attack_and_the_judge_the_same_draw():
     with torch.no_grad():
         assert not torch.equal(defended_logits(est, xt), defended_logits(est, xt))  # random
         with frozen_noise(est, 7):
-            a, b = defended_logits(est, xt), art_adp.EOTClassifier(est, nb_samples=1).predict(xt)
+            a, b = defended_logits(est, xt), art_adp.EOTClassifier(est, ensemble_size=1).predict(xt)
             assert torch.equal(a, defended_logits(est, xt))
             np.testing.assert_allclose(a.log_softmax(1).numpy(), b, atol=1e-5)
         assert "forward" not in vars(est.preprocessing_operations[0])  # restored
