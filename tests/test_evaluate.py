@@ -381,7 +381,7 @@ def test_estimate_only_logs_the_estimate_and_attacks_nothing(tmp_path, monkeypat
     mlp, score, x, y = tiny_models()
     logged = []
     out = evaluate(mlp, art_adp.ADPPurifier(score, steps=1), x, y, config=EvalConfig.preset("paper"),
-                           run_dir=tmp_path, progress=False, log=logged.append, estimate_only=True)
+                   run_dir=tmp_path, progress=False, log=logged.append, estimate_only=True)
     assert out["estimate_seconds"] > 0 and not (tmp_path / "records").exists()
     assert logged[0].startswith("Estimated time on this device (cpu") and "Smaller: --preset croce, --preset smoke, --n-examples N" in logged[0]
 
@@ -409,7 +409,7 @@ def test_baselines_are_attacked_the_same_way_and_judged_once(tmp_path):
     config = EvalConfig.preset("smoke", attacks=("clf-pgd", "bpda-eot"), eps=0.2, n_examples=8, chunk_size=8,
                                sanity=False, fixed_noise=False)
     result = evaluate(mlp, art_adp.ADPPurifier(score, sigma=0.1, steps=1), x, y, config=config,
-                              run_dir=tmp_path, baselines={"other": other}, **QUIET)
+                      run_dir=tmp_path, baselines={"other": other}, **QUIET)
     with torch.no_grad():
         clean = float((other(torch.as_tensor(x[:8])).argmax(1).numpy() == y[:8]).mean())
         bare = float((mlp(torch.as_tensor(x[:8])).argmax(1).numpy() == y[:8]).mean())

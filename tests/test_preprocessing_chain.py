@@ -1,7 +1,7 @@
 """ART's standardisation is part of the attacked function everywhere: ``PyTorchClassifier(net,
 preprocessing=(mean, std))`` and the same network with the standardisation folded into the model give the same
 adversarial examples, predictions, gradients and evaluation records, seed for seed, for every attack of
-art_adp.attacks, EOTClassifier, DefendedModel and art_adp.evaluate. Tiny models (an MLP trained on digits,
+art_adp.attacks, EOTClassifier, DefendedModel and art_adp.apps.evaluation.evaluate. Tiny models (an MLP trained on digits,
 NCSNv2(1, 8, ngf=4))."""
 
 import json
@@ -13,7 +13,8 @@ import torch
 from art.estimators.classification import PyTorchClassifier
 
 import art_adp.attacks as A
-from art_adp import ADPPurifier, DefendedModel, EOTClassifier, EvalConfig, evaluate
+from art_adp import ADPPurifier, DefendedModel, EOTClassifier
+from art_adp.apps.evaluation import EvalConfig, evaluate
 from art_adp.attacks.registry import REGISTRY, Budget
 from art_adp.ensemble import blocks, eot_gradient, logits, stack_draws
 from evalsuite_models import tiny_models
@@ -122,7 +123,7 @@ def test_eot_classifier_sees_the_standardisation(setup, gradient, batch_size):
     _, _, x, y = setup
     results = []
     for est in pair(setup, gradient=gradient):
-        eot, p = EOTClassifier(est, nb_samples=3, batch_size=batch_size), the_purifier(est)
+        eot, p = EOTClassifier(est, ensemble_size=3, batch_size=batch_size), the_purifier(est)
         p.generator.manual_seed(1)
         predicted = eot.predict(x)
         p.generator.manual_seed(2)
@@ -138,8 +139,8 @@ def test_eot_classifier_sees_the_standardisation(setup, gradient, batch_size):
 def test_defended_model_from_estimator_sees_the_standardisation(setup):
     mlp, score, x, _ = setup
     standardised, folded = pair(setup, gradient="full")
-    models = [DefendedModel.from_estimator(standardised, nb_samples=3, batch_size=10),
-              DefendedModel(Folded(mlp), the_purifier(folded), nb_samples=3)]
+    models = [DefendedModel.from_estimator(standardised, ensemble_size=3, batch_size=10),
+              DefendedModel(Folded(mlp), the_purifier(folded), ensemble_size=3)]
     outs = []
     for model, p in zip(models, (the_purifier(standardised), the_purifier(folded))):
         p.generator.manual_seed(4)
@@ -181,7 +182,7 @@ def test_stacked_draws_equal_consecutive_draws_whatever_the_blocks(setup):
 
 
 def test_evaluation_records_see_the_standardisation(setup, tmp_path, monkeypatch):
-    """art_adp.evaluate builds its estimator inside; a PyTorchClassifier that always standardises stands in."""
+    """evaluate builds its estimator inside; a PyTorchClassifier that always standardises stands in."""
     import art_adp.apps.evaluation.run as run
 
     mlp, score, x, y = setup
