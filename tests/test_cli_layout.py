@@ -55,7 +55,7 @@ def test_no_copied_field_lists_and_no_name_matching_fill():
 @pytest.mark.parametrize("name", COMMANDS)
 def test_each_subcommand_is_one_call_with_its_settings(name, capsys):
     sub = _subparsers()[name]
-    run, make = sub.get_default("run"), sub.get_default("config")
+    run, make = sub.get_default("run"), sub.get_default("settings")
     assert run.__module__.startswith("art_adp.apps.")
     if make is not None:  # the settings class is the command's first parameter
         first = next(iter(inspect.signature(run).parameters.values()))

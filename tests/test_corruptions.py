@@ -130,6 +130,8 @@ def test_corruption_run_writes_the_table_and_resumes(tmp_path):
     assert any("456 of 532 (variant, corruption, severity) results on disk; 76 to go" in line for line in lines)
     with pytest.raises(ValueError, match=re.escape("variants ['ADP σ=0 + AugMix'] cannot be measured")):
         run_corruptions(tmp_path, *args, variants=("ADP σ=0 + AugMix",), progress=False, device="cpu")
-    with pytest.raises(ValueError, match=re.escape(f"{tmp_path} holds a run with other settings")):
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path} holds records for the corruption table made with other "
+                                                   "settings: config.steps 1 (now 2).")):
         run_corruptions(tmp_path, clf, score, data.x_test, data.y_test, data.x_train,
-                        CorruptionConfig(n_examples=2, ensemble_size=1, steps=2, n_calibration=20), progress=False, device="cpu")
+                        CorruptionConfig(n_examples=2, ensemble_size=1, steps=2, n_calibration=20), progress=False,
+                        device="cpu")

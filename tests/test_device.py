@@ -105,7 +105,7 @@ def test_device_reaches_the_library(command, target, argv, monkeypatch, tmp_path
     module, name = target.rsplit(".", 1)
     seen = {}
 
-    def fake(*args, **kwargs):
+    def fake(*args, run_dir="runs", **kwargs):  # pylint: disable=unused-argument
         seen.update(kwargs)
 
     monkeypatch.setattr(__import__(module, fromlist=[name]), name, fake)

@@ -120,7 +120,7 @@ TRAINER_HELP = {
 
 def _demo(sub) -> None:
     p = sub.add_parser("demo", help="train or reuse models on digits, attack with ART PGD, print the table")
-    _common(p, run_demo, config=DemoConfig)
+    _common(p, run_demo, settings=DemoConfig)
     helps = {"max_iter": "PGD iterations", "ensemble_size": "S, purification runs averaged", "ngf": "NCSNv2 width",
              "n_examples": "test digits used, of 360", "score_iterations": "DSM steps"}  # fmt: skip
     _fields(p, DemoConfig, helps)
@@ -129,7 +129,7 @@ def _demo(sub) -> None:
 def _train_score(sub) -> None:
     p = sub.add_parser("train-score", help="train an NCSNv2 score network by multi-level DSM",
                        description=train_score_command.__doc__)  # fmt: skip
-    _common(p, train_score_command, config=ScoreTraining)
+    _common(p, train_score_command, settings=ScoreTraining)
     _dataset(p)
     helps = {**TRAINER_HELP, "ngf": "NCSNv2 width (the paper: 128 for CIFAR)", "hflip": "random horizontal flips",
              "sigma_begin": "None: Song & Ermon's Techniques 1-2",
@@ -142,7 +142,7 @@ def _train_score(sub) -> None:
 def _train_denoiser(sub) -> None:
     p = sub.add_parser("train-denoiser", description=train_denoiser_command.__doc__,
                        help="train a sigma-conditional UNet denoiser (ADP's score at any level) within a time budget")
-    _common(p, train_denoiser_command, config=DenoiserTraining)
+    _common(p, train_denoiser_command, settings=DenoiserTraining)
     _dataset(p)
     _threads(p)
     helps = {"minutes": "training time, over resumptions", "milestone": "steps between measurements",
@@ -152,7 +152,7 @@ def _train_denoiser(sub) -> None:
 
 def _train_classifier(sub) -> None:
     p = sub.add_parser("train-classifier", help="train one of the paper's classifiers")
-    _common(p, train_classifier_command, config=ClassifierTraining)
+    _common(p, train_classifier_command, settings=ClassifierTraining)
     _dataset(p)
     helps = {"adversarial_training": "l_inf PGD adversarial training (Madry et al.; ART AdversarialTrainer), the "
              "baseline defence; saves adv_classifier.safetensors",
@@ -164,7 +164,7 @@ def _train_classifier(sub) -> None:
 
 def _detect(sub) -> None:
     p = sub.add_parser("detect", help="score-norm detection on digits: ROC AUC, histogram, two-level ADP vs ADP")
-    _common(p, detect_command, config=DetectConfig)
+    _common(p, detect_command, settings=DetectConfig)
     _trained(p)
     helps = {"sigma": "ADP noise level, sigma_high", "steps": "ADP purification steps T",
              "beta": "sigma_low = beta * sigma", "fpr": "detector's target false-positive rate",
@@ -181,7 +181,7 @@ def _detect(sub) -> None:
 
 def _certify(sub) -> None:
     p = sub.add_parser("certify", help="randomized-smoothing certification of the ADP-smoothed classifier")
-    _common(p, certify_command, config=CertifyConfig)
+    _common(p, certify_command, settings=CertifyConfig)
     _trained(p)
     _dataset(p)
     helps = {"sigmas": "smoothing noise levels", "n0": "selection samples per input", "alpha": "failure probability",
@@ -195,7 +195,7 @@ def _corruptions(sub) -> None:
     p = sub.add_parser("corruptions", description=corruptions_command.__doc__,
                        help="accuracy under the 15 common corruptions x 5 severities: undefended, ADP sigma "
                        "0/0.1/0.25, detection, DCT- and AugMix-trained score models")  # fmt: skip
-    _common(p, corruptions_command, config=CorruptionConfig)
+    _common(p, corruptions_command, settings=CorruptionConfig)
     _dataset(p)
     _threads(p)
     add = p.add_argument
@@ -221,7 +221,7 @@ def _evaluate(sub) -> None:
         "preset's), and the card says so. A run prints its estimated time first (--estimate-only: only that). Also: "
         "python -m art_adp evaluate ..., torchrun --nproc_per_node=N -m art_adp evaluate ...",
     )
-    _common(p, evaluate_command, config=EvalConfig.preset)
+    _common(p, evaluate_command, settings=EvalConfig.preset)
     _dataset(p)
     _threads(p)
     keywords = inspect.signature(evaluate_command).parameters
@@ -279,7 +279,7 @@ def _import(sub) -> None:
     add("--config", required=True, help="its YAML config (configs/cifar10.yml or the log folder's config.yml)")
     add("-o", "--output", default=output, help="default: %(default)s")
     add("--raw-weights", action="store_true", help="the trained weights instead of their EMA")
-    p.set_defaults(run=cmd.import_ncsnv2, config=None)
+    p.set_defaults(run=cmd.import_ncsnv2, settings=None)
 
 
 def _reproduce(sub) -> None:
@@ -292,7 +292,7 @@ def _reproduce(sub) -> None:
     add = p.add_argument
     add("benchmark", choices=["mnist"])
     add("--data-root", required=True, help="folder with the four MNIST idx(.gz) files")
-    _common(p, reproduce_command, config=MnistRecipe)
+    _common(p, reproduce_command, settings=MnistRecipe)
     _threads(p)
     add("--stages", nargs="+", default=list(STAGES), choices=STAGES, help="default: all, in order")
     add("--note", default="", help="a line for the table and the figure (data provenance, machine)")
@@ -321,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
 def parse(argv: list[str] | None = None) -> tuple[Callable, Any, dict]:
     """The command function, its settings (built from the flags that set them) and its keywords."""
     values = vars(build_parser().parse_args(argv))
-    command, make, _ = values.pop("run"), values.pop("config"), values.pop("command")
+    command, make, _ = values.pop("run"), values.pop("settings"), values.pop("command")
     fields = {k[len(CONFIG) :]: v for k, v in values.items() if k.startswith(CONFIG)}
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
     keywords = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items() if not k.startswith(CONFIG)}
