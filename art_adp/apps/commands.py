@@ -32,14 +32,14 @@ DEMO_SCORE, DEMO_CLASSIFIER = "runs/demo/score.safetensors", "runs/demo/classifi
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile's
 
 
-def run(command: Callable[..., Any], config: Any, *, threads: int | None = None, **keywords: Any) -> Any:
-    """Call ``command`` with its settings ``config`` (None: a command without settings) and ``keywords`` (paths,
-    run folder, device, progress), after setting torch's CPU ``threads`` when given."""
+def run(command: Callable[..., Any], settings: Any, /, *, threads: int | None = None, **keywords: Any) -> Any:
+    """Call ``command`` with its ``settings`` (None: a command without settings) and ``keywords`` (paths, run
+    folder, device, progress), after setting torch's CPU ``threads`` when given."""
     if threads:
         import torch
 
         torch.set_num_threads(threads)
-    return command(**keywords) if config is None else command(config, **keywords)
+    return command(**keywords) if settings is None else command(settings, **keywords)
 
 
 def learning_rate(text: str) -> float | str:
