@@ -305,8 +305,9 @@ def header(result: dict) -> list[str]:
     step = "eps/4, following eps" if c["eps_step"] is None else "set explicitly"
     lines.append(f"Threat model: {norm} eps = {c['eps']:.4g}, step {c['step']:.4g} ({step}); APGD starts at 2 eps")
     lines += [f"{k}: {v}" for k, v in result["description"].items()]
+    size = c.get("ensemble_size", c.get("runs"))  # "runs" in cards written before S was ensemble_size
     lines.append(
-        f"Judged on the ensemble of S = {c['ensemble_size']} purifications, R = {c['repeats']} times with fresh "
+        f"Judged on the ensemble of S = {size} purifications, R = {c['repeats']} times with fresh "
         "noise; fixed = one frozen noise draw shared by the attack (EOT 1) and the judge."
     )
     rate = result.get("compression")
