@@ -83,9 +83,8 @@ def certify_command(
         )
 
     checkpoints = {"score_sha256": file_sha256(score), "classifier_sha256": file_sha256(classifier)}
-    results = run_certify(
-        run_dir, model_for_sigma, x, y, config, progress=progress, settings={"steps": config.steps, **checkpoints, "dataset": dataset}
-    )
+    settings = {"steps": config.steps, **checkpoints, "dataset": dataset}
+    results = run_certify(run_dir, model_for_sigma, x, y, config=config, progress=progress, settings=settings)
     print((Path(run_dir) / "certify.md").read_text())
     print(
         f"wrote {run_dir}/certify.md, certify.png, certify.json and per-input records "
@@ -105,8 +104,8 @@ def run_certify(
     model_for_sigma: Callable[[float], Callable],
     x: torch.Tensor,
     y: np.ndarray,
-    config: CertifyConfig = CertifyConfig(),
     *,
+    config: CertifyConfig = CertifyConfig(),
     progress: bool = True,
     settings: dict | None = None,
 ) -> dict:

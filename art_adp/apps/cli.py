@@ -175,8 +175,8 @@ def _detect(sub) -> None:
              "attacks": "attacks to run (none: only the detector and the histogram)",
              "auc_eps": "further l_inf radii at which to report the detector's ROC AUC against blind PGD",
              "defences": "ADP and/or two-level ADP"}  # fmt: skip
-    _fields(p, DetectConfig, helps, attacks={"nargs": "*", "choices": DETECT_ATTACKS, "type": str},
-            auc_eps={"nargs": "*", "type": float}, defences={"nargs": "+", "choices": DEFENCES, "type": str})  # fmt: skip
+    _fields(p, DetectConfig, helps, attacks={"nargs": "*", "choices": DETECT_ATTACKS, "type": str}, auc_eps={
+            "nargs": "*", "type": float}, defences={"nargs": "+", "choices": DEFENCES, "type": str})  # fmt: skip
 
 
 def _certify(sub) -> None:
@@ -226,7 +226,7 @@ def _evaluate(sub) -> None:
     _threads(p)
     keywords = inspect.signature(evaluate_command).parameters
     add = p.add_argument
-    add("--preset", dest=CONFIG + "name", choices=sorted(PRESETS), default="paper", help="named budgets (default: paper)")
+    add("--preset", dest=CONFIG + "name", choices=sorted(PRESETS), default="paper", help="budgets (default: paper)")
     add("--estimate-only", action="store_true", help="print the estimated time on this device and stop")
     add("--score", default=keywords["score"].default, help="score-model checkpoint (default: %(default)s)")
     add("--classifier", default=keywords["classifier"].default, help="classifier checkpoint (default: %(default)s)")
@@ -236,10 +236,10 @@ def _evaluate(sub) -> None:
                "PGD steps"}  # fmt: skip
     for name, text in defence.items():
         kind = type(keywords[name].default)
-        add("--" + name.replace("_", "-"), type=kind, default=keywords[name].default, help=text + " (default: %(default)s)")
+        add("--" + name.replace("_", "-"), type=kind, default=keywords[name].default, help=text + " (%(default)s)")
     add("--baseline", choices=["adversarial-training"],
         help="add an adversarially trained classifier (ART AdversarialTrainer with PGD, same architecture and "
-        "training split), attacked and judged the same way; cached as <run-dir>/adv_classifier.safetensors")  # fmt: skip
+        "training split), attacked and judged alike; cached as <run-dir>/adv_classifier.safetensors")  # fmt: skip
     helps = {
         "attacks": f"comma-separated, from {','.join(registry.names())} (croce: {','.join(croce.attacks)})",
         "norm": "threat model norm", "eps_step": "step (None: eps/4, following --eps)",
@@ -300,7 +300,7 @@ def _reproduce(sub) -> None:
     add("--compile", nargs="?", const=True, default=False, choices=cmd.COMPILE_MODES, metavar="MODE",
         help=TRAINER_HELP["compile"])  # fmt: skip
     all_or_int = {"type": _count_or_all}
-    helps = {**TRAINER_HELP, **{f.name: "a number, or all" for f in dataclasses.fields(MnistRecipe) if f.name[:2] == "n_"}}
+    helps = {**TRAINER_HELP, **{f.name: "a number or all" for f in dataclasses.fields(MnistRecipe) if f.name[:2] == "n_"}}
     _fields(p, MnistRecipe, helps, lr={"type": cmd.learning_rate}, precision=PRECISION,
             full_attack={"choices": registry.names(full=True)},
             **{f.name: all_or_int for f in dataclasses.fields(MnistRecipe) if f.name.startswith("n_")})  # fmt: skip

@@ -84,7 +84,7 @@ def detect_command(
     from ..score import load_score_model
 
     return run_detect_demo(
-        run_dir, load_score_model(score), load_classifier(classifier), config, progress=progress, device=device
+        run_dir, load_score_model(score), load_classifier(classifier), config=config, progress=progress, device=device
     )
 
 
@@ -92,8 +92,8 @@ def run_detect_demo(
     run_dir: str | Path,
     score_model: torch.nn.Module,
     classifier: torch.nn.Module,
-    config: DetectConfig = DetectConfig(),
     *,
+    config: DetectConfig = DetectConfig(),
     progress: bool = True,
     device: str | torch.device | None = None,
     log: Callable[[str], None] = print,
@@ -251,8 +251,8 @@ def _detection(demo: _DetectDemo, x, y, x_blind, log) -> dict:
     _, flags_clean = detector.detect(x)
     _, flags_blind = detector.detect(x_blind)
     log(
-        f"detector: tau = {detector.threshold:.4g} (fpr {c.fpr} on {demo.n_calibration} calibration digits); on {len(x)} "
-        f"test digits FPR {flags_clean.mean():.3f}, TPR vs blind PGD {flags_blind.mean():.3f}, ROC AUC {auc:.4f}"
+        f"detector: tau = {detector.threshold:.4g} (fpr {c.fpr} on {demo.n_calibration} calibration digits); on "
+        f"{len(x)} test digits FPR {flags_clean.mean():.3f}, TPR vs blind PGD {flags_blind.mean():.3f}, ROC AUC {auc:.4f}"
     )
     auc_by_eps = {c.eps: auc}
     for eps in c.auc_eps:

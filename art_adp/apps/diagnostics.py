@@ -116,7 +116,11 @@ def snapshot_diagnostics(
     out: dict = {}
     for key, transform in (("noise", noisy(sigma)), ("denoise1", one_step_denoise(score_model, sigma))):
         out[key] = {
-            row: _pct(ensemble_correct(classifier, transform, xs, y, ensemble_size=ensemble_size, seed=derive_seed(seed, key, row)))
+            row: _pct(
+                ensemble_correct(
+                    classifier, transform, xs, y, ensemble_size=ensemble_size, seed=derive_seed(seed, key, row)
+                )
+            )
             for row, xs in (("clean", x), ("clf_pgd", x_pgd))
         }
     return out
@@ -244,7 +248,8 @@ def stage_diagnostics(
         if m not in loaded:
             loaded.clear()
             loaded[m] = load_snapshot(m).eval().requires_grad_(False)
-        common = {"sigma": recipe.sigma, "ensemble_size": recipe.ensemble_size, "seed": derive_seed(recipe.seed, kind, m)}
+        seed = derive_seed(recipe.seed, kind, m)
+        common = {"sigma": recipe.sigma, "ensemble_size": recipe.ensemble_size, "seed": seed}
         rec: dict = {"kind": kind, "step": m, "n": n, "ensemble_size": recipe.ensemble_size}
         if kind == "snapshot":
             rec.update(snapshot_diagnostics(classifier, loaded[m], x, x_pgd, y, **common))  # type: ignore[arg-type]

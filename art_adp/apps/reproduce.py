@@ -734,7 +734,8 @@ def reproduce_mnist(
         f"S = {recipe.ensemble_size} ensemble, worst case over R = {recipe.repeats} repeats; 95 % Wilson intervals."
         f"{' ' + note if note else ''}\n\n"
         f"{table}\n"
-        f"\n## Diagnostics (first {recipe.n_curve} test images, S = {recipe.ensemble_size})\n\n{_diagnostics_md(report)}\n"
+        f"\n## Diagnostics (first {recipe.n_curve} test images, S = {recipe.ensemble_size})\n\n"
+        f"{_diagnostics_md(report)}\n"
     )
     if curve:
         _plot_curve(

@@ -499,20 +499,7 @@ def evaluate(
     sanity_chunks = [ch for ch in chunks if ch[0] < config.sanity_examples]
     settings = plan(config, randomized=bool(purifiers(estimator)), baselines=tuple(baseline_estimators))
     units = [(s, a, ch) for s in settings for a in s.attacks for ch in (sanity_chunks if s.subset else chunks)]
-    common = {
-        "data_sha256": array_sha256(x, y),
-        "n_examples": len(x),
-        "classifier_sha256": module_sha256(classifier),
-        "defences": [_describe_defence(d) for d in defences],
-        "nb_classes": nb_classes,
-        "clip_values": list(clip_values),
-        "ensemble_size": config.ensemble_size,
-        "repeats": config.repeats,
-        "seed": config.seed,
-        "chunk_size": config.chunk_size,
-        "batch_size": config.batch_size,
-        "baselines_sha256": {k: module_sha256(e.model) for k, e in baseline_estimators.items()},
-    }
+    common = _common_settings(classifier, defences, x, y, config, nb_classes, clip_values, baseline_estimators)
     expected = {(s.name, a): unit_settings(s, a, config, common) for s in settings for a in s.attacks}
     digests = {k: settings_digest(v) for k, v in expected.items()}
     done = _resume(run_dir, digests, expected)
@@ -553,11 +540,31 @@ def evaluate(
         compression_sweep=rate_sweep,
     )
     scores = {f"score model {i}": d.score_model for i, d in enumerate(defences) if isinstance(d, ADPPurifier)}
-    models = {"classifier": classifier, **scores, **{f"baseline {k}": m for k, m in baselines.items() if k != "undefended"}}
-    result["provenance"] = provenance(wall_time_s=time.perf_counter() - called, device=dev, models=models)  # this call's
+    others = {f"baseline {k}": m for k, m in baselines.items() if k != "undefended"}
+    models = {"classifier": classifier, **scores, **others}
+    result["provenance"] = provenance(wall_time_s=time.perf_counter() - called, device=dev, models=models)
     report.write(result, run_dir, log=log)
     distributed.finish()
     return result
+
+
+def _common_settings(classifier, defences, x, y, config: EvalConfig, nb_classes, clip_values, baselines) -> dict:
+    """What every unit's records depend on besides its attack's budget: data, weights, defences, S, R, seed,
+    chunking."""
+    return {
+        "data_sha256": array_sha256(x, y),
+        "n_examples": len(x),
+        "classifier_sha256": module_sha256(classifier),
+        "defences": [_describe_defence(d) for d in defences],
+        "nb_classes": nb_classes,
+        "clip_values": list(clip_values),
+        "ensemble_size": config.ensemble_size,
+        "repeats": config.repeats,
+        "seed": config.seed,
+        "chunk_size": config.chunk_size,
+        "batch_size": config.batch_size,
+        "baselines_sha256": {k: module_sha256(e.model) for k, e in baselines.items()},
+    }
 
 
 def _inputs(classifier, defences, x, y, config: EvalConfig, nb_classes: int | None, dev) -> tuple:

@@ -86,8 +86,8 @@ def check_randomness(random_fraction: float, *, eot_samples: int, repeats: int) 
     if random_fraction > 0 and (eot_samples <= 1 or repeats <= 1):
         return (
             f"RANDOMIZED DEFENCE: the same input judged twice gives different outputs ({100 * random_fraction:.0f} "
-            f"% of inputs), but the attacks use EOT {eot_samples} and each example is judged R = {repeats} time(s): use "
-            "EOT (AutoAttack's version='rand': 20 draws) and R > 1."
+            f"% of inputs), but the attacks use EOT {eot_samples} and each example is judged R = {repeats} time(s): "
+            "use EOT (AutoAttack's version='rand': 20 draws) and R > 1."
         )
     return None
 
