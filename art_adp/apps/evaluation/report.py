@@ -147,16 +147,17 @@ def _sanity(results: dict, groups: dict, config, settings) -> dict:
                 skipped.append(f"{what} convergence: one point only")
     elif config.sanity:
         skipped.append("white-box checks: no gradient attack among the attacks")
-    if "spsa" in main_attacks:
-        whites = [results[f"main/{a}"]["mean"] for a in main_attacks if a not in ("clean", "spsa")]
-        short = shortfalls("spsa", config)
+    black = next((a for a in main_attacks if a in registry.REGISTRY and registry.REGISTRY[a].black_box), None)
+    if black is not None:  # SPSA, the registry's black-box attack
+        whites = [results[f"main/{a}"]["mean"] for a in main_attacks if a not in ("clean", black)]
+        short = shortfalls(black, config)
         if short:
             skipped.append(
                 f"SPSA vs white-box: SPSA's budget is below the paper's ({', '.join(short)}), so a weak "
                 "SPSA could not reveal masking"
             )
         elif whites:
-            inputs["black_box"], inputs["best_white_box"] = results["main/spsa"]["mean"], min(whites)
+            inputs["black_box"], inputs["best_white_box"] = results[f"main/{black}"]["mean"], min(whites)
             warnings.append(sanity.check_black_box(inputs["black_box"], inputs["best_white_box"]))
             ran.append("SPSA vs white-box")
     elif config.sanity:
