@@ -50,14 +50,6 @@ def _kind(annotation: str) -> Callable[[str], Any]:
     return base[first] if first and annotation.split()[0] in base else str
 
 
-def _count_or_all(text: str) -> int | None:  # a number of test images, or all (None)
-    return None if text.lower() == "all" else int(text)
-
-
-def _norm(text: str) -> float:  # --norm inf or 2
-    return math.inf if text == "inf" else int(text)
-
-
 def _fields(p, cls: type, helps: Mapping[str, str] = {}, *, skip=(), **options: dict) -> None:
     """One flag per field of the settings dataclass ``cls`` (but ``skip``): ``--max-iter`` sets ``max_iter``; its
     default, shown in the help, is the field's (read from ``cls`` alone); ``options[name]`` are further keywords of
@@ -140,8 +132,11 @@ def _train_score(sub) -> None:
 
 
 def _train_denoiser(sub) -> None:
-    p = sub.add_parser("train-denoiser", description=train_denoiser_command.__doc__,
-                       help="train a sigma-conditional UNet denoiser (ADP's score at any level) within a time budget")
+    p = sub.add_parser(
+        "train-denoiser",
+        description=train_denoiser_command.__doc__,
+        help="train a sigma-conditional UNet denoiser (ADP's score at any level) within a time budget",
+    )
     _common(p, train_denoiser_command, settings=DenoiserTraining)
     _dataset(p)
     _threads(p)
@@ -259,10 +254,10 @@ def _evaluate(sub) -> None:
         "sigma_sweep": "sigma values, comma-separated (flag alone: the paper's 0.05..0.40)",
         "eot_sweep": "EOT counts, comma-separated (flag alone: the paper's 1..50)",
         "n_examples": f"first N test examples (None: all; smoke: {smoke.n_examples})",
-    }
+    }  # fmt: skip
     _fields(p, EvalConfig, helps, skip=("eps", "preset_name", "overridden", "note", "sanity_iterations",
             "sanity_eot_samples", "compression_examples", "compression_directions", "weight"),
-            norm={"type": _norm, "choices": [math.inf, 2],
+            norm={"type": cmd.norm, "choices": [math.inf, 2],
                   "metavar": "{inf,2}"},
             eot_aggregate={"choices": ["mean", "sign"]}, memory_budget={"metavar": "MIB", "type": int},
             sanity={"flag": "--no-sanity", "action": "store_false"},
@@ -299,11 +294,12 @@ def _reproduce(sub) -> None:
     add("--channels-last", action="store_true", help=TRAINER_HELP["channels_last"])
     add("--compile", nargs="?", const=True, default=False, choices=cmd.COMPILE_MODES, metavar="MODE",
         help=TRAINER_HELP["compile"])  # fmt: skip
-    all_or_int = {"type": _count_or_all}
-    helps = {**TRAINER_HELP, **{f.name: "a number or all" for f in dataclasses.fields(MnistRecipe) if f.name[:2] == "n_"}}
+    all_or_int = {"type": cmd.count_or_all}
+    counts = [f.name for f in dataclasses.fields(MnistRecipe) if f.name.startswith("n_")]
+    helps = {**TRAINER_HELP, **{name: "a number or all" for name in counts}}
     _fields(p, MnistRecipe, helps, lr={"type": cmd.learning_rate}, precision=PRECISION,
             full_attack={"choices": registry.names(full=True)},
-            **{f.name: all_or_int for f in dataclasses.fields(MnistRecipe) if f.name.startswith("n_")})  # fmt: skip
+            **{name: all_or_int for name in counts})  # fmt: skip
 
 
 COMMANDS = (_demo, _train_score, _train_denoiser, _train_classifier, _detect, _certify, _corruptions, _evaluate,

@@ -8,6 +8,7 @@ Each command lives next to its application, with its settings (a dataclass whose
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -18,9 +19,11 @@ __all__ = [
     "DATASET_EPS",
     "DEMO_CLASSIFIER",
     "DEMO_SCORE",
+    "count_or_all",
     "cudnn_autotune",
     "import_ncsnv2",
     "learning_rate",
+    "norm",
     "resolve_lr",
     "run",
 ]
@@ -45,6 +48,16 @@ def run(command: Callable[..., Any], settings: Any, /, *, threads: int | None = 
 def learning_rate(text: str) -> float | str:
     """``--lr``'s parser: a number, or ``"auto"`` (resolved by the command once the batch is known)."""
     return text if text == "auto" else float(text)
+
+
+def count_or_all(text: str) -> int | None:
+    """The parser of a number of test images: an integer, or ``all`` (None)."""
+    return None if text.lower() == "all" else int(text)
+
+
+def norm(text: str) -> float:
+    """``--norm``'s parser: ``inf`` (``math.inf``) or an integer (2)."""
+    return math.inf if text == "inf" else int(text)
 
 
 def resolve_lr(lr: float | str, batch_size: int) -> float:

@@ -184,7 +184,7 @@ def run_corruptions(
     start = time.perf_counter()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     x_test, y_test = np.asarray(x_test)[: c.n_examples], np.asarray(y_test)[: c.n_examples]
     given = {"plain": score, "dct": score_dct, "augmix": score_augmix}
     variants = _chosen_variants(variants, {k for k, m in given.items() if m is not None})
@@ -202,20 +202,20 @@ def run_corruptions(
         log(f"corrupting {len(x_test)} test images ({len(CORRUPTIONS)} corruptions x 5 severities) into {data_root}")
         write_corrupted(data_root, x_test, y_test, seed=c.corruption_seed, source=description, progress=progress)
 
-    classifier = classifier.to(device).eval()
-    layout = torch.channels_last if device.type == "cpu" else torch.contiguous_format  # faster convs on CPU
+    classifier = classifier.to(dev).eval()
+    layout = torch.channels_last if dev.type == "cpu" else torch.contiguous_format  # faster convs on CPU
     # nn.Module.to accepts memory_format at run time; torch's overloads for it omit the keyword
     scores = {
-        k: m.to(device, memory_format=layout).eval().requires_grad_(False)  # type: ignore[call-overload]
+        k: m.to(dev, memory_format=layout).eval().requires_grad_(False)  # type: ignore[call-overload]
         for k, m in given.items()
         if m is not None
     }
     detector = ScoreNormDetector(
-        scores["plain"], batch_size=c.batch_size, device_type="gpu" if device.type == "cuda" else "cpu"
+        scores["plain"], batch_size=c.batch_size, device_type="gpu" if dev.type == "cuda" else "cpu"
     )
     detector.fit(np.asarray(x_calibration)[: c.n_calibration], fpr=c.fpr)
-    predictors = {v: _predictor(v, classifier, scores, detector, c, device) for v in variants}
-    sets = _TestSets(x_test, y_test, data_root, nb_classes, device, layout)
+    predictors = {v: _predictor(v, classifier, scores, detector, c, dev) for v in variants}
+    sets = _TestSets(x_test, y_test, data_root, nb_classes, dev, layout)
     records_path = run_dir / "records.jsonl"
     _measure(records_path, predictors, sets, c, progress, log)
 
@@ -227,7 +227,7 @@ def run_corruptions(
             "detection_threshold": detector.threshold,
             "seconds_this_call": round(time.perf_counter() - start, 1),
             "seconds_measuring": round(sum(r["seconds"] for r in done.values()), 1),
-            "device": str(device),
+            "device": str(dev),
         }
     )
     (run_dir / "corruptions.json").write_text(json.dumps(results, indent=2))

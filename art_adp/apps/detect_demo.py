@@ -236,6 +236,7 @@ class _DetectDemo:
         draws = c.eot_samples if gradient == "bpda" else c.full_eot_samples
         model = DefendedModel(self.classifier, self.purifier(two_level, gradient), ensemble_size=draws)
         if attack == "aware":
+            assert self._detector is not None  # fitted first (run_detect_demo)
             head = ScoreNormHead(model, self._detector)
             est = PyTorchClassifier(head, EvadeDetectorLoss(c.kappa), nb_classes=11, **self.art_args)
         else:
@@ -252,7 +253,8 @@ def _detection(demo: _DetectDemo, x, y, x_blind, log) -> dict:
     _, flags_blind = detector.detect(x_blind)
     log(
         f"detector: tau = {detector.threshold:.4g} (fpr {c.fpr} on {demo.n_calibration} calibration digits); on "
-        f"{len(x)} test digits FPR {flags_clean.mean():.3f}, TPR vs blind PGD {flags_blind.mean():.3f}, ROC AUC {auc:.4f}"
+        f"{len(x)} test digits FPR {flags_clean.mean():.3f}, TPR vs blind PGD {flags_blind.mean():.3f}, ROC AUC "
+        f"{auc:.4f}"
     )
     auc_by_eps = {c.eps: auc}
     for eps in c.auc_eps:

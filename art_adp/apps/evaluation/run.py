@@ -123,10 +123,7 @@ def plan(c: EvalConfig, *, randomized: bool = True, baselines: Sequence[str] = (
         *(("clf-pgd",) if any(REGISTRY[a].baseline == "clf-pgd" for a in c.attacks) else ()),
         *(a for a in ATTACKS if a in c.attacks and REGISTRY[a].baseline == a != "clf-pgd"),
     )
-    settings += [
-        Setting(f"baseline:{name}", reduced, one_draw, judge="once", baseline=name)
-        for name in baselines
-    ]
+    settings += [Setting(f"baseline:{name}", reduced, one_draw, judge="once", baseline=name) for name in baselines]
     return settings
 
 
