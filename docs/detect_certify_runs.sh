@@ -12,7 +12,7 @@ time python3 -m art_adp certify $M --run-dir "$OUTDIR/certify" --n0 100 --n 1000
 # detector ROC AUC at several eps, the score-norm histogram and clean accuracy on 260 test digits (no attacks)
 time python3 -m art_adp detect $M --run-dir "$OUTDIR/detect-auc" --n-examples 260 --attacks --quiet
 # clean / robust accuracy, 100 test digits: plain ADP, then two-level ADP (two processes, run side by side)
-time python3 -m art_adp detect $M --run-dir "$OUTDIR/detect" --n-examples 100 --eot 4 --full-eot 2 \
-  --defences plain --auc-eps --quiet
-time python3 -m art_adp detect $M --run-dir "$OUTDIR/detect-two-level" --n-examples 100 --eot 4 --full-eot 2 \
-  --defences two-level --auc-eps --quiet
+time python3 -m art_adp detect $M --run-dir "$OUTDIR/detect" --n-examples 100 --eot-samples 4 \
+  --full-eot-samples 2 --defences plain --auc-eps --quiet
+time python3 -m art_adp detect $M --run-dir "$OUTDIR/detect-two-level" --n-examples 100 --eot-samples 4 \
+  --full-eot-samples 2 --defences two-level --auc-eps --quiet

@@ -306,9 +306,10 @@ def mnist_diagnostics(path: str) -> str:
              f"{pct(c['clean'] / c['n'], 0)} / {pct(c['clf_pgd'] / c['n'], 0)}", f"{c['denoising_ratio']:.2f}",
              f"{c['attack_ratio']:.2f}"] for c in result["curve"]]
     sweep = [[f"T {s['steps']}, λ {s['lam']:g}", f"{pct(s['closed'], 1)} %", pair(s)] for s in result["diagnostics"]["sweep"]]
-    n = result["curve"][-1]["n"]
+    n, last = result["curve"][-1]["n"], result["curve"][-1]
+    size = last.get("ensemble_size", last.get("runs"))  # "runs" in files written before S was ensemble_size
     return "\n".join([
-        f"{result['scale']}; first {n} test images, S = {result['curve'][-1]['runs']}; accuracy in % (clean / Clf-PGD).", "",
+        f"{result['scale']}; first {n} test images, S = {size}; accuracy in % (clean / Clf-PGD).", "",
         *table(["score iterations", "noise σ alone", "one-step denoise", "ADP (T 10, λ 0.05)", "denoising ratio",
                 "attack-removal ratio"], rows), "",
         f"ADP sweep on the {result['curve'][-1]['step']}-iteration model:", "",

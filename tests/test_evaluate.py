@@ -33,8 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # SPSA and APGD draw from torch's and numpy's global generators: both must be seeded per unit for the records of
 # a resumed or sharded run to match.
 ARGS = ["--dataset", "digits", "--preset", "smoke", "--n-examples", "6", "--chunk-size", "3", "--sigma", "0.1",
-        "--steps", "1", "--attacks", "clf-pgd,spsa,full-pgd-eot,apgd-eot", "--eps", "0.2", "--iterations", "2",
-        "--eot", "2", "--spsa-iterations", "2", "--spsa-samples", "8", "--apgd-iterations", "2", "--apgd-eot", "2",
+        "--steps", "1", "--attacks", "clf-pgd,spsa,full-pgd-eot,apgd-eot", "--eps", "0.2", "--max-iter", "2",
+        "--eot-samples", "2", "--spsa-max-iter", "2", "--spsa-samples-per-step", "8", "--apgd-max-iter", "2",
+        "--apgd-eot-samples", "2",
         "--sanity-examples", "3", "--threads", "1", "--quiet"]
 # main: clean + 4 attacks on 6 examples; fixed noise: clean + 3; undefended baseline: clean, PGD, APGD, SPSA;
 # sanity on the first chunk of 3: flags, eps = 1, eps/2, 1 and 4 iterations, EOT 1 and 4
@@ -86,7 +87,7 @@ def test_one_process_run_writes_every_record_once_and_the_card(baseline):
     digests = json.loads((baseline / "settings.json").read_text())
     assert all(json.loads(r)["settings"] in digests for r in records)  # every record names its settings
     spsa = digests[next(r["settings"] for r in main if r["attack"] == "spsa")]
-    assert spsa["budget"] == {"eps": 0.2, "eps_step": 0.05, "norm": "inf", "spsa_iterations": 2, "spsa_samples": 8}
+    assert spsa["budget"] == {"eps": 0.2, "eps_step": 0.05, "norm": "inf", "max_iter": 2, "samples_per_step": 8}
     assert spsa["defences"][0]["sigma"] == 0.1 and len(spsa["classifier_sha256"]) == 64
 
 
@@ -129,9 +130,9 @@ def test_a_changed_setting_in_the_same_run_dir_is_refused_by_name(baseline, chec
 
     shutil.copytree(baseline, tmp_path / "run")
     before = sorted(lines(tmp_path / "run"))
-    assert main(command(tmp_path / "run", checkpoints, launcher=("evaluate",), extra=("--iterations", "3"))) == 2
+    assert main(command(tmp_path / "run", checkpoints, launcher=("evaluate",), extra=("--max-iter", "3"))) == 2
     err = capsys.readouterr().err
-    assert "holds records for main/clf-pgd made with other settings: budget.iterations 2 (now 3)" in err
+    assert "holds records for main/clf-pgd made with other settings: budget.max_iter 2 (now 3)" in err
     assert "Use another --run-dir, or the same settings to resume." in err
     assert main(command(tmp_path / "run", checkpoints, launcher=("evaluate",), extra=("--sigma", "0.2"))) == 2
     assert "defences.0.sigma 0.1 (now 0.2)" in capsys.readouterr().err
@@ -202,9 +203,9 @@ def test_each_check_passes_and_fails_where_it_should():
     assert "40.0 % at EOT draws = 5, 36.0 % at EOT draws = 15" in sanity.check_converged(
         [(1, 0.5), (15, 0.36), (5, 0.40)], "EOT draws")  # sorted by count
     assert sanity.check_black_box(0.30, 0.33) is None and "beats" in sanity.check_black_box(0.20, 0.33)
-    assert sanity.check_randomness(1.0, eot=15, repeats=3) is None and sanity.check_randomness(0.0, eot=1, repeats=1) \
+    assert sanity.check_randomness(1.0, eot_samples=15, repeats=3) is None and sanity.check_randomness(0.0, eot_samples=1, repeats=1) \
         is None
-    assert "R = 1 time(s)" in sanity.check_randomness(0.5, eot=15, repeats=1)
+    assert "R = 1 time(s)" in sanity.check_randomness(0.5, eot_samples=15, repeats=1)
     assert sanity.check_zero_gradients(0.0) is None and "25 % of inputs" in sanity.check_zero_gradients(0.25)
 
 
@@ -253,9 +254,9 @@ class Jitter(Identity):
 def run(defence, tmp_path, n=16, **overrides):
     mlp, _, x, y = tiny_models()
     torch.manual_seed(0)
-    config = EvalConfig.preset("smoke", **{"attacks": ("full-pgd-eot",), "eps": 0.2, "iterations": 3, "eot": 1,
+    config = EvalConfig.preset("smoke", **{"attacks": ("full-pgd-eot",), "eps": 0.2, "max_iter": 3, "eot_samples": 1,
                                            "n_examples": n, "chunk_size": n, "sanity_examples": n,
-                                           "sanity_iterations": (1.0,), "sanity_eot": (1,), **overrides})
+                                           "sanity_iterations": (1.0,), "sanity_eot_samples": (1,), **overrides})
     return evaluate(mlp, [defence], x, y, config=config, run_dir=tmp_path, **QUIET)
 
 
@@ -264,7 +265,7 @@ def warned(result, text):
 
 
 def test_rounding_trips_eps_1_zero_gradients_and_spsa_at_the_paper_budget(tmp_path):
-    result = run(Rounding(), tmp_path, attacks=("full-pgd-eot", "spsa"), spsa_iterations=40, spsa_samples=1280)
+    result = run(Rounding(), tmp_path, attacks=("full-pgd-eot", "spsa"), spsa_max_iter=40, spsa_samples_per_step=1280)
     assert warned(result, "unbounded attack (eps = 1)") and warned(result, "loss gradient through the defence is "
                                                                            "exactly zero for 100 %")
     assert warned(result, "black-box SPSA") and "SPSA vs white-box" in result["sanity"]["ran"]
@@ -273,21 +274,21 @@ def test_rounding_trips_eps_1_zero_gradients_and_spsa_at_the_paper_budget(tmp_pa
 
 
 def test_spsa_below_the_paper_budget_is_not_compared(tmp_path):
-    result = run(Rounding(), tmp_path, attacks=("full-pgd-eot", "spsa"), spsa_iterations=2, spsa_samples=16)
+    result = run(Rounding(), tmp_path, attacks=("full-pgd-eot", "spsa"), spsa_max_iter=2, spsa_samples_per_step=16)
     assert not warned(result, "black-box SPSA")
-    assert any(s.startswith("SPSA vs white-box: SPSA's budget is below the paper's (spsa_iterations 2 < 40, "
-                            "spsa_samples 16 < 1280)") for s in result["sanity"]["skipped"])
+    assert any(s.startswith("SPSA vs white-box: SPSA's budget is below the paper's (spsa_max_iter 2 < 40, "
+                            "spsa_samples_per_step 16 < 1280)") for s in result["sanity"]["skipped"])
 
 
 def test_accuracy_still_falling_with_eot_trips_eot_convergence(tmp_path):
-    result = run(NoisyGradient(), tmp_path, n=32, eot=4, sanity_eot=(1, 4, 64))
+    result = run(NoisyGradient(), tmp_path, n=32, eot_samples=4, sanity_eot_samples=(1, 4, 64))
     points = dict(result["sanity"]["inputs"]["eot_points"])
     assert points[4] - points[64] > 0.02, points
     assert warned(result, "NOT CONVERGED: accuracy still falls with EOT draws")
 
 
 def test_accuracy_still_falling_with_iterations_trips_iterations_convergence(tmp_path):
-    result = run(SparseGradient(), tmp_path, n=32, iterations=4, sanity_iterations=(0.5, 1.0, 5.0))
+    result = run(SparseGradient(), tmp_path, n=32, max_iter=4, sanity_iterations=(0.5, 1.0, 5.0))
     points = dict(result["sanity"]["inputs"]["iteration_points"])
     assert points[4] - points[20] > 0.02, points
     assert warned(result, "NOT CONVERGED: accuracy still falls with iterations")
@@ -298,11 +299,11 @@ def test_a_random_defence_trips_the_randomness_check_unless_eot_and_repeats_are_
     assert result["sanity"]["inputs"]["random_fraction"] == 1.0
     assert warned(result, "RANDOMIZED DEFENCE: the same input judged twice gives different outputs (100 % of inputs), "
                           "but the attacks use EOT 1")
-    assert not warned(run(Jitter(), tmp_path / "b", n=8, eot=2, sanity_eot=(2,)), "RANDOMIZED DEFENCE")
+    assert not warned(run(Jitter(), tmp_path / "b", n=8, eot_samples=2, sanity_eot_samples=(2,)), "RANDOMIZED DEFENCE")
 
 
 def test_a_benign_defence_trips_no_check(tmp_path):
-    result = run(Identity(), tmp_path, iterations=6, sanity_iterations=(0.5, 1.0, 2.0), sanity_eot=(1, 2))
+    result = run(Identity(), tmp_path, max_iter=6, sanity_iterations=(0.5, 1.0, 2.0), sanity_eot_samples=(1, 2))
     assert result["sanity"]["warnings"] == [] and result["sanity"]["inputs"]["random_fraction"] == 0.0
     assert result["sanity"]["verdict"] is None  # smoke budgets: no verdict either way
     text = (tmp_path / "report.md").read_text()
@@ -313,7 +314,7 @@ def test_a_benign_defence_trips_no_check(tmp_path):
 def test_reference_budgets_and_every_check_give_the_verdict_and_name_the_strongest(tmp_path):
     mlp, _, x, y = tiny_models()
     config = EvalConfig.preset("paper", attacks=("clf-pgd", "full-pgd-eot"), eps=0.2, n_examples=6, chunk_size=6,
-                               sanity_examples=6, sanity_eot=(1, 15), sanity_iterations=(0.5, 1.0))
+                               sanity_examples=6, sanity_eot_samples=(1, 15), sanity_iterations=(0.5, 1.0))
     result = evaluate(mlp, [Identity()], x, y, config=config, run_dir=tmp_path, **QUIET)
     text = (tmp_path / "report.md").read_text()
     assert result["claim"] and result["scale"] == "reference" and result["strongest"] in ("clf-pgd", "full-pgd-eot")
@@ -326,34 +327,34 @@ def test_header_and_rows_say_what_ran_no_sanity_gives_no_verdict_and_the_step_fo
     from art_adp.apps.cli import main
 
     argv = ["evaluate", *checkpoints, "--run-dir", str(tmp_path), "--preset", "smoke", "--n-examples", "4",
-            "--chunk-size", "4", "--eps", "0.1", "--attacks", "clf-pgd,spsa", "--spsa-samples", "16", "--no-sanity",
+            "--chunk-size", "4", "--eps", "0.1", "--attacks", "clf-pgd,spsa", "--spsa-samples-per-step", "16", "--no-sanity",
             "--steps", "1", "--quiet"]
     assert main(argv) == 0
     text = (tmp_path / "report.md").read_text()
     head = text.splitlines()
     assert head[0].startswith("SMOKE-SCALE RUN, NOT A ROBUSTNESS CLAIM: budgets below the reference")
-    assert "clf-pgd: iterations 2 < 40" in head[0] and "S = 2 < 10; R = 2 < 3" in head[0]
+    assert "clf-pgd: max_iter 2 < 40" in head[0] and "S = 2 < 10; R = 2 < 3" in head[0]
     assert head[1] == ("Preset: smoke, overridden: attacks = ['clf-pgd', 'spsa'], chunk_size = 4, eps = 0.1, "
-                       "n_examples = 4, sanity = False, spsa_samples = 16")
+                       "n_examples = 4, sanity = False, spsa_samples_per_step = 16")
     assert head[2].startswith("Threat model: l_inf eps = 0.1, step 0.025 (eps/4, following eps)")
     spsa_row = next(line for line in head if line.startswith("| SPSA"))
-    assert "1 it of 0.025, 16 samples/step" in spsa_row and "(overridden: spsa_samples)" in spsa_row
+    assert "1 it of 0.025, 16 samples/step" in spsa_row and "(overridden: spsa_samples_per_step)" in spsa_row
     assert "steps of 0.025" in text and "no sign of gradient masking" not in text
     assert "no verdict on gradient masking: budgets below the reference and the sanity checks did not run" in text
     result = json.loads((tmp_path / "report.json").read_text())
     assert result["sanity"]["verdict"] is None and result["strongest"] is None
-    assert result["overridden"]["spsa_samples"] == 16 and result["config"]["step"] == 0.025
+    assert result["overridden"]["spsa_samples_per_step"] == 16 and result["config"]["step"] == 0.025
     assert max(r["linf"] for r in read_jsonl(tmp_path / "records" / "rank-0.jsonl")) <= 0.1 + 1e-6
 
 
 def test_presets_and_overrides_from_python():
     assert EvalConfig() == EvalConfig.preset("paper") and EvalConfig.preset("paper").overridden == ()
-    c = EvalConfig.preset("smoke", eps=0.1, spsa_samples=8)
-    assert c.step == 0.025 and c.overridden == ("eps",)  # spsa_samples = 8 is the smoke preset's own value
+    c = EvalConfig.preset("smoke", eps=0.1, spsa_samples_per_step=8)
+    assert c.step == 0.025 and c.overridden == ("eps",)  # spsa_samples_per_step = 8 is the smoke preset's own value
     croce = EvalConfig.preset("croce")
-    assert (croce.attacks, croce.apgd_iterations, croce.apgd_eot, croce.repeats) == (("apgd-eot",), 100, 200, 5)
+    assert (croce.attacks, croce.apgd_max_iter, croce.apgd_eot_samples, croce.repeats) == (("apgd-eot",), 100, 200, 5)
     paper = EvalConfig.preset("paper")
-    assert (paper.iterations, paper.eot, paper.spsa_samples, paper.runs, paper.step) == (40, 15, 1280, 10, 2 / 255)
+    assert (paper.max_iter, paper.eot_samples, paper.spsa_samples_per_step, paper.ensemble_size, paper.step) == (40, 15, 1280, 10, 2 / 255)
     with pytest.raises(ValueError, match="Unknown preset 'fast'; choose from \\('paper', 'croce', 'smoke'\\)"):
         EvalConfig.preset("fast")
 
@@ -367,7 +368,7 @@ def test_plan_and_the_time_estimate_count_what_runs():
     main = plan(c)[0]
     assert _unit_cost(main, "bpda-eot", c, probe) == 40 * 15 * 1.0 + 10 * 3 * 1.0  # attack + S x R judgements
     assert _unit_cost(main, "spsa", c, probe) == 40 * 2 * 1280 + 30
-    assert _unit_cost(Setting("fixed", ("bpda-eot",), {"eot": 1}, judge="fixed"), "bpda-eot", c, probe) == 40 + 1
+    assert _unit_cost(Setting("fixed", ("bpda-eot",), {"eot_samples": 1}, judge="fixed"), "bpda-eot", c, probe) == 40 + 1
 
 
 def test_estimate_only_logs_the_estimate_and_attacks_nothing(tmp_path, monkeypatch):
@@ -469,7 +470,7 @@ def test_sweeps_write_tables_and_plots_and_leave_the_purifier_as_it_was(tmp_path
     mlp, score, x, y = tiny_models()
     generator = torch.Generator().manual_seed(5)
     purifier = art_adp.ADPPurifier(score, sigma=0.1, steps=1, generator=generator)
-    config = EvalConfig.preset("smoke", attacks=("clf-pgd",), eps=0.2, iterations=2, runs=1, repeats=2, n_examples=6,
+    config = EvalConfig.preset("smoke", attacks=("clf-pgd",), eps=0.2, max_iter=2, ensemble_size=1, repeats=2, n_examples=6,
                                chunk_size=6, sanity=False, fixed_noise=False, sigma_sweep=(0.05, 0.3),
                                eot_sweep=(1, 2), eps_sweep=(0.1,))
     result = evaluate(mlp, purifier, x, y, config=config, run_dir=tmp_path, **QUIET)
@@ -491,7 +492,7 @@ def test_card_reports_the_compression_rate_which_a_resume_may_change_or_drop(tmp
     generator = torch.Generator().manual_seed(5)
     state = generator.get_state()
     purifier = art_adp.ADPPurifier(score, sigma=0.1, steps=1, generator=generator)
-    config = EvalConfig.preset("smoke", attacks=("clf-pgd",), eps=0.2, iterations=1, runs=1, repeats=1, n_examples=6,
+    config = EvalConfig.preset("smoke", attacks=("clf-pgd",), eps=0.2, max_iter=1, ensemble_size=1, repeats=1, n_examples=6,
                                chunk_size=6, sanity=False, fixed_noise=False, sigma_sweep=(0.05,),
                                compression_examples=4, compression_directions=3)
     result = evaluate(mlp, purifier, x, y, config=config, run_dir=tmp_path, **QUIET)
@@ -527,7 +528,7 @@ def test_card_reports_the_compression_rate_which_a_resume_may_change_or_drop(tmp
     # not a setting of the records: a resume with other compression settings reuses every record
     before, settings = sorted(lines(tmp_path)), (tmp_path / "settings.json").read_text()
     again = evaluate(mlp, purifier, x, y, config=replace(config, compression_examples=0), run_dir=tmp_path,
-                     **QUIET)
+                             **QUIET)
     assert sorted(lines(tmp_path)) == before and (tmp_path / "settings.json").read_text() == settings
     assert again["compression"] is None and again["compression_sweep"] == {} and again["results"] == result["results"]
     text = (tmp_path / "report.md").read_text()

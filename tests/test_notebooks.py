@@ -59,7 +59,7 @@ CLAIMS = {
         "SMOKE-SCALE RUN, NOT A ROBUSTNESS CLAIM: budgets below the reference",
         "Preset: smoke, overridden: attacks = ['clf-pgd', 'bpda-eot'], chunk_size = 6, eps = 0.175, n_examples = 6",
         "| Attack | Budget | Undefended | ADP mean | ADP worst of R | ADP majority of R | ADP fixed noise | n |",
-        "| BPDA+EOT | 2 it of 0.04375, EOT 2 (mean) (below reference: iterations 2 < 40, eot 2 < 15) |",
+        "| BPDA+EOT | 2 it of 0.04375, EOT 2 (mean) (below reference: max_iter 2 < 40, eot_samples 2 < 15) |",
         "Sanity report", "- bpda-eot on the first 6 examples: accuracy", "% at eps 1;",
         "No strongest attack named: budgets below the reference.", "scale = 'smoke', claim = False"],
 }

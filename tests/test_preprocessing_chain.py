@@ -5,6 +5,7 @@ art_adp.attacks, EOTClassifier, DefendedModel and art_adp.apps.evaluation.evalua
 NCSNv2(1, 8, ngf=4))."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from art.estimators.classification import PyTorchClassifier
 import art_adp.attacks as A
 from art_adp import ADPPurifier, DefendedModel, EOTClassifier
 from art_adp.apps.evaluation import EvalConfig, evaluate
+from art_adp.attacks.registry import REGISTRY, Budget
 from art_adp.ensemble import blocks, eot_gradient, logits, stack_draws
 from evalsuite_models import tiny_models
 
@@ -90,18 +92,18 @@ def test_logits_follow_arts_chain(setup, defended):
         np.testing.assert_allclose(standardised.predict(x), a.numpy(), atol=1e-5)
 
 
-ATTACKS = {
-    "ClassifierPGD": lambda e: A.ClassifierPGD(e, eps=EPS, eps_step=STEP, max_iter=3),
-    "PGDEOT-bpda": lambda e: A.PGDEOT(e, gradient="bpda", eps=EPS, eps_step=STEP, max_iter=3, eot_samples=2),
-    "PGDEOT-bpda-sign": lambda e: A.PGDEOT(e, gradient="bpda", eps=EPS, eps_step=STEP,
-                                          max_iter=3, eot_samples=2, aggregate="sign"),
-    "JointScore": lambda e: A.JointScore(e, eps=EPS, eps_step=STEP, max_iter=3, eot_samples=2),
-    "JointScore-eot0": lambda e: A.JointScore(e, eps=EPS, eps_step=STEP, max_iter=3, eot_samples=0),
-    "JointFull": lambda e: A.JointFull(e, eps=EPS, eps_step=STEP, max_iter=3, eot_samples=2),
-    "BlackBoxSPSA": lambda e: A.BlackBoxSPSA(e, eps=EPS, eps_step=STEP, max_iter=2, samples_per_step=8, seed=0),
-    "PGDEOT-full": lambda e: A.PGDEOT(e, gradient="full", eps=EPS, eps_step=STEP, max_iter=3, eot_samples=2),
-    "APGDEOT": lambda e: A.APGDEOT(e, eps=EPS, max_iter=3, eot_samples=2, seed=0),
+BUDGET = Budget(eps=EPS, eps_step=STEP, max_iter=3, eot_samples=2, samples_per_step=8)
+ATTACKS = {  # every attack of the registry, and the variants of its budget worth a case of their own
+    **{name: BUDGET for name in REGISTRY},
+    "bpda-eot/sign": replace(BUDGET, eot_aggregate="sign"),
+    "joint-score/eot0": replace(BUDGET, eot_samples=0),  # the score direction alone
+    "spsa": replace(BUDGET, max_iter=2),
 }
+
+
+def build(name: str, estimator):
+    """The registry's attack ``name`` (before a ``/``) on ``estimator`` with the case's budget, seed 0."""
+    return REGISTRY[name.split("/")[0]].build(estimator, ATTACKS[name], 0)
 
 
 @pytest.mark.parametrize("name", list(ATTACKS))
@@ -111,7 +113,7 @@ def test_attacks_see_the_standardisation(setup, name):
     for est in pair(setup):
         np.random.seed(0)
         torch.manual_seed(0)
-        outs.append(ATTACKS[name](est).generate(x, y=y))
+        outs.append(build(name, est).generate(x, y=y))
     assert np.abs(outs[0] - x).max() > 1e-3  # the attack moved
     np.testing.assert_allclose(outs[0], outs[1], rtol=0, atol=1e-5)
 
@@ -189,10 +191,9 @@ def test_evaluation_records_see_the_standardisation(setup, tmp_path, monkeypatch
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **{**kwargs, "preprocessing": (MEAN, STD)})
 
-    config = EvalConfig(attacks=("clf-pgd", "bpda-eot", "joint-score", "joint-full", "spsa", "full-pgd-eot",
-                                 "apgd-eot"), eps=EPS, eps_step=STEP, iterations=2, eot=2, spsa_iterations=1,
-                        spsa_samples=4, apgd_iterations=2, apgd_eot=1, runs=2, repeats=1, chunk_size=4,
-                        batch_size=64, sanity=False)
+    config = EvalConfig(attacks=tuple(REGISTRY), eps=EPS, eps_step=STEP, max_iter=2, eot_samples=2, spsa_max_iter=1,
+                        spsa_samples_per_step=4, apgd_max_iter=2, apgd_eot_samples=1, ensemble_size=2, repeats=1,
+                        chunk_size=4, batch_size=64, sanity=False)
     records = []
     for name, net in (("standardised", mlp), ("folded", Folded(mlp))):
         with monkeypatch.context() as m:

@@ -78,12 +78,6 @@ def test_dsm_loss_matches_a_hand_computation_with_the_same_draws():
     assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
 
 
-@pytest.fixture
-def tiny():
-    x = torch.rand(40, 1, 8, 8, generator=torch.Generator().manual_seed(0))
-    return x, geometric_sigmas(1.0, 0.05, 4)
-
-
 def test_ema_is_kept_returned_and_differs_from_raw(tiny):
     x, sigmas = tiny
     torch.manual_seed(0)

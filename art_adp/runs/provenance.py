@@ -69,9 +69,9 @@ def code_diff() -> str:
 
 def device_description(device: str | torch.device | None = None) -> str:
     """The device in words: the GPU's name, or the CPU with its thread count and the load average when it ran."""
-    device = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
-    if device.type == "cuda":
-        return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
+    dev = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
+    if dev.type == "cuda":
+        return f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}"
     load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
     return f"CPU {platform.machine()}, {torch.get_num_threads()} thread(s){load}, torch {torch.__version__}"
 

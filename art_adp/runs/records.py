@@ -28,6 +28,7 @@ __all__ = [
     "check_settings",
     "describe_differences",
     "file_sha256",
+    "guard_settings",
     "load_records",
     "module_sha256",
     "read_jsonl",
@@ -246,3 +247,30 @@ def check_settings(
             f"{describe_differences(stored[digest], expected[group])}. Use another --run-dir, or the "
             "same settings to resume."
         )
+
+
+def guard_settings(path: str | os.PathLike, settings: Mapping, *, what: str, defaults: Mapping | None = None) -> dict:
+    """
+    The settings guard of a run folder whose records all share one set of settings (a certification, a corruption
+    table, a reproduction): the first run writes ``settings`` to the JSON file at ``path``; a later run with other
+    settings is refused by :func:`check_settings`.
+
+    :param path: The settings file (e.g. ``run_dir / "settings.json"``); its folder is the run folder.
+    :param settings: This run's settings (JSON-able; tuples are stored as lists).
+    :param what: What the folder holds, for the message (``"the certificates"``).
+    :param defaults: Values of settings a stored file may predate (read as these when absent from it).
+    :return: The settings as stored.
+    :raises ValueError: Naming the settings that differ.
+    """
+    path = Path(path)
+    mine = _canonical(settings)
+    if path.exists():
+        stored = {**_canonical(defaults or {}), **json.loads(path.read_text(encoding="utf-8"))}
+        digest = settings_digest(stored)
+        check_settings(path.parent, {what: digest}, {what: mine}, {digest: stored})
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(mine, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+    return mine
