@@ -147,8 +147,8 @@ def _train_denoiser(sub) -> None:
 
 
 def _levers(sub) -> None:
-    p = sub.add_parser("levers", description=levers_command.__doc__,
-                       help="the paper's MNIST row lever by lever (exact-score oracle and trained denoiser)")  # fmt: skip
+    help_ = "the paper's MNIST row lever by lever (exact-score oracle and trained denoiser)"
+    p = sub.add_parser("levers", description=levers_command.__doc__, help=help_)
     _common(p, levers_command, settings=LeversConfig)
     _threads(p)
     p.add_argument("--data-root", required=True, help="folder with the four MNIST idx(.gz) files")
@@ -316,8 +316,8 @@ def _reproduce(sub) -> None:
             **{name: all_or_int for name in counts})  # fmt: skip
 
 
-COMMANDS = (_demo, _train_score, _train_denoiser, _levers, _train_classifier, _detect, _certify, _corruptions, _evaluate,
-            _import, _reproduce)  # fmt: skip
+COMMANDS = (_demo, _train_score, _train_denoiser, _levers, _train_classifier, _detect, _certify, _corruptions,
+            _evaluate, _import, _reproduce)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -296,7 +296,9 @@ def table_markdown(table: dict) -> str:
         for a in attacks:
             c = by.get(a)
             cells.append(
-                "" if c is None else f"{100 * c['accuracy']:.1f} ({c['n']}) [{100 * c['ci95'][0]:.0f}–{100 * c['ci95'][1]:.0f}]"
+                ""
+                if c is None
+                else f"{100 * c['accuracy']:.1f} ({c['n']}) [{100 * c['ci95'][0]:.0f}–{100 * c['ci95'][1]:.0f}]"
             )
         lines.append(f"| {model} | {setting} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -332,7 +334,5 @@ def levers_command(
     can be added later. See docs/mnist.md."""
     from ..data import load_mnist
 
-    table = run_levers(
-        load_mnist(data_root), run_dir, denoiser_path=denoiser, **asdict(config), progress=progress
-    )
+    table = run_levers(load_mnist(data_root), run_dir, denoiser_path=denoiser, **asdict(config), progress=progress)
     print(table_markdown(table))

@@ -160,7 +160,9 @@ def train_denoiser(
         "parameters": sum(p.numel() for p in model.parameters()),
         "curve": [{k: v for k, v in r.items() if k != "settings"} for r in curve],
         "final": next((r for r in reversed(curve) if "mse" in r), None),
-        "provenance": provenance(wall_time_s=time.monotonic() - started, device=device, models={"denoiser": checkpoint}),
+        "provenance": provenance(
+            wall_time_s=time.monotonic() - started, device=device, models={"denoiser": checkpoint}
+        ),
     }
     (run_dir / "result.json").write_text(json.dumps(result, indent=1))
     return result

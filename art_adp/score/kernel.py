@@ -83,4 +83,6 @@ class KernelScore(nn.Module):
         return ((acc / total - flat) / self.bandwidth).view_as(x).to(x.dtype)
 
     def extra_repr(self) -> str:
-        return f"reference={len(self.reference)}×{self.shape}, bandwidth={self.bandwidth:g}, chunk_size={self.chunk_size}"
+        return (
+            f"reference={len(self.reference)}×{self.shape}, bandwidth={self.bandwidth:g}, chunk_size={self.chunk_size}"
+        )

@@ -130,11 +130,13 @@ class DenoiserUNet(nn.Module):
             sigma = sigma.expand(x.shape[0])
         sigma = sigma.reshape(-1)
         if sigma.shape[0] != x.shape[0]:
-            raise ValueError(f"sigma must be a scalar or hold one level per image ({x.shape[0]}), got {sigma.shape[0]}.")
+            raise ValueError(
+                f"sigma must be a scalar or hold one level per image ({x.shape[0]}), got {sigma.shape[0]}."
+            )
         return sigma
 
     def forward(self, x: torch.Tensor, sigma=None) -> torch.Tensor:
-        """The denoised estimate ``D(x, σ)`` of images ``x`` (``N×C×H×W``) at noise levels ``sigma`` (scalar or ``N``)."""
+        """The denoised estimate ``D(x, σ)`` of images ``x`` (``N×C×H×W``) at levels ``sigma`` (scalar or ``N``)."""
         if sigma is None:
             raise ValueError(
                 "DenoiserUNet is a σ-conditional denoiser D(x, sigma), not a score model h(x): for ADP wrap it at "
