@@ -7,6 +7,7 @@ as a defence plugin for IBM's Adversarial Robustness Toolbox and torchattacks.
 
 from .certify import certify, certify_approximate
 from .defended import DefendedModel
+from .diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
 from .detect import ScoreNormDetector
 from .eot import EOTClassifier
 from .preprocessor import ADPPurifier
@@ -43,10 +44,12 @@ def __getattr__(name: str):
 __all__ = [
     "ADPPurifier",
     "DefendedModel",
+    "DenoisedSmoothingPurifier",
     "EDMScore",
     "EOTClassifier",
     "EvalConfig",
     "NCSNv2",
+    "ReverseDiffusionPurifier",
     "ScoreNormDetector",
     "VPScore",
     "certify",
