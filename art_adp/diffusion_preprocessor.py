@@ -52,7 +52,8 @@ class _DiffusionPurifier(PreprocessorPyTorch):
             exact one through every step (``"full"``).
         """
         if not torch.is_floating_point(x):
-            raise ValueError(f"{type(self).__name__} expects floating-point inputs in {self.clip_values}, got {x.dtype}.")
+            name = type(self).__name__
+            raise ValueError(f"{name} expects floating-point inputs in {self.clip_values}, got {x.dtype}.")
         xd = x.to(self.device, torch.float32)
         if self.gradient == "full":
             out = torch.cat([self._purify(chunk) for chunk in xd.split(self.batch_size)])
@@ -194,7 +195,8 @@ class ReverseDiffusionPurifier(_DiffusionPurifier):
 class DenoisedSmoothingPurifier(_DiffusionPurifier):
     """
     One-shot denoised smoothing (Carlini et al. 2023) as an ART PyTorch preprocessor: ``clip(D(x + σε, σ))``, one
-    call of the diffusion model's denoiser at the level of the noise (:func:`~art_adp.diffusion_purify.one_shot_denoise`).
+    call of the diffusion model's denoiser at the level of the noise
+    (:func:`~art_adp.diffusion_purify.one_shot_denoise`).
 
     | Paper link: https://arxiv.org/abs/2206.10550 (Carlini, Tramèr, Dvijotham, Rice, Sun & Kolter, ICLR 2023)
 

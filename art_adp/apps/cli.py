@@ -247,8 +247,13 @@ def _evaluate(sub) -> None:
         help=f"comma-separated, from {','.join(registry.names())} (paper: {','.join(paper.attacks)}; croce: "
         f"{','.join(croce.attacks)})",
     )
-    add("--sigma", type=float, default=d.sigma, help="ADP noise level (default: %(default)s)")
-    add("--steps", type=int, default=d.steps, help="purification steps T (default: %(default)s)")
+    add("--purifier", type=_split(str), default=d.purifier, help="families, comma-separated: adp, reverse-diffusion, "
+        "denoised-smoothing (several: a card each in <run-dir>/<family>, comparison.md side by side; the diffusion "
+        "families need a sigma-conditional denoiser as --score, from art-adp train-denoiser)")  # fmt: skip
+    add("--sigma", type=float, default=d.sigma, help="noise level: ADP's sigma, sigma* of reverse diffusion, sigma of "
+        "denoised smoothing (default: %(default)s)")  # fmt: skip
+    add("--steps", type=int, default=d.steps, help="steps: ADP's T, reverse diffusion's K (default: %(default)s)")
+    add("--sampler", choices=["ddim", "ancestral", "heun"], default=d.sampler, help="reverse diffusion's sampler")
     add("--runs", type=int, help=f"S, purifications per judged prediction (paper: {paper.runs})")
     add("--repeats", type=int, help=f"R, judgements per example (paper: {paper.repeats}; croce: {croce.repeats})")
     add("--norm", choices=["inf", "2"], help="threat model norm (default: inf)")

@@ -507,6 +507,8 @@ class Evaluation(Run, Data):
     classifier: str | None = None
     sigma: float = DEFAULTS.sigma
     steps: int = DEFAULTS.steps
+    purifier: tuple[str, ...] = ("adp",)
+    sampler: str = "ddim"
     purify_batch_size: int = 4096
     norm: str | None = None
     no_sanity: bool = False
@@ -604,17 +606,50 @@ def _adversarial_baseline(c: Evaluation, classifier, data, config):
     )
 
 
+def _purifier(family: str, score, c: Evaluation, device: str):
+    """The purifier of ``family`` (``adp``, ``reverse-diffusion``, ``denoised-smoothing``) with the command's σ and
+    steps; a σ-conditional denoiser (``DenoiserUNet``) serves all three, ADP through ``EDMScore`` at σ."""
+    from ..diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
+    from ..preprocessor import ADPPurifier
+    from ..score import EDMScore
+
+    common = {"batch_size": c.purify_batch_size, "device_type": "gpu" if device == "cuda" else "cpu"}
+    conditional = getattr(score, "sigma_conditional", False)
+    if family == "adp":
+        model = EDMScore(score, sigma=c.sigma, data_range=(0.0, 1.0)) if conditional else score
+        return ADPPurifier(model, sigma=c.sigma, steps=c.steps, channels_last=device == "cpu", **common)
+    if not conditional:
+        raise ValueError(
+            f"--purifier {family} needs a sigma-conditional denoiser as --score (train one with `art-adp "
+            f"train-denoiser`); {type(score).__name__} is a score model at one level, for adp only."
+        )
+    if family == "reverse-diffusion":
+        return ReverseDiffusionPurifier(score, sigma=c.sigma, steps=c.steps, sampler=c.sampler, **common)
+    return DenoisedSmoothingPurifier(score, sigma=c.sigma, **common)
+
+
 def evaluate(c: Evaluation) -> None:
-    """``art-adp evaluate``: attack the ADP-defended classifier; the evaluation card."""
+    """``art-adp evaluate``: attack the classifier defended by each purifier family; the evaluation card of each and,
+    for several, their side-by-side comparison (``comparison.md``/``.json`` in the run folder)."""
+    import time
+
     import torch
 
     from ..data import load_dataset
     from ..models import load_classifier
-    from ..preprocessor import ADPPurifier
+    from ..runs.provenance import provenance
     from ..runs.records import file_sha256
     from ..score import load_score_model
+    from .evaluation import compare
     from .evaluation import evaluate as run_evaluation
 
+    started = time.perf_counter()
+    families = tuple(c.purifier)
+    unknown = [f for f in families if f not in compare.FAMILIES]
+    if not families or unknown or len(set(families)) < len(families):
+        raise ValueError(
+            f"--purifier must name distinct families from {', '.join(compare.FAMILIES)}, got {','.join(families)}."
+        )
     if c.threads:
         torch.set_num_threads(c.threads)
     config = c.eval_config()
@@ -630,16 +665,8 @@ def evaluate(c: Evaluation) -> None:
     device = c.device or ("cuda" if torch.cuda.is_available() else "cpu")
     score = load_score_model(score_path, "cpu")
     classifier = load_classifier(clf_path, "cpu")
-    purifier = ADPPurifier(
-        score,
-        sigma=c.sigma,
-        steps=c.steps,
-        batch_size=c.purify_batch_size,
-        device_type="gpu" if device == "cuda" else "cpu",
-        channels_last=device == "cpu",
-    )
+    purifiers = {family: _purifier(family, score, c, device) for family in families}
     description = {
-        "Defence": f"{purifier.describe()}, S = {config.runs} runs averaged",
         "Data": f"{c.dataset}, first {n} test images",
         "Models": f"score {score_path} ({type(score).__name__}, sha256 {file_sha256(score_path)[:12]}), classifier "
         f"{clf_path} ({type(classifier).__name__}, sha256 {file_sha256(clf_path)[:12]})",
@@ -650,20 +677,32 @@ def evaluate(c: Evaluation) -> None:
         model, where = _adversarial_baseline(c, classifier, data, config)
         baselines["adv. training"] = model
         description["Baseline"] = f"adversarial training, {where}"
-    run_evaluation(
-        classifier,
-        purifier,
-        data.x_test[:n],
-        data.y_test[:n],
-        config=config,
-        run_dir=c.run_dir,
-        nb_classes=data.nb_classes,
-        description=description,
-        progress=not c.quiet,
-        device=device,
-        baselines=baselines,
-        estimate_only=c.estimate_only,
-    )
+    cards = {}
+    for family, purifier in purifiers.items():
+        cards[family] = run_evaluation(
+            classifier,
+            purifier,
+            data.x_test[:n],
+            data.y_test[:n],
+            config=config,
+            run_dir=c.run_dir if len(families) == 1 else Path(c.run_dir) / family,
+            nb_classes=data.nb_classes,
+            description={"Defence": f"{purifier.describe()}, S = {config.runs} runs averaged", **description},
+            progress=not c.quiet,
+            device=device,
+            baselines=baselines,
+            estimate_only=c.estimate_only,
+        )
+    if len(families) > 1 and not c.estimate_only and all(card is not None for card in cards.values()):
+        result = compare.compare(cards)
+        result["provenance"] = provenance(
+            wall_time_s=time.perf_counter() - started,
+            device=device,
+            models={"classifier": clf_path, "score": score_path},
+        )
+        compare.write(result, c.run_dir)
+        if not c.quiet:
+            print(compare.markdown(result))
 
 
 @dataclass(frozen=True)

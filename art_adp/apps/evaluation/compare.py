@@ -1,0 +1,86 @@
+"""Purifier families side by side: one table from the evaluation cards of ADP, reverse diffusion and denoised
+smoothing run on the same data, classifier, attacks and budgets (``art-adp evaluate --purifier adp,reverse-diffusion,
+denoised-smoothing``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from .config import BUDGET_FIELDS
+from .report import LABELS, header
+
+__all__ = ["FAMILIES", "compare", "markdown", "write"]
+
+FAMILIES = ("adp", "reverse-diffusion", "denoised-smoothing")
+SCHEMA = "art-adp/purifier-comparison/1"
+
+
+def compare(cards: Mapping[str, dict]) -> dict:
+    """
+    The side-by-side result of evaluation cards (family name → the card :func:`~art_adp.apps.evaluation.evaluate`
+    returned), which must share the data, classifier, threat model and budgets.
+
+    :raises ValueError: When the cards differ in anything but the defence.
+    """
+    if not cards:
+        raise ValueError("compare needs at least one evaluation card.")
+    first = next(iter(cards.values()))
+    shared = ("config", "scale", "shortfalls")
+    for name, card in cards.items():
+        for key in shared:
+            if card[key] != first[key]:
+                raise ValueError(f"The card of {name!r} differs from the others in {key!r}: compare like with like.")
+    attacks = [r["attack"] for r in first["card"]]
+    rows = {
+        name: {
+            "purifier": card.get("purifier", "ADP"),
+            "defence": card["description"].get("Defence", ""),
+            "attacks": {r["attack"]: {k: r[k] for k in ("mean", "worst", "majority", "fixed") if k in r} for r in card["card"]},
+            "sanity": card["sanity"].get("verdict"),
+            "seconds": sum(card["seconds"].values()),
+        }
+        for name, card in cards.items()
+    }
+    return {
+        "schema": SCHEMA,
+        "families": list(cards),
+        "attacks": attacks,
+        "budgets": {r["attack"]: r["budget"] for r in first["card"]},
+        "header": header({**first, "description": {k: v for k, v in first["description"].items() if k != "Defence"}}),
+        "rows": rows,
+        "budget_fields": {a: list(BUDGET_FIELDS.get(a, ())) for a in attacks},
+    }
+
+
+def _cell(stat: dict | None) -> str:
+    return "-" if stat is None else f"{100 * stat['value']:.1f}"
+
+
+def markdown(result: dict) -> str:
+    """The comparison as markdown: the shared header, one row per family and attack (mean, worst of R, majority of R,
+    fixed noise), then each family's defence in words."""
+    lines = [*result["header"], ""]
+    cols = ["Purifier", "Attack", "Budget", "mean", "worst of R", "majority of R", "fixed noise"]
+    lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for name in result["families"]:
+        row = result["rows"][name]
+        for a in result["attacks"]:
+            s = row["attacks"][a]
+            cells = [row["purifier"], LABELS[a], result["budgets"][a], _cell(s.get("mean")), _cell(s.get("worst"))]
+            cells += [_cell(s.get("majority")), _cell(s.get("fixed"))]
+            lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("Accuracy in % on the same examples; worst = correct in all R judgements; fixed = one frozen draw.")
+    lines += [f"- {result['rows'][n]['purifier']}: {result['rows'][n]['defence']}" for n in result["families"]]
+    return "\n".join(lines) + "\n"
+
+
+def write(result: dict, run_dir: str | os.PathLike) -> None:
+    """``comparison.json`` and ``comparison.md`` in ``run_dir``."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "comparison.json").write_text(json.dumps(result, indent=2))
+    (run_dir / "comparison.md").write_text(markdown(result))
