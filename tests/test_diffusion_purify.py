@@ -262,7 +262,8 @@ def test_inputs_are_checked():
         reverse_diffusion(d, 255 * images().abs())
     with pytest.raises(ValueError, match=r"^x contains NaN or Inf values; denoising needs finite images\.$"):
         one_shot_denoise(d, torch.full((1, 1, 2, 2), math.nan), add_noise=False)
-    with pytest.raises(ValueError, match=r"^model must be a VPScore \(a DDPM network, e\.g\. from_diffusers\(\.\.\.\)\), "
+    with pytest.raises(ValueError, match=r"^model must be a VPScore \(a DDPM network, "
+                                         r"e\.g\. from_diffusers\(\.\.\.\)\), "
                                          r"an EDMScore or a sigma-conditional denoiser such as DenoiserUNet, got "
                                          r"Linear\.$"):
         Denoiser(torch.nn.Linear(2, 2))

@@ -44,12 +44,16 @@ def compare(cards: Mapping[str, dict]) -> dict:
         }
         for name, card in cards.items()
     }
+    undefended = {r["attack"]: r.get("baselines", {}).get("undefended") for r in first["card"]}
+    shared_header = {**first, "compression": None}  # the compression rate belongs to one purifier, not to all
+    shared_header["description"] = {k: v for k, v in first["description"].items() if k != "Defence"}
     return {
         "schema": SCHEMA,
         "families": list(cards),
         "attacks": attacks,
         "budgets": {r["attack"]: r["budget"] for r in first["card"]},
-        "header": header({**first, "description": {k: v for k, v in first["description"].items() if k != "Defence"}}),
+        "header": header(shared_header),
+        "undefended": undefended,
         "rows": rows,
         "budget_fields": {a: list(BUDGET_FIELDS.get(a, ())) for a in attacks},
     }
@@ -65,6 +69,9 @@ def markdown(result: dict) -> str:
     lines = [*result["header"], ""]
     cols = ["Purifier", "Attack", "Budget", "mean", "worst of R", "majority of R", "fixed noise"]
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for a in result["attacks"]:
+        if result["undefended"].get(a) is not None:
+            lines.append(f"| Undefended | {LABELS[a]} | {result['budgets'][a]} | {_cell(result['undefended'][a])} | | | |")
     for name in result["families"]:
         row = result["rows"][name]
         for a in result["attacks"]:
@@ -73,8 +80,16 @@ def markdown(result: dict) -> str:
             cells += [_cell(s.get("majority")), _cell(s.get("fixed"))]
             lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append("Accuracy in % on the same examples; worst = correct in all R judgements; fixed = one frozen draw.")
-    lines += [f"- {result['rows'][n]['purifier']}: {result['rows'][n]['defence']}" for n in result["families"]]
+    lines.append(
+        "Accuracy in % on the same examples (the undefended classifier attacked directly, judged once); mean over "
+        "examples and R judgements; worst = correct in all R; majority = the majority vote of the R; fixed = one "
+        "frozen noise draw shared by the attack (EOT 1) and the judge. Each family's card, with confidence intervals "
+        "and its sanity report, is <family>/report.md."
+    )
+    lines += [
+        f"- {result['rows'][n]['purifier']}: {result['rows'][n]['defence']} ({result['rows'][n]['seconds']:.0f} s)"
+        for n in result["families"]
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -311,11 +311,11 @@ def _describe_defence(d) -> dict:
     return {"type": type(d).__name__, **{k: getattr(d, k, None) for k in getattr(d, "params", [])}}
 
 
-FAMILY_LABELS = {ADPPurifier: "ADP", ReverseDiffusionPurifier: "Reverse diffusion", DenoisedSmoothingPurifier: "DS"}
+FAMILY_LABELS = {ADPPurifier: "ADP", ReverseDiffusionPurifier: "Reverse diffusion", DenoisedSmoothingPurifier: "Denoised smoothing"}
 
 
 def _family_label(defences: Sequence[PreprocessorPyTorch]) -> str:
-    """The card's name for the defence: ``"ADP"``, ``"Reverse diffusion"``, ``"DS"`` (denoised smoothing)."""
+    """The card's name for the defence: ``"ADP"``, ``"Reverse diffusion"``, ``"Denoised smoothing"``."""
     names = [FAMILY_LABELS[type(d)] for d in defences if type(d) in FAMILY_LABELS]
     return " + ".join(names) if names else "Defended"
 
