@@ -83,8 +83,8 @@ def markdown(result: dict) -> str:
     lines.append(
         "Accuracy in % on the same examples (the undefended classifier attacked directly, judged once); mean over "
         "examples and R judgements; worst = correct in all R; majority = the majority vote of the R; fixed = one "
-        "frozen noise draw shared by the attack (EOT 1) and the judge. Each family's card, with confidence intervals "
-        "and its sanity report, is <family>/report.md."
+        "frozen noise draw shared by the attack (EOT 1) and the judge. Each family's own card (report.md in its run "
+        "folder; <run-dir>/<family> from the command line) gives the confidence intervals and the sanity report."
     )
     lines += [
         f"- {result['rows'][n]['purifier']}: {result['rows'][n]['defence']} ({result['rows'][n]['seconds']:.0f} s)"
