@@ -170,7 +170,7 @@ class ReverseDiffusionPurifier(_DiffusionPurifier):
         number("sigma_min", self.sigma_min, low=0, low_open=True)
         if self.denoiser.levels is None and not self.sigma_min < self.sigma:
             raise ValueError(f"sigma_min must be below sigma={self.sigma!r}, got {self.sigma_min!r}.")
-        self.denoiser.schedule(self.sigma, self.steps, sigma_min=min(self.sigma_min, self.sigma))  # VP: enough steps
+        self.denoiser.schedule(self.sigma, self.steps, sigma_min=self.sigma_min)  # VP: σ on the schedule, enough steps
 
     def describe(self) -> str:
         """The setting in words, e.g. ``"reverse diffusion to sigma* = 0.25, K = 20 ddim steps"``."""

@@ -72,7 +72,8 @@ def reverse_diffusion(
     - ``"ddim"``: x' = D + (σ'/σ)(x − D): DDIM with η = 0 on a VP model (exactly, in the VE variables x/√ᾱ), Euler's
       method on the probability-flow ODE on an EDM model; K denoiser calls.
     - ``"ancestral"``: x' = D + (σ_down/σ)(x − D) + σ_up z, z ~ N(0, I), σ_up = σ'√(1 − σ'²/σ²),
-      σ_down = √(σ'² − σ_up²): DDPM's ancestral step (DDIM η = 1) on a VP model, k-diffusion's Euler-ancestral on EDM; K calls.
+      σ_down = √(σ'² − σ_up²): DDPM's ancestral step (DDIM η = 1) on a VP model, k-diffusion's Euler-ancestral on
+      EDM; K calls.
     - ``"heun"``: EDM's deterministic Heun step (Karras et al. 2022, Algorithm 1; Euler on the last step); 2K − 1 calls.
 
     The levels σ_K = σ* > … > σ_1 come from :meth:`Denoiser.schedule` (VP: DDIM's linspace over the schedule's steps,

@@ -241,3 +241,29 @@ def test_denoised_smoothing_certifies_the_known_radius_of_gaussian_data():
 def test_denoised_smoothing_classifier_refuses_add_noise():
     with pytest.raises(ValueError, match=r"^denoised_smoothing_classifier sets add_noise=False itself"):
         denoised_smoothing_classifier(Threshold(0, 0), GaussianDenoiser(0.5, 0.5), sigma=0.5, add_noise=True)
+
+
+def test_a_diffusers_unet_runs_under_art_pgd_with_exact_checkpointed_gradients():
+    diffusers = pytest.importorskip("diffusers")
+    from art_adp import from_diffusers
+
+    torch.manual_seed(0)
+    unet = diffusers.UNet2DModel(sample_size=8, in_channels=1, out_channels=1, block_out_channels=(8, 16),
+                                 norm_num_groups=4, layers_per_block=1, down_block_types=("DownBlock2D", "DownBlock2D"),
+                                 up_block_types=("UpBlock2D", "UpBlock2D"), add_attention=False)
+    score = from_diffusers(unet.eval(), diffusers.DDPMScheduler(num_train_timesteps=1000), timestep=0)
+    clf = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10)).eval()
+    x = torch.rand(2, 1, 8, 8, generator=torch.Generator().manual_seed(1)).numpy()
+    y = np.eye(10, dtype=np.float32)[[3, 7]]
+    grads = []
+    for checkpointing in (False, True):
+        p = ReverseDiffusionPurifier(score, sigma=0.25, steps=3, sampler="ancestral", gradient="full",
+                                     gradient_checkpointing=checkpointing, device_type="cpu",
+                                     generator=torch.Generator().manual_seed(2))
+        grads.append(estimator(clf, p).loss_gradient(x, y))
+    assert np.allclose(grads[0], grads[1], atol=1e-7) and np.abs(grads[0]).max() > 0
+    assert "VP step t* = 144" in p.describe()
+    pgd = ProjectedGradientDescent(estimator(clf, p), eps=0.1, eps_step=0.05, max_iter=1, verbose=False)
+    x_adv = pgd.generate(x, y=y)
+    assert 0.05 - 1e-6 <= np.abs(x_adv - x).max() <= 0.1 + 1e-6
+

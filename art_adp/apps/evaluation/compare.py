@@ -38,7 +38,9 @@ def compare(cards: Mapping[str, dict]) -> dict:
         name: {
             "purifier": card.get("purifier", "ADP"),
             "defence": card["description"].get("Defence", ""),
-            "attacks": {r["attack"]: {k: r[k] for k in ("mean", "worst", "majority", "fixed") if k in r} for r in card["card"]},
+            "attacks": {
+                r["attack"]: {k: r[k] for k in ("mean", "worst", "majority", "fixed") if k in r} for r in card["card"]
+            },
             "sanity": card["sanity"].get("verdict"),
             "seconds": sum(card["seconds"].values()),
         }
@@ -71,7 +73,8 @@ def markdown(result: dict) -> str:
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for a in result["attacks"]:
         if result["undefended"].get(a) is not None:
-            lines.append(f"| Undefended | {LABELS[a]} | {result['budgets'][a]} | {_cell(result['undefended'][a])} | | | |")
+            cells = ["Undefended", LABELS[a], result["budgets"][a], _cell(result["undefended"][a]), "", "", ""]
+            lines.append("| " + " | ".join(cells) + " |")
     for name in result["families"]:
         row = result["rows"][name]
         for a in result["attacks"]:

@@ -311,7 +311,11 @@ def _describe_defence(d) -> dict:
     return {"type": type(d).__name__, **{k: getattr(d, k, None) for k in getattr(d, "params", [])}}
 
 
-FAMILY_LABELS = {ADPPurifier: "ADP", ReverseDiffusionPurifier: "Reverse diffusion", DenoisedSmoothingPurifier: "Denoised smoothing"}
+FAMILY_LABELS = {
+    ADPPurifier: "ADP",
+    ReverseDiffusionPurifier: "Reverse diffusion",
+    DenoisedSmoothingPurifier: "Denoised smoothing",
+}
 
 
 def _family_label(defences: Sequence[PreprocessorPyTorch]) -> str:
