@@ -15,7 +15,9 @@ P(g(x + ε) = c_A) ≥ p_A ≥ ½.
   **not a certificate**; kept to compare with the paper.
 
 When to use which, and ART's ``PyTorchRandomizedSmoothing`` (which can host ADP as a denoiser): see
-``docs/detect_certify.md``.
+``docs/detect_certify.md``. Denoised smoothing with a diffusion model (Carlini et al. 2023; one denoiser call at
+the smoothing level) is the base classifier :func:`denoised_smoothing_classifier`, certified by the same
+:func:`certify`.
 """
 
 from __future__ import annotations
