@@ -144,8 +144,8 @@ def test_edm_schedule_is_karras_rho_seven_and_vp_schedule_is_ddim_linspace():
     assert levels == pytest.approx([(0.5 ** (1 / 7) + r * (0.01 ** (1 / 7) - 0.5 ** (1 / 7))) ** 7 for r in ramp])
     vp = Denoiser(vp_gaussian())
     level, t = vp.level(0.25)
-    assert vp.schedule(0.25, 3) == pytest.approx([level, float(vp.levels[t // 2 if t % 2 == 0 else round(t / 2)]),
-                                                  float(vp.levels[0])])
+    assert t == 144  # DDPM's linear schedule puts σ = 0.25 (0.5 on the (-1, 1) scale) at step 144
+    assert vp.schedule(0.25, 3) == pytest.approx([level, float(vp.levels[72]), float(vp.levels[0])])
     with pytest.raises(ValueError, match=rf"^steps={t + 2} exceeds the {t + 1} steps of the model's schedule up to "
                                          r"sigma=0.25 \(t\* = \d+\); use steps <= \d+ or a larger sigma\.$"):
         vp.schedule(0.25, t + 2)
