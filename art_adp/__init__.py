@@ -3,6 +3,9 @@ as a defence plugin for IBM's Adversarial Robustness Toolbox and torchattacks.
 
     from art_adp import ADPPurifier
     classifier = PyTorchClassifier(model, ..., preprocessing_defences=[ADPPurifier(score_model)])
+
+The library only: the applications that write run folders (the evaluation harness ``art_adp.apps.evaluation``, the
+demos, the command line) live in :mod:`art_adp.apps` and are imported from there.
 """
 
 from .certify import certify, certify_approximate
@@ -13,7 +16,9 @@ from .eot import EOTClassifier
 from .preprocessor import ADPPurifier
 from .purify import purify
 from .score import (
+    DenoiserUNet,
     EDMScore,
+    KernelScore,
     NCSNv2,
     VPScore,
     dsm_loss,
@@ -26,28 +31,16 @@ from .score import (
     train_score_model,
 )
 
-__version__ = "0.1.0"
-
-# The evaluation harness writes run directories and plots: it loads on first use, so that importing the library
-# loads no harness, plotting or command-line module.
-_LAZY = {"EvalConfig": "apps.evaluation", "evaluate": "apps.evaluation"}
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+__version__ = "0.2.0.dev0"  # a development version until the "Unreleased" changes of CHANGELOG.md are released
 
 __all__ = [
     "ADPPurifier",
     "DefendedModel",
     "DenoisedSmoothingPurifier",
+    "DenoiserUNet",
     "EDMScore",
     "EOTClassifier",
-    "EvalConfig",
+    "KernelScore",
     "NCSNv2",
     "ReverseDiffusionPurifier",
     "ScoreNormDetector",
@@ -55,7 +48,6 @@ __all__ = [
     "certify",
     "certify_approximate",
     "dsm_loss",
-    "evaluate",
     "from_diffusers",
     "geometric_sigmas",
     "load_score_model",

@@ -1,43 +1,33 @@
-"""Argument checks and deprecation helpers shared by the whole library: one place, one message dialect.
+"""Argument checks shared by the whole library: one place, one message dialect.
 
 Every check raises ``ValueError`` with a message of the form ``"{name} must be <what>, got {value!r}."``:
 
     positive_int("steps", 0)            -> "steps must be an integer >= 1, got 0."
     number("eps", -1, low=0, low_open=True)  -> "eps must be a number > 0, got -1."
     one_of("gradient", "x", ("bpda", "full")) -> "gradient must be one of 'bpda', 'full', got 'x'."
-
-Renamed arguments go through :func:`renamed_kwargs` (a decorator) or :func:`warn_renamed`, which all warn with
-one ``DeprecationWarning`` text: ``"X(old=...) is deprecated, use new=...; the old name will be removed in 0.3."``
+    memory_budget(0)                    -> "memory_budget must be a number of MiB > 0 or None, got 0."
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
-import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any, Literal, overload
 
 __all__ = [
-    "REMOVAL",
+    "MIB",
     "boolean",
     "integer",
-    "moved_module",
+    "memory_budget",
     "non_negative_int",
     "number",
     "one_of",
     "positive_int",
     "probability",
-    "renamed_kwargs",
-    "take_positional",
-    "take_renamed",
-    "warn_deprecated",
-    "warn_renamed",
-    "warn_renamed_attribute",
 ]
 
-REMOVAL = "0.3"  # the release that drops the deprecated names
+MIB = 2**20  # bytes per MiB: ``memory_budget`` is in MiB everywhere, in bytes only inside art_adp.ensemble
 
 
 # -- checks -------------------------------------------------------------------------------------------------------
@@ -215,116 +205,17 @@ def boolean(name: str, value: object) -> bool:
     return value
 
 
-# -- deprecations ---------------------------------------------------------------------------------------------------
-
-
-def warn_deprecated(message: str, *, stacklevel: int = 2, subject: str = "the old name") -> None:
-    """A ``DeprecationWarning``: ``"{message}; {subject} will be removed in 0.3."`` (``stacklevel`` as in
-    ``warnings``: 2 points at the caller of the function calling this)."""
-    warnings.warn(f"{message}; {subject} will be removed in {REMOVAL}.", DeprecationWarning, stacklevel=stacklevel + 1)
-
-
-def warn_renamed(owner: str, old: str, new: str, *, stacklevel: int = 2) -> None:
-    """``"{owner}(old=...) is deprecated, use new=...; the old name will be removed in 0.3."``"""
-    warn_deprecated(f"{owner}({old}=...) is deprecated, use {new}=...", stacklevel=stacklevel + 1)
-
-
-def warn_renamed_attribute(owner: str, old: str, new: str, *, stacklevel: int = 2) -> None:
-    """``"{owner}.old is deprecated, use {owner}.new; the old name will be removed in 0.3."``"""
-    warn_deprecated(f"{owner}.{old} is deprecated, use {owner}.{new}", stacklevel=stacklevel + 1)
-
-
-def take_renamed(kwargs: dict, renames: Mapping[str, str], owner: str, *, stacklevel: int = 2) -> dict:
+def memory_budget(value: object) -> float | None:
     """
-    Move every deprecated key of ``kwargs`` (``renames``: old → new) to its new name, warning for each.
+    The memory budget: MiB of autograd graph per block of draws, checked in this one place for every estimator,
+    attack and command that takes one (bytes appear only inside :mod:`art_adp.ensemble`).
 
-    :return: ``kwargs`` with the new names.
-    :raises TypeError: If both the old and the new name are given.
+    :return: ``value`` (a number of MiB > 0), or None (the library's default for the device).
+    :raises ValueError: ``"memory_budget must be a number of MiB > 0 or None, got {value!r}."``
     """
-    for old, new in renames.items():
-        if old in kwargs:
-            if new in kwargs:
-                raise TypeError(f"{owner}() got both {old}= (deprecated) and {new}=; pass {new}= only.")
-            warn_renamed(owner, old, new, stacklevel=stacklevel + 1)
-            kwargs[new] = kwargs.pop(old)
-    return kwargs
-
-
-def take_positional(
-    owner: str, args: tuple, old_order: Iterable[str], kwargs: dict, *, new: str, stacklevel: int = 2
-) -> dict:
-    """
-    Map deprecated positional arguments, in their old order, onto keywords (warning once), for a constructor whose
-    arguments became keyword-only.
-
-    :param new: How the new call reads, for the message (e.g. ``"DigitsCNN(nb_classes=...)"``).
-    :raises TypeError: For too many positional arguments or one also given by keyword.
-    """
-    if not args:
-        return kwargs
-    old_order = tuple(old_order)
-    if len(args) > len(old_order):
-        raise TypeError(
-            f"{owner}() takes at most {len(old_order)} positional arguments ({', '.join(old_order)}), "
-            f"got {len(args)}; pass them by keyword."
-        )
-    warn_deprecated(
-        f"{owner}() with positional arguments ({', '.join(old_order[:len(args)])}) is deprecated, "
-        f"use keywords: {new}",
-        stacklevel=stacklevel + 1,
-        subject="positional arguments",
-    )
-    for name, value in zip(old_order, args):
-        if name in kwargs:
-            raise TypeError(f"{owner}() got multiple values for argument {name!r}.")
-        kwargs[name] = value
-    return kwargs
-
-
-def renamed_kwargs(**renames: str) -> Callable:
-    """
-    Decorator accepting the old keyword names of a function (``old="new"``) with a ``DeprecationWarning`` pointing
-    at the caller. The owner in the message is the class for ``__init__``, else the function name.
-    """
-
-    def decorate(fn: Callable) -> Callable:
-        parts = [p for p in fn.__qualname__.split(".") if p != "<locals>"]
-        if parts[-1] == "__init__" and len(parts) > 1:
-            owner = parts[-2]  # "DefendedModel(runs=...)"
-        else:
-            owner = ".".join(parts[-2:])  # "purify(...)", "DefendedModel.from_estimator(...)"
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            if kwargs and not renames.keys().isdisjoint(kwargs):
-                take_renamed(kwargs, renames, owner, stacklevel=2)
-            return fn(*args, **kwargs)
-
-        setattr(wrapper, "__renamed_kwargs__", dict(renames))
-        return wrapper
-
-    return decorate
-
-
-def moved_module(old: str, new: str, *, submodules: Mapping[str, str] | None = None):
-    """
-    The module ``new`` for an import of its old path ``old``, with a ``DeprecationWarning``: ``"{old} is deprecated,
-    use {new}; the old name will be removed in 0.3."``. An old module file is then one line,
-    ``sys.modules[__name__] = moved_module(__name__, "art_adp.apps.demo")``, and the old path is the *same* module
-    object as the new one (private names and monkeypatching included).
-
-    :param old: The old dotted module path (``__name__`` of the alias module).
-    :param new: The dotted path the module lives at now.
-    :param submodules: Old dotted path -> new dotted path of submodules also reachable under the old package.
-    :return: The module at ``new``.
-    """
-    import importlib
-    import sys
-
-    warn_deprecated(f"{old} is deprecated, use {new}", stacklevel=3)
-    module = importlib.import_module(new)
-    for old_sub, new_sub in (submodules or {}).items():
-        sys.modules[old_sub] = importlib.import_module(new_sub)
-        if not hasattr(module, old_sub.rpartition(".")[2]):  # `import old.sub as s` reads it from the package
-            setattr(module, old_sub.rpartition(".")[2], sys.modules[old_sub])
-    return module
+    if value is None:
+        return None
+    as_float = float(value) if not isinstance(value, bool) and isinstance(value, numbers.Real) else math.nan
+    if not (math.isfinite(as_float) and as_float > 0):
+        raise _fail("memory_budget", "a number of MiB > 0", value, optional=True)
+    return as_float

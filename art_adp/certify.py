@@ -230,7 +230,7 @@ def certified_accuracy(certificate: Certificate, y: np.ndarray, radii: Sequence[
 def adp_base_classifier(classifier: torch.nn.Module, score_model: torch.nn.Module, **purifier_kwargs) -> DefendedModel:
     """
     The base classifier g of ADP smoothing: ``classifier(purify(clip(x')))`` for a noisy input x' = x + σε, i.e.
-    ``DefendedModel(classifier, ADPPurifier(score_model, sigma=0, clip_inputs=True, ...), nb_samples=1)``. The
+    ``DefendedModel(classifier, ADPPurifier(score_model, sigma=0, clip_inputs=True, ...), ensemble_size=1)``. The
     smoothing noise is ADP's noise injection, so ADP's own σ is 0; the purification steps follow ``purifier_kwargs``.
 
     :param classifier: ``N×C×H×W`` → ``N×K`` logits.
@@ -242,7 +242,7 @@ def adp_base_classifier(classifier: torch.nn.Module, score_model: torch.nn.Modul
         if name in purifier_kwargs:
             raise ValueError(f"adp_base_classifier sets {name} itself (the smoothing noise replaces ADP's); drop it.")
     purifier = ADPPurifier(score_model, sigma=0.0, clip_inputs=True, **purifier_kwargs)
-    return DefendedModel(classifier, purifier, nb_samples=1).eval()
+    return DefendedModel(classifier, purifier, ensemble_size=1).eval()
 
 
 def denoised_smoothing_classifier(
@@ -251,8 +251,8 @@ def denoised_smoothing_classifier(
     """
     The base classifier g of denoised smoothing (Carlini et al. 2023, https://arxiv.org/abs/2206.10550): for a noisy
     input x' = x + σε, ``classifier(clip(D(x', σ)))``, one call of the diffusion model's denoiser at the smoothing
-    level, i.e. ``DefendedModel(classifier, DenoisedSmoothingPurifier(model, sigma=σ, add_noise=False), nb_samples=1)``.
-    Certify it with :func:`certify` at the same ``sigma``.
+    level, i.e. ``DefendedModel(classifier, DenoisedSmoothingPurifier(model, sigma=σ, add_noise=False),
+    ensemble_size=1)``. Certify it with :func:`certify` at the same ``sigma``.
 
     :param classifier: ``N×C×H×W`` → ``N×K`` logits.
     :param model: The diffusion model: a ``VPScore``, an ``EDMScore`` or a ``DenoiserUNet``.
@@ -263,14 +263,4 @@ def denoised_smoothing_classifier(
     if "add_noise" in purifier_kwargs:
         raise ValueError("denoised_smoothing_classifier sets add_noise=False itself (certify adds the noise); drop it.")
     purifier = DenoisedSmoothingPurifier(model, sigma=sigma, add_noise=False, **purifier_kwargs)
-    return DefendedModel(classifier, purifier, nb_samples=1).eval()
-
-
-def __getattr__(name: str):
-    if name == "run_certify":  # the certification run is an application now
-        from ._checks import warn_deprecated
-        from .apps.certify_run import run_certify
-
-        warn_deprecated("art_adp.certify.run_certify is deprecated, use art_adp.apps.certify_run.run_certify")
-        return run_certify
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return DefendedModel(classifier, purifier, ensemble_size=1).eval()

@@ -118,31 +118,27 @@ def compression_rate(
         purifier, x, radius, nb_directions, norm, seed, clip_values, batch_size, generator
     )
     batch_size = len(xt) if batch_size is None else batch_size
-    run = _fixed_map(purifier, seed)
     saved = purifier.generator if isinstance(purifier, ADPPurifier) else None
     device = purifier.device if isinstance(purifier, ADPPurifier) else xt.device
+    run = _fixed_map(purifier, seed)
     try:
         with torch.no_grad():
-            blocks = [
-                _ratios(
-                    run,
-                    xt[i : i + batch_size].to(device, torch.float32),
-                    radius,
-                    nb_directions,
-                    norm,
-                    clip_values,
-                    generator,
-                )
-                for i in range(0, len(xt), batch_size)
-            ]
+            chunks = [xt[i : i + batch_size].to(device, torch.float32) for i in range(0, len(xt), batch_size)]
+            r = torch.cat([_ratios(run, c, radius, nb_directions, norm, clip_values, generator) for c in chunks])
     finally:
         if isinstance(purifier, ADPPurifier):
             purifier.generator = saved
-    r = torch.cat(blocks).double().numpy()
-    if not np.isfinite(r).all():
+    ratios = r.double().numpy()
+    if not np.isfinite(ratios).all():
         raise ValueError("The purifier returned NaN or Inf values.")
-    values = r.mean(axis=1)
-    summary = {
+    values = ratios.mean(axis=1)
+    summary = _summary(values, radius=radius, norm=norm, nb_directions=nb_directions, seed=seed)
+    return CompressionRate(values=values, ratios=ratios, summary=summary)
+
+
+def _summary(values: np.ndarray, *, radius: float, norm, nb_directions: int, seed: int) -> dict[str, Any]:
+    """The summary of :class:`CompressionRate`: quartiles of the per-example rates and the budget spent."""
+    return {
         "mean": float(values.mean()),
         "median": float(np.median(values)),
         "q25": float(np.quantile(values, 0.25)),
@@ -154,7 +150,6 @@ def compression_rate(
         "nb_examples": len(values),
         "nb_purifications": len(values) * (nb_directions + 2),
     }
-    return CompressionRate(values=values, ratios=r, summary=summary)
 
 
 def _check(purifier, x, radius, nb_directions, norm, seed, clip_values, batch_size, generator):

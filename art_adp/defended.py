@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 
-from ._checks import one_of, positive_int, renamed_kwargs, warn_renamed_attribute
+from ._checks import memory_budget as check_memory_budget, one_of, positive_int
 from .ensemble import AGGREGATES, EstimatorLogits, aggregate_draws, defences, defend, stack_draws
 from .preprocessor import ADPPurifier
 
@@ -17,88 +17,75 @@ __all__ = ["DefendedModel", "aggregate_draws"]  # aggregate_draws lives in art_a
 
 class DefendedModel(torch.nn.Module):
     """
-    ``classifier(purify(x))`` averaged over ``nb_samples`` purifications, for torchattacks and plain PyTorch code.
+    ``classifier(purify(x))`` averaged over ``ensemble_size`` purifications, for torchattacks and plain PyTorch code.
 
     | Paper link: https://arxiv.org/abs/2106.06041 (the S-run ensemble, eq. 12)
 
-    The ``nb_samples`` purifications of a batch are passes over ``nb_samples`` stacked copies of it (one pass, or
+    The ``ensemble_size`` purifications of a batch are passes over ``ensemble_size`` stacked copies of it (one pass, or
     blocks of ``batch_size`` rows: :func:`art_adp.ensemble.stack_draws`). Under autograd (an attack differentiating
-    the model) memory stays flat in ``nb_samples``: blocks whose graph fits ``memory_budget`` bytes, recomputed one
+    the model) memory stays flat in ``ensemble_size``: blocks whose graph fits ``memory_budget`` MiB, recomputed one
     at a time in the backward pass with the purifier's ``generator`` replayed. The output is logits-like (see
     :func:`aggregate_draws`): with ``aggregate="softmax"`` the log of the averaged class probabilities (the paper's
     ensemble), with ``"logits"`` the averaged logits, with ``"vote"`` the majority vote. Gradients follow the
     purifier's ``gradient`` mode: ``"bpda"`` (straight-through) or ``"full"`` (through purification).
 
-    Attacking vs judging: attack with few draws and the attack's own EOT (e.g. ``nb_samples=1`` with torchattacks'
-    ``EOTPGD(eot_iter=15)``, or ``nb_samples=15`` with plain ``PGD``: for ``"logits"`` both give the same expected
+    Attacking vs judging: attack with few draws and the attack's own EOT (e.g. ``ensemble_size=1`` with torchattacks'
+    ``EOTPGD(eot_iter=15)``, or ``ensemble_size=15`` with plain ``PGD``: for ``"logits"`` both give the same expected
     gradient, for ``"softmax"`` the second differentiates the loss of the averaged prediction), and judge with
-    the paper's ``nb_samples=10``; change it with ``model.nb_samples = ...``. Pass a seeded ``generator`` to the
+    the paper's ``ensemble_size=10``; change it with ``model.ensemble_size = ...``. Pass a seeded ``generator`` to the
     purifier to make outputs and gradients reproducible (re-seed it to replay).
 
     For an ART ``PyTorchClassifier`` use :meth:`from_estimator`: it keeps the estimator's standardisation
     (``preprocessing=(mean, std)``), which ``DefendedModel(estimator.model, purifier)`` would skip.
     """
 
-    @renamed_kwargs(runs="nb_samples")
     def __init__(
         self,
         classifier: torch.nn.Module,
         purifier: ADPPurifier | Callable[[torch.Tensor], torch.Tensor],
         *,
-        nb_samples: int = 10,
+        ensemble_size: int = 10,
         aggregate: str = "softmax",
         batch_size: int | None = None,
-        memory_budget: int | None = None,
+        memory_budget: float | None = None,
     ) -> None:
         """
         :param classifier: Maps ``N×C×H×W`` inputs in the purifier's ``clip_values`` to ``N×K`` logits.
         :param purifier: An :class:`~art_adp.ADPPurifier` (its score model is registered as a submodule, so
             ``.to()`` and ``.eval()`` reach it), another ART PyTorch preprocessor, or any random map
             ``x → x'`` of torch tensors.
-        :param nb_samples: S ≥ 1, purifications averaged per input (ART's name; formerly ``runs``, deprecated).
+        :param ensemble_size: S ≥ 1, purifications averaged per input (the paper's S-run ensemble).
         :param aggregate: ``"softmax"`` (average probabilities), ``"logits"`` (average logits) or ``"vote"``.
-        :param batch_size: Rows (image × draw) per forward pass; None: all ``nb_samples`` copies in one pass (under
+        :param batch_size: Rows (image × draw) per forward pass; None: all ``ensemble_size`` copies in one pass (under
             autograd: as many as ``memory_budget`` allows).
-        :param memory_budget: Bytes of autograd graph per block of draws when the output is differentiated (None:
+        :param memory_budget: MiB of autograd graph per block of draws when the output is differentiated (None:
             :func:`art_adp.ensemble.default_memory_budget`, 512 MiB on a CPU).
         """
         super().__init__()
         if not callable(purifier):
             raise ValueError(f"purifier must be an ADPPurifier or a callable x -> x', got {type(purifier).__name__}.")
         one_of("aggregate", aggregate, AGGREGATES)
-        positive_int("nb_samples", nb_samples)
+        positive_int("ensemble_size", ensemble_size)
         positive_int("batch_size", batch_size, optional=True)
-        positive_int("memory_budget", memory_budget, optional=True)
+        check_memory_budget(memory_budget)
         self.classifier = classifier
         if isinstance(purifier, ADPPurifier):
             self.score_model = purifier.score_model
         self.purifier = purifier
-        self.nb_samples = nb_samples
+        self.ensemble_size = ensemble_size
         self.aggregate = aggregate
         self.batch_size = batch_size
         self.memory_budget = memory_budget
 
-    @property
-    def runs(self) -> int:
-        """Deprecated alias of :attr:`nb_samples` (removed in 0.3)."""
-        warn_renamed_attribute("DefendedModel", "runs", "nb_samples")
-        return self.nb_samples
-
-    @runs.setter
-    def runs(self, value: int) -> None:
-        warn_renamed_attribute("DefendedModel", "runs", "nb_samples")
-        self.nb_samples = value
-
     @classmethod
-    @renamed_kwargs(runs="nb_samples")
     def from_estimator(
         cls,
         estimator,
         *,
-        nb_samples: int = 10,
+        ensemble_size: int = 10,
         aggregate: str = "softmax",
         batch_size: int | None = None,
-        memory_budget: int | None = None,
+        memory_budget: float | None = None,
     ) -> "DefendedModel":
         """
         The defended model of an ART ``PyTorchClassifier``: its predict-time preprocessing defences, in order and
@@ -107,8 +94,7 @@ class DefendedModel(torch.nn.Module):
 
         :param estimator: ``PyTorchClassifier(..., preprocessing_defences=[ADPPurifier(...)])`` (PyTorch
             preprocessors only).
-        :param nb_samples, aggregate, batch_size, memory_budget: As in the constructor (``runs=`` is a deprecated
-            alias).
+        :param ensemble_size, aggregate, batch_size, memory_budget: As in the constructor.
         """
         found = defences(estimator)
         one = found[0] if len(found) == 1 else None
@@ -118,7 +104,7 @@ class DefendedModel(torch.nn.Module):
         return cls(
             EstimatorLogits(estimator, defended=False),
             purifier,
-            nb_samples=nb_samples,
+            ensemble_size=ensemble_size,
             aggregate=aggregate,
             batch_size=batch_size,
             memory_budget=memory_budget,
@@ -152,14 +138,14 @@ class DefendedModel(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """
         :param x: ``N×C×H×W`` floating-point inputs in the purifier's ``clip_values``.
-        :return: ``N×K`` scores, aggregated over ``nb_samples`` draws by :func:`aggregate_draws`.
+        :return: ``N×K`` scores, aggregated over ``ensemble_size`` draws by :func:`aggregate_draws`.
         """
         if not torch.is_floating_point(x) or x.ndim < 2:
             raise ValueError(f"x must be a floating-point N×C×H×W tensor, got {x.dtype} of shape {tuple(x.shape)}.")
         draws = stack_draws(
             self.draw_logits,
             x,
-            self.nb_samples,
+            self.ensemble_size,
             batch_size=self.batch_size,
             memory_budget=self.memory_budget,
             generators=self.generators(),

@@ -21,7 +21,7 @@ from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 from ._checks import boolean, number, one_of, positive_int
 from .diffusion_purify import SAMPLERS, one_shot_denoise, reverse_diffusion
 from .preprocessor import GRADIENTS
-from .purify import _fmt
+from .purify import DEFAULTS, _fmt
 from .score.denoiser import Denoiser
 
 __all__ = ["DenoisedSmoothingPurifier", "ReverseDiffusionPurifier"]
@@ -121,11 +121,11 @@ class ReverseDiffusionPurifier(_DiffusionPurifier):
         self,
         model: torch.nn.Module,
         *,
-        sigma: float = 0.25,
+        sigma: float = DEFAULTS.sigma,
         steps: int = 20,
         sampler: str = "ddim",
         sigma_min: float = 0.01,
-        clip_values: tuple[float, float] = (0.0, 1.0),
+        clip_values: tuple[float, float] = DEFAULTS.clip_values,
         gradient: str = "bpda",
         gradient_checkpointing: bool = False,
         batch_size: int = 256,
@@ -151,15 +151,9 @@ class ReverseDiffusionPurifier(_DiffusionPurifier):
         :param device_type: ``"gpu"`` (CUDA when available, else CPU) or ``"cpu"``.
         """
         super().__init__(model, device_type=device_type, apply_fit=apply_fit, apply_predict=apply_predict)
-        self.sigma = sigma
-        self.steps = steps
-        self.sampler = sampler
-        self.sigma_min = sigma_min
-        self.clip_values = clip_values
-        self.gradient = gradient
-        self.gradient_checkpointing = gradient_checkpointing
-        self.batch_size = batch_size
-        self.generator = generator
+        self.sigma, self.steps, self.sampler, self.sigma_min = sigma, steps, sampler, sigma_min  # the hyperparameters
+        self.clip_values, self.gradient_checkpointing = clip_values, gradient_checkpointing
+        self.gradient, self.batch_size, self.generator = gradient, batch_size, generator
         self._check_params()
 
     def _check_params(self) -> None:
@@ -211,9 +205,9 @@ class DenoisedSmoothingPurifier(_DiffusionPurifier):
         self,
         model: torch.nn.Module,
         *,
-        sigma: float = 0.25,
+        sigma: float = DEFAULTS.sigma,
         add_noise: bool = True,
-        clip_values: tuple[float, float] = (0.0, 1.0),
+        clip_values: tuple[float, float] = DEFAULTS.clip_values,
         gradient: str = "bpda",
         batch_size: int = 256,
         generator: torch.Generator | None = None,
@@ -234,12 +228,8 @@ class DenoisedSmoothingPurifier(_DiffusionPurifier):
         :param device_type: ``"gpu"`` (CUDA when available, else CPU) or ``"cpu"``.
         """
         super().__init__(model, device_type=device_type, apply_fit=apply_fit, apply_predict=apply_predict)
-        self.sigma = sigma
-        self.add_noise = add_noise
-        self.clip_values = clip_values
-        self.gradient = gradient
-        self.batch_size = batch_size
-        self.generator = generator
+        self.sigma, self.add_noise, self.clip_values = sigma, add_noise, clip_values  # the hyperparameters
+        self.gradient, self.batch_size, self.generator = gradient, batch_size, generator
         self._check_params()
 
     def _check_params(self) -> None:

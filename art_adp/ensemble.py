@@ -3,7 +3,7 @@ stacked as ``draws × N`` rows, run in blocks of a row budget -- for ensemble pr
 the paper's S-run ensemble, eq. 12) and for EOT gradients (:func:`eot_gradient`, the mean or the sign vote).
 
 Memory of EOT gradients is flat in the number of draws: the draws are run in blocks whose autograd graph fits
-``memory_budget`` bytes (each block's graph is measured as it is recorded, :class:`GraphMemory`), and each block's
+``memory_budget`` MiB (each block's graph is measured as it is recorded, :class:`GraphMemory`), and each block's
 graph is freed before the next (:func:`eot_gradient`), or recomputed one block at a time in the backward pass
 (:func:`stack_draws` under autograd, e.g. :class:`~art_adp.DefendedModel` under torchattacks).
 
@@ -22,7 +22,7 @@ import torch
 import torch.utils.checkpoint
 from art.defences.preprocessor.preprocessor import Preprocessor, PreprocessorPyTorch
 
-from ._checks import one_of, positive_int
+from ._checks import MIB, memory_budget as check_memory_budget, one_of, positive_int
 
 __all__ = [
     "AGGREGATES",
@@ -43,7 +43,7 @@ __all__ = [
 
 AGGREGATES = ("softmax", "logits", "vote")
 EOT_AGGREGATES = ("mean", "sign")
-CPU_MEMORY_BUDGET = 512 * 2**20  # bytes of autograd graph per block on a CPU
+CPU_MEMORY_BUDGET = 512  # MiB of autograd graph per block on a CPU
 PROBE_ROWS = 16  # rows of the first block of a call, whose graph is measured to size the others
 
 
@@ -121,16 +121,16 @@ class EstimatorLogits(torch.nn.Module):
 # -- draws stacked as draws × N rows, in blocks of a row budget ------------------------------------------------------
 
 
-def default_memory_budget(device: torch.device | str) -> int:
+def default_memory_budget(device: torch.device | str) -> float:
     """
-    Bytes of autograd graph one block of draws may hold when ``memory_budget`` is None: 512 MiB on a CPU, a
+    MiB of autograd graph one block of draws may hold when ``memory_budget`` is None: 512 MiB on a CPU, a
     quarter of the free memory of a CUDA device (at least 64 MiB).
     """
     device = torch.device(device)
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
-        return max(free // 4, 64 * 2**20)
-    return CPU_MEMORY_BUDGET
+        return max(free / 4 / MIB, 64.0)
+    return float(CPU_MEMORY_BUDGET)
 
 
 class GraphMemory:
@@ -176,23 +176,25 @@ class RowBlocks:
     """
     Row ranges ``[a, b)`` of ``total`` stacked rows (row ``r`` is draw ``r // n`` of image ``r % n``), in order,
     each block as large as ``memory_budget`` allows: the first block (at most :data:`PROBE_ROWS` rows) is measured
-    (:meth:`record`), the next ones hold ``memory_budget`` / (the largest graph bytes per row seen) rows, at most
+    (:meth:`record`), the next ones hold ``memory_budget`` / (the largest graph per row seen) rows, at most
     ``batch_size``.
 
     :param total: Rows in all (draws × images).
     :param batch_size: Most rows per block (None: no cap but the memory budget).
-    :param memory_budget: Bytes of autograd graph per block (None: :func:`default_memory_budget` of ``device``).
+    :param memory_budget: MiB of autograd graph per block (None: :func:`default_memory_budget` of ``device``).
     :param device: Where the rows are computed.
+
+    ``budget`` holds the budget in bytes, the unit :class:`GraphMemory` measures.
     """
 
     def __init__(
-        self, total: int, *, batch_size: int | None, memory_budget: int | None, device: torch.device | str
+        self, total: int, *, batch_size: int | None, memory_budget: float | None, device: torch.device | str
     ) -> None:
         positive_int("batch_size", batch_size, optional=True)
-        positive_int("memory_budget", memory_budget, optional=True)
+        memory_budget = check_memory_budget(memory_budget)
         self.total = total
         self.cap = max(1, total if batch_size is None else min(batch_size, total))
-        self.budget = default_memory_budget(device) if memory_budget is None else memory_budget
+        self.budget = MIB * (default_memory_budget(device) if memory_budget is None else memory_budget)
         self.row_bytes: float | None = None
 
     @property
@@ -207,8 +209,8 @@ class RowBlocks:
         per_row = nbytes / max(rows, 1)
         if per_row > self.budget and (self.row_bytes is None or self.row_bytes <= self.budget):
             warnings.warn(
-                f"one EOT draw of one image records {per_row / 2**20:.1f} MiB of autograd graph, more than "
-                f"memory_budget ({self.budget / 2**20:.1f} MiB): blocks of one row; set gradient_checkpointing=True "
+                f"one EOT draw of one image records {per_row / MIB:.1f} MiB of autograd graph, more than "
+                f"memory_budget ({self.budget / MIB:.1f} MiB): blocks of one row; set gradient_checkpointing=True "
                 "on the ADPPurifier (one batch stored per purification step) or raise memory_budget.",
                 stacklevel=3,
             )
@@ -271,7 +273,7 @@ def _stack_recorded(
     draws: int,
     *,
     batch_size: int | None,
-    memory_budget: int | None,
+    memory_budget: float | None,
     generators: Sequence[torch.Generator],
 ) -> torch.Tensor:
     """:func:`stack_draws` under autograd: the first block recorded and measured; the rest, if all of it would not fit
@@ -305,7 +307,7 @@ def stack_draws(
     draws: int,
     *,
     batch_size: int | None = None,
-    memory_budget: int | None = None,
+    memory_budget: float | None = None,
     generators: Sequence[torch.Generator] = (),
 ) -> torch.Tensor:
     """
@@ -323,7 +325,7 @@ def stack_draws(
     :param x: ``N×…`` inputs.
     :param draws: Draws of every input.
     :param batch_size: Most rows per pass (None: one pass without autograd, the memory budget's rows with it).
-    :param memory_budget: Bytes of autograd graph per block (None: :func:`default_memory_budget`).
+    :param memory_budget: MiB of autograd graph per block (None: :func:`default_memory_budget`).
     :param generators: The ``torch.Generator`` objects ``fn`` draws from, replayed when a block is recomputed.
     :return: ``draws×N×…``: slice ``d`` is draw ``d`` of every input.
     """
@@ -375,7 +377,7 @@ def eot_gradient(
     draws: int,
     *,
     batch_size: int | None = None,
-    memory_budget: int | None = None,
+    memory_budget: float | None = None,
     aggregate: str = "mean",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """
@@ -399,7 +401,7 @@ def eot_gradient(
         ``reduction="mean"`` (or no ``reduction``) the mean over the rows it is given, else their sum).
     :param draws: EOT draws k ≥ 1.
     :param batch_size: Most rows per forward pass (None: as many as ``memory_budget`` allows).
-    :param memory_budget: Bytes of autograd graph per block (None: :func:`default_memory_budget`, 512 MiB on a
+    :param memory_budget: MiB of autograd graph per block (None: :func:`default_memory_budget`, 512 MiB on a
         CPU, a quarter of a GPU's free memory).
     :param aggregate: ``"mean"`` (mean of the k gradients; for a per-example loss the gradient of each example's
         expected loss, for a batch loss the mean of the k batch gradients) or ``"sign"`` (the authors' vote:

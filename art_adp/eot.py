@@ -8,17 +8,15 @@ import numpy as np
 import torch
 from art.estimators.classification import PyTorchClassifier
 
-from ._checks import one_of, positive_int, renamed_kwargs, take_renamed, warn_renamed_attribute
+from ._checks import memory_budget as check_memory_budget, one_of, positive_int
 from .defended import DefendedModel
 from .ensemble import AGGREGATES, GraphMemory, RowBlocks, aggregate_draws, eot_gradient, eot_loss, stack_draws
 
 __all__ = ["EOTClassifier"]
 
-RENAMED = {"nb_grad_samples": "eot_samples"}  # deprecated in 0.2, removed in 0.3
 
-
-def _check_eot_params(nb_samples, eot_samples, aggregate, batch_size) -> None:
-    positive_int("nb_samples", nb_samples)
+def _check_eot_params(ensemble_size, eot_samples, aggregate, batch_size) -> None:
+    positive_int("ensemble_size", ensemble_size)
     positive_int("eot_samples", eot_samples)
     positive_int("batch_size", batch_size)
     one_of("aggregate", aggregate, AGGREGATES)
@@ -33,7 +31,7 @@ class EOTClassifier(PyTorchClassifier):
 
     A single forward pass through a random defence is one sample of it. This wrapper is the defence itself:
 
-    - :meth:`predict` averages class probabilities over ``nb_samples`` independent draws
+    - :meth:`predict` averages class probabilities over ``ensemble_size`` independent draws
       (``aggregate="softmax"``, the paper's ensemble), or logits (``"logits"``), or takes the majority vote
       (``"vote"``), and returns logits-like scores (see :func:`~art_adp.ensemble.aggregate_draws`), so ART's
       ``AutoProjectedGradientDescent`` and ``AutoAttack`` accept it.
@@ -43,12 +41,12 @@ class EOTClassifier(PyTorchClassifier):
       ``"full"``).
 
     The draws of a batch are stacked into ``nb × N`` rows and run in blocks of at most ``batch_size`` rows
-    (:mod:`art_adp.ensemble`); gradients run in blocks whose autograd graph fits ``memory_budget`` bytes, one
+    (:mod:`art_adp.ensemble`); gradients run in blocks whose autograd graph fits ``memory_budget`` MiB, one
     backward pass per block, so memory is bounded whatever ``N`` and the number of draws. One draw is the wrapped
     classifier's whole chain -- its defences, then its standardisation ``preprocessing=(mean, std)``, then its
     model, as ART applies them. It is a :class:`PyTorchClassifier` whose ``model`` is
-    ``DefendedModel.from_estimator(classifier)`` (``nb_samples = eot_samples``): ART attacks that dispatch on the
-    estimator type take their PyTorch path, and those that rebuild a classifier from ``estimator.model`` (APGD
+    ``DefendedModel.from_estimator(classifier)`` (its ``ensemble_size`` is ``eot_samples``): ART attacks that dispatch
+    on the estimator type take their PyTorch path, and those that rebuild a classifier from ``estimator.model`` (APGD
     with a named loss) differentiate the loss of the ``eot_samples``-draw ensemble.
 
     Reproducibility: the randomness is the defences' own. Give the :class:`~art_adp.ADPPurifier` a seeded
@@ -60,30 +58,29 @@ class EOTClassifier(PyTorchClassifier):
 
     estimator_params = PyTorchClassifier.estimator_params + [
         "classifier",
-        "nb_samples",
+        "ensemble_size",
         "eot_samples",
         "aggregate",
         "batch_size",
         "memory_budget",
     ]
 
-    @renamed_kwargs(**RENAMED)
     def __init__(
         self,
         classifier: PyTorchClassifier,
-        nb_samples: int = 10,
+        *,
+        ensemble_size: int = 10,
         eot_samples: int | None = None,
         aggregate: str = "softmax",
         batch_size: int = 512,
         loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
-        memory_budget: int | None = None,
+        memory_budget: float | None = None,
     ) -> None:
         """
         :param classifier: An ART :class:`PyTorchClassifier` whose preprocessing defences are random PyTorch
             preprocessors, e.g. ``preprocessing_defences=[ADPPurifier(...)]``; its preprocessing (mean/std) is kept.
-        :param nb_samples: Draws averaged by :meth:`predict` (the paper's S = 10).
-        :param eot_samples: Draws averaged by the gradients, EOT (default: ``nb_samples``; formerly
-            ``nb_grad_samples``, deprecated).
+        :param ensemble_size: S, the draws averaged by :meth:`predict` (the paper's S = 10).
+        :param eot_samples: Draws averaged by the gradients, EOT (default: ``ensemble_size``).
         :param aggregate: ``"softmax"``, ``"logits"`` or ``"vote"`` (see :meth:`predict`).
         :param batch_size: Rows (image × draw) per forward pass.
         :param loss: The loss of one draw's logits, replacing the classifier's: a per-example
@@ -91,7 +88,7 @@ class EOTClassifier(PyTorchClassifier):
             :meth:`loss_gradient` each example's EOT gradient and :meth:`compute_loss` each example's loss averaged
             over ``eot_samples`` draws (what ART's APGD with ``loss_type=None`` compares). Default: the
             classifier's loss.
-        :param memory_budget: Bytes of autograd graph per block of draws in the gradients (None:
+        :param memory_budget: MiB of autograd graph per block of draws in the gradients (None:
             :func:`art_adp.ensemble.default_memory_budget`, 512 MiB on a CPU, a quarter of a GPU's free memory);
             ``batch_size`` caps the block's rows as well.
         """
@@ -102,14 +99,14 @@ class EOTClassifier(PyTorchClassifier):
                 "EOTClassifier needs every preprocessing defence of the classifier to be a "
                 "PreprocessorPyTorch (e.g. ADPPurifier), so draws can be batched and differentiated."
             )
-        eot_samples = nb_samples if eot_samples is None else eot_samples
-        _check_eot_params(nb_samples, eot_samples, aggregate, batch_size)
+        eot_samples = ensemble_size if eot_samples is None else eot_samples
+        _check_eot_params(ensemble_size, eot_samples, aggregate, batch_size)
         if loss is not None and not callable(loss):
             raise ValueError(f"loss must be a callable (logits, labels) -> losses or None, got {type(loss).__name__}.")
-        positive_int("memory_budget", memory_budget, optional=True)
+        check_memory_budget(memory_budget)
         model = DefendedModel.from_estimator(
             classifier,
-            nb_samples=eot_samples,
+            ensemble_size=eot_samples,
             aggregate="softmax" if aggregate == "vote" else aggregate,
             batch_size=batch_size,
             memory_budget=memory_budget,
@@ -124,7 +121,7 @@ class EOTClassifier(PyTorchClassifier):
             device_type="cpu" if classifier.device.type == "cpu" else "gpu",
         )
         self.classifier = classifier
-        self.nb_samples = nb_samples
+        self.ensemble_size = ensemble_size
         self.aggregate = aggregate
         self.batch_size = batch_size
         self.memory_budget = memory_budget
@@ -132,35 +129,20 @@ class EOTClassifier(PyTorchClassifier):
 
     @property
     def eot_samples(self) -> int:
-        """Draws averaged by the gradients (also the ``nb_samples`` of ``model``, which APGD differentiates)."""
-        return self.model.nb_samples
+        """Draws averaged by the gradients (the ``ensemble_size`` of ``model``, the ensemble APGD differentiates)."""
+        return self.model.ensemble_size
 
     @eot_samples.setter
     def eot_samples(self, value: int) -> None:
         _check_eot_params(1, value, "softmax", 1)
-        self.model.nb_samples = value
-
-    @property
-    def nb_grad_samples(self) -> int:
-        """Deprecated alias of :attr:`eot_samples` (removed in 0.3)."""
-        warn_renamed_attribute("EOTClassifier", "nb_grad_samples", "eot_samples")
-        return self.eot_samples
-
-    @nb_grad_samples.setter
-    def nb_grad_samples(self, value: int) -> None:
-        warn_renamed_attribute("EOTClassifier", "nb_grad_samples", "eot_samples")
-        self.eot_samples = value
-
-    def set_params(self, **kwargs) -> None:
-        """ART's ``set_params`` over ``estimator_params``; the deprecated ``nb_grad_samples`` is ``eot_samples``."""
-        super().set_params(**take_renamed(dict(kwargs), RENAMED, "EOTClassifier.set_params"))
+        self.model.ensemble_size = value
 
     def _check_params(self) -> None:
         super()._check_params()
         if hasattr(self, "batch_size"):  # ART's constructor checks before this class has set its own
-            _check_eot_params(self.nb_samples, self.eot_samples, self.aggregate, self.batch_size)
+            _check_eot_params(self.ensemble_size, self.eot_samples, self.aggregate, self.batch_size)
         if hasattr(self, "memory_budget"):  # set_params reaches the defended model's blocks too
-            positive_int("memory_budget", self.memory_budget, optional=True)
+            check_memory_budget(self.memory_budget)
             self.model.batch_size, self.model.memory_budget = self.batch_size, self.memory_budget
 
     # -- inputs ---------------------------------------------------------------------------------------------
@@ -190,11 +172,11 @@ class EOTClassifier(PyTorchClassifier):
 
     def draw_logits(self, x: np.ndarray | torch.Tensor, draws: int | None = None) -> torch.Tensor:
         """
-        The logits of ``draws`` (default ``nb_samples``) independent draws, without gradients.
+        The logits of ``draws`` (default ``ensemble_size``) independent draws, without gradients.
 
         :return: ``draws×N×K`` tensor on the classifier's device.
         """
-        draws = self.nb_samples if draws is None else draws
+        draws = self.ensemble_size if draws is None else draws
         x_t = self._inputs(x)
         if len(x_t) == 0:
             return x_t.new_zeros(draws, 0, self.nb_classes)
@@ -206,7 +188,7 @@ class EOTClassifier(PyTorchClassifier):
         self, x: np.ndarray | torch.Tensor, batch_size: int = 128, training_mode: bool = False, **kwargs
     ) -> np.ndarray:
         """
-        The defence's prediction over ``nb_samples`` draws, as logits-like scores (``aggregate``: the log of the
+        The defence's prediction over ``ensemble_size`` draws, as logits-like scores (``aggregate``: the log of the
         averaged probabilities, the averaged logits, or the majority vote as a log-distribution).
 
         :param x: Inputs ``N×C×H×W`` in ``clip_values``.
@@ -324,7 +306,7 @@ class EOTClassifier(PyTorchClassifier):
 
     def __repr__(self) -> str:
         return (
-            f"{type(self).__name__}(classifier={self.classifier!r}, nb_samples={self.nb_samples}, "
+            f"{type(self).__name__}(classifier={self.classifier!r}, ensemble_size={self.ensemble_size}, "
             f"eot_samples={self.eot_samples}, aggregate={self.aggregate!r}, batch_size={self.batch_size}, "
             f"memory_budget={self.memory_budget})"
         )

@@ -8,26 +8,14 @@ from typing import Any
 import torch
 from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 
-from ._checks import boolean, number, one_of, positive_int, renamed_kwargs, take_renamed, warn_renamed_attribute
-from .purify import DEFAULTS, check_params, describe, purify
+from ._checks import boolean, number, one_of, positive_int
+from ._fast_paths import check_speed_options
+from .purify import DEFAULTS, HYPERPARAMETERS, SPEED_OPTIONS, ADPParams, purify
 
 __all__ = ["ADPPurifier"]
 
 GRADIENTS = ("bpda", "full")
-PURIFY_PARAMS = (
-    "sigma",
-    "steps",
-    "step_size",
-    "lam",
-    "delta",
-    "step_clamp",
-    "tau",
-    "clip_values",
-    "compact",
-    "amp",
-    "gradient_checkpointing",
-)
-RENAMED = {"checkpoint": "gradient_checkpointing"}  # deprecated in 0.2, removed in 0.3
+PURIFY_PARAMS = HYPERPARAMETERS + SPEED_OPTIONS  # what each call of purify takes from the purifier
 
 
 class ADPPurifier(PreprocessorPyTorch):
@@ -74,7 +62,6 @@ class ADPPurifier(PreprocessorPyTorch):
         "clip_inputs",
     ]
 
-    @renamed_kwargs(**RENAMED)
     def __init__(
         self,
         score_model: torch.nn.Module,
@@ -104,26 +91,18 @@ class ADPPurifier(PreprocessorPyTorch):
     ) -> None:
         """
         :param score_model: Noise-level-free score network h: ``N×C×H×W`` in ``clip_values`` → same shape.
-        :param sigma: Standard deviation σ ≥ 0 of the injected Gaussian noise (0.25 in the paper).
-        :param steps: Maximum purification steps T.
-        :param step_size: ``"adaptive"`` (paper eq. 11), a constant step, or a schedule of ≥ T steps.
-        :param lam: λ in (0, 1) of the adaptive rule.
-        :param delta: δ > 0 of the adaptive rule (released code: 1e-3; paper text: 1e-5).
-        :param step_clamp: ``(min, max)`` bounds of adaptive steps.
-        :param tau: Stopping threshold τ ≥ 0 on adaptive steps.
-        :param clip_values: ``(min, max)`` of the input range.
+        :param sigma, steps, step_size, lam, delta, step_clamp, tau, clip_values: ADP's hyperparameters, declared and
+            checked once in :class:`~art_adp.purify.ADPParams`: σ (0.25 in the paper), T, the step rule (``"adaptive"``,
+            paper eq. 11; ``"adaptive-jvp"``; a constant α or a schedule), λ, δ (released code: 1e-3; paper text:
+            1e-5), the α clamp, τ, and the input range.
         :param gradient: ``"bpda"`` (straight-through) or ``"full"`` (autograd through purification).
         :param batch_size: Inputs purified per chunk (bounds memory for large inputs).
         :param generator: Source of the injected noise (default: torch's global generator).
         :param channels_last: Run the score network in channels-last memory format (about 25 % faster on CPU for
             the digits NCSNv2; results agree with the default format to float rounding).
-        :param compact: Drop stopped samples from the network's batch in later steps (see :func:`~art_adp.purify`;
-            one host synchronisation per step; pays when samples stop early, e.g. ``sigma=0`` or a large ``tau``).
-        :param amp: ``None``, ``"bfloat16"`` or ``"float16"``: the network forward under autocast (needs
-            ``step_size="adaptive-jvp"`` or a manual schedule).
-        :param gradient_checkpointing: Gradient checkpointing per step for ``gradient="full"`` (memory of one batch
-            per step instead of all activations; each step recomputed once in the backward pass). Formerly
-            ``checkpoint=`` (deprecated).
+        :param compact, amp, gradient_checkpointing: The speed options of :func:`~art_adp.purify` (drop stopped
+            samples from the network's batch; the network forward under autocast; per-step gradient checkpointing
+            for ``gradient="full"``).
         :param compile: ``torch.compile`` the score network on first use: ``True`` (inductor) or a backend name.
             Compilation takes minutes on a CPU; worth it for long GPU evaluations.
         :param detector: ``None``, or a fitted :class:`~art_adp.ScoreNormDetector` (anything with
@@ -141,38 +120,13 @@ class ADPPurifier(PreprocessorPyTorch):
         if not isinstance(score_model, torch.nn.Module):
             raise ValueError(f"score_model must be a torch.nn.Module, got {type(score_model).__name__}.")
         self.score_model = score_model.to(self.device).eval().requires_grad_(False)
-        self.sigma = sigma
-        self.steps = steps
-        self.step_size = step_size
-        self.lam = lam
-        self.delta = delta
-        self.step_clamp = step_clamp
-        self.tau = tau
-        self.clip_values = clip_values
-        self.gradient = gradient
-        self.batch_size = batch_size
-        self.generator = generator
-        self.channels_last = channels_last
-        self.compact = compact
-        self.amp = amp
-        self.gradient_checkpointing = gradient_checkpointing
-        self.compile = compile
         self._compiled: tuple[Any, Any] | None = None  # (compile setting, compiled network)
-        self.detector = detector
-        self.beta = beta
-        self.clip_inputs = clip_inputs
+        self.sigma, self.steps, self.step_size, self.lam = sigma, steps, step_size, lam  # ADP's hyperparameters
+        self.delta, self.step_clamp, self.tau, self.clip_values = delta, step_clamp, tau, clip_values
+        self.compact, self.amp, self.gradient_checkpointing = compact, amp, gradient_checkpointing  # speed options
+        self.gradient, self.batch_size, self.generator, self.compile = gradient, batch_size, generator, compile
+        self.channels_last, self.detector, self.beta, self.clip_inputs = channels_last, detector, beta, clip_inputs
         self._check_params()
-
-    @property
-    def checkpoint(self) -> bool:
-        """Deprecated alias of :attr:`gradient_checkpointing` (removed in 0.3)."""
-        warn_renamed_attribute("ADPPurifier", "checkpoint", "gradient_checkpointing")
-        return self.gradient_checkpointing
-
-    @checkpoint.setter
-    def checkpoint(self, value: bool) -> None:
-        warn_renamed_attribute("ADPPurifier", "checkpoint", "gradient_checkpointing")
-        self.gradient_checkpointing = value
 
     def describe(self) -> str:
         """
@@ -180,7 +134,7 @@ class ADPPurifier(PreprocessorPyTorch):
         steps (lambda = 0.05, delta = 1e-3, tau = 1e-3)"`` at the defaults; with a detector it adds the two noise
         levels.
         """
-        text = describe(**self._purify_kwargs())
+        text = self._adp_params().describe()
         if self.detector is not None:
             text += f"; detection: sigma_low = beta sigma with beta = {self.beta:g} for inputs not flagged"
         return text
@@ -203,6 +157,9 @@ class ADPPurifier(PreprocessorPyTorch):
 
     def _purify_kwargs(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in PURIFY_PARAMS}
+
+    def _adp_params(self) -> ADPParams:
+        return ADPParams(**{name: getattr(self, name) for name in HYPERPARAMETERS})
 
     def forward(self, x: torch.Tensor, y: Any | None = None) -> tuple[torch.Tensor, Any | None]:
         """
@@ -235,7 +192,6 @@ class ADPPurifier(PreprocessorPyTorch):
 
     def set_params(self, **kwargs) -> None:
         """Set parameters from ``params`` and validate them; unknown names or invalid values raise, changing nothing."""
-        kwargs = take_renamed(dict(kwargs), RENAMED, "ADPPurifier.set_params")
         unknown = sorted(set(kwargs) - set(self.params))
         if unknown:
             raise ValueError(f"Unknown ADPPurifier parameter(s) {unknown}; valid: {self.params}.")
@@ -250,7 +206,10 @@ class ADPPurifier(PreprocessorPyTorch):
             raise
 
     def _check_params(self) -> None:
-        check_params(**self._purify_kwargs())
+        self._adp_params().check()
+        check_speed_options(
+            self.step_size, compact=self.compact, amp=self.amp, gradient_checkpointing=self.gradient_checkpointing
+        )
         one_of("gradient", self.gradient, GRADIENTS)
         positive_int("batch_size", self.batch_size)
         if not (isinstance(self.compile, bool) or (isinstance(self.compile, str) and self.compile)):

@@ -14,7 +14,7 @@ Here (a machine with the registry and ../shared), once per checkout, before the 
 
     python benchmarks/device_run.py prepare           # .whl/ (wheels) and .gpu-data/ (MNIST subset, digits models)
 
-On the GPU (the run call is in benchmarks/README.md and docs/mnist.md)::
+On the GPU (the calls are in benchmarks/DEVICE_RUN.md, developer notes)::
 
     python3 benchmarks/device_run.py run --part 1 --out $OUT
     python3 benchmarks/device_run.py run --part 2 --out $OUT
@@ -62,7 +62,7 @@ GPU_RECIPE = dict(
     curve_milestones=(500, 1000, 2000, 4000, 8000, 16000, 32000, 50000),
     checkpoint_every=500,
     n_curve=200,
-    runs=10,
+    ensemble_size=10,
     repeats=1,
     n_examples=None,
     n_bpda=100,
@@ -79,13 +79,13 @@ SMOKE_RECIPE = dict(
     curve_milestones=(3, 6),
     checkpoint_every=2,
     steps=2,
-    runs=1,
+    ensemble_size=1,
     repeats=1,
-    iterations=2,
-    bpda_iterations=1,
-    eot=1,
-    full_iterations=1,
-    full_eot=1,
+    max_iter=2,
+    bpda_max_iter=1,
+    eot_samples=1,
+    full_max_iter=1,
+    full_eot_samples=1,
     n_examples=4,
     n_bpda=2,
     n_full=2,
@@ -229,9 +229,9 @@ def cli_commands(work: Path, mnist: Path, device: str) -> list[tuple[str, list[s
     models = ["--score", str(demo / "score.safetensors"), "--classifier", str(demo / "classifier.safetensors")]
     tiny_recipe = [
         "--ngf", "2", "--num-sigmas", "4", "--batch-size", "8", "--budgets", "2", "--curve-milestones", "2",
-        "--checkpoint-every", "1", "--clf-epochs", "1", "--hidden", "16", "--steps", "2", "--runs", "1",
-        "--repeats", "1", "--iterations", "2", "--bpda-iterations", "1", "--eot", "1", "--full-iterations", "1",
-        "--full-eot", "1", "--n-examples", "4", "--n-bpda", "2", "--n-full", "2", "--n-curve", "4",
+        "--checkpoint-every", "1", "--clf-epochs", "1", "--hidden", "16", "--steps", "2", "--ensemble-size", "1",
+        "--repeats", "1", "--max-iter", "2", "--bpda-max-iter", "1", "--eot-samples", "1", "--full-max-iter", "1",
+        "--full-eot-samples", "1", "--n-examples", "4", "--n-bpda", "2", "--n-full", "2", "--n-curve", "4",
         "--chunk-size", "4",
     ]  # fmt: skip
     return [  # train-classifier writes the classifier the demo then reuses (the demo's own takes 15 epochs)
@@ -240,20 +240,20 @@ def cli_commands(work: Path, mnist: Path, device: str) -> list[tuple[str, list[s
                          "--batch-size", "8", "--ngf", "4", "--num-sigmas", "2", "--sigma-begin", "1",
                          "--checkpoint-every", "1"]),
         ("demo", [*cli, "demo", "--run-dir", str(demo), *dev, "--score-iterations", "4", "--ngf", "4",
-                  "--n-examples", "4", "--pgd-steps", "1", "--runs", "1"]),
-        ("detect", [*cli, "detect", "--run-dir", str(work / "detect"), *dev, *models, "--pgd-steps", "1",
-                    "--steps", "2", "--runs", "1", "--eot", "1", "--full-eot", "1", "--n-calibration", "8",
+                  "--n-examples", "4", "--max-iter", "1", "--ensemble-size", "1"]),
+        ("detect", [*cli, "detect", "--run-dir", str(work / "detect"), *dev, *models, "--max-iter", "1",
+                    "--steps", "2", "--ensemble-size", "1", "--eot-samples", "1", "--full-eot-samples", "1", "--n-calibration", "8",
                     "--n-examples", "4"]),
         ("certify", [*cli, "certify", "--run-dir", str(work / "certify"), *dev, *models, "--sigmas", "0.25",
                      "--n0", "4", "--n", "8", "--n-approximate", "4", "--n-examples", "2", "--steps", "2",
                      "--batch-size", "8"]),
         ("corruptions", [*cli, "corruptions", "--run-dir", str(work / "corruptions"), *dev, *models,
-                         "--n-examples", "2", "--runs", "1", "--steps", "2", "--variants",
+                         "--n-examples", "2", "--ensemble-size", "1", "--steps", "2", "--variants",
                          "undefended,ADP σ=0.25 + detection"]),
         ("evaluate", [*cli, "evaluate", "--run-dir", str(work / "evaluate"), *dev, *models, "--preset", "smoke",
-                      "--n-examples", "2", "--iterations", "1", "--eot", "1", "--runs", "1", "--repeats", "1",
-                      "--sanity-examples", "2", "--apgd-iterations", "2", "--apgd-eot", "1",
-                      "--spsa-iterations", "1", "--spsa-samples", "4"]),
+                      "--n-examples", "2", "--max-iter", "1", "--eot-samples", "1", "--ensemble-size", "1",
+                      "--repeats", "1", "--sanity-examples", "2", "--apgd-max-iter", "2", "--apgd-eot-samples", "1",
+                      "--spsa-max-iter", "1", "--spsa-samples-per-step", "4"]),
         ("reproduce", [*cli, "reproduce", "mnist", "--data-root", str(mnist), "--run-dir", str(work / "reproduce"),
                        *dev, *tiny_recipe]),
     ]  # fmt: skip

@@ -1,8 +1,8 @@
 """Peak memory of full-gradient PGD+EOT against EOT draws, before and after EOT gradients in blocks of a memory
 budget (issue 19, part 2b).
 
-Runs ``art-adp evaluate --eps 0.1 --n-examples N --attacks full-pgd-eot --iterations 1 --runs 10 --repeats 1
---no-sanity --eot K`` on the digits demo models for K in 4, 16, 50, once with each source tree given (``--tree
+Runs ``art-adp evaluate --eps 0.1 --n-examples N --attacks full-pgd-eot --max-iter 1 --ensemble-size 10 --repeats 1
+--no-sanity --eot-samples K`` on the digits demo models for K in 4, 16, 50, once with each source tree given (``--tree
 NAME=PATH``: the package imported from PATH), one thread, each in a fresh process whose peak RSS is read from
 ``os.wait4`` (``ru_maxrss``). With ``--estimate`` it also records what ``--estimate-only`` says about the sanity
 stage on the last tree. Writes ``benchmarks/results/eot_memory.json``.
@@ -97,9 +97,9 @@ def main() -> None:
         str(opts.n_examples),
         "--attacks",
         "full-pgd-eot",
-        "--iterations",
+        "--max-iter",
         "1",
-        "--runs",
+        "--ensemble-size",
         "10",
         "--repeats",
         "1",
@@ -111,7 +111,7 @@ def main() -> None:
         "machine": setup(1),
         "device": "cpu",
         "models": str(DIGITS),
-        "command": "python -m art_adp evaluate " + " ".join(base) + " --eot K (one thread, fresh process)",
+        "command": "python -m art_adp evaluate " + " ".join(base) + " --eot-samples K (one thread, fresh process)",
         "trees": {name: {"path": str(Path(p).resolve()), "commit": commit(Path(p))} for name, p in trees.items()},
         "runs": [],
     }
@@ -122,7 +122,7 @@ def main() -> None:
                 "tree": name,
                 "eot": k,
                 "batch_size": opts.batch_size or "default",
-                **run(Path(path).resolve(), [*base, "--eot", str(k)]),
+                **run(Path(path).resolve(), [*base, "--eot-samples", str(k)]),
             }
             print(json.dumps(row), flush=True)
             result["runs"].append(row)
@@ -135,9 +135,9 @@ def main() -> None:
             str(opts.n_examples),
             "--attacks",
             "clf-pgd,bpda-eot,full-pgd-eot",
-            "--iterations",
+            "--max-iter",
             "2",
-            "--eot",
+            "--eot-samples",
             "4",
         ]
         row = {
@@ -157,9 +157,9 @@ def main() -> None:
             "16",
             "--attacks",
             "clf-pgd,bpda-eot,full-pgd-eot",
-            "--iterations",
+            "--max-iter",
             "2",
-            "--eot",
+            "--eot-samples",
             "4",
             "--estimate-only",
         ]

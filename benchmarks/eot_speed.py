@@ -1,4 +1,4 @@
-"""BPDA+EOT-15×40 throughput on digits: a plain L∞ PGD loop (40 iterations) over DefendedModel(nb_samples=15) with
+"""BPDA+EOT-15×40 throughput on digits: a plain L∞ PGD loop (40 iterations) over DefendedModel(ensemble_size=15) with
 the purifier in BPDA mode, timed on a few images and iterations and extrapolated to the 360-image test split.
 
     OMP_NUM_THREADS=1 python benchmarks/eot_speed.py --out benchmarks/results/eot_speed.json
@@ -34,13 +34,14 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results/eot_speed.json")
     args = parser.parse_args()
     result = {"machine": setup(args.threads), "images": args.images, "iterations_timed": args.iterations,
-              "attack": "L_inf PGD eps=0.175 step=0.04375, 40 iterations, EOT 15 (DefendedModel nb_samples=15), BPDA"}
+              "attack": "L_inf PGD eps=0.175 step=0.04375, 40 iterations, EOT 15 "
+                        "(DefendedModel ensemble_size=15), BPDA"}
     score, clf, x_test, y_test = digits_models()
     x, y = x_test[: args.images], y_test[: args.images]
     for name, kw in {"default": {}, "channels_last": {"channels_last": True}}.items():
         purifier = ADPPurifier(score, gradient="bpda", device_type="cpu", batch_size=4096,
                                generator=torch.Generator().manual_seed(0), **kw)
-        model = DefendedModel(clf, purifier, nb_samples=15)
+        model = DefendedModel(clf, purifier, ensemble_size=15)
         pgd(model, x[:4], y[:4], eps=0.175, step=0.04375, iterations=1)  # warm-up
         start = time.perf_counter()
         pgd(model, x, y, eps=0.175, step=0.04375, iterations=args.iterations)

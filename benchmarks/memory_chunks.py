@@ -31,7 +31,7 @@ x = torch.rand(n, 1, 8, 8)
 clf = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
 art = PyTorchClassifier(model=clf, loss=torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=10,
                         clip_values=(0.0, 1.0), preprocessing_defences=[purifier], device_type="cpu")
-eot = EOTClassifier(art, nb_samples=4, batch_size=batch)
+eot = EOTClassifier(art, ensemble_size=4, batch_size=batch)
 with torch.no_grad():  # warm up allocator and kernels on one chunk
     purifier.forward(x[:batch])
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The runs behind docs/detect_certify.md (digits; the demo's score model and classifier), as they were run.
 # Usage: bash docs/detect_certify_runs.sh SCORE CLASSIFIER OUTDIR
-# The certify run took ~1.7 s per digit and sigma on an H200 (about 2 min per digit and sigma on one idle CPU core);
-# the detect runs took ~10-40 min each on the shared 2-core CPU. Every run resumes or can be split as shown.
+# The certify run draws n = 10,000 purifications per digit and sigma: a GPU job. Every run resumes or can be split
+# as shown; each prints its own wall time (`time`).
 set -uo pipefail
 S=$1 C=$2 OUTDIR=$3
 M="--score $S --classifier $C"
@@ -12,7 +12,7 @@ time python3 -m art_adp certify $M --run-dir "$OUTDIR/certify" --n0 100 --n 1000
 # detector ROC AUC at several eps, the score-norm histogram and clean accuracy on 260 test digits (no attacks)
 time python3 -m art_adp detect $M --run-dir "$OUTDIR/detect-auc" --n-examples 260 --attacks --quiet
 # clean / robust accuracy, 100 test digits: plain ADP, then two-level ADP (two processes, run side by side)
-time python3 -m art_adp detect $M --run-dir "$OUTDIR/detect" --n-examples 100 --eot 4 --full-eot 2 \
-  --defences plain --auc-eps --quiet
-time python3 -m art_adp detect $M --run-dir "$OUTDIR/detect-two-level" --n-examples 100 --eot 4 --full-eot 2 \
-  --defences two-level --auc-eps --quiet
+time python3 -m art_adp detect $M --run-dir "$OUTDIR/detect" --n-examples 100 --eot-samples 4 \
+  --full-eot-samples 2 --defences plain --auc-eps --quiet
+time python3 -m art_adp detect $M --run-dir "$OUTDIR/detect-two-level" --n-examples 100 --eot-samples 4 \
+  --full-eot-samples 2 --defences two-level --auc-eps --quiet

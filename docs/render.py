@@ -10,8 +10,8 @@ A figure in a markdown file is a block::
     <!-- end render -->
 
 ``NAME`` is a key of :data:`FIGURES`: a result file (JSON) and the function that turns it into markdown. Every
-result file carries ``provenance``: the command that produced it, the code version, the SHA-256 of the models it
-used, the device and the wall time; each rendering ends with that line, so no figure is published without its
+result file carries ``provenance``: the command that produced it, the code version, the SHA-256 of the weights of
+the models it used, the device and the wall time; each rendering ends with that line, so no figure is published without its
 budget, device and wall time. A result measured before provenance was recorded says "not recorded" where a field
 is unknown, and the rendering says so too.
 """
@@ -19,6 +19,7 @@ is unknown, and the rendering says so too.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import sys
@@ -32,11 +33,20 @@ BLOCK = re.compile(r"(?P<indent>[ \t]*)(<!-- render: (?P<name>[\w.-]+) -->\n)(?P
 
 
 def load(path: str) -> dict:
-    """A committed result file, checked for its provenance."""
+    """A committed result file, checked for its provenance; a result of uncommitted code (``-dirty``) must carry its
+    diff (``code_diff`` and its ``code_diff_sha256``, as ``art_adp.runs.provenance`` records them)."""
     result = json.loads((ROOT / path).read_text(encoding="utf-8"))
-    missing = [k for k in PROVENANCE if k not in result.get("provenance", {})]
+    p = result.get("provenance", {})
+    missing = [k for k in PROVENANCE if k not in p]
     if missing:
         raise ValueError(f"{path} has no provenance {missing}: re-run the command that writes it.")
+    if "-dirty" in str(p["code_version"]):
+        diff = p.get("code_diff")
+        if not isinstance(diff, str) or hashlib.sha256(diff.encode()).hexdigest() != p.get("code_diff_sha256"):
+            raise ValueError(
+                f"{path} was produced by uncommitted code ({p['code_version']}) and does not carry that code's diff: "
+                "commit the code and re-run the command that writes it."
+            )
     return result
 
 
@@ -58,10 +68,15 @@ def source(path: str, result: dict) -> str:
     p = result["provenance"]
     models = p["models"]
     if isinstance(models, dict):
-        models = ", ".join(f"{k} {v[:12]}" for k, v in models.items()) or "none"
+        # The hashing method is printed beside the hashes (art_adp.runs.provenance records it); older results did not
+        # record it, and mixed the checkpoint files' bytes with the weights.
+        method = p.get("models_hash", "SHA-256, method not recorded")
+        models = f"({method}) " + (", ".join(f"{k} {v[:12]}" for k, v in models.items()) or "none")
+    else:  # a note written when the hashes were not recorded: it says what it knows
+        models = f"(SHA-256) {models}"
     return (
         f"<sub>Rendered from `{path}` by `docs/render.py`: `{p['command']}` · {p['device']} · wall time "
-        f"{wall(p['wall_time_s'])} · code {p['code_version']} · models (SHA-256) {models}.</sub>"
+        f"{wall(p['wall_time_s'])} · code {p['code_version']} · models {models}.</sub>"
     )
 
 
@@ -291,26 +306,14 @@ def mnist_diagnostics(path: str) -> str:
              f"{pct(c['clean'] / c['n'], 0)} / {pct(c['clf_pgd'] / c['n'], 0)}", f"{c['denoising_ratio']:.2f}",
              f"{c['attack_ratio']:.2f}"] for c in result["curve"]]
     sweep = [[f"T {s['steps']}, λ {s['lam']:g}", f"{pct(s['closed'], 1)} %", pair(s)] for s in result["diagnostics"]["sweep"]]
-    n = result["curve"][-1]["n"]
+    n, last = result["curve"][-1]["n"], result["curve"][-1]
+    size = last.get("ensemble_size", last.get("runs"))  # "runs" in files written before S was ensemble_size
     return "\n".join([
-        f"{result['scale']}; first {n} test images, S = {result['curve'][-1]['runs']}; accuracy in % (clean / Clf-PGD).", "",
+        f"{result['scale']}; first {n} test images, S = {size}; accuracy in % (clean / Clf-PGD).", "",
         *table(["score iterations", "noise σ alone", "one-step denoise", "ADP (T 10, λ 0.05)", "denoising ratio",
                 "attack-removal ratio"], rows), "",
         f"ADP sweep on the {result['curve'][-1]['step']}-iteration model:", "",
         *table(["steps", "gap closed, 1 − (1 − λ)^T", "clean / Clf-PGD"], sweep), "", source(path, result),
-    ])
-
-
-def compression_mnist(path: str) -> str:
-    """docs/compression.md: the same measurement on the MNIST development split with smoke-trained score models."""
-    result = load(path)
-    rows = [[s["score"], f"{s['sigma']:g}", s["steps"], f"{s['compression_rate']['median']:.3f}",
-             pct(s["fixed_clean_accuracy"], 0), pct(s["fixed_attack_accuracy"], 0)] for s in result["settings"]]
-    r = result["spearman"]
-    corr = "undefined (one accuracy is constant over the settings)" if r["rho"] != r["rho"] else f"{r['rho']:+.2f}"
-    return "\n".join([
-        *table(["score", "σ", "T", "compression rate (median)", "fixed-noise clean %", "fixed-noise attack %"], rows), "",
-        f"Spearman's ρ over {r['nb_points']} settings: {corr}.", "", source(path, result),
     ])
 
 
@@ -319,7 +322,44 @@ def upstream_notebook(path: str) -> str:
     labels = {"clean": "Clean", "preprocessor-blind": "Preprocessor-blind PGD", "BPDA": "BPDA PGD",
               "full gradient": "Full-gradient PGD (1 draw per step)"}
     rows = [[labels.get(k, k), f"{v['undefended']:.1f}", f"{v['adp']:.1f}"] for k, v in result["accuracy"].items()]
-    return "\n".join([*table(["Attack", "Undefended", "ADP (S = 10)"], rows), "", source(path, result)])
+    v, p = result["versions"], result["provenance"]
+    grads = [[labels.get(k, k).replace(" PGD", "").replace(" (1 draw per step)", ""), f"{g['mean_abs']:.2e}",
+              f"{100 * g['zero_share']:.0f} %", "–" if g["same_sign_second_draw"] is None
+              else f"{100 * g['same_sign_second_draw']:.0f} %"]
+             for k, g in result["gradients_on_first_nb_probe_test_digits"].items()]
+    return "\n".join([*table(["Attack", "Undefended", "ADP (S = 10)"], rows), "", *table(
+        [f"Loss gradient, first {result['settings']['NB_PROBE']} test digits", "Mean magnitude", "Exactly 0",
+         "Same sign in a second draw"], grads), "",
+        f"Pixels whose noisy value leaves [0, 1] and is clipped, one draw: "
+        f"{100 * result['pixels_clipped_after_noise_one_draw']:.0f} %.", "", (
+        f"<sub>The notebook executed top to bottom with this PR's code (ART {v['art']} with the PR's `art/` files), "
+        f"torch {v['torch']}, scikit-learn {v['scikit-learn']} · {p['device']} · {wall(p['wall_time_s'])} for the "
+        "whole notebook.</sub>"), upstream_source(path, result)])
+
+
+def upstream_source(path: str, result: dict) -> str:
+    """The provenance of a figure in the ART pull request's description, as a comment a maintainer's view hides."""
+    p = result["provenance"]
+    return f"<!-- source: {path}, written by `{p['command']}` · code {p['code_version']} -->"
+
+
+def upstream_checks(path: str) -> str:
+    """ART's style gates and the PR's tests on dev_1.21.0, one row per configuration (upstream/check.sh)."""
+    paths = [path, "upstream/results/pinned_tests_torch2.7.1.json", "upstream/results/check_torch2.13.0.json"]
+    rows, sources = [], []
+    for each in paths:
+        r = load(each)
+        gates = "pass" if not r["gates_failed"] else "fail: " + ", ".join(r["gates_failed"])
+        rows.append([r["versions"]["python"], r["versions"]["torch"], r["passed"], r["skipped"],
+                     f"{r['coverage_percent']:.0f} %", gates, wall(r["tests_wall_time_s"])])
+        sources.append(upstream_source(each, r))
+    v = load(path)["versions"]
+    return "\n".join([*table(["Python", "PyTorch", "Passed", "Skipped", "Coverage of the new module",
+                               "black, pycodestyle, pylint, mypy, ruff", "pytest run (with coverage)"], rows), "", (
+        f"<sub>ART `dev_1.21.0` ({load(path)['art_base_commit'][:9]}) with this patch applied; black {v['black']}, "
+        f"pycodestyle {v['pycodestyle']}, pylint {v['pylint']}, mypy {v['mypy']}, ruff {v['ruff']}, pytest "
+        f"{v['pytest']}, numpy {v['numpy']}, scipy {v['scipy']}, scikit-learn {v['scikit-learn']} · "
+        f"{load(path)['device']}.</sub>"), *sources])
 
 
 def demo(path: str) -> str:
@@ -370,8 +410,8 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "preprocessing-chain": ("benchmarks/results/preprocessing_chain.json", preprocessing_chain),
     "compression": ("benchmarks/results/compression_vs_fixed_attack_pooled.json", compression),
     "mnist-diagnostics-cpu-smoke": ("docs/mnist_diagnostics_cpu_smoke.json", mnist_diagnostics),
-    "compression-mnist-smoke": ("benchmarks/results/compression_vs_fixed_attack_mnist_smoke.json", compression_mnist),
     "upstream-notebook": ("upstream/results/notebook.json", upstream_notebook),
+    "upstream-checks": ("upstream/results/pinned_tests_torch2.8.0.json", upstream_checks),
     "eot-memory": ("benchmarks/results/eot_memory.json", eot_memory),
     "train-speed": ("benchmarks/results/train_speed_cpu.json", train_speed),
 }

@@ -54,7 +54,7 @@ def main() -> None:
     def defence(gradient: str, draws: int, seed: int) -> EOTClassifier:
         purifier = ADPPurifier(score, gradient=gradient, batch_size=4096, device_type=device_type,
                                generator=torch.Generator(device).manual_seed(seed), channels_last=device.type == "cpu")
-        return EOTClassifier(PyTorchClassifier(**art_args, preprocessing_defences=[purifier]), nb_samples=10,
+        return EOTClassifier(PyTorchClassifier(**art_args, preprocessing_defences=[purifier]), ensemble_size=10,
                              eot_samples=draws,
                              batch_size=8192 if gradient == "bpda" else 2048 if device.type == "cuda" else 512)
 

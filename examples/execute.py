@@ -3,7 +3,7 @@
     python examples/execute.py examples/01_quickstart.ipynb -p N_EXAMPLES=20 --output runs/notebooks/01_quickstart.ipynb
 
 (from the repository root). The kernel runs in the notebook's folder, as in Jupyter, so the notebooks' relative
-paths (``MODEL_DIR = "../runs/demo"``, ``FIGURE_DIR = "../docs"``) mean the same in both; ``--cwd`` moves it
+paths (``MODEL_DIR = "../runs/digits-models"``, ``FIGURE_DIR = "../docs"``) mean the same in both; ``--cwd`` moves it
 elsewhere (relative paths then start there), and the notebook's folder stays importable (``_common.py``).
 
 Each notebook has one code cell tagged ``parameters``; the overrides go into a new cell right after it (tagged

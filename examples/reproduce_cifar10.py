@@ -25,7 +25,7 @@ SPSA 40 iterations of 1,280 samples, S = 10, R = 3. The paper's figures (WRN-28-
 
 ``croce`` -- Croce et al. (ICML 2022, "Evaluating the adversarial robustness of adaptive test-time defenses"):
 APGD-CE then APGD-DLR with full gradients through the purification, 100 iterations per loss, EOT 200
-(``--apgd-eot`` to change), S = 10, R = 5 repeated evaluations. Their figure for ADP on CIFAR-10: 33.7 %
+(``--apgd-eot-samples`` to change), S = 10, R = 5 repeated evaluations. Their figure for ADP on CIFAR-10: 33.7 %
 robust accuracy (against the paper's 70.01 % under BPDA + EOT).
 
 Every count can be lowered on the command line (for a smoke run); the script then says the budget is reduced
@@ -44,16 +44,17 @@ from pathlib import Path
 
 import torch
 
-from art_adp import ADPPurifier, EvalConfig, evaluate, load_score_model
+from art_adp import ADPPurifier, load_score_model
+from art_adp.apps.evaluation import EvalConfig, evaluate
 from art_adp.data import load_cifar10
 from art_adp.models import load_classifier
 
 PAPER_ATTACKS = ("clf-pgd", "bpda-eot", "joint-score", "joint-full", "spsa")
 PROTOCOLS = {
-    "paper": EvalConfig(attacks=PAPER_ATTACKS, norm=math.inf, eps=8 / 255, eps_step=2 / 255, iterations=40, eot=15,
-                        spsa_iterations=40, spsa_samples=1280, runs=10, repeats=3),
-    "croce": EvalConfig(attacks=("apgd-eot",), norm=math.inf, eps=8 / 255, apgd_iterations=100, apgd_eot=200, runs=10,
-                        repeats=5),
+    "paper": EvalConfig(attacks=PAPER_ATTACKS, norm=math.inf, eps=8 / 255, eps_step=2 / 255, max_iter=40,
+                        eot_samples=15, spsa_max_iter=40, spsa_samples_per_step=1280, ensemble_size=10, repeats=3),
+    "croce": EvalConfig(attacks=("apgd-eot",), norm=math.inf, eps=8 / 255, apgd_max_iter=100, apgd_eot_samples=200,
+                        ensemble_size=10, repeats=5),
 }
 EXPECTED = {  # robust accuracy in %, as published
     "paper": {"clean": 86.14, "clf-pgd": 80.24, "bpda-eot": 70.01, "joint-score": 70.61, "joint-full": 78.39,
@@ -61,10 +62,10 @@ EXPECTED = {  # robust accuracy in %, as published
     "croce": {"apgd-eot": 33.7},
 }
 SOURCES = {"paper": "Yoon, Hwang & Lee 2021, Tables 2-3", "croce": "Croce et al. 2022"}
-BUDGET_FLAGS = ("iterations", "eot", "spsa_iterations", "spsa_samples", "apgd_iterations", "apgd_eot", "runs",
-                "repeats")
-COUNTS = {"paper": ("iterations", "eot", "spsa_iterations", "spsa_samples", "runs", "repeats"),  # what each uses
-          "croce": ("apgd_iterations", "apgd_eot", "runs", "repeats")}
+BUDGET_FLAGS = ("max_iter", "eot_samples", "spsa_max_iter", "spsa_samples_per_step", "apgd_max_iter",
+                "apgd_eot_samples", "ensemble_size", "repeats")  # EvalConfig's names, as art-adp evaluate's flags
+COUNTS = {"paper": ("max_iter", "eot_samples", "spsa_max_iter", "spsa_samples_per_step", "ensemble_size", "repeats"),
+          "croce": ("apgd_max_iter", "apgd_eot_samples", "ensemble_size", "repeats")}  # what each uses
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -156,7 +157,7 @@ def run(args: argparse.Namespace) -> dict:
         config, reduced = protocol_config(name, args)
         description = {
             "Protocol": f"{name} ({SOURCES[name]})",
-            "Defence": f"ADP sigma = {args.sigma:g}, T = {args.steps} adaptive steps, S = {config.runs} runs averaged",
+            "Defence": f"ADP sigma = {args.sigma:g}, T = {args.steps} adaptive steps, S = {config.ensemble_size} runs averaged",
             "Data": f"CIFAR-10, first {n} test images",
             "Models": f"score {Path(args.score).name} (NCSNv2 ngf={score.config['ngf']}), classifier "
                       f"{Path(args.classifier).name} ({type(classifier).__name__})",

@@ -22,3 +22,12 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def tiny():
+    """Forty random 1×8×8 images and a four-level σ schedule from 1 to 0.05: the score trainer's smallest problem."""
+    from art_adp.score import geometric_sigmas
+
+    x = torch.rand(40, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    return x, geometric_sigmas(1.0, 0.05, 4)

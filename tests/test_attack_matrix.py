@@ -83,7 +83,7 @@ def test_art_attacks_run_unchanged(setup, device):
     clean = (undefended.predict(x).argmax(1) == y).mean()
     defended = {
         "preprocessor": art_classifier(clf, device, [purifier(score, device)]),
-        "EOTClassifier": EOTClassifier(art_classifier(clf, device, [purifier(score, device)]), nb_samples=2),
+        "EOTClassifier": EOTClassifier(art_classifier(clf, device, [purifier(score, device)]), ensemble_size=2),
     }
     for name, attack in art_attacks(undefended).items():
         adv = attack.generate(x)
@@ -126,7 +126,7 @@ def test_torchattacks_run_unchanged_against_defended_model(setup, device):
         adv = attack(x, y)
         assert_valid(adv.detach().cpu().numpy(), x.cpu().numpy())
         assert accuracy(clf, adv) <= clean - 0.25, f"{name} is a no-op on the undefended classifier"
-    model = DefendedModel(clf, purifier(score, device), nb_samples=2).eval()
+    model = DefendedModel(clf, purifier(score, device), ensemble_size=2).eval()
     for name, attack in attacks(model).items():
         adv = attack(x, y)
         assert adv.device == x.device

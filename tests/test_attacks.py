@@ -2,6 +2,7 @@
 invariances, and clear errors. Tiny models (an MLP trained on digits, NCSNv2(1, 8, ngf=4))."""
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from art.estimators.classification import PyTorchClassifier
 import art_adp.attacks as A
 from art_adp import ADPPurifier
 from art_adp.attacks._core import cross_entropy
+from art_adp.attacks.registry import REGISTRY, Budget
 from art_adp.ensemble import eot_gradient
 from evalsuite_models import tiny_models
 
@@ -29,17 +31,18 @@ def setup():
     return mlp, score, x[:40], y[:40]
 
 
-ATTACKS = {
-    "ClassifierPGD": lambda est: A.ClassifierPGD(est, eps=EPS, eps_step=STEP, max_iter=6),
-    "PGDEOT-bpda": lambda est: A.PGDEOT(est, gradient="bpda", eps=EPS, eps_step=STEP, max_iter=6, eot_samples=2),
-    "PGDEOT-bpda-sign": lambda est: A.PGDEOT(est, gradient="bpda", eps=EPS, eps_step=STEP,
-                                          max_iter=6, eot_samples=3, aggregate="sign"),
-    "JointScore": lambda est: A.JointScore(est, eps=EPS, eps_step=STEP, max_iter=12, eot_samples=2),
-    "JointFull": lambda est: A.JointFull(est, eps=EPS, eps_step=STEP, max_iter=6, eot_samples=2),
-    "BlackBoxSPSA": lambda est: A.BlackBoxSPSA(est, eps=EPS, eps_step=STEP, max_iter=8, samples_per_step=32, seed=0),
-    "PGDEOT-full": lambda est: A.PGDEOT(est, gradient="full", eps=EPS, eps_step=STEP, max_iter=6, eot_samples=2),
-    "APGDEOT": lambda est: A.APGDEOT(est, eps=EPS, max_iter=6, eot_samples=2),
+BUDGET = Budget(eps=EPS, eps_step=STEP, max_iter=6, eot_samples=2, samples_per_step=32)
+ATTACKS = {  # every attack of the registry, and the variants of its budget worth a case of their own
+    **{name: BUDGET for name in REGISTRY},
+    "bpda-eot/sign": replace(BUDGET, eot_samples=3, eot_aggregate="sign"),
+    "joint-score": replace(BUDGET, max_iter=12),
+    "spsa": replace(BUDGET, max_iter=8),
 }
+
+
+def build(name: str, estimator):
+    """The registry's attack ``name`` (before a ``/``) on ``estimator`` with the case's budget, seed 0."""
+    return REGISTRY[name.split("/")[0]].build(estimator, ATTACKS[name], 0)
 
 
 @pytest.mark.parametrize("name", list(ATTACKS))
@@ -50,7 +53,7 @@ def test_attack_respects_ball_and_range_and_fools_the_undefended_classifier(setu
     purifier = ADPPurifier(score, sigma=0.0, steps=0, gradient="bpda", device_type="cpu")
     est = estimator(mlp, purifier)
     clean = (est.predict(x).argmax(1) == y).mean()
-    x_adv = ATTACKS[name](est).generate(x, y=y)
+    x_adv = build(name, est).generate(x, y=y)
     assert x_adv.shape == x.shape and x_adv.dtype == x.dtype
     assert np.abs(x_adv - x).max() <= EPS + 1e-6
     assert x_adv.min() >= 0.0 and x_adv.max() <= 1.0
@@ -58,7 +61,7 @@ def test_attack_respects_ball_and_range_and_fools_the_undefended_classifier(setu
     assert clean >= 0.9
     # Joint (score) spends half of each step along sign(s(x)) (here an untrained score network): where that sign
     # disagrees with the gradient's the pixel does not move, so it is the weakest attack on a bare classifier.
-    min_drop = 0.2 if name == "JointScore" else 0.4
+    min_drop = 0.2 if name == "joint-score" else 0.4
     assert adv <= clean - min_drop, f"{name}: accuracy {clean:.2f} -> {adv:.2f}"
     assert purifier.gradient == "bpda"  # the attack's mode (e.g. "full") was restored
 

@@ -4,6 +4,7 @@ PyTorchRandomizedSmoothing."""
 import json
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ import torch
 from scipy.stats import binomtest, chi2_contingency, norm
 
 from art_adp import ADPPurifier, NCSNv2
-from art_adp.apps.certify_run import run_certify
+from art_adp.apps.certify_run import CertifyConfig, run_certify
 from art_adp.certify import (Certificate, _counts, adp_base_classifier, approximate_radius, certified_accuracy,
                              certify, certify_approximate)
 
@@ -177,12 +178,12 @@ def test_approximate_radius_from_counts_by_hand():
 
 def test_run_certify_resumes_an_interrupted_run(tmp_path):
     x, y = at_distance([0.1, 0.3, -0.2, 0.05]), np.array([1, 1, 0, 0])
-    args = dict(sigmas=(0.25,), n0=20, n=200, alpha=0.01, n_approximate=20, radii=(0.0, 0.1), seed=3, progress=False)
-    full = run_certify(tmp_path / "a", lambda s: HalfSpace(), x, y, **args)
+    config = CertifyConfig(sigmas=(0.25,), n0=20, n=200, alpha=0.01, n_approximate=20, radii=(0.0, 0.1), seed=3)
+    full = run_certify(tmp_path / "a", lambda s: HalfSpace(), x, y, config=config, progress=False)
     records = (tmp_path / "a" / "certify_sigma0.25.jsonl").read_text().splitlines()
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "certify_sigma0.25.jsonl").write_text("\n".join(records[:2]) + "\n" + records[2][:30])
-    resumed = run_certify(tmp_path / "b", lambda s: HalfSpace(), x, y, **args)
+    resumed = run_certify(tmp_path / "b", lambda s: HalfSpace(), x, y, config=config, progress=False)
     assert resumed["table"] == full["table"]
     assert full["table"]["0.25"]["certify"][0] == 0.75  # input 3 (true class 0) is on the wrong side
     assert (tmp_path / "b" / "certify.md").read_text() == (tmp_path / "a" / "certify.md").read_text()
@@ -212,14 +213,14 @@ def test_cli_certify_writes_table_curve_and_records(tmp_path, adp_models):
 
 def test_run_certify_cuts_a_torn_last_line_before_appending_and_names_changed_settings(tmp_path):
     x, y = at_distance([0.1, 0.3, -0.2, 0.05]), np.array([1, 1, 0, 0])
-    args = dict(sigmas=(0.25,), n0=20, n=200, alpha=0.01, n_approximate=20, radii=(0.0, 0.1), seed=3, progress=False)
-    run_certify(tmp_path, lambda s: HalfSpace(), x[:2], y[:2], **args)
+    config = CertifyConfig(sigmas=(0.25,), n0=20, n=200, alpha=0.01, n_approximate=20, radii=(0.0, 0.1), seed=3)
+    run_certify(tmp_path, lambda s: HalfSpace(), x[:2], y[:2], config=config, progress=False)
     path = tmp_path / "certify_sigma0.25.jsonl"
     whole = path.read_text()
     path.write_text(whole + '{"index": 2, "label": 0, "predic')  # a writer killed mid-line
-    run_certify(tmp_path, lambda s: HalfSpace(), x, y, **args)
+    run_certify(tmp_path, lambda s: HalfSpace(), x, y, config=config, progress=False)
     lines = path.read_text().splitlines()
     assert path.read_text().startswith(whole) and path.read_text().endswith("\n")
     assert sorted(json.loads(line)["index"] for line in lines) == [0, 1, 2, 3]  # valid JSONL, nothing lost
-    with pytest.raises(ValueError, match=r"other settings: n 200 \(now 300\)\. Use another run directory"):
-        run_certify(tmp_path, lambda s: HalfSpace(), x, y, **{**args, "n": 300})
+    with pytest.raises(ValueError, match=r"holds records for the certificates made with other settings: n 200 \(now 300\)\."):
+        run_certify(tmp_path, lambda s: HalfSpace(), x, y, config=replace(config, n=300), progress=False)

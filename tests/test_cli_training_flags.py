@@ -10,19 +10,15 @@ import pytest
 import torch
 
 import art_adp.score
-from art_adp.apps import commands, reproduce, snapshots
-from art_adp.apps.cli import build_parser, main
+from art_adp.apps import commands, reproduce, snapshots, train_score
+from art_adp.apps.cli import main, parse
 from art_adp.apps.evaluation import EvalConfig
 from art_adp.apps.evaluation.run import plan, unit_settings
 from art_adp.apps.reproduce import MnistRecipe
-from art_adp.attacks import APGDEOT, PGDEOT
-from art_adp.attacks.registry import REGISTRY
 from art_adp.data import load_dataset
 from art_adp.runs.records import settings_digest
 from art_adp.score import large_batch_lr
 from art_adp.score.train import _COMPILE_MODES
-
-from test_registry import _estimator  # pylint: disable=wrong-import-order
 
 
 @pytest.fixture(name="trainer")
@@ -51,7 +47,7 @@ def test_train_score_flags_reach_the_trainer(trainer, tmp_path):
 
 def test_train_score_defaults_are_the_libraries(trainer, tmp_path):
     assert main(["train-score", "--run-dir", str(tmp_path), "--iterations", "1", "--quiet"]) == 0
-    library = commands.TRAINER
+    library = train_score.TRAINER
     for name in ("lr", "precision", "channels_last", "compile", "lr_warmup"):
         assert trainer[name] == library[name].default, name
     assert (trainer["lr"], trainer["precision"], trainer["compile"]) == (1e-3, "fp32", False)  # unchanged
@@ -124,46 +120,31 @@ def test_reproduce_reads_a_recipe_from_before_the_levers_as_their_defaults(tmp_p
     (tmp_path / "recipe.json").write_text(json.dumps(old))
     assert reproduce.reproduce_mnist("D", tmp_path, recipe, data=digits, stages=(), progress=False,
                                      log=lambda s: None) is None
-    with pytest.raises(ValueError, match=r"differs in \['precision'\]"):
+    with pytest.raises(ValueError, match=r"other settings: precision fp32 \(now bf16\)"):
         reproduce.reproduce_mnist("D", tmp_path, MnistRecipe(hidden=(8,), clf_epochs=1, precision="bf16"),
                                   data=digits, stages=(), progress=False)
 
 
-def _evaluation(*flags):
-    args = build_parser().parse_args(["evaluate", "--preset", "smoke", *flags])
-    return commands.settings(args.settings_class, vars(args))
-
-
-@pytest.mark.parametrize("name, cls", [("full-pgd-eot", PGDEOT), ("bpda-eot", PGDEOT), ("apgd-eot", APGDEOT)])
-def test_memory_budget_reaches_the_attack_in_bytes(name, cls):
-    config = _evaluation("--memory-budget", "64").eval_config()
-    assert config.memory_budget == 64 * 2**20 == 67108864
-    attack = REGISTRY[name].build(_estimator(), config.budget(name), 0)
-    assert type(attack) is cls and attack.memory_budget == 67108864
-    default = REGISTRY[name].build(_estimator(), _evaluation().eval_config().budget(name), 0)
-    assert default.memory_budget is None  # the library's default_memory_budget of the device
+def _evaluation(*flags) -> EvalConfig:
+    return parse(["evaluate", "--preset", "smoke", *flags])[1]
 
 
 def test_memory_budget_stays_out_of_the_settings_digest():
-    common = {"data_sha256": "d", "runs": 2}
+    common = {"data_sha256": "d", "ensemble_size": 2}
 
     def digests(config: EvalConfig) -> dict:
         return {(s.name, a): settings_digest(unit_settings(s, a, config, common))
                 for s in plan(config, randomized=True) for a in s.attacks}
 
-    plain, budgeted = _evaluation().eval_config(), _evaluation("--memory-budget", "1").eval_config()
-    assert budgeted.memory_budget == 2**20 and plain.memory_budget is None
+    plain, budgeted = _evaluation(), _evaluation("--memory-budget", "1")
+    assert budgeted.memory_budget == 1 and plain.memory_budget is None
     assert digests(budgeted) == digests(plain) and len(digests(plain)) > 10
-    more_eot = _evaluation("--eot", "3").eval_config()  # a setting that changes results does change them
+    more_eot = _evaluation("--eot-samples", "3")  # a setting that changes results does change them
     assert digests(more_eot)[("main", "bpda-eot")] != digests(plain)[("main", "bpda-eot")]
 
 
-def test_memory_budget_must_be_positive(capsys):
-    assert main(["evaluate", "--preset", "smoke", "--memory-budget", "0"]) == 2
-    assert "art-adp evaluate: error: --memory-budget must be a positive number of MiB, got 0." in capsys.readouterr().err
-
-
-def test_memory_budget_is_one_field_of_the_config():
-    with pytest.raises(ValueError, match="memory_budget must be a number of bytes >= 1 or None, got 0"):
+def test_memory_budget_is_one_field_of_the_config_in_mib():
+    with pytest.raises(ValueError, match=r"memory_budget must be a number of MiB > 0 or None, got 0\."):
         EvalConfig(memory_budget=0).check()
-    assert math.isclose(_evaluation("--memory-budget", "512").eval_config().memory_budget / 2**20, 512)
+    EvalConfig(memory_budget=0.5).check()  # half a MiB is a budget
+    assert math.isclose(_evaluation("--memory-budget", "512").memory_budget, 512)

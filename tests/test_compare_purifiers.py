@@ -15,7 +15,8 @@ from evalsuite_models import tiny_models
 
 ARGS = ["evaluate", "--dataset", "digits", "--preset", "smoke", "--n-examples", "4", "--chunk-size", "4",
         "--sigma", "0.25", "--steps", "2", "--attacks", "clf-pgd,bpda-eot,full-pgd-eot", "--eps", "0.2",
-        "--iterations", "1", "--eot", "1", "--runs", "1", "--repeats", "2", "--no-sanity", "--threads", "1", "--quiet"]
+        "--max-iter", "1", "--eot-samples", "1", "--ensemble-size", "1", "--repeats", "2", "--no-sanity",
+        "--threads", "1", "--quiet"]
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +68,7 @@ def test_a_score_model_at_one_level_serves_adp_only(models, tmp_path, capsys):
         "(train one with `art-adp train-denoiser`); NCSNv2 is a score model at one level, for adp only.\n")
     assert main([*argv[:-1], "adp,diffpure"]) == 2
     assert capsys.readouterr().err == (
-        "art-adp evaluate: error: --purifier must name distinct families from adp, reverse-diffusion, "
+        "art-adp evaluate: error: purifier must name distinct families from adp, reverse-diffusion, "
         "denoised-smoothing, got adp,diffpure.\n")
 
 
@@ -77,3 +78,27 @@ def test_compare_refuses_cards_with_other_budgets():
     with pytest.raises(ValueError, match=r"^The card of 'b' differs from the others in 'config': compare like with "
                                          r"like\.$"):
         compare.compare({"a": card, "b": {**card, "config": {"eps": 0.2}}})
+
+
+def test_purifier_and_sampler_are_fields_of_the_evaluation_settings():
+    from art_adp.apps.cli import parse
+    from art_adp.apps.evaluation import EvalConfig
+    from art_adp.apps.evaluation.command import build_purifier
+
+    command, config, _ = parse(["evaluate", "--preset", "smoke", "--purifier", "adp,reverse-diffusion",
+                                "--sampler", "heun"])
+    assert command.__name__ == "evaluate_command"
+    assert (config.purifier, config.sampler) == (("adp", "reverse-diffusion"), "heun")
+    assert {"purifier", "sampler"} <= set(config.overridden)  # the card's header says so
+    default = parse(["evaluate"])[1]
+    assert (default.purifier, default.sampler, default.overridden) == (("adp",), "ddim", ())
+    torch.manual_seed(0)
+    purifier = build_purifier("reverse-diffusion", DenoiserUNet(1, channels=(4, 8), emb_dim=8), sigma=0.3, steps=2,
+                              sampler=config.sampler)
+    assert (type(purifier).__name__, purifier.sampler, purifier.sigma, purifier.steps) == (
+        "ReverseDiffusionPurifier", "heun", 0.3, 2)
+    with pytest.raises(ValueError, match=r"^sampler must be one of 'ddim', 'ancestral', 'heun', got 'euler'\.$"):
+        EvalConfig.preset("smoke", sampler="euler").check()
+    with pytest.raises(ValueError, match=r"^purifier must name distinct families from adp, reverse-diffusion, "
+                                         r"denoised-smoothing, got adp,adp\.$"):
+        EvalConfig.preset("smoke", purifier=("adp", "adp")).check()

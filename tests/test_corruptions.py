@@ -110,10 +110,10 @@ def test_corruption_run_writes_the_table_and_resumes(tmp_path):
     data = load_digits()
     clf = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
     score = NCSNv2(1, 8, ngf=4).eval()
-    config = CorruptionConfig(n_examples=2, runs=1, steps=1, n_calibration=20)
-    args = (clf, score, data.x_test, data.y_test, data.x_train, config)
+    config = CorruptionConfig(n_examples=2, ensemble_size=1, steps=1, n_calibration=20)
+    args = (clf, score, data.x_test, data.y_test, data.x_train)
     lines = []
-    out = run_corruptions(tmp_path, *args, progress=False, device="cpu", log=lines.append)
+    out = run_corruptions(tmp_path, *args, config=config, progress=False, device="cpu", log=lines.append)
     records = (tmp_path / "records.jsonl").read_text().splitlines()
     assert len(records) == 6 * 76  # undefended, σ = 0 / 0.1 / 0.25, detection, manual schedule; clean + 75 sets
     assert set(out["rows"]) == {"undefended", "ADP σ=0", "ADP σ=0.1", "ADP σ=0.25", "ADP σ=0.25 + detection",
@@ -126,10 +126,12 @@ def test_corruption_run_writes_the_table_and_resumes(tmp_path):
     assert row["mean"] == pytest.approx(np.mean([row[f"severity {s}"] for s in range(1, 6)]))
     assert (tmp_path / "corruptions.png").stat().st_size > 0 and "| undefended |" in (tmp_path / "corruptions.md").read_text()
     lines.clear()
-    run_corruptions(tmp_path, *args, score_dct=score, progress=False, device="cpu", log=lines.append)
+    run_corruptions(tmp_path, *args, config=config, score_dct=score, progress=False, device="cpu", log=lines.append)
     assert any("456 of 532 (variant, corruption, severity) results on disk; 76 to go" in line for line in lines)
     with pytest.raises(ValueError, match=re.escape("variants ['ADP σ=0 + AugMix'] cannot be measured")):
-        run_corruptions(tmp_path, *args, variants=("ADP σ=0 + AugMix",), progress=False, device="cpu")
-    with pytest.raises(ValueError, match=re.escape(f"{tmp_path} holds a run with other settings")):
+        run_corruptions(tmp_path, *args, config=config, variants=("ADP σ=0 + AugMix",), progress=False, device="cpu")
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path} holds records for the corruption table made with other "
+                                                   "settings: config.steps 1 (now 2).")):
         run_corruptions(tmp_path, clf, score, data.x_test, data.y_test, data.x_train,
-                        CorruptionConfig(n_examples=2, runs=1, steps=2, n_calibration=20), progress=False, device="cpu")
+                        config=CorruptionConfig(n_examples=2, ensemble_size=1, steps=2, n_calibration=20), progress=False,
+                        device="cpu")

@@ -32,7 +32,7 @@ def test_output_is_the_ensemble_of_the_stacked_runs(setup, aggregate):
     clf, score, x, _ = setup
     runs = 3
     with torch.no_grad():
-        out = DefendedModel(clf, make(score, 1), nb_samples=runs, aggregate=aggregate)(x[:5])
+        out = DefendedModel(clf, make(score, 1), ensemble_size=runs, aggregate=aggregate)(x[:5])
         purified = purify(score, x[:5].repeat(runs, 1, 1, 1), tau=0.0, generator=torch.Generator().manual_seed(1))
         logits = clf(purified).view(runs, 5, 10)
     if aggregate == "softmax":
@@ -47,7 +47,7 @@ def test_bpda_gradient_matches_art_for_the_same_seed(setup):
     clf, score, x, y = setup
     xs, ys = x[:6], y[:6]
     xg = xs.clone().requires_grad_(True)
-    model = DefendedModel(clf, make(score, 9, gradient="bpda"), nb_samples=1)
+    model = DefendedModel(clf, make(score, 9, gradient="bpda"), ensemble_size=1)
     torch.nn.functional.cross_entropy(model(xg), ys).backward()
     art = PyTorchClassifier(model=clf, loss=torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=10,
                             clip_values=(0.0, 1.0), device_type="cpu", preprocessing_defences=[make(score, 9)])
@@ -63,7 +63,7 @@ def test_torchattacks_pgd_runs_unchanged_and_stays_in_the_ball(setup):
     clean = evaluate_accuracy(clf, x, y)
     adv_plain = torchattacks.PGD(clf, eps=eps, alpha=0.05, steps=10)(x, y)
     assert evaluate_accuracy(clf, adv_plain, y) < clean - 0.3  # the attack is not a no-op
-    model = DefendedModel(clf, make(score, 0, steps=2), nb_samples=2).eval()
+    model = DefendedModel(clf, make(score, 0, steps=2), ensemble_size=2).eval()
     adv = torchattacks.PGD(model, eps=eps, alpha=0.05, steps=3)(x, y)
     assert (adv - x).abs().max() <= eps + 1e-6 and adv.min() >= 0 and adv.max() <= 1
     assert (adv - x).abs().max() > eps / 2
@@ -74,13 +74,13 @@ def test_log_of_mean_probabilities_is_stable_for_confident_logits():
         def forward(self, z):
             return torch.cat([z.flatten(1)[:, :1] * 0 + 1000.0, z.flatten(1)[:, 1:10] * 0 - 1000.0], 1)
 
-    out = DefendedModel(Confident(), make(NCSNv2(1, 8, ngf=4), 0, steps=1), nb_samples=4)(torch.rand(2, 1, 8, 8))
+    out = DefendedModel(Confident(), make(NCSNv2(1, 8, ngf=4), 0, steps=1), ensemble_size=4)(torch.rand(2, 1, 8, 8))
     assert torch.isfinite(out[:, 0]).all() and out[:, 0].abs().max() < 1e-5
     assert out[0, 1].item() == pytest.approx(-2000.0, abs=1e-3)  # log(mean(softmax)) would be -inf here
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"nb_samples": 0}, "nb_samples must be an integer >= 1, got 0."),
+    ({"ensemble_size": 0}, "ensemble_size must be an integer >= 1, got 0."),
     ({"aggregate": "mean"}, "aggregate must be one of 'softmax', 'logits', 'vote', got 'mean'."),
 ])
 def test_errors(setup, kwargs, message):

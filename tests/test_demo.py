@@ -15,7 +15,7 @@ def demo_run(tmp_path_factory):
     """The demo with its default training (score model and classifier) and a small attack budget."""
     run_dir = tmp_path_factory.mktemp("demo")
     lines = []
-    results = run_demo(run_dir, DemoConfig(n_examples=60, runs=3, pgd_steps=3), progress=False, log=lines.append)
+    results = run_demo(DemoConfig(n_examples=60, ensemble_size=3, max_iter=3), run_dir=run_dir, progress=False, log=lines.append)
     return run_dir, results, lines
 
 
@@ -48,6 +48,6 @@ def test_demo_prints_the_table_and_writes_its_outputs(demo_run):
 def test_demo_reuses_its_trained_models(demo_run):
     run_dir, _, _ = demo_run
     before = (run_dir / "score.safetensors").stat().st_mtime_ns, (run_dir / "classifier.safetensors").stat().st_mtime_ns
-    results = run_demo(run_dir, DemoConfig(n_examples=10, runs=1, pgd_steps=1), progress=False, log=lambda s: None)
+    results = run_demo(DemoConfig(n_examples=10, ensemble_size=1, max_iter=1), run_dir=run_dir, progress=False, log=lambda s: None)
     assert results["seconds"]["training"] < 30
     assert (run_dir / "classifier.safetensors").stat().st_mtime_ns == before[1]

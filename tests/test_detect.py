@@ -177,13 +177,14 @@ def test_detect_demo_runs_every_attack_and_writes_its_outputs(tmp_path, tiny_sco
     from art_adp.models import DigitsCNN
 
     torch.manual_seed(2)
-    config = DetectConfig(n_calibration=10, n_examples=3, pgd_steps=1, steps=1, runs=1, eot=1, full_eot=1,
+    config = DetectConfig(n_calibration=10, n_examples=3, max_iter=1, steps=1, ensemble_size=1, eot_samples=1, full_eot_samples=1,
                           auc_eps=(0.05,))
     classifier = DigitsCNN(nb_classes=10).eval()
-    results = run_detect_demo(tmp_path, tiny_score, classifier, config, progress=False, device="cpu",
+    results = run_detect_demo(tmp_path, tiny_score, classifier, config=config, progress=False, device="cpu",
                               log=lambda line: None)
     assert {p.name for p in tmp_path.iterdir()} == {"detect.json", "detect.md", "score_norms.png"}
     assert len(results["accuracy"]) == 5 and all(len(row) == 2 for row in results["accuracy"].values())
     assert set(results["roc_auc_by_eps"]) == {"0.05", "0.175"}
     with pytest.raises(ValueError, match=r"Unknown attack\(s\) \['cw'\]"):
-        run_detect_demo(tmp_path, tiny_score, DigitsCNN(nb_classes=10), DetectConfig(attacks=("cw",)), device="cpu")
+        run_detect_demo(tmp_path, tiny_score, DigitsCNN(nb_classes=10), config=DetectConfig(attacks=("cw",)),
+                        device="cpu")

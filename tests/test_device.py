@@ -73,7 +73,7 @@ def test_diagnostics_run_the_classifier_on_its_device():
         raise RuntimeError("stop")
 
     with pytest.raises(RuntimeError, match="stop"):
-        ensemble_correct(_meta_model(), transform, np.zeros((2, 4), np.float32), np.zeros(2), runs=1, seed=0)
+        ensemble_correct(_meta_model(), transform, np.zeros((2, 4), np.float32), np.zeros(2), ensemble_size=1, seed=0)
     assert seen == ["meta"]
 
 
@@ -97,7 +97,7 @@ def test_every_command_takes_device(command):
 @pytest.mark.parametrize(
     "command, target, argv",
     [
-        ("demo", "art_adp.apps.demo.run_demo", []),
+        ("demo", "art_adp.apps.cli.run_demo", []),
         ("reproduce", "art_adp.apps.reproduce.reproduce_mnist", ["mnist", "--data-root", "D"]),
     ],
 )
@@ -105,7 +105,7 @@ def test_device_reaches_the_library(command, target, argv, monkeypatch, tmp_path
     module, name = target.rsplit(".", 1)
     seen = {}
 
-    def fake(*args, **kwargs):
+    def fake(*args, run_dir="runs", **kwargs):  # pylint: disable=unused-argument
         seen.update(kwargs)
 
     monkeypatch.setattr(__import__(module, fromlist=[name]), name, fake)

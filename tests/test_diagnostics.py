@@ -55,7 +55,7 @@ def test_noise_alone_is_clip_of_x_plus_sigma_eps_from_the_generator():
 
 def test_ensemble_correct_is_the_argmax_of_the_mean_softmax():
     x = np.stack([np.full((1, 2, 2), v, np.float32) for v in (0.2, 0.9, 0.7)])
-    ok = ensemble_correct(Brightness(), lambda xb, g: xb, x, np.array([0, 1, 0]), runs=3, seed=0, batch_size=2)
+    ok = ensemble_correct(Brightness(), lambda xb, g: xb, x, np.array([0, 1, 0]), ensemble_size=3, seed=0, batch_size=2)
     np.testing.assert_array_equal(ok, [True, True, False])
 
 
@@ -64,7 +64,7 @@ def test_snapshot_diagnostics_separate_the_noise_from_the_score_model():
     c = torch.full((1, 4, 4), 0.8)
     x = c.numpy()[None].repeat(40, 0)
     sigma = 3.0
-    out = snapshot_diagnostics(Brightness(), LinearScore(c, sigma), x, x, np.ones(40), sigma=sigma, runs=1, seed=0)
+    out = snapshot_diagnostics(Brightness(), LinearScore(c, sigma), x, x, np.ones(40), sigma=sigma, ensemble_size=1, seed=0)
     assert out["denoise1"]["clean"] == {"correct": 40, "n": 40, "accuracy": 1.0}
     assert 0.2 < out["noise"]["clean"]["accuracy"] < 0.9  # clip(0.8 + 3ε): a coin toss around 0.5, biased up
 
@@ -79,7 +79,7 @@ def test_adp_sweep_covers_the_grid_and_states_the_fraction_closed():
         x,
         np.ones(4),
         sigma=SIGMA,
-        runs=1,
+        ensemble_size=1,
         seed=0,
         steps=(1, 3),
         lams=(0.05, 0.1),

@@ -107,7 +107,7 @@ def test_the_attack_machinery_finds_them_and_eot_averages_draws(nets, name):
     with gradient_mode(art, "full"):
         assert p.gradient == "full"
     assert p.gradient == "bpda"
-    eot = EOTClassifier(art, nb_samples=3)
+    eot = EOTClassifier(art, ensemble_size=3)
     p.set_params(generator=torch.Generator().manual_seed(6))
     log_mean = eot.predict(x.numpy())  # the log of the probabilities averaged over 3 draws
     p.set_params(generator=torch.Generator().manual_seed(6))

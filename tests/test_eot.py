@@ -33,7 +33,7 @@ def build(nets, device="cpu", seed=0, nb=4, gradient="bpda", **kwargs):
     art = PyTorchClassifier(model=clf, loss=torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=10,
                             clip_values=(0.0, 1.0), preprocessing_defences=[purifier],
                             device_type="gpu" if device == "cuda" else "cpu")
-    return art, EOTClassifier(art, nb_samples=nb, **kwargs), purifier
+    return art, EOTClassifier(art, ensemble_size=nb, **kwargs), purifier
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -158,7 +158,7 @@ def test_bpda_eot_gradient_agrees_with_defended_model(nets):
     grad = eot.class_gradient(x, label=y.argmax(1))[:, 0]
     purifier.generator.manual_seed(2)
     xg = torch.from_numpy(x).requires_grad_(True)
-    model = DefendedModel(eot.classifier.model, purifier, nb_samples=3, aggregate="logits")
+    model = DefendedModel(eot.classifier.model, purifier, ensemble_size=3, aggregate="logits")
     model(xg).gather(1, torch.from_numpy(y.argmax(1))[:, None]).sum().backward()
     assert np.allclose(grad, xg.grad.numpy(), rtol=1e-5, atol=1e-8)  # mean logits: the same expectation
 
@@ -166,9 +166,9 @@ def test_bpda_eot_gradient_agrees_with_defended_model(nets):
 def test_model_is_the_defended_ensemble_used_by_rebuilt_estimators(nets):
     _, _, x, _ = nets
     _, eot, purifier = build(nets, nb=4, eot_samples=2)
-    assert isinstance(eot.model, DefendedModel) and eot.model.nb_samples == 2
+    assert isinstance(eot.model, DefendedModel) and eot.model.ensemble_size == 2
     eot.set_params(eot_samples=5)
-    assert eot.model.nb_samples == 5 and eot.eot_samples == 5
+    assert eot.model.ensemble_size == 5 and eot.eot_samples == 5
     purifier.generator.manual_seed(0)
     with torch.no_grad():
         out = eot.model(torch.from_numpy(x))
@@ -184,7 +184,7 @@ def test_empty_batches_give_empty_outputs(nets):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"nb_samples": 0}, "nb_samples must be an integer >= 1, got 0."),
+    ({"ensemble_size": 0}, "ensemble_size must be an integer >= 1, got 0."),
     ({"eot_samples": 2.5}, "eot_samples must be an integer >= 1, got 2.5."),
     ({"batch_size": True}, "batch_size must be an integer >= 1, got True."),
     ({"aggregate": "max"}, "aggregate must be one of 'softmax', 'logits', 'vote', got 'max'."),

@@ -50,7 +50,8 @@ def unblocked(est, x, y, draws):
 
 @pytest.mark.filterwarnings("ignore:one EOT draw")
 @pytest.mark.parametrize("gradient", ["full", "bpda"])
-@pytest.mark.parametrize("limits", [{"batch_size": 3}, {"memory_budget": 1}, {"batch_size": 7, "memory_budget": 2**40}])
+@pytest.mark.parametrize("limits", [{"batch_size": 3}, {"memory_budget": 1e-6},
+                                    {"batch_size": 7, "memory_budget": 2**20}])
 def test_blocked_eot_gradient_equals_the_unblocked_one_same_seed(gradient, limits):
     est, purifier, x, y = build(gradient)
     purifier.generator.manual_seed(5)
@@ -70,7 +71,7 @@ def test_blocked_eot_gradient_equals_the_unblocked_one_same_seed(gradient, limit
 def test_a_row_above_the_budget_warns_with_the_fix():
     est, _, x, y = build("full")
     with pytest.warns(UserWarning, match="more than memory_budget .*set gradient_checkpointing=True"):
-        eot_gradient(lambda z: defended_logits(est, z), x, y, cross_entropy, 2, memory_budget=1)
+        eot_gradient(lambda z: defended_logits(est, z), x, y, cross_entropy, 2, memory_budget=1e-6)
 
 
 def test_eot_classifier_gradients_are_the_unblocked_ones():
@@ -78,7 +79,7 @@ def test_eot_classifier_gradients_are_the_unblocked_ones():
     purifier.generator.manual_seed(2)
     ref, _ = unblocked(est, x, y, draws=6)
     eot = EOTClassifier(
-        est, nb_samples=6, batch_size=4, memory_budget=10**9, loss=torch.nn.CrossEntropyLoss(reduction="none")
+        est, ensemble_size=6, batch_size=4, memory_budget=1000, loss=torch.nn.CrossEntropyLoss(reduction="none")
     )
     purifier.generator.manual_seed(2)
     torch.testing.assert_close(torch.from_numpy(eot.loss_gradient(x.numpy(), y.numpy())), ref, rtol=1e-5, atol=1e-7)
@@ -97,7 +98,7 @@ def test_defended_model_backward_recomputes_blocks_with_the_same_noise():
     gen = purifier.generator
 
     def run(**kwargs):
-        model = DefendedModel.from_estimator(est, nb_samples=9, aggregate="logits", **kwargs)
+        model = DefendedModel.from_estimator(est, ensemble_size=9, aggregate="logits", **kwargs)
         gen.manual_seed(3)
         xg = x.clone().requires_grad_(True)
         out = model(xg)
@@ -109,20 +110,20 @@ def test_defended_model_backward_recomputes_blocks_with_the_same_noise():
     with budget:  # one row's graph, measured the same way
         gen.manual_seed(3)
         defended_logits(est, x[:1].clone().requires_grad_(True))
-    out_b, g_b, after_b = run(memory_budget=3 * budget.nbytes)  # checkpointed blocks of about 3 rows
+    out_b, g_b, after_b = run(memory_budget=3 * budget.nbytes / 2**20)  # checkpointed blocks of about 3 rows
     torch.testing.assert_close(out_b, out, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(g_b, g, rtol=1e-5, atol=1e-7)
     assert torch.equal(after_b, after)  # the replay put the generator back where the forward left it
 
 
 def test_row_blocks_follow_the_budget_and_the_cap():
-    plan = RowBlocks(100, batch_size=40, memory_budget=5_000, device="cpu")
+    plan = RowBlocks(100, batch_size=40, memory_budget=5 * 2**10 / 2**20, device="cpu")  # 5 KiB
     spans = []
     for a, b in plan:
         spans.append((a, b))
-        plan.record(b - a, (b - a) * 1_000)  # 1,000 bytes per row: 5 rows per block
+        plan.record(b - a, (b - a) * 2**10)  # 1 KiB per row: 5 rows per block
     assert spans[:3] == [(0, 16), (16, 21), (21, 26)] and spans[-1][1] == 100
-    plan = RowBlocks(100, batch_size=8, memory_budget=10**9, device="cpu")
+    plan = RowBlocks(100, batch_size=8, memory_budget=1000, device="cpu")
     spans = [(a, b) for a, b in plan if plan.record(b - a, 10) is None]
     assert spans == [(a, min(a + 8, 100)) for a in range(0, 100, 8)]
 
@@ -138,11 +139,11 @@ def test_graph_memory_counts_the_saved_tensors():
     assert graph.nbytes == 0  # multiplication by a constant saves nothing
 
 
-def test_memory_budget_must_be_a_positive_integer():
+def test_memory_budget_must_be_a_positive_number_of_mib():
     est, _, x, y = build("bpda")
-    with pytest.raises(ValueError, match=re.escape("memory_budget must be an integer >= 1 or None, got 0.")):
+    with pytest.raises(ValueError, match=re.escape("memory_budget must be a number of MiB > 0 or None, got 0.")):
         eot_gradient(lambda z: defended_logits(est, z), x, y, cross_entropy, 2, memory_budget=0)
-    with pytest.raises(ValueError, match=re.escape("memory_budget must be an integer >= 1 or None, got -5.")):
+    with pytest.raises(ValueError, match=re.escape("memory_budget must be a number of MiB > 0 or None, got -5.")):
         EOTClassifier(est, memory_budget=-5)
 
 
@@ -192,7 +193,7 @@ PEAKS = textwrap.dedent(
                 attack.generate(x, y)
             else:  # torchattacks' view: the defended model differentiated
                 purifier.set_params(gradient=gradient)
-                model = DefendedModel.from_estimator(est, nb_samples=draws, **extra)
+                model = DefendedModel.from_estimator(est, ensemble_size=draws, **extra)
                 xt = torch.from_numpy(x).requires_grad_(True)
                 model(xt).sum().backward()
             peaks[f"{path} {draws}"] = hwm()
@@ -201,7 +202,7 @@ PEAKS = textwrap.dedent(
 )
 
 
-def peak_memory(paths: str, gradient: str, budget: int | None, root: Path = ROOT) -> dict[str, int]:
+def peak_memory(paths: str, gradient: str, budget: float | None, root: Path = ROOT) -> dict[str, int]:
     """Peak resident memory (bytes) of one gradient at EOT 1, 4 and 50 on each path (``"pgd"``: PGDEOT;
     ``"defended"``: DefendedModel's backward), measured in a fresh interpreter: ``{"pgd 50": bytes, ...}``."""
     env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
@@ -221,7 +222,7 @@ def peak_memory(paths: str, gradient: str, budget: int | None, root: Path = ROOT
 def test_peak_memory_at_eot_50_is_that_of_eot_4():
     # a 24 MiB budget: blocks of about 37 rows; EOT 4 of 8 images is 32 rows, EOT 50 is 400 (about 300 MB of graph
     # in one block, which the code before blocks held: 1.6× the peak of EOT 4)
-    peaks = peak_memory("pgd,defended", "full", 24 * 2**20)
+    peaks = peak_memory("pgd,defended", "full", 24)
     mib = {k: round(v / 2**20) for k, v in peaks.items()}
     assert peaks["pgd 50"] <= 1.2 * peaks["pgd 4"], mib
     assert peaks["defended 50"] <= 1.2 * peaks["defended 4"], mib
@@ -248,13 +249,13 @@ def test_the_estimate_states_the_sanity_checks_cost():
 
 def test_estimate_only_logs_the_sanity_stage(tmp_path):
     import art_adp
-    from art_adp.apps.evaluation.run import EvalConfig
+    from art_adp.apps.evaluation.run import EvalConfig, evaluate
 
     from evalsuite_models import tiny_models
 
     mlp, score, x, y = tiny_models()
     logged = []
-    out = art_adp.evaluate(
+    out = evaluate(
         mlp,
         art_adp.ADPPurifier(score, steps=1),
         x[:16],

@@ -35,7 +35,7 @@ def judged():
 def by_hand(defended, purifier, x, seed):
     """S single-draw log-probabilities (S × N × K), the generator re-seeded first."""
     purifier.generator.manual_seed(seed)
-    single = EOTClassifier(defended, nb_samples=1)
+    single = EOTClassifier(defended, ensemble_size=1)
     return np.stack([single.predict(x) for _ in range(S)])
 
 
@@ -43,7 +43,7 @@ def test_batched_vote_replays_the_single_draws(judged):
     defended, purifier, x = judged
     logp = by_hand(defended, purifier, x, seed=1)
     purifier.generator.manual_seed(1)
-    voted = EOTClassifier(defended, nb_samples=S, aggregate="vote").predict(x)
+    voted = EOTClassifier(defended, ensemble_size=S, aggregate="vote").predict(x)
     votes = np.stack([np.bincount(row, minlength=10) for row in logp.argmax(-1).T])  # N × K label counts
     probs = np.exp(logp).mean(0)  # N × K averaged probabilities
     # the vote as a distribution: (votes + averaged probabilities) / (S + 1), so ties go to the higher probability

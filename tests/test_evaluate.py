@@ -21,7 +21,8 @@ from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 from scipy.stats import beta, norm
 
 import art_adp
-from art_adp import EvalConfig, save_score_model
+from art_adp import save_score_model
+from art_adp.apps.evaluation import EvalConfig, evaluate
 from art_adp.apps.evaluation import report, sanity
 from art_adp.runs.records import append_records, load_records, read_jsonl
 from art_adp.apps.evaluation.run import Setting, _unit_cost, compression, frozen_noise, plan
@@ -32,8 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # SPSA and APGD draw from torch's and numpy's global generators: both must be seeded per unit for the records of
 # a resumed or sharded run to match.
 ARGS = ["--dataset", "digits", "--preset", "smoke", "--n-examples", "6", "--chunk-size", "3", "--sigma", "0.1",
-        "--steps", "1", "--attacks", "clf-pgd,spsa,full-pgd-eot,apgd-eot", "--eps", "0.2", "--iterations", "2",
-        "--eot", "2", "--spsa-iterations", "2", "--spsa-samples", "8", "--apgd-iterations", "2", "--apgd-eot", "2",
+        "--steps", "1", "--attacks", "clf-pgd,spsa,full-pgd-eot,apgd-eot", "--eps", "0.2", "--max-iter", "2",
+        "--eot-samples", "2", "--spsa-max-iter", "2", "--spsa-samples-per-step", "8", "--apgd-max-iter", "2",
+        "--apgd-eot-samples", "2",
         "--sanity-examples", "3", "--threads", "1", "--quiet"]
 # main: clean + 4 attacks on 6 examples; fixed noise: clean + 3; undefended baseline: clean, PGD, APGD, SPSA;
 # sanity on the first chunk of 3: flags, eps = 1, eps/2, 1 and 4 iterations, EOT 1 and 4
@@ -85,7 +87,7 @@ def test_one_process_run_writes_every_record_once_and_the_card(baseline):
     digests = json.loads((baseline / "settings.json").read_text())
     assert all(json.loads(r)["settings"] in digests for r in records)  # every record names its settings
     spsa = digests[next(r["settings"] for r in main if r["attack"] == "spsa")]
-    assert spsa["budget"] == {"eps": 0.2, "eps_step": 0.05, "norm": "inf", "spsa_iterations": 2, "spsa_samples": 8}
+    assert spsa["budget"] == {"eps": 0.2, "eps_step": 0.05, "norm": "inf", "max_iter": 2, "samples_per_step": 8}
     assert spsa["defences"][0]["sigma"] == 0.1 and len(spsa["classifier_sha256"]) == 64
 
 
@@ -128,9 +130,9 @@ def test_a_changed_setting_in_the_same_run_dir_is_refused_by_name(baseline, chec
 
     shutil.copytree(baseline, tmp_path / "run")
     before = sorted(lines(tmp_path / "run"))
-    assert main(command(tmp_path / "run", checkpoints, launcher=("evaluate",), extra=("--iterations", "3"))) == 2
+    assert main(command(tmp_path / "run", checkpoints, launcher=("evaluate",), extra=("--max-iter", "3"))) == 2
     err = capsys.readouterr().err
-    assert "holds records for main/clf-pgd made with other settings: budget.iterations 2 (now 3)" in err
+    assert "holds records for main/clf-pgd made with other settings: budget.max_iter 2 (now 3)" in err
     assert "Use another --run-dir, or the same settings to resume." in err
     assert main(command(tmp_path / "run", checkpoints, launcher=("evaluate",), extra=("--sigma", "0.2"))) == 2
     assert "defences.0.sigma 0.1 (now 0.2)" in capsys.readouterr().err
@@ -140,9 +142,9 @@ def test_a_changed_setting_in_the_same_run_dir_is_refused_by_name(baseline, chec
 def test_adding_an_attack_resumes_the_others_and_runs_only_the_new_one(tmp_path):
     mlp, _, x, y = tiny_models()
     config = EvalConfig.preset("smoke", attacks=("clf-pgd",), eps=0.2, n_examples=6, chunk_size=6, sanity=False)
-    art_adp.evaluate(mlp, [Identity()], x, y, config=config, run_dir=tmp_path, **QUIET)
+    evaluate(mlp, [Identity()], x, y, config=config, run_dir=tmp_path, **QUIET)
     first = sorted(lines(tmp_path))
-    art_adp.evaluate(mlp, [Identity()], x, y, config=EvalConfig.preset(
+    evaluate(mlp, [Identity()], x, y, config=EvalConfig.preset(
         "smoke", attacks=("clf-pgd", "full-pgd-eot"), eps=0.2, n_examples=6, chunk_size=6, sanity=False),
         run_dir=tmp_path, **QUIET)
     after = lines(tmp_path)
@@ -201,9 +203,9 @@ def test_each_check_passes_and_fails_where_it_should():
     assert "40.0 % at EOT draws = 5, 36.0 % at EOT draws = 15" in sanity.check_converged(
         [(1, 0.5), (15, 0.36), (5, 0.40)], "EOT draws")  # sorted by count
     assert sanity.check_black_box(0.30, 0.33) is None and "beats" in sanity.check_black_box(0.20, 0.33)
-    assert sanity.check_randomness(1.0, eot=15, repeats=3) is None and sanity.check_randomness(0.0, eot=1, repeats=1) \
+    assert sanity.check_randomness(1.0, eot_samples=15, repeats=3) is None and sanity.check_randomness(0.0, eot_samples=1, repeats=1) \
         is None
-    assert "R = 1 time(s)" in sanity.check_randomness(0.5, eot=15, repeats=1)
+    assert "R = 1 time(s)" in sanity.check_randomness(0.5, eot_samples=15, repeats=1)
     assert sanity.check_zero_gradients(0.0) is None and "25 % of inputs" in sanity.check_zero_gradients(0.25)
 
 
@@ -252,10 +254,10 @@ class Jitter(Identity):
 def run(defence, tmp_path, n=16, **overrides):
     mlp, _, x, y = tiny_models()
     torch.manual_seed(0)
-    config = EvalConfig.preset("smoke", **{"attacks": ("full-pgd-eot",), "eps": 0.2, "iterations": 3, "eot": 1,
+    config = EvalConfig.preset("smoke", **{"attacks": ("full-pgd-eot",), "eps": 0.2, "max_iter": 3, "eot_samples": 1,
                                            "n_examples": n, "chunk_size": n, "sanity_examples": n,
-                                           "sanity_iterations": (1.0,), "sanity_eot": (1,), **overrides})
-    return art_adp.evaluate(mlp, [defence], x, y, config=config, run_dir=tmp_path, **QUIET)
+                                           "sanity_iterations": (1.0,), "sanity_eot_samples": (1,), **overrides})
+    return evaluate(mlp, [defence], x, y, config=config, run_dir=tmp_path, **QUIET)
 
 
 def warned(result, text):
@@ -263,7 +265,7 @@ def warned(result, text):
 
 
 def test_rounding_trips_eps_1_zero_gradients_and_spsa_at_the_paper_budget(tmp_path):
-    result = run(Rounding(), tmp_path, attacks=("full-pgd-eot", "spsa"), spsa_iterations=40, spsa_samples=1280)
+    result = run(Rounding(), tmp_path, attacks=("full-pgd-eot", "spsa"), spsa_max_iter=40, spsa_samples_per_step=1280)
     assert warned(result, "unbounded attack (eps = 1)") and warned(result, "loss gradient through the defence is "
                                                                            "exactly zero for 100 %")
     assert warned(result, "black-box SPSA") and "SPSA vs white-box" in result["sanity"]["ran"]
@@ -272,21 +274,21 @@ def test_rounding_trips_eps_1_zero_gradients_and_spsa_at_the_paper_budget(tmp_pa
 
 
 def test_spsa_below_the_paper_budget_is_not_compared(tmp_path):
-    result = run(Rounding(), tmp_path, attacks=("full-pgd-eot", "spsa"), spsa_iterations=2, spsa_samples=16)
+    result = run(Rounding(), tmp_path, attacks=("full-pgd-eot", "spsa"), spsa_max_iter=2, spsa_samples_per_step=16)
     assert not warned(result, "black-box SPSA")
-    assert any(s.startswith("SPSA vs white-box: SPSA's budget is below the paper's (spsa_iterations 2 < 40, "
-                            "spsa_samples 16 < 1280)") for s in result["sanity"]["skipped"])
+    assert any(s.startswith("SPSA vs white-box: SPSA's budget is below the paper's (spsa_max_iter 2 < 40, "
+                            "spsa_samples_per_step 16 < 1280)") for s in result["sanity"]["skipped"])
 
 
 def test_accuracy_still_falling_with_eot_trips_eot_convergence(tmp_path):
-    result = run(NoisyGradient(), tmp_path, n=32, eot=4, sanity_eot=(1, 4, 64))
+    result = run(NoisyGradient(), tmp_path, n=32, eot_samples=4, sanity_eot_samples=(1, 4, 64))
     points = dict(result["sanity"]["inputs"]["eot_points"])
     assert points[4] - points[64] > 0.02, points
     assert warned(result, "NOT CONVERGED: accuracy still falls with EOT draws")
 
 
 def test_accuracy_still_falling_with_iterations_trips_iterations_convergence(tmp_path):
-    result = run(SparseGradient(), tmp_path, n=32, iterations=4, sanity_iterations=(0.5, 1.0, 5.0))
+    result = run(SparseGradient(), tmp_path, n=32, max_iter=4, sanity_iterations=(0.5, 1.0, 5.0))
     points = dict(result["sanity"]["inputs"]["iteration_points"])
     assert points[4] - points[20] > 0.02, points
     assert warned(result, "NOT CONVERGED: accuracy still falls with iterations")
@@ -297,11 +299,11 @@ def test_a_random_defence_trips_the_randomness_check_unless_eot_and_repeats_are_
     assert result["sanity"]["inputs"]["random_fraction"] == 1.0
     assert warned(result, "RANDOMIZED DEFENCE: the same input judged twice gives different outputs (100 % of inputs), "
                           "but the attacks use EOT 1")
-    assert not warned(run(Jitter(), tmp_path / "b", n=8, eot=2, sanity_eot=(2,)), "RANDOMIZED DEFENCE")
+    assert not warned(run(Jitter(), tmp_path / "b", n=8, eot_samples=2, sanity_eot_samples=(2,)), "RANDOMIZED DEFENCE")
 
 
 def test_a_benign_defence_trips_no_check(tmp_path):
-    result = run(Identity(), tmp_path, iterations=6, sanity_iterations=(0.5, 1.0, 2.0), sanity_eot=(1, 2))
+    result = run(Identity(), tmp_path, max_iter=6, sanity_iterations=(0.5, 1.0, 2.0), sanity_eot_samples=(1, 2))
     assert result["sanity"]["warnings"] == [] and result["sanity"]["inputs"]["random_fraction"] == 0.0
     assert result["sanity"]["verdict"] is None  # smoke budgets: no verdict either way
     text = (tmp_path / "report.md").read_text()
@@ -312,8 +314,8 @@ def test_a_benign_defence_trips_no_check(tmp_path):
 def test_reference_budgets_and_every_check_give_the_verdict_and_name_the_strongest(tmp_path):
     mlp, _, x, y = tiny_models()
     config = EvalConfig.preset("paper", attacks=("clf-pgd", "full-pgd-eot"), eps=0.2, n_examples=6, chunk_size=6,
-                               sanity_examples=6, sanity_eot=(1, 15), sanity_iterations=(0.5, 1.0))
-    result = art_adp.evaluate(mlp, [Identity()], x, y, config=config, run_dir=tmp_path, **QUIET)
+                               sanity_examples=6, sanity_eot_samples=(1, 15), sanity_iterations=(0.5, 1.0))
+    result = evaluate(mlp, [Identity()], x, y, config=config, run_dir=tmp_path, **QUIET)
     text = (tmp_path / "report.md").read_text()
     assert result["claim"] and result["scale"] == "reference" and result["strongest"] in ("clf-pgd", "full-pgd-eot")
     assert text.startswith("Budgets meet the reference") and "SMOKE-SCALE" not in text
@@ -325,34 +327,34 @@ def test_header_and_rows_say_what_ran_no_sanity_gives_no_verdict_and_the_step_fo
     from art_adp.apps.cli import main
 
     argv = ["evaluate", *checkpoints, "--run-dir", str(tmp_path), "--preset", "smoke", "--n-examples", "4",
-            "--chunk-size", "4", "--eps", "0.1", "--attacks", "clf-pgd,spsa", "--spsa-samples", "16", "--no-sanity",
+            "--chunk-size", "4", "--eps", "0.1", "--attacks", "clf-pgd,spsa", "--spsa-samples-per-step", "16", "--no-sanity",
             "--steps", "1", "--quiet"]
     assert main(argv) == 0
     text = (tmp_path / "report.md").read_text()
     head = text.splitlines()
     assert head[0].startswith("SMOKE-SCALE RUN, NOT A ROBUSTNESS CLAIM: budgets below the reference")
-    assert "clf-pgd: iterations 2 < 40" in head[0] and "S = 2 < 10; R = 2 < 3" in head[0]
+    assert "clf-pgd: max_iter 2 < 40" in head[0] and "S = 2 < 10; R = 2 < 3" in head[0]
     assert head[1] == ("Preset: smoke, overridden: attacks = ['clf-pgd', 'spsa'], chunk_size = 4, eps = 0.1, "
-                       "n_examples = 4, sanity = False, spsa_samples = 16")
+                       "n_examples = 4, sanity = False, spsa_samples_per_step = 16")
     assert head[2].startswith("Threat model: l_inf eps = 0.1, step 0.025 (eps/4, following eps)")
     spsa_row = next(line for line in head if line.startswith("| SPSA"))
-    assert "1 it of 0.025, 16 samples/step" in spsa_row and "(overridden: spsa_samples)" in spsa_row
+    assert "1 it of 0.025, 16 samples/step" in spsa_row and "(overridden: spsa_samples_per_step)" in spsa_row
     assert "steps of 0.025" in text and "no sign of gradient masking" not in text
     assert "no verdict on gradient masking: budgets below the reference and the sanity checks did not run" in text
     result = json.loads((tmp_path / "report.json").read_text())
     assert result["sanity"]["verdict"] is None and result["strongest"] is None
-    assert result["overridden"]["spsa_samples"] == 16 and result["config"]["step"] == 0.025
+    assert result["overridden"]["spsa_samples_per_step"] == 16 and result["config"]["step"] == 0.025
     assert max(r["linf"] for r in read_jsonl(tmp_path / "records" / "rank-0.jsonl")) <= 0.1 + 1e-6
 
 
 def test_presets_and_overrides_from_python():
     assert EvalConfig() == EvalConfig.preset("paper") and EvalConfig.preset("paper").overridden == ()
-    c = EvalConfig.preset("smoke", eps=0.1, spsa_samples=8)
-    assert c.step == 0.025 and c.overridden == ("eps",)  # spsa_samples = 8 is the smoke preset's own value
+    c = EvalConfig.preset("smoke", eps=0.1, spsa_samples_per_step=8)
+    assert c.step == 0.025 and c.overridden == ("eps",)  # spsa_samples_per_step = 8 is the smoke preset's own value
     croce = EvalConfig.preset("croce")
-    assert (croce.attacks, croce.apgd_iterations, croce.apgd_eot, croce.repeats) == (("apgd-eot",), 100, 200, 5)
+    assert (croce.attacks, croce.apgd_max_iter, croce.apgd_eot_samples, croce.repeats) == (("apgd-eot",), 100, 200, 5)
     paper = EvalConfig.preset("paper")
-    assert (paper.iterations, paper.eot, paper.spsa_samples, paper.runs, paper.step) == (40, 15, 1280, 10, 2 / 255)
+    assert (paper.max_iter, paper.eot_samples, paper.spsa_samples_per_step, paper.ensemble_size, paper.step) == (40, 15, 1280, 10, 2 / 255)
     with pytest.raises(ValueError, match="Unknown preset 'fast'; choose from \\('paper', 'croce', 'smoke'\\)"):
         EvalConfig.preset("fast")
 
@@ -366,7 +368,7 @@ def test_plan_and_the_time_estimate_count_what_runs():
     main = plan(c)[0]
     assert _unit_cost(main, "bpda-eot", c, probe) == 40 * 15 * 1.0 + 10 * 3 * 1.0  # attack + S x R judgements
     assert _unit_cost(main, "spsa", c, probe) == 40 * 2 * 1280 + 30
-    assert _unit_cost(Setting("fixed", ("bpda-eot",), {"eot": 1}, judge="fixed"), "bpda-eot", c, probe) == 40 + 1
+    assert _unit_cost(Setting("fixed", ("bpda-eot",), {"eot_samples": 1}, judge="fixed"), "bpda-eot", c, probe) == 40 + 1
 
 
 def test_estimate_only_logs_the_estimate_and_attacks_nothing(tmp_path, monkeypatch):
@@ -378,8 +380,8 @@ def test_estimate_only_logs_the_estimate_and_attacks_nothing(tmp_path, monkeypat
     monkeypatch.setattr(art_adp.compression, "compression_rate", refuse)
     mlp, score, x, y = tiny_models()
     logged = []
-    out = art_adp.evaluate(mlp, art_adp.ADPPurifier(score, steps=1), x, y, config=EvalConfig.preset("paper"),
-                           run_dir=tmp_path, progress=False, log=logged.append, estimate_only=True)
+    out = evaluate(mlp, art_adp.ADPPurifier(score, steps=1), x, y, config=EvalConfig.preset("paper"),
+                   run_dir=tmp_path, progress=False, log=logged.append, estimate_only=True)
     assert out["estimate_seconds"] > 0 and not (tmp_path / "records").exists()
     assert logged[0].startswith("Estimated time on this device (cpu") and "Smaller: --preset croce, --preset smoke, --n-examples N" in logged[0]
 
@@ -394,7 +396,7 @@ def test_fixed_noise_gives_the_attack_and_the_judge_the_same_draw():
     with torch.no_grad():
         assert not torch.equal(defended_logits(est, xt), defended_logits(est, xt))  # random
         with frozen_noise(est, 7):
-            a, b = defended_logits(est, xt), art_adp.EOTClassifier(est, nb_samples=1).predict(xt)
+            a, b = defended_logits(est, xt), art_adp.EOTClassifier(est, ensemble_size=1).predict(xt)
             assert torch.equal(a, defended_logits(est, xt))
             np.testing.assert_allclose(a.log_softmax(1).numpy(), b, atol=1e-5)
         assert "forward" not in vars(est.preprocessing_operations[0])  # restored
@@ -406,8 +408,8 @@ def test_baselines_are_attacked_the_same_way_and_judged_once(tmp_path):
     other = MLP(1, 8, 10, hidden=(16,)).eval()  # an untrained classifier: clean accuracy by hand below
     config = EvalConfig.preset("smoke", attacks=("clf-pgd", "bpda-eot"), eps=0.2, n_examples=8, chunk_size=8,
                                sanity=False, fixed_noise=False)
-    result = art_adp.evaluate(mlp, art_adp.ADPPurifier(score, sigma=0.1, steps=1), x, y, config=config,
-                              run_dir=tmp_path, baselines={"other": other}, **QUIET)
+    result = evaluate(mlp, art_adp.ADPPurifier(score, sigma=0.1, steps=1), x, y, config=config,
+                      run_dir=tmp_path, baselines={"other": other}, **QUIET)
     with torch.no_grad():
         clean = float((other(torch.as_tensor(x[:8])).argmax(1).numpy() == y[:8]).mean())
         bare = float((mlp(torch.as_tensor(x[:8])).argmax(1).numpy() == y[:8]).mean())
@@ -439,15 +441,15 @@ def test_cli_adversarial_training_baseline(checkpoints, tmp_path):
 def test_bad_configuration_is_refused():
     mlp, score, x, y = tiny_models()
     with pytest.raises(ValueError, match="Unknown attack\\(s\\) \\['pgd'\\]"):
-        art_adp.evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(attacks=("pgd",)))
+        evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(attacks=("pgd",)))
     with pytest.raises(ValueError, match="SPSA \\(torchattacks\\) is an l_inf attack"):
-        art_adp.evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(norm=2))
+        evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(norm=2))
     with pytest.raises(ValueError, match="repeats must be an integer >= 1"):
-        art_adp.evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(repeats=0))
+        evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(repeats=0))
     with pytest.raises(ValueError, match="compression_examples must be an integer >= 0, got -1"):
-        art_adp.evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(compression_examples=-1))
+        evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(compression_examples=-1))
     with pytest.raises(ValueError, match="compression_directions must be an integer >= 1, got 0"):
-        art_adp.evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(compression_directions=0))
+        evaluate(mlp, art_adp.ADPPurifier(score), x[:4], y[:4], config=EvalConfig(compression_directions=0))
 
 
 def test_cli_names_the_missing_checkpoint(tmp_path, capsys):
@@ -457,20 +459,21 @@ def test_cli_names_the_missing_checkpoint(tmp_path, capsys):
     assert "art-adp demo" in capsys.readouterr().err
 
 
-def test_evaluate_is_the_function_and_the_harness_is_importable():
+def test_evaluate_lives_in_the_applications_not_in_the_library():
     import art_adp.apps.evaluation.run as run
 
-    assert art_adp.evaluate is run.evaluate and callable(art_adp.evaluate)
+    assert evaluate is run.evaluate and callable(evaluate)
+    assert not hasattr(art_adp, "evaluate") and not hasattr(art_adp, "EvalConfig")
 
 
 def test_sweeps_write_tables_and_plots_and_leave_the_purifier_as_it_was(tmp_path):
     mlp, score, x, y = tiny_models()
     generator = torch.Generator().manual_seed(5)
     purifier = art_adp.ADPPurifier(score, sigma=0.1, steps=1, generator=generator)
-    config = EvalConfig.preset("smoke", attacks=("clf-pgd",), eps=0.2, iterations=2, runs=1, repeats=2, n_examples=6,
+    config = EvalConfig.preset("smoke", attacks=("clf-pgd",), eps=0.2, max_iter=2, ensemble_size=1, repeats=2, n_examples=6,
                                chunk_size=6, sanity=False, fixed_noise=False, sigma_sweep=(0.05, 0.3),
                                eot_sweep=(1, 2), eps_sweep=(0.1,))
-    result = art_adp.evaluate(mlp, purifier, x, y, config=config, run_dir=tmp_path, **QUIET)
+    result = evaluate(mlp, purifier, x, y, config=config, run_dir=tmp_path, **QUIET)
     assert purifier.sigma == 0.1 and purifier.generator is generator
     assert {"sigma=0.05/bpda-eot", "sigma=0.3/clean", "eot=2/bpda-eot", "eps=0.1/clf-pgd"} <= set(result["results"])
     text = (tmp_path / "report.md").read_text()
@@ -489,10 +492,10 @@ def test_card_reports_the_compression_rate_which_a_resume_may_change_or_drop(tmp
     generator = torch.Generator().manual_seed(5)
     state = generator.get_state()
     purifier = art_adp.ADPPurifier(score, sigma=0.1, steps=1, generator=generator)
-    config = EvalConfig.preset("smoke", attacks=("clf-pgd",), eps=0.2, iterations=1, runs=1, repeats=1, n_examples=6,
+    config = EvalConfig.preset("smoke", attacks=("clf-pgd",), eps=0.2, max_iter=1, ensemble_size=1, repeats=1, n_examples=6,
                                chunk_size=6, sanity=False, fixed_noise=False, sigma_sweep=(0.05,),
                                compression_examples=4, compression_directions=3)
-    result = art_adp.evaluate(mlp, purifier, x, y, config=config, run_dir=tmp_path, **QUIET)
+    result = evaluate(mlp, purifier, x, y, config=config, run_dir=tmp_path, **QUIET)
     assert purifier.sigma == 0.1 and purifier.generator is generator and torch.equal(generator.get_state(), state)
 
     def direct(sigma):
@@ -524,7 +527,7 @@ def test_card_reports_the_compression_rate_which_a_resume_may_change_or_drop(tmp
             in "\n".join(report.header({**result, "compression": refused})))
     # not a setting of the records: a resume with other compression settings reuses every record
     before, settings = sorted(lines(tmp_path)), (tmp_path / "settings.json").read_text()
-    again = art_adp.evaluate(mlp, purifier, x, y, config=replace(config, compression_examples=0), run_dir=tmp_path,
+    again = evaluate(mlp, purifier, x, y, config=replace(config, compression_examples=0), run_dir=tmp_path,
                              **QUIET)
     assert sorted(lines(tmp_path)) == before and (tmp_path / "settings.json").read_text() == settings
     assert again["compression"] is None and again["compression_sweep"] == {} and again["results"] == result["results"]

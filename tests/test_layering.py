@@ -1,6 +1,7 @@
 """The package's layering, read from the source: the library never imports the applications (``art_adp.apps``) or
-their run-folder plumbing (``art_adp.runs``), ``runs`` never imports ``apps``, every import resolves, and no two
-packages import each other."""
+their run-folder plumbing (``art_adp.runs``), ``runs`` never imports ``apps``, every import resolves, and neither
+two packages nor any circle of modules import each other. Every import statement counts, inside functions and
+module-level ``__getattr__`` (lazy attributes) too."""
 
 import ast
 from pathlib import Path
@@ -8,9 +9,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "art_adp"
-# Old module paths kept as deprecated aliases of the moved modules: they name the new path by design.
-ALIASES = {"art_adp.cli", "art_adp.demo", "art_adp.detect_demo", "art_adp.plots", "art_adp.evaluation",
-           "art_adp.experiments"}
 
 
 def _name(path: Path) -> str:
@@ -19,15 +17,11 @@ def _name(path: Path) -> str:
 
 
 def _imports(source: str, package: str) -> list[tuple[str, int]]:
-    """Absolute names imported by the module ``source`` of ``package`` with their line, leaving out those inside a
-    module-level ``__getattr__`` (the lazy and deprecated attributes: ``art_adp.evaluate``,
-    ``art_adp.certify.run_certify``)."""
+    """Absolute names imported by the module ``source`` of ``package`` with their line: every import statement,
+    at module level or inside a function -- a module-level ``__getattr__`` (a lazy attribute) included."""
     tree = ast.parse(source)
-    skip = {id(n) for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == "__getattr__" for n in ast.walk(f)}
     out = []
     for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
         if isinstance(node, ast.Import):
             out += [(a.name, node.lineno) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -68,12 +62,55 @@ def test_every_internal_import_resolves():
     assert missing == []
 
 
-@pytest.mark.parametrize("layer, forbidden", [("library", ("art_adp.apps", "art_adp.runs")),
-                                              ("art_adp.runs", ("art_adp.apps",))])
-def test_no_upward_import(layer, forbidden):
-    upward = [f"{m}:{line} imports {t}" for m, edges in EDGES.items() if m not in ALIASES and _layer(m) == layer
-              for t, line in edges if t.startswith(forbidden)]
-    assert upward == []
+FORBIDDEN = {"library": ("art_adp.apps", "art_adp.runs"), "art_adp.runs": ("art_adp.apps",)}
+
+
+def _upward(edges: dict[str, list[tuple[str, int]]]) -> list[str]:
+    """Every import of a module from a layer below it: the library importing ``apps`` or ``runs``, ``runs``
+    importing ``apps``."""
+    return [f"{m}:{line} imports {t}" for m, found in edges.items() for t, line in found
+            if t.startswith(FORBIDDEN.get(_layer(m), ("-",)))]
+
+
+def test_no_upward_import():
+    assert _upward(EDGES) == []
+
+
+def _module_of(name: str) -> str:
+    """The module an imported name lives in: ``art_adp.purify.purify`` -> ``art_adp.purify``."""
+    return name if name in MODULES else name.rpartition(".")[0] if name.rpartition(".")[0] in MODULES else name
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[str]:
+    """The circles of a directed graph (each found from its smallest node, so listed once)."""
+    found = []
+
+    def visit(node: str, path: list[str]) -> None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt == path[0]:
+                found.append(" -> ".join(path + [nxt]))
+            elif nxt not in path and nxt > path[0]:
+                visit(nxt, path + [nxt])
+
+    for start in sorted(graph):
+        visit(start, [start])
+    return found
+
+
+def _module_graph(edges: dict[str, list[tuple[str, int]]]) -> dict[str, set[str]]:
+    """Module -> the modules it imports, leaving out a module's own parent packages (Python imports those first
+    whatever the module says, so ``from . import sigmas`` inside ``art_adp.score.train`` is no circle)."""
+    graph: dict[str, set[str]] = {}
+    for m, found in edges.items():
+        for t, _ in found:
+            target = _module_of(t)
+            if target != m and not m.startswith(target + "."):
+                graph.setdefault(m, set()).add(target)
+    return graph
+
+
+def test_no_circle_between_modules():
+    assert _cycles(_module_graph(EDGES)) == []
 
 
 def _unit(module: str) -> str:
@@ -90,7 +127,7 @@ def _unit(module: str) -> str:
 def test_no_cycle_between_packages():
     graph: dict[str, set[str]] = {}
     for m, edges in EDGES.items():
-        if m in ALIASES or m == "art_adp":  # the public API re-exports everything below it
+        if m == "art_adp":  # the public API re-exports everything below it
             continue
         for t, _ in edges:
             a, b = _unit(m), _unit(t)
@@ -111,48 +148,27 @@ def test_no_cycle_between_packages():
 
 
 def test_the_layering_check_sees_an_upward_import():
-    """The check itself: relative and absolute imports of the harness from a library module are found; the same
-    import inside ``__getattr__`` (a lazy attribute) is not."""
+    """The check itself: relative and absolute imports of the harness from a library module are found, and so is
+    the same import inside a module-level ``__getattr__`` (a lazy attribute is an arrow like any other)."""
     source = (
         "import torch\nfrom ..apps.evaluation import run\nimport art_adp.runs.records\n"
         "def __getattr__(name):\n    from ..apps import cli\n"
     )
     found = _imports(source, "art_adp.attacks")
-    assert found == [("art_adp.apps.evaluation", 2), ("art_adp.apps.evaluation.run", 2), ("art_adp.runs.records", 3)]
+    assert sorted(found) == [("art_adp.apps", 5), ("art_adp.apps.cli", 5), ("art_adp.apps.evaluation", 2),
+                             ("art_adp.apps.evaluation.run", 2), ("art_adp.runs.records", 3)]
     assert _layer("art_adp.attacks.pgd_eot") == "library" and _layer("art_adp.runs.records") == "art_adp.runs"
     assert _unit("art_adp.apps.evaluation.run") == "art_adp.apps.evaluation" and _unit("art_adp.purify") == "art_adp.purify"
 
 
-MOVED = [
-    ("art_adp.cli", "art_adp.apps.cli"),
-    ("art_adp.demo", "art_adp.apps.demo"),
-    ("art_adp.detect_demo", "art_adp.apps.detect_demo"),
-    ("art_adp.plots", "art_adp.apps.plots"),
-    ("art_adp.evaluation", "art_adp.apps.evaluation"),
-    ("art_adp.evaluation.run", "art_adp.apps.evaluation.run"),
-    ("art_adp.evaluation.records", "art_adp.runs.records"),
-    ("art_adp.experiments", "art_adp.apps"),
-    ("art_adp.experiments.reproduce", "art_adp.apps.reproduce"),
-    ("art_adp.experiments.measure", "art_adp.apps.measure"),
-    ("art_adp.experiments.corruptions", "art_adp.apps.corruption_table"),
-    ("art_adp.experiments.distributed", "art_adp.runs.distributed"),
-]
-
-
-@pytest.mark.parametrize("old, new", MOVED)
-def test_old_module_paths_are_the_moved_modules_with_a_warning(old, new):
-    import importlib
-    import re
-    import sys
-
-    alias = ".".join(old.split(".")[:2])  # the module that warns: the old package or module
-    for name in [k for k in sys.modules if k == alias or k.startswith(alias + ".")]:
-        del sys.modules[name]  # only the old names: the moved modules stay loaded under their own
-    target = {"art_adp.evaluation": "art_adp.apps.evaluation", "art_adp.experiments": "art_adp.apps"}.get(alias, new)
-    message = f"{alias} is deprecated, use {target}; the old name will be removed in 0.3."
-    with pytest.warns(DeprecationWarning, match=f"^{re.escape(message)}$"):
-        module = importlib.import_module(old)
-    assert module is importlib.import_module(new)
+def test_a_planted_lazy_getattr_importing_upward_fails_the_checks():
+    """A library module with only a module-level ``__getattr__`` that imports an application (what
+    ``certify.run_certify`` and ``art_adp.evaluate`` were) is an upward arrow and, with the application importing
+    the module back, a circle."""
+    planted = "def __getattr__(name):\n    from .apps.certify_run import run_certify\n    return run_certify\n"
+    edges = dict(EDGES, **{"art_adp.certify": EDGES["art_adp.certify"] + _imports(planted, "art_adp")})
+    assert _upward(edges) == ["art_adp.certify:2 imports art_adp.apps.certify_run"]
+    assert "art_adp.apps.certify_run -> art_adp.certify -> art_adp.apps.certify_run" in _cycles(_module_graph(edges))
 
 
 def test_the_detector_pieces_still_import_from_the_demo_module():
@@ -161,3 +177,23 @@ def test_the_detector_pieces_still_import_from_the_demo_module():
     from art_adp.detect import ScoreNormHead as Head
 
     assert (EvadeDetectorLoss, ScoreNormHead) == (Loss, Head)
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def _long_functions(source: str, module: str) -> list[str]:
+    """Functions and methods of ``source`` longer than :data:`MAX_FUNCTION_LINES`, signature and docstring
+    included."""
+    return [f"{module}.{node.name}: {node.end_lineno - node.lineno + 1} lines" for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+
+
+def test_no_library_function_is_over_80_lines():
+    """The library (everything outside ``art_adp.apps``) splits a function where a reader would lose the thread."""
+    long = [f for name, path in MODULES.items() if _layer(name) != "art_adp.apps"
+            for f in _long_functions(path.read_text(), name)]
+    assert long == []
+    planted = "def f():\n" + "    x = 1\n" * MAX_FUNCTION_LINES  # the check itself: 81 lines are found
+    assert _long_functions(planted, "m") == ["m.f: 81 lines"]

@@ -1,10 +1,13 @@
 """The example notebooks run top to bottom at small settings (their parameters cell overridden) and print what
 they claim; they are stored without outputs, each with one cell tagged ``parameters``."""
 
+import gzip
 import hashlib
 import importlib.util
 import json
+import os
 import shutil
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +36,8 @@ SETTINGS = {
                             AUTOATTACK_EOT_ITER=1),
     "04_detection_and_certification": dict(N_CALIBRATION=40, N_EXAMPLES=20, PGD_STEPS=2, N_CERTIFY=3,
                                            CERT_SIGMAS=[0.25], N0=10, N_DRAWS=40, SMOOTHING_SAMPLES=20),
-    "05_your_own_data": dict(CLI_ITERATIONS=2, N_EXAMPLES=12, PGD_STEPS=2),
+    "05_your_own_data": dict(CLI_ITERATIONS=2, N_EXAMPLES=12, PGD_STEPS=2, IMAGE_DIR="runs/your-own-data/images",
+                             IDX_DIR="runs/your-own-data/idx", RUN_DIR="runs/your-own-data"),
     "06_evaluation_card": dict(
         EVAL_RUN_DIR="evaluate",
         EVAL_SETTINGS={"attacks": ("clf-pgd", "bpda-eot"), "n_examples": 6, "chunk_size": 6, "sanity_examples": 6}),
@@ -58,7 +62,7 @@ CLAIMS = {
         "SMOKE-SCALE RUN, NOT A ROBUSTNESS CLAIM: budgets below the reference",
         "Preset: smoke, overridden: attacks = ['clf-pgd', 'bpda-eot'], chunk_size = 6, eps = 0.175, n_examples = 6",
         "| Attack | Budget | Undefended | ADP mean | ADP worst of R | ADP majority of R | ADP fixed noise | n |",
-        "| BPDA+EOT | 2 it of 0.04375, EOT 2 (mean) (below reference: iterations 2 < 40, eot 2 < 15) |",
+        "| BPDA+EOT | 2 it of 0.04375, EOT 2 (mean) (below reference: max_iter 2 < 40, eot_samples 2 < 15) |",
         "Sanity report", "- bpda-eot on the first 6 examples: accuracy", "% at eps 1;",
         "No strongest attack named: budgets below the reference.", "scale = 'smoke', claim = False"],
     "07_diffusion_purifiers": [
@@ -77,19 +81,12 @@ def text_output(nb) -> str:
 
 @pytest.fixture(scope="module")
 def tiny_models(tmp_path_factory):
-    """A 30-step score model and a 2-epoch classifier on the digits, saved where notebooks 02-04 load them."""
-    from art_adp import NCSNv2, geometric_sigmas, train_score_model
-    from art_adp.data import load_digits
-    from art_adp.models import DigitsCNN, save_classifier, train_classifier
-
-    folder = tmp_path_factory.mktemp("models")
-    data = load_digits()
-    train_score_model(NCSNv2(1, 8, ngf=8), data.x_train, geometric_sigmas(1.0, 0.01, 12), 30, batch_size=64,
-                      checkpoint_path=folder / "score.safetensors", seed=0, progress=False)
-    torch.manual_seed(0)
-    save_classifier(train_classifier(DigitsCNN(nb_classes=10), data.x_train, data.y_train, epochs=2, batch_size=64,
-                                     seed=0, progress=False), folder / "classifier.safetensors")
-    return folder
+    """A 30-step score model and a 2-epoch classifier on the digits, in the sub-folder of a MODEL_DIR where notebooks
+    02-04 and 06 load them at their small settings (SMALL)."""
+    root = tmp_path_factory.mktemp("models")
+    common.load_or_train_digits_models(root, score_iterations=SMALL["SCORE_ITERATIONS"], ngf=SMALL["NGF"],
+                                       classifier_epochs=SMALL["CLASSIFIER_EPOCHS"], seed=0)
+    return root
 
 
 def test_there_are_seven_notebooks():
@@ -140,6 +137,12 @@ def run_again_on_other_images(path, cwd, tiny_models, first):
     first run's checkpoint (which a folder keyed by nothing would reuse, or refuse to resume); the unchanged idx
     files reuse the CLI's model."""
     assert first.count("new, trained from scratch") == 2, first
+    assert "runs/your-own-data/images was empty or absent: the digits written there as PNGs" in first
+    assert "runs/your-own-data/idx was empty or absent: the digits written there as idx files" in first
+    # the command it prints is the one it ran from the kernel's parent folder (a repository root's place)
+    assert ("in the repository root (the notebook's parent folder): art-adp train-score --dataset mnist --data-root "
+            f"{cwd.name}/runs/your-own-data/idx --iterations 2 --ngf 8 --batch-size 32 --sigma-begin 1.0 "
+            f"--num-sigmas 12 --run-dir {cwd.name}/runs/your-own-data/cli/") in first, first
     images = cwd / "runs" / "your-own-data" / "images"
     for f in images.rglob("*.png"):
         if f.parts[-3] == "test" or int(f.stem) % 2 == 0:
@@ -148,6 +151,7 @@ def run_again_on_other_images(path, cwd, tiny_models, first):
             shutil.copyfile(f, target)
     text = run_small(path, cwd, tiny_models, WRITE_EXAMPLE_FILES=False, IMAGE_DIR="other-images")
     assert "train (719, 1, 8, 8), test (360, 1, 8, 8)" in text, text
+    assert "runs/your-own-data/idx: its files are read as they are, nothing is written there" in text
     assert "score model: step 30" in text
     assert text.count("new, trained from scratch") == 1 and text.count("settings found, resumed") == 1, text
     assert len(list((cwd / "runs" / "your-own-data" / "score").iterdir())) == 2
@@ -187,6 +191,153 @@ def test_run_folder_is_keyed_by_settings_and_data(tmp_path):
     assert common.run_folder(tmp_path, {**settings, "eps": 0.2}) != folder
     other_data = {**settings, "data": common.array_digest(np.zeros((3, 2), np.float32))}  # same bytes, other shape
     assert common.run_folder(tmp_path, other_data) != folder
+
+
+def test_digits_model_folder_is_keyed_by_training_settings_and_data(tmp_path):
+    """Notebooks 01-04 and 06 keep their models in a folder named by the data and every training setting: the same
+    ones give the same folder, a change of any one a new folder (never a model trained otherwise)."""
+    base = dict(data="0123456789abcdef", score_iterations=1000, ngf=16, classifier_epochs=15, seed=0)
+    folder = common.digits_model_folder(tmp_path, **base)
+    assert folder.parent == tmp_path and len(folder.name) == 16
+    assert common.digits_model_folder(tmp_path, **dict(reversed(base.items()))) == folder
+    settings = json.loads((folder / "settings.json").read_text())
+    assert settings["data"] == base["data"] and settings["score"]["iterations"] == 1000
+    assert settings["score"]["ngf"] == 16 and settings["classifier"]["epochs"] == 15 and settings["seed"] == 0
+    changed = dict(data="fedcba9876543210", score_iterations=999, ngf=8, classifier_epochs=14, seed=1)
+    others = {common.digits_model_folder(tmp_path, **{**base, name: value}) for name, value in changed.items()}
+    assert len(others) == len(changed) and folder not in others
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.stem != "05_your_own_data"], ids=lambda p: p.stem)
+def test_notebook_passes_every_training_setting_to_the_model_folder(path):
+    """What names the models' folder is what the parameters cell says, not a fixed folder."""
+    source = "".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
+    assert ("load_or_train_digits_models(\n    MODEL_DIR, score_iterations=SCORE_ITERATIONS, ngf=NGF, "
+            "classifier_epochs=CLASSIFIER_EPOCHS, seed=SEED)") in source
+    assert "runs/demo" not in source
+
+
+def test_interrupted_first_run_resumes_the_score_model(tmp_path, monkeypatch, capsys):
+    """A score model whose training was interrupted is resumed to its step count, never used as it is; the result
+    equals the uninterrupted training's weights exactly; a later run loads both models."""
+    import art_adp.score.train as training
+    from art_adp import load_score_model
+
+    settings = dict(score_iterations=12, ngf=4, classifier_epochs=1, seed=0)
+    real = training.tqdm
+
+    class InterruptedAfterFiveSteps(real):  # Ctrl-C between step 5 and step 6 (the bar is updated after each step)
+        def update(self, n=1):
+            super().update(n)
+            self.steps = getattr(self, "steps", 0) + n
+            if self.steps == 5:
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(training, "tqdm", InterruptedAfterFiveSteps)
+    with pytest.raises(KeyboardInterrupt):
+        common.load_or_train_digits_models(tmp_path / "interrupted", **settings)
+    monkeypatch.setattr(training, "tqdm", real)
+    (folder,) = (tmp_path / "interrupted").iterdir()
+    assert load_score_model(folder / "score.safetensors").training_info["step"] == 5
+    assert not (folder / "classifier.safetensors").exists()
+    capsys.readouterr()
+
+    _, score, _, resumed_in = common.load_or_train_digits_models(tmp_path / "interrupted", **settings)
+    out = capsys.readouterr().out
+    assert resumed_in == folder
+    assert f"score model: interrupted training resumed from step 5 to 12 in {folder / 'score.safetensors'}" in out
+    assert "score model: NCSNv2, step 12;" in out and score.training_info["step"] == 12
+    _, reference, _, _ = common.load_or_train_digits_models(tmp_path / "uninterrupted", **settings)
+    assert "score model trained (12 steps)" in capsys.readouterr().out
+    for (name, a), (_, b) in zip(score.state_dict().items(), reference.state_dict().items()):
+        assert torch.equal(a, b), name
+    common.load_or_train_digits_models(tmp_path / "interrupted", **settings)
+    assert f"score model loaded from {folder / 'score.safetensors'}; classifier loaded from" in capsys.readouterr().out
+
+
+def test_example_files_go_only_into_empty_or_absent_folders(tmp_path):
+    """new_folder fills an absent or empty folder (through a sibling renamed at the end), refuses one that holds
+    anything without touching it, and an interrupted write leaves the folder as it was."""
+    mine = tmp_path / "mnist"
+    mine.mkdir()
+    (mine / "train-images-idx3-ubyte.gz").write_bytes(b"mine")
+    with pytest.raises(ValueError, match=r"mnist is not an empty folder: example files are written only into an "
+                                         r"empty or absent folder\. Point it at a new folder"):
+        with common.new_folder(mine):
+            pass
+    assert os.listdir(tmp_path) == ["mnist"] and os.listdir(mine) == ["train-images-idx3-ubyte.gz"]
+    assert (mine / "train-images-idx3-ubyte.gz").read_bytes() == b"mine"
+
+    for target in (tmp_path / "absent" / "images", tmp_path / "empty"):
+        if target.name == "empty":
+            target.mkdir()
+        assert common.empty_or_absent(target)
+        with common.new_folder(target) as folder:
+            assert folder != target
+            (folder / "0.png").write_bytes(b"0")
+        assert os.listdir(target) == ["0.png"] and not common.empty_or_absent(target)
+        assert not target.with_name(target.name + ".art-adp-partial").exists()
+
+    cut = tmp_path / "cut"
+    with pytest.raises(KeyboardInterrupt):
+        with common.new_folder(cut) as folder:
+            (folder / "half.png").write_bytes(b"x")
+            raise KeyboardInterrupt
+    assert not cut.exists()
+    with common.new_folder(cut) as folder:  # starts afresh: the half-written file is gone
+        (folder / "whole.png").write_bytes(b"y")
+    assert os.listdir(cut) == ["whole.png"] and not (tmp_path / "cut.art-adp-partial").exists()
+
+
+def write_idx(path, array):
+    """An MNIST-format idx file (gzip), as a real MNIST download holds."""
+    array = np.asarray(array, dtype=np.uint8)
+    with gzip.open(path, "wb") as f:
+        f.write(bytes([0, 0, 8, array.ndim]) + b"".join(n.to_bytes(4, "big") for n in array.shape) + array.tobytes())
+
+
+def snapshot(root: Path) -> dict:
+    """Every path under root (root included) with its mode, modification time and, for a file, content hash."""
+    return {str(p.relative_to(root)): (p.stat().st_mode, p.stat().st_mtime_ns,
+                                       hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None)
+            for p in [root, *sorted(root.rglob("*"))]}
+
+
+def test_notebook_05_never_writes_into_folders_of_your_own(tmp_path, tiny_models):
+    """Pointed at a read-only folder of class sub-folders (colour 12x12 PNGs) and a writable folder of MNIST idx
+    files, notebook 05 reads them and writes, overwrites or removes nothing in either (modes, times and bytes
+    unchanged); its classifier and score model take their channel count and image size from the data. (Run as root,
+    the permission bits stop no write: the unchanged snapshot is then what shows that none happened.)"""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    user = tmp_path / "user"
+    for split, n in (("train", 12), ("test", 8)):
+        for label in ("cat", "dog"):
+            (user / "images" / split / label).mkdir(parents=True)
+            for i in range(n):
+                image = rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)
+                Image.fromarray(image, mode="RGB").save(user / "images" / split / label / f"{i:03d}.png")
+    (user / "mnist").mkdir()
+    for prefix, n in (("train", 20), ("t10k", 12)):
+        write_idx(user / "mnist" / f"{prefix}-images-idx3-ubyte.gz", rng.integers(0, 256, (n, 28, 28)))
+        write_idx(user / "mnist" / f"{prefix}-labels-idx1-ubyte.gz", rng.integers(0, 10, n))
+    for p in [user / "images", *(user / "images").rglob("*")]:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    before = snapshot(user)
+    try:
+        text = run_small(EXAMPLES / "05_your_own_data.ipynb", tmp_path, tiny_models, IMAGE_DIR=str(user / "images"),
+                         IDX_DIR=str(user / "mnist"))
+        after = snapshot(user)
+    finally:
+        for p in [user, *user.rglob("*")]:
+            p.chmod(p.stat().st_mode | stat.S_IWUSR)  # so that pytest can remove it
+    assert after == before
+    assert f"{user / 'images'}: its files are read as they are, nothing is written there" in text
+    assert f"{user / 'mnist'}: its files are read as they are, nothing is written there" in text
+    assert "train (24, 3, 12, 12), test (16, 3, 12, 12), classes ['cat', 'dog'], values in" in text, text
+    assert "idx files readable: (20, 1, 28, 28)" in text
+    assert "CLI model (28×28)" in text and "ADP ensemble" in text
 
 
 def test_notebooks_page_is_rendered_from_its_record():

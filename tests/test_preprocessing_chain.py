@@ -1,10 +1,11 @@
 """ART's standardisation is part of the attacked function everywhere: ``PyTorchClassifier(net,
 preprocessing=(mean, std))`` and the same network with the standardisation folded into the model give the same
 adversarial examples, predictions, gradients and evaluation records, seed for seed, for every attack of
-art_adp.attacks, EOTClassifier, DefendedModel and art_adp.evaluate. Tiny models (an MLP trained on digits,
+art_adp.attacks, EOTClassifier, DefendedModel and art_adp.apps.evaluation.evaluate. Tiny models (an MLP trained on digits,
 NCSNv2(1, 8, ngf=4))."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,7 +13,9 @@ import torch
 from art.estimators.classification import PyTorchClassifier
 
 import art_adp.attacks as A
-from art_adp import ADPPurifier, DefendedModel, EOTClassifier, EvalConfig, evaluate
+from art_adp import ADPPurifier, DefendedModel, EOTClassifier
+from art_adp.apps.evaluation import EvalConfig, evaluate
+from art_adp.attacks.registry import REGISTRY, Budget
 from art_adp.ensemble import blocks, eot_gradient, logits, stack_draws
 from evalsuite_models import tiny_models
 
@@ -89,18 +92,18 @@ def test_logits_follow_arts_chain(setup, defended):
         np.testing.assert_allclose(standardised.predict(x), a.numpy(), atol=1e-5)
 
 
-ATTACKS = {
-    "ClassifierPGD": lambda e: A.ClassifierPGD(e, eps=EPS, eps_step=STEP, max_iter=3),
-    "PGDEOT-bpda": lambda e: A.PGDEOT(e, gradient="bpda", eps=EPS, eps_step=STEP, max_iter=3, eot_samples=2),
-    "PGDEOT-bpda-sign": lambda e: A.PGDEOT(e, gradient="bpda", eps=EPS, eps_step=STEP,
-                                          max_iter=3, eot_samples=2, aggregate="sign"),
-    "JointScore": lambda e: A.JointScore(e, eps=EPS, eps_step=STEP, max_iter=3, eot_samples=2),
-    "JointScore-eot0": lambda e: A.JointScore(e, eps=EPS, eps_step=STEP, max_iter=3, eot_samples=0),
-    "JointFull": lambda e: A.JointFull(e, eps=EPS, eps_step=STEP, max_iter=3, eot_samples=2),
-    "BlackBoxSPSA": lambda e: A.BlackBoxSPSA(e, eps=EPS, eps_step=STEP, max_iter=2, samples_per_step=8, seed=0),
-    "PGDEOT-full": lambda e: A.PGDEOT(e, gradient="full", eps=EPS, eps_step=STEP, max_iter=3, eot_samples=2),
-    "APGDEOT": lambda e: A.APGDEOT(e, eps=EPS, max_iter=3, eot_samples=2, seed=0),
+BUDGET = Budget(eps=EPS, eps_step=STEP, max_iter=3, eot_samples=2, samples_per_step=8)
+ATTACKS = {  # every attack of the registry, and the variants of its budget worth a case of their own
+    **{name: BUDGET for name in REGISTRY},
+    "bpda-eot/sign": replace(BUDGET, eot_aggregate="sign"),
+    "joint-score/eot0": replace(BUDGET, eot_samples=0),  # the score direction alone
+    "spsa": replace(BUDGET, max_iter=2),
 }
+
+
+def build(name: str, estimator):
+    """The registry's attack ``name`` (before a ``/``) on ``estimator`` with the case's budget, seed 0."""
+    return REGISTRY[name.split("/")[0]].build(estimator, ATTACKS[name], 0)
 
 
 @pytest.mark.parametrize("name", list(ATTACKS))
@@ -110,7 +113,7 @@ def test_attacks_see_the_standardisation(setup, name):
     for est in pair(setup):
         np.random.seed(0)
         torch.manual_seed(0)
-        outs.append(ATTACKS[name](est).generate(x, y=y))
+        outs.append(build(name, est).generate(x, y=y))
     assert np.abs(outs[0] - x).max() > 1e-3  # the attack moved
     np.testing.assert_allclose(outs[0], outs[1], rtol=0, atol=1e-5)
 
@@ -120,7 +123,7 @@ def test_eot_classifier_sees_the_standardisation(setup, gradient, batch_size):
     _, _, x, y = setup
     results = []
     for est in pair(setup, gradient=gradient):
-        eot, p = EOTClassifier(est, nb_samples=3, batch_size=batch_size), the_purifier(est)
+        eot, p = EOTClassifier(est, ensemble_size=3, batch_size=batch_size), the_purifier(est)
         p.generator.manual_seed(1)
         predicted = eot.predict(x)
         p.generator.manual_seed(2)
@@ -136,8 +139,8 @@ def test_eot_classifier_sees_the_standardisation(setup, gradient, batch_size):
 def test_defended_model_from_estimator_sees_the_standardisation(setup):
     mlp, score, x, _ = setup
     standardised, folded = pair(setup, gradient="full")
-    models = [DefendedModel.from_estimator(standardised, nb_samples=3, batch_size=10),
-              DefendedModel(Folded(mlp), the_purifier(folded), nb_samples=3)]
+    models = [DefendedModel.from_estimator(standardised, ensemble_size=3, batch_size=10),
+              DefendedModel(Folded(mlp), the_purifier(folded), ensemble_size=3)]
     outs = []
     for model, p in zip(models, (the_purifier(standardised), the_purifier(folded))):
         p.generator.manual_seed(4)
@@ -179,7 +182,7 @@ def test_stacked_draws_equal_consecutive_draws_whatever_the_blocks(setup):
 
 
 def test_evaluation_records_see_the_standardisation(setup, tmp_path, monkeypatch):
-    """art_adp.evaluate builds its estimator inside; a PyTorchClassifier that always standardises stands in."""
+    """evaluate builds its estimator inside; a PyTorchClassifier that always standardises stands in."""
     import art_adp.apps.evaluation.run as run
 
     mlp, score, x, y = setup
@@ -188,10 +191,9 @@ def test_evaluation_records_see_the_standardisation(setup, tmp_path, monkeypatch
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **{**kwargs, "preprocessing": (MEAN, STD)})
 
-    config = EvalConfig(attacks=("clf-pgd", "bpda-eot", "joint-score", "joint-full", "spsa", "full-pgd-eot",
-                                 "apgd-eot"), eps=EPS, eps_step=STEP, iterations=2, eot=2, spsa_iterations=1,
-                        spsa_samples=4, apgd_iterations=2, apgd_eot=1, runs=2, repeats=1, chunk_size=4,
-                        batch_size=64, sanity=False)
+    config = EvalConfig(attacks=tuple(REGISTRY), eps=EPS, eps_step=STEP, max_iter=2, eot_samples=2, spsa_max_iter=1,
+                        spsa_samples_per_step=4, apgd_max_iter=2, apgd_eot_samples=1, ensemble_size=2, repeats=1,
+                        chunk_size=4, batch_size=64, sanity=False)
     records = []
     for name, net in (("standardised", mlp), ("folded", Folded(mlp))):
         with monkeypatch.context() as m:

@@ -57,7 +57,7 @@ def nets():
     art = PyTorchClassifier(model=clf, loss=torch.nn.CrossEntropyLoss(), input_shape=(1, 4, 4), nb_classes=3,
                             clip_values=CLIP, preprocessing_defences=[purifier], device_type="cpu")
     detector = ScoreNormDetector(score, threshold=1.0, device_type="cpu")
-    return score, clf, purifier, EOTClassifier(art, nb_samples=2), detector
+    return score, clf, purifier, EOTClassifier(art, ensemble_size=2), detector
 
 
 def check(call, x: np.ndarray, out_shape, bounded: bool) -> None:
@@ -90,7 +90,7 @@ def test_adp_purifier_forward(nets, x):
 @given(x=images())
 def test_defended_model(nets, x):
     _, clf, purifier, _, _ = nets
-    model = DefendedModel(clf, purifier, nb_samples=2)
+    model = DefendedModel(clf, purifier, ensemble_size=2)
     check(lambda: model(torch.from_numpy(x)), x, (len(x) if x.ndim else 0, 3), bounded=False)
 
 

@@ -1,26 +1,66 @@
 """The provenance record every result file carries (art_adp.runs.provenance)."""
 
 import hashlib
+import subprocess
 
+import pytest
 import torch
 
-from art_adp import __version__
-from art_adp.runs.provenance import code_version, device_description, provenance
-from art_adp.runs.records import module_sha256
+from art_adp import NCSNv2, __version__, load_score_model, save_score_model
+from art_adp.runs import provenance as provenance_module
+from art_adp.runs.provenance import MODELS_HASH, code_diff, code_version, device_description, provenance
+from art_adp.runs.records import module_sha256, weights_sha256
 
 
-def test_provenance_hashes_files_and_modules_and_names_the_run(tmp_path):
-    path = tmp_path / "weights.bin"
-    path.write_bytes(b"abc")
-    net = torch.nn.Linear(2, 1)
-    p = provenance(wall_time_s=12.345, device="cpu", models={"file": path, "net": net}, command="art-adp demo")
-    assert set(p) == {"command", "code_version", "models", "device", "wall_time_s"}
-    assert p["models"]["file"] == hashlib.sha256(b"abc").hexdigest()
-    assert p["models"]["net"] == module_sha256(net)
+def test_provenance_hashes_checkpoints_and_modules_alike_and_names_the_run(tmp_path):
+    net = NCSNv2(1, 8, ngf=4)
+    path = tmp_path / "score.safetensors"
+    save_score_model(net, path)
+    loaded = load_score_model(path)
+    p = provenance(wall_time_s=12.345, device="cpu", models={"file": path, "net": loaded}, command="art-adp demo")
+    assert {"command", "code_version", "models", "models_hash", "device", "wall_time_s"} <= set(p)
+    # one method: the weights' SHA-256, whether the model is given as its checkpoint file or as the loaded module
+    assert p["models"]["file"] == p["models"]["net"] == module_sha256(net)
+    assert p["models"]["file"] != hashlib.sha256(path.read_bytes()).hexdigest()  # not the file's bytes
+    assert p["models_hash"] == MODELS_HASH == "SHA-256 of the weights (state dict)"
     assert p["wall_time_s"] == 12.3 and p["command"] == "art-adp demo"
     assert p["device"].startswith("CPU ") and f"torch {torch.__version__}" in p["device"]
-    net.weight.data += 1  # other weights, another hash
-    assert provenance(wall_time_s=0, models={"net": net})["models"]["net"] != p["models"]["net"]
+    with torch.no_grad():
+        loaded.begin_conv.weight += 1  # other weights, another hash
+    assert provenance(wall_time_s=0, models={"net": loaded})["models"]["net"] != p["models"]["file"]
+
+
+def test_weights_hash_ignores_the_header_and_refuses_a_foreign_file(tmp_path):
+    net = NCSNv2(1, 8, ngf=4)
+    save_score_model(net, tmp_path / "a.safetensors")
+    save_score_model(net, tmp_path / "b.safetensors", step=7)  # another header, the same weights
+    a, b = (tmp_path / "a.safetensors").read_bytes(), (tmp_path / "b.safetensors").read_bytes()
+    assert a != b and weights_sha256(tmp_path / "a.safetensors") == weights_sha256(tmp_path / "b.safetensors")
+    (tmp_path / "c.bin").write_bytes(b"abc")
+    with pytest.raises(ValueError, match="c.bin is not a safetensors file"):
+        weights_sha256(tmp_path / "c.bin")
+
+
+def _git(cwd, *args):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def test_uncommitted_code_leaves_its_diff_in_the_record(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _git(repo, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "start")
+    (repo / "code.py").write_text("x = 1\n")
+    _git(repo, "add", "code.py")
+    _git(repo, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "code")
+    monkeypatch.setattr(provenance_module, "_PACKAGE", repo)
+    clean = provenance(wall_time_s=1, command="c")
+    assert not clean["code_version"].endswith("-dirty)") and "code_diff" not in clean
+    (repo / "code.py").write_text("x = 2\n")
+    dirty = provenance(wall_time_s=1, command="c")
+    assert dirty["code_version"].endswith("-dirty)")
+    assert "-x = 1\n+x = 2\n" in dirty["code_diff"] and dirty["code_diff"] == code_diff()
+    assert dirty["code_diff_sha256"] == hashlib.sha256(dirty["code_diff"].encode()).hexdigest()
 
 
 def test_code_version_names_the_package_version():

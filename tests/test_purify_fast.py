@@ -230,3 +230,32 @@ def test_without_compaction_a_cpu_loop_ends_once_every_sample_has_stopped():
     assert info["steps"].tolist() == [0] * len(x) and info["step_sizes"].shape == (len(x), 8)
     assert torch.equal(out, x.clamp(0, 1)) and info["step_sizes"].abs().sum() == 0
     assert score.rows == 2 * len(x)  # one step evaluated, not eight
+
+
+def _half_linear_score(s: float, dtype: torch.dtype) -> torch.nn.Module:
+    """h(x) = −(x − μ)/s as a 1×1 convolution whose parameters are in ``dtype`` (a half-precision network)."""
+    conv = torch.nn.Conv2d(1, 1, 1)
+    conv.weight.data.fill_(-1 / s)
+    conv.bias.data.fill_(MU / s)
+    return conv.to(dtype).eval().requires_grad_(False)
+
+
+@pytest.mark.parametrize("dtype, s, side", [(torch.bfloat16, 0.2, 8), (torch.float16, 0.01, 16)])
+def test_the_adaptive_step_of_a_half_precision_network_is_computed_in_float32(dtype, s, side):
+    # bfloat16: 1 − ⟨h, h'⟩/‖h‖² = δ/s = 5e-3 sits at the format's resolution near 1 (2^-8);
+    # float16: ‖h‖² = 256 · (0.3/0.01)² ≈ 2e5 overflows (max 65504) and clamp_min(1e-30) rounds to 0.
+    net = _half_linear_score(s, dtype)
+    x = (MU + 0.3 * torch.sign(torch.randn(2, 1, side, side, generator=torch.Generator().manual_seed(0)))).to(dtype)
+    out, info = purify(net, x, sigma=0.0, steps=1, tau=0.0, return_info=True)
+    h = net(x)
+    h_probe = net(x + 1e-3 * h)  # the network's own outputs, in its dtype, as purify sees them
+    hf, pf = h.float().flatten(1), h_probe.float().flatten(1)
+    alpha = (0.05 * 1e-3 / (1 - (hf * pf).sum(1) / hf.pow(2).sum(1))).clamp(1e-5, 0.1)  # eq. 11 in float32
+    assert info["step_sizes"].dtype == torch.float32 and out.dtype == dtype
+    torch.testing.assert_close(info["step_sizes"][:, 0], alpha, rtol=1e-6, atol=0)
+    if dtype == torch.float16:  # λs, as for a float32 network (in bfloat16 the probe x + δh itself rounds)
+        assert torch.allclose(alpha, torch.full_like(alpha, 0.05 * s), rtol=0.02)
+    assert torch.equal(out, (x.float() + alpha.view(-1, 1, 1, 1) * h.float()).clamp(0, 1).to(dtype))
+    h_sq = (h * h).flatten(1).sum(1).clamp_min(1e-30)  # the same rule in the network's dtype loses the step
+    naive = (0.05 * 1e-3 / (1 - (h * h_probe).flatten(1).sum(1) / h_sq)).float().clamp(1e-5, 0.1)
+    assert not torch.allclose(naive, alpha, rtol=0.05)

@@ -13,7 +13,7 @@ from art.estimators.classification import PyTorchClassifier
 import art_adp.attacks as A
 from art_adp import ADPPurifier, NCSNv2
 from art_adp.apps.evaluation import EvalConfig, report
-from art_adp.apps.evaluation.config import ATTACKS, BUDGET_FIELDS, GRADIENT_ATTACKS, PAPER_ATTACKS, budget_text
+from art_adp.apps.evaluation.config import ATTACKS, GRADIENT_ATTACKS, PAPER_ATTACKS, budget_fields, budget_text
 from art_adp.apps.evaluation.run import _unit_cost, plan
 from art_adp.attacks.registry import LABELS, REGISTRY, Budget
 
@@ -31,11 +31,11 @@ def _estimator() -> PyTorchClassifier:
 def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
     assert ATTACKS == ("clf-pgd", "bpda-eot", "joint-score", "joint-full", "spsa", "full-pgd-eot", "apgd-eot")
     assert PAPER_ATTACKS == ATTACKS[:-1] and GRADIENT_ATTACKS == ("full-pgd-eot", "apgd-eot", "bpda-eot")
-    assert BUDGET_FIELDS == {
-        "clean": (), "clf-pgd": ("iterations",), "bpda-eot": ("iterations", "eot", "eot_aggregate"),
-        "joint-score": ("iterations", "eot", "joint_weight"), "joint-full": ("iterations", "eot", "joint_weight"),
-        "full-pgd-eot": ("iterations", "eot", "eot_aggregate"), "apgd-eot": ("apgd_iterations", "apgd_eot"),
-        "spsa": ("spsa_iterations", "spsa_samples"), "flags": (),
+    assert {a: budget_fields(a) for a in ("clean", *ATTACKS, "flags")} == {
+        "clean": (), "clf-pgd": ("max_iter",), "bpda-eot": ("max_iter", "eot_samples", "eot_aggregate"),
+        "joint-score": ("max_iter", "eot_samples", "weight"), "joint-full": ("max_iter", "eot_samples", "weight"),
+        "full-pgd-eot": ("max_iter", "eot_samples", "eot_aggregate"), "apgd-eot": ("apgd_max_iter", "apgd_eot_samples"),
+        "spsa": ("spsa_max_iter", "spsa_samples_per_step"), "flags": (),
     }
     assert report.LABELS["bpda-eot"] == "BPDA+EOT" and report.LABELS["clean"] == "Natural (clean)"
     assert report.BASELINE_ATTACK == {"clean": "clean", "clf-pgd": "clf-pgd", "bpda-eot": "clf-pgd",
@@ -53,16 +53,16 @@ def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
     ("spsa", A.BlackBoxSPSA, {"max_iter": 2, "samples_per_step": 16, "eps_step": 0.01, "seed": 5}),
 ])
 def test_each_record_builds_its_attack_from_the_configs_budget(name, cls, expected):
-    c = EvalConfig(eps=0.1, eps_step=0.01, iterations=7, eot=3, eot_aggregate="sign", joint_weight=0.25,
-                   apgd_iterations=9, apgd_eot=4, spsa_iterations=2, spsa_samples=16, batch_size=32)
+    c = EvalConfig(eps=0.1, eps_step=0.01, max_iter=7, eot_samples=3, eot_aggregate="sign", weight=0.25,
+                   apgd_max_iter=9, apgd_eot_samples=4, spsa_max_iter=2, spsa_samples_per_step=16, batch_size=32)
     attack = REGISTRY[name].build(_estimator(), c.budget(name), 5)
     assert type(attack) is cls
     assert {k: getattr(attack, k) for k in expected} == expected
 
 
 def test_cost_model_and_budget_text_per_attack():
-    c = EvalConfig(iterations=4, eot=3, apgd_iterations=5, apgd_eot=2, spsa_iterations=2, spsa_samples=8, runs=2,
-                   repeats=3)
+    c = EvalConfig(max_iter=4, eot_samples=3, apgd_max_iter=5, apgd_eot_samples=2, spsa_max_iter=2,
+                   spsa_samples_per_step=8, ensemble_size=2, repeats=3)
     main = plan(c, randomized=True)[0]
     probe = {"forward": 1.0, "full": 10.0}
     judge = 2 * 3 * 1.0
@@ -76,7 +76,7 @@ def test_cost_model_and_budget_text_per_attack():
 
 def test_a_budget_has_the_attacks_parameter_names():
     b = Budget(eps=0.3, eps_step=0.01, max_iter=40)
-    assert (b.norm, b.eot_samples, b.aggregate) == (math.inf, 1, "mean")
+    assert (b.norm, b.eot_samples, b.eot_aggregate) == (math.inf, 1, "mean")
     attack = REGISTRY["bpda-eot"].build(_estimator(), b, 0)
     assert (attack.eps, attack.eps_step, attack.max_iter, attack.eot_samples) == (0.3, 0.01, 40, 1)
 
@@ -130,3 +130,20 @@ def test_wilson_is_one_function():
 
     assert measure.wilson is report.wilson
     assert all(np.isnan(report.wilson(0.0, 0)))
+
+
+def test_the_registry_speaks_the_budgets_names_only():
+    """Every parameter an attack record reads is a Budget field; an EvalConfig field of the same name (or the
+    attack's short name and it, for what it counts on its own) sets it: no table between the two."""
+    from dataclasses import fields
+
+    budget = {f.name for f in fields(Budget)}
+    config = {f.name for f in fields(EvalConfig)}
+    for spec in REGISTRY.values():
+        assert set(spec.fields) <= budget and set(spec.own) <= set(spec.fields), spec.name
+        assert set(budget_fields(spec.name)) <= config, spec.name
+    c = EvalConfig(max_iter=7, eot_samples=3, apgd_max_iter=9, apgd_eot_samples=4, memory_budget=64)
+    assert (c.budget("bpda-eot").max_iter, c.budget("bpda-eot").eot_samples) == (7, 3)
+    assert (c.budget("apgd-eot").max_iter, c.budget("apgd-eot").eot_samples) == (9, 4)
+    assert c.budget("full-pgd-eot").memory_budget == 64  # MiB, as the attacks take it
+    assert tuple(s.name for s in REGISTRY.values() if s.full) == ("full-pgd-eot", "apgd-eot")

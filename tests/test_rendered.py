@@ -1,6 +1,7 @@
 """Every published measurement is rendered from its committed result file (docs/render.py): a table that differs
 from its rendering, a result file without provenance, or a figure that no page shows fails here."""
 
+import hashlib
 import importlib.util
 import json
 from pathlib import Path
@@ -51,3 +52,45 @@ def test_a_result_file_without_provenance_is_refused(tmp_path, monkeypatch):
 def test_an_unknown_figure_is_named():
     with pytest.raises(KeyError, match="unknown figure 'nope'"):
         render.render("nope")
+
+
+def _result(tmp_path, **provenance):
+    base = {"command": "c", "code_version": "art-adp 0.1.0 (abc1234-dirty)", "models": {}, "device": "CPU",
+            "wall_time_s": 1.0}
+    (tmp_path / "r.json").write_text(json.dumps({"provenance": {**base, **provenance}}))
+
+
+def test_a_result_of_uncommitted_code_without_its_diff_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(render, "ROOT", tmp_path)
+    _result(tmp_path)
+    message = (r"r.json was produced by uncommitted code \(art-adp 0.1.0 \(abc1234-dirty\)\) and does not carry that "
+               r"code's diff: commit the code and re-run the command that writes it.")
+    with pytest.raises(ValueError, match=message):
+        render.load("r.json")
+    _result(tmp_path, code_diff="+x = 2\n", code_diff_sha256="0" * 64)  # a diff that is not the one hashed
+    with pytest.raises(ValueError, match=message):
+        render.load("r.json")
+    diff = "+x = 2\n"
+    _result(tmp_path, code_diff=diff, code_diff_sha256=hashlib.sha256(diff.encode()).hexdigest())
+    assert render.load("r.json")["provenance"]["code_diff"] == diff
+
+
+def test_the_hashing_method_is_printed_beside_the_hashes():
+    p = {"command": "c", "code_version": "v", "device": "CPU", "wall_time_s": 1.0, "models": {"score": "ab" * 32}}
+    assert "models (SHA-256, method not recorded) score abababababab." in render.source("r.json", {"provenance": p})
+    p["models_hash"] = "SHA-256 of the weights (state dict)"
+    assert "models (SHA-256 of the weights (state dict)) score abab" in render.source("r.json", {"provenance": p})
+
+
+def test_no_committed_result_of_uncommitted_code_lacks_its_diff():
+    """Rendered or not: a result file whose code version is -dirty carries that code's diff (or is re-measured)."""
+    dirty = []
+    for path in sorted([*ROOT.glob("docs/**/*.json"), *ROOT.glob("benchmarks/results/*.json")]):
+        p = json.loads(path.read_text("utf-8"))
+        p = p.get("provenance", {}) if isinstance(p, dict) else {}
+        diff = p.get("code_diff")
+        if "-dirty" in str(p.get("code_version", "")) and (
+            not isinstance(diff, str) or hashlib.sha256(diff.encode()).hexdigest() != p.get("code_diff_sha256")
+        ):
+            dirty.append(str(path.relative_to(ROOT)))
+    assert dirty == []

@@ -15,8 +15,8 @@ from art_adp.models import load_classifier
 from art_adp.score import NCSNv2, load_score_model, train_score_model
 
 TINY = MnistRecipe(hidden=(16,), clf_epochs=30, clf_batch_size=8, ngf=2, num_sigmas=4, batch_size=4, budgets=(2, 4),
-                   curve_milestones=(2, 4), checkpoint_every=1, steps=2, runs=2, repeats=2, iterations=2,
-                   bpda_iterations=2, eot=1, full_iterations=1, full_eot=1, n_examples=6, n_bpda=3, n_full=2, n_curve=4,
+                   curve_milestones=(2, 4), checkpoint_every=1, steps=2, ensemble_size=2, repeats=2, max_iter=2,
+                   bpda_max_iter=2, eot_samples=1, full_max_iter=1, full_eot_samples=1, n_examples=6, n_bpda=3, n_full=2, n_curve=4,
                    chunk_size=4)
 
 
@@ -123,7 +123,7 @@ def test_interrupted_table_redoes_only_missing_chunks(done_run, tmp_path):
 
 def test_another_recipe_in_the_same_folder_is_refused(done_run):
     root, run, _, _ = done_run
-    with pytest.raises(ValueError, match=r"another recipe \(differs in \['ngf'\]\)"):
+    with pytest.raises(ValueError, match=r"holds records for the recipe made with other settings: ngf 2 \(now 4\)\."):
         reproduce_mnist(root, run, MnistRecipe(**{**TINY.__dict__, "ngf": 4}), device="cpu", progress=False)
 
 
@@ -154,14 +154,14 @@ def test_cli_maps_every_option_onto_the_recipe(done_run, capsys):
     argv = ["reproduce", "mnist", "--data-root", str(root), "--run-dir", str(run), "--quiet", "--device", "cpu",
             "--hidden", "16", "--clf-epochs", "30", "--clf-batch-size", "8", "--ngf", "2", "--num-sigmas", "4",
             "--batch-size", "4", "--budgets", "2,4", "--curve-milestones", "2,4", "--checkpoint-every", "1",
-            "--steps", "2", "--runs", "2", "--repeats", "2", "--iterations", "2", "--bpda-iterations", "2",
-            "--eot", "1", "--full-iterations", "1", "--full-eot", "1", "--n-examples", "6", "--n-bpda", "3",
+            "--steps", "2", "--ensemble-size", "2", "--repeats", "2", "--max-iter", "2", "--bpda-max-iter", "2",
+            "--eot-samples", "1", "--full-max-iter", "1", "--full-eot-samples", "1", "--n-examples", "6", "--n-bpda", "3",
             "--n-full", "2", "--n-curve", "4", "--chunk-size", "4"]
     assert main(argv) == 0  # the same recipe as TINY: every stage is reused, nothing is recomputed
     out = capsys.readouterr().out
     assert "[eval] reusing every record" in out and f"table: {run / 'table.md'}" in out
     assert main(argv[:-2] + ["--chunk-size", "5"]) == 2
-    assert "holds a run of another recipe (differs in ['chunk_size'])" in capsys.readouterr().err
+    assert "holds records for the recipe made with other settings: chunk_size 4 (now 5)" in capsys.readouterr().err
 
 
 class _TowardsGrey(torch.nn.Module):

@@ -54,10 +54,10 @@ def _one_thread(one_thread):
 def test_protocols_match_the_papers():
     script = _script()
     paper, croce = script.PROTOCOLS["paper"], script.PROTOCOLS["croce"]
-    assert (paper.eps, paper.step, paper.iterations, paper.eot, paper.spsa_samples, paper.runs, paper.repeats) == (
+    assert (paper.eps, paper.step, paper.max_iter, paper.eot_samples, paper.spsa_samples_per_step, paper.ensemble_size, paper.repeats) == (
         8 / 255, 2 / 255, 40, 15, 1280, 10, 3)
     assert paper.attacks == ("clf-pgd", "bpda-eot", "joint-score", "joint-full", "spsa")
-    assert (croce.attacks, croce.eps, croce.apgd_iterations, croce.apgd_eot, croce.runs, croce.repeats) == (
+    assert (croce.attacks, croce.eps, croce.apgd_max_iter, croce.apgd_eot_samples, croce.ensemble_size, croce.repeats) == (
         ("apgd-eot",), 8 / 255, 100, 200, 10, 5)
     assert script.EXPECTED == {"paper": {"clean": 86.14, "clf-pgd": 80.24, "bpda-eot": 70.01, "joint-score": 70.61,
                                          "joint-full": 78.39, "spsa": 80.80}, "croce": {"apgd-eot": 33.7}}
@@ -81,8 +81,8 @@ def test_end_to_end_on_random_weights(tmp_path, capsys):
     run_dir = tmp_path / "run"
     argv = ["--score", str(score), "--classifier", str(tmp_path / "classifier.safetensors"),
             "--data-root", str(tmp_path / "data"), "--device", "cpu", "--protocol", "both", "--run-dir", str(run_dir),
-            "--steps", "2", "--iterations", "1", "--eot", "1", "--spsa-iterations", "1", "--spsa-samples", "2",
-            "--apgd-iterations", "2", "--apgd-eot", "1", "--runs", "1", "--repeats", "2", "--no-sanity", "--quiet"]
+            "--steps", "2", "--max-iter", "1", "--eot-samples", "1", "--spsa-max-iter", "1",
+            "--spsa-samples-per-step", "2", "--apgd-max-iter", "2", "--apgd-eot-samples", "1", "--ensemble-size", "1", "--repeats", "2", "--no-sanity", "--quiet"]
     assert _script().main(argv) == 0
     out = capsys.readouterr().out
     assert "REDUCED BUDGET" in out and "CIFAR-10 test images: 3; device: cpu" in out
@@ -108,9 +108,9 @@ def test_missing_models_are_clear_errors(tmp_path, capsys):
 @pytest.mark.parametrize("protocol,argv,expected", [
     ("paper", [], []),
     ("paper", ["--eot-aggregate", "sign"], []),  # an aggregation, not a count
-    ("croce", ["--iterations", "2"], []),  # PGD counts are not Croce et al.'s protocol: nothing reduced
-    ("croce", ["--apgd-eot", "20"], ["apgd_eot 20 (protocol: 200)"]),
-    ("paper", ["--eot", "5", "--steps", "5"], ["eot 5 (protocol: 15)", "ADP sigma 0.25, T = 5 (protocol: 0.25, 10)"]),
+    ("croce", ["--max-iter", "2"], []),  # PGD counts are not Croce et al.'s protocol: nothing reduced
+    ("croce", ["--apgd-eot-samples", "20"], ["apgd_eot_samples 20 (protocol: 200)"]),
+    ("paper", ["--eot-samples", "5", "--steps", "5"], ["eot_samples 5 (protocol: 15)", "ADP sigma 0.25, T = 5 (protocol: 0.25, 10)"]),
 ])
 def test_reduced_budgets_are_named(protocol, argv, expected):
     script = _script()

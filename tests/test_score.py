@@ -78,12 +78,6 @@ def test_dsm_loss_matches_a_hand_computation_with_the_same_draws():
     assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
 
 
-@pytest.fixture
-def tiny():
-    x = torch.rand(40, 1, 8, 8, generator=torch.Generator().manual_seed(0))
-    return x, geometric_sigmas(1.0, 0.05, 4)
-
-
 def test_ema_is_kept_returned_and_differs_from_raw(tiny):
     x, sigmas = tiny
     torch.manual_seed(0)
@@ -198,5 +192,18 @@ def test_foreign_safetensors_and_wrong_shapes_are_refused(tmp_path):
         load_score_model(path)
     header["architecture"] = "Evil"
     write_checkpoint(path, tensors, header)
-    with pytest.raises(ValueError, match=re.escape("names an unknown architecture 'Evil'; known: ['NCSNv2']")):
+    with pytest.raises(ValueError, match=re.escape("names an unknown architecture 'Evil'; known: ['DenoiserUNet', 'NCSNv2']")):
         load_score_model(path)
+
+
+def test_training_options_are_keyword_only_and_declared_once(tiny):
+    import inspect
+
+    from art_adp.score.train import TRAIN_DEFAULTS, TRAIN_OPTIONS
+
+    x, sigmas = tiny
+    with pytest.raises(TypeError, match="takes 4 positional arguments but 5 were given"):
+        train_score_model(NCSNv2(1, 8, ngf=4), x, sigmas, 1, 8)  # batch_size by position
+    parameters = inspect.signature(train_score_model).parameters
+    assert [p.name for p in parameters.values() if p.kind is p.KEYWORD_ONLY] == list(TRAIN_OPTIONS)
+    assert all(parameters[name].default == getattr(TRAIN_DEFAULTS, name) for name in TRAIN_OPTIONS)

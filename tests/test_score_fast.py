@@ -33,12 +33,6 @@ def _tiny_conv() -> nn.Module:
     )
 
 
-@pytest.fixture
-def tiny():
-    x = torch.rand(40, 1, 8, 8, generator=torch.Generator().manual_seed(0))
-    return x, geometric_sigmas(1.0, 0.05, 4)
-
-
 def test_bf16_training_tracks_fp32_and_the_tolerance_separates_other_training():
     # 120 steps of a small conv net on binary-ish 8×8 images. Measured on this setup: bf16 differs from fp32 by
     # < 1e-5 (relative) in the EMA's DSM loss on fixed draws and by 5e-4 in its outputs on fixed noisy inputs

@@ -1,11 +1,13 @@
 """
 Execute the pull request's notebook against the pull request's code and store it with its outputs.
 
-ART 1.20.1 (installed in the running Python) is copied to a temporary folder and the pull request's `art/` files are
-laid over it, as `upstream/check.sh` does; the notebook's kernel imports that tree. The notebook runs on the CPU with
-one thread (`OMP_NUM_THREADS=1`, `MKL_NUM_THREADS=1` in the kernel's environment). Its outputs are stored in the
-notebook, and its figures (the `results` dictionary and the settings) go to `upstream/results/notebook.json` with the
-command, the git commit, the device, the package versions and the wall time.
+ART 1.20.1 (installed in the running Python) is copied to a temporary folder and the pull request's patch
+(`upstream/score_based_purification.patch`) is applied to its `art/` files with `git apply` (ART 1.20.1's
+`art/defences/preprocessor/__init__.py` is dev_1.21.0's); the notebook's kernel imports that tree. The notebook runs
+on the CPU with one thread (`OMP_NUM_THREADS=1`, `MKL_NUM_THREADS=1` in the kernel's environment). Its outputs are
+stored in the notebook, and its figures (the `results` dictionary and the settings) go to
+`upstream/results/notebook.json` with the command, the git commit, the device, the package versions and the wall
+time. The patch is then rewritten with the executed notebook (`python upstream/patch.py --write`).
 
     python upstream/run_notebook.py   # needs nbclient and ipykernel beside ART 1.20.1 and torch
 """
@@ -60,7 +62,10 @@ def assemble_tree(folder: Path) -> None:
     if art.__version__ != "1.20.1":
         raise ValueError(f"ART 1.20.1 is needed beside nbclient, found {art.__version__}: install it in this Python.")
     shutil.copytree(Path(art.__file__).parent, folder / "art", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(HERE / "art" / "art", folder / "art", dirs_exist_ok=True)
+    subprocess.run(["git", "init", "-q", "."], cwd=folder, check=True)  # git apply relative to this folder
+    subprocess.run(
+        ["git", "apply", "--include=art/*", str(HERE / "score_based_purification.patch")], cwd=folder, check=True
+    )
 
 
 def main() -> None:
@@ -68,7 +73,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=int, default=1200, help="Seconds allowed per cell.")
     args = parser.parse_args()
 
-    commit, modified = git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--", "art"))
+    commit, modified = git("rev-parse", "HEAD"), bool(
+        git("status", "--porcelain", "--", "art", "score_based_purification.patch")
+    )
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(DUMP))
     with tempfile.TemporaryDirectory() as tmp:
@@ -113,6 +120,7 @@ def main() -> None:
     RESULT.parent.mkdir(exist_ok=True)
     RESULT.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(record, indent=2))
+    subprocess.run([sys.executable, str(HERE / "patch.py"), "--write"], check=True)
 
 
 if __name__ == "__main__":

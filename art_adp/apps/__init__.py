@@ -2,8 +2,9 @@
 run-folder plumbing of :mod:`art_adp.runs`.
 
 - :mod:`~art_adp.apps.cli`: ``art-adp`` / ``python -m art_adp`` (parsing only, one call per command);
-- :mod:`~art_adp.apps.commands`: the command functions the CLI calls, each taking a config dataclass;
-- :mod:`~art_adp.apps.evaluation`: the evaluation harness (``art_adp.evaluate``) and its card;
+- :mod:`~art_adp.apps.commands`: what the commands share; each command lives next to its application and takes
+  its settings dataclass, which the CLI builds from the flags (docs/architecture.md);
+- :mod:`~art_adp.apps.evaluation`: the evaluation harness (``evaluate``, ``EvalConfig``) and its card;
 - :mod:`~art_adp.apps.reproduce` with :mod:`~art_adp.apps.measure` and :mod:`~art_adp.apps.snapshots`: the paper's
   MNIST row end to end;
 - :mod:`~art_adp.apps.corruption_table`: the common-corruption table; :mod:`~art_adp.apps.certify_run`: the

@@ -1,18 +1,40 @@
-"""``art-adp``: the command line. Argument parsing only: each command is one call into :mod:`art_adp.apps.commands`
-with its settings dataclass, whose defaults (and the library's: ``purify.DEFAULTS``, the attack registry) the flags
-show."""
+"""``art-adp``: the command line. Argument parsing only: each command is one call of a function that lives next to
+its application, with its settings object built here straight from the flags.
+
+A flag either sets a field of the command's settings (dest ``config.<field>``: the library's or the application's
+own dataclass, e.g. :class:`~art_adp.apps.evaluation.EvalConfig`, whose default the help shows and which fills
+every field not given) or is a keyword of the command function (paths, run folder, device). See docs/architecture.md.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import inspect
+import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..attacks import registry
 from . import commands as cmd
+from .certify_run import CertifyConfig, certify_command
+from .corruption_table import VARIANTS, CorruptionConfig, corruptions_command
+from .demo import DemoConfig, run_demo
+from .detect_demo import ATTACKS as DETECT_ATTACKS
+from .detect_demo import DEFENCES, DetectConfig, detect_command
+from .evaluation.command import EOT_SWEEP, SIGMA_SWEEP, evaluate_command
+from ..diffusion_purify import SAMPLERS
+from .evaluation.config import PRESETS, PURIFIERS, EvalConfig, presets_text
+from .levers import ATTACK_ROWS, SETTINGS, LeversConfig, levers_command
+from .reproduce import STAGES, MnistRecipe, reproduce_command
+from .train_classifier import ClassifierTraining, train_classifier_command
+from .train_denoiser import DenoiserTraining, train_denoiser_command
+from .train_score import ScoreTraining, train_score_command
 
 __all__ = ["build_parser", "main"]
+
+CONFIG = "config."  # the dest prefix of a flag that sets a field of the command's settings
 
 
 def _split(kind: Callable[[str], Any]) -> Callable[[str], tuple]:
@@ -20,25 +42,53 @@ def _split(kind: Callable[[str], Any]) -> Callable[[str], tuple]:
     return lambda text: tuple(kind(v.strip()) for v in text.split(",") if v.strip())
 
 
-def _training(p, d) -> None:
-    """The score trainer's levers (train-score, reproduce): ``d`` holds their defaults, the library's."""
-    add = p.add_argument
-    add("--lr", type=cmd.learning_rate, default=d.lr, help="Adam's; auto: large_batch_lr(batch) (default: %(default)s)")
-    add("--lr-warmup", type=int, default=d.lr_warmup, help="steps of linear lr warm-up (default: %(default)s)")
-    add("--precision", choices=["fp32", "bf16"], default=d.precision, help="forward pass, loss (default: %(default)s)")
-    add("--channels-last", action="store_true", help="channels_last weights and batches (tensor-core convolutions)")
-    add("--compile", nargs="?", const=True, choices=cmd.COMPILE_MODES, metavar="MODE", help="torch.compile (alone: on)")
+def _kind(annotation: str) -> Callable[[str], Any]:
+    """The parser of a settings field from its annotation: ``"int | None"`` -> int, ``"tuple[float, ...]"`` ->
+    comma-separated floats."""
+    base = {"int": int, "float": float}
+    first = next((k for k in ("int", "float") if k in annotation), None)
+    if annotation.startswith("tuple"):
+        return _split(base[first] if first else str)
+    return base[first] if first and annotation.split()[0] in base else str
 
 
-def _common(p, run_dir: str, seed: int | None = 0) -> None:
+def _fields(p, cls: type, helps: Mapping[str, str] = {}, *, skip=(), **options: dict) -> None:
+    """One flag per field of the settings dataclass ``cls`` (but ``skip``): ``--max-iter`` sets ``max_iter``; its
+    default, shown in the help, is the field's (read from ``cls`` alone); ``options[name]`` are further keywords of
+    ``add_argument`` (choices, nargs, action, flag)."""
+    defaults = cls()
+    for f in dataclasses.fields(cls):
+        if f.name not in skip:
+            default, extra = getattr(defaults, f.name), _options(f, getattr(defaults, f.name), options.get(f.name, {}))
+            shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+            text = f"{helps.get(f.name, '')} (default: {shown})".strip()
+            flag = extra.pop("flag", "--" + f.name.replace("_", "-"))
+            p.add_argument(flag, dest=CONFIG + f.name, default=argparse.SUPPRESS, help=text, **extra)
+
+
+def _options(f: dataclasses.Field, default: Any, given: Mapping) -> dict:
+    """``add_argument``'s keywords for the field ``f``: a switch for a boolean, else a parser from its annotation."""
+    extra = dict(given)
+    if "action" not in extra and "nargs" not in extra and isinstance(default, bool):
+        extra["action"] = "store_true"
+    elif "action" not in extra:
+        extra.setdefault("type", _kind(str(f.type)))
+    if "choices" not in extra and extra.get("action") not in ("store_true", "store_false"):
+        extra.setdefault("metavar", f.name.upper())
+    return extra
+
+
+def _common(p, command: Callable, **defaults) -> None:
+    """The run folder (default: the command's), the device and the progress bars."""
+    run_dir = inspect.signature(command).parameters["run_dir"].default
     p.add_argument("--run-dir", default=run_dir, help=f"output folder (default: {run_dir})")
-    p.add_argument("--seed", type=int, default=seed, help="seed of every random draw (default: 0)")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: CUDA when available")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--quiet", dest="progress", action="store_false", help="no progress bars")
+    p.set_defaults(run=command, **defaults)
 
 
 def _dataset(p) -> None:
-    p.add_argument("--dataset", default=cmd.Data.dataset, choices=list(cmd.DATASETS))
+    p.add_argument("--dataset", default="digits", choices=list(cmd.DATASETS))
     p.add_argument("--data-root", default=None, help="folder with the dataset files (all but digits)")
 
 
@@ -47,280 +97,204 @@ def _trained(p) -> None:
     p.add_argument("--classifier", default=cmd.DEMO_CLASSIFIER, help="classifier (default: the demo's)")
 
 
+def _threads(p) -> None:
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")  # commands.run sets them
+
+
+PRECISION = {"choices": ["fp32", "bf16"]}
+COMPILE = {"nargs": "?", "const": True, "choices": cmd.COMPILE_MODES, "metavar": "MODE"}
+TRAINER_HELP = {
+    "lr": "Adam's; auto: large_batch_lr(batch)",
+    "lr_warmup": "steps of linear lr warm-up",
+    "precision": "forward pass, loss",
+    "channels_last": "channels_last weights and batches (tensor-core convolutions)",
+    "compile": "torch.compile (alone: on)",
+}
+
+
 def _demo(sub) -> None:
     p = sub.add_parser("demo", help="train or reuse models on digits, attack with ART PGD, print the table")
-    add = p.add_argument
-    _common(p, cmd.Demo.run_dir, seed=None)
-    d = cmd.DemoConfig()
-    add("--eps", type=float, help=f"l_inf radius (default: {d.eps})")
-    add("--pgd-steps", type=int, help=f"PGD iterations (default: {d.pgd_steps})")
-    add("--sigma", type=float, help=f"ADP noise level (default: {d.sigma})")
-    add("--runs", type=int, help=f"S, purification runs averaged (default: {d.runs})")
-    add("--score-iterations", type=int, help=f"DSM steps (default: {d.score_iterations})")
-    add("--ngf", type=int, help=f"NCSNv2 width (default: {d.ngf})")
-    add("--n-examples", type=int, help=f"test digits used, of 360 (default: {d.n_examples})")
-    p.set_defaults(run=cmd.demo, settings_class=cmd.Demo)
+    _common(p, run_demo, settings=DemoConfig)
+    helps = {"max_iter": "PGD iterations", "ensemble_size": "S, purification runs averaged", "ngf": "NCSNv2 width",
+             "n_examples": "test digits used, of 360", "score_iterations": "DSM steps"}  # fmt: skip
+    _fields(p, DemoConfig, helps)
 
 
 def _train_score(sub) -> None:
-    p = sub.add_parser(
-        "train-score", help="train an NCSNv2 score network by multi-level DSM", description=cmd.train_score.__doc__
-    )
-    add = p.add_argument
-    d = cmd.ScoreTraining()
-    _common(p, d.run_dir)
+    p = sub.add_parser("train-score", help="train an NCSNv2 score network by multi-level DSM",
+                       description=train_score_command.__doc__)  # fmt: skip
+    _common(p, train_score_command, settings=ScoreTraining)
     _dataset(p)
-    add("--iterations", type=int, default=d.iterations)
-    add("--batch-size", type=int, default=d.batch_size)
-    _training(p, d)
-    add("--ngf", type=int, default=d.ngf, help="NCSNv2 width (the paper: 128 for CIFAR)")
-    add("--sigma-begin", type=float, default=None, help="default: Song & Ermon's Techniques 1-2")
-    add("--sigma-end", type=float, default=d.sigma_end)
-    add("--num-sigmas", type=int, default=d.num_sigmas)
-    add("--hflip", action="store_true", help="random horizontal flips (CIFAR)")
-    add("--checkpoint-every", type=int, default=d.checkpoint_every)
-    add(
-        "--augment",
-        choices=["dct", "augmix"],
-        help="augmented DSM for common corruptions (the paper's DCT / AugMix training); multiplies --sigma-end by 10 "
-        "as the paper does",
-    )
-    p.set_defaults(run=cmd.train_score, settings_class=cmd.ScoreTraining)
+    helps = {**TRAINER_HELP, "ngf": "NCSNv2 width (the paper: 128 for CIFAR)", "hflip": "random horizontal flips",
+             "sigma_begin": "None: Song & Ermon's Techniques 1-2",
+             "augment": "augmented DSM for common corruptions (the paper's DCT / AugMix training); multiplies "
+             "--sigma-end by 10 as the paper does"}  # fmt: skip
+    _fields(p, ScoreTraining, helps, lr={"type": cmd.learning_rate}, precision=PRECISION, compile=COMPILE,
+            augment={"choices": ["dct", "augmix"]})  # fmt: skip
 
 
 def _train_denoiser(sub) -> None:
     p = sub.add_parser(
         "train-denoiser",
+        description=train_denoiser_command.__doc__,
         help="train a sigma-conditional UNet denoiser (ADP's score at any level) within a time budget",
-        description=cmd.train_denoiser.__doc__,
     )
-    add = p.add_argument
-    d = cmd.DenoiserTraining()
-    _common(p, d.run_dir)
+    _common(p, train_denoiser_command, settings=DenoiserTraining)
     _dataset(p)
-    add("--minutes", type=float, default=d.minutes, help="training time, over resumptions (default: %(default)s)")
-    add("--milestone", type=int, default=d.milestone, help="steps between measurements (default: %(default)s)")
-    add("--batch-size", type=int, default=d.batch_size)
-    add("--lr", type=float, default=d.lr)
-    add("--channels", type=_split(int), default=d.channels, help="UNet widths, top first (default: 32,64,128)")
-    add("--precision", choices=["fp32", "bf16"], default=d.precision, help="forward pass, loss (default: %(default)s)")
-    add("--threads", type=int, default=None, help="torch CPU threads")
-    p.set_defaults(run=cmd.train_denoiser, settings_class=cmd.DenoiserTraining)
+    _threads(p)
+    helps = {"minutes": "training time, over resumptions", "milestone": "steps between measurements",
+             "channels": "UNet widths, top first", "precision": "forward pass, loss"}  # fmt: skip
+    _fields(p, DenoiserTraining, helps, precision=PRECISION)
+
+
+def _levers(sub) -> None:
+    p = sub.add_parser("levers", description=levers_command.__doc__,
+                       help="the paper's MNIST row lever by lever (exact-score oracle and trained denoiser)")  # fmt: skip
+    _common(p, levers_command, settings=LeversConfig)
+    _threads(p)
+    p.add_argument("--data-root", required=True, help="folder with the four MNIST idx(.gz) files")
+    p.add_argument("--denoiser", default=None, help="a train-denoiser checkpoint (denoiser.safetensors)")
+    helps = {"ensemble_size": "S, purifications averaged", "repeats": "R, judgements of the adaptive rows"}
+    _fields(p, LeversConfig, helps, models={"nargs": "+", "choices": ["oracle", "denoiser"]},
+            settings={"nargs": "+", "choices": [s.name for s in SETTINGS]},
+            attacks={"nargs": "+", "choices": list(ATTACK_ROWS)})  # fmt: skip
 
 
 def _train_classifier(sub) -> None:
     p = sub.add_parser("train-classifier", help="train one of the paper's classifiers")
-    add = p.add_argument
-    d = cmd.ClassifierTraining()
-    _common(p, d.run_dir)
+    _common(p, train_classifier_command, settings=ClassifierTraining)
     _dataset(p)
-    add("--arch", choices=sorted(cmd.CLASSIFIERS), default=d.arch)
-    add("--epochs", type=int, default=d.epochs)
-    add("--batch-size", type=int, default=d.batch_size)
-    add("--lr", type=float, default=d.lr)
-    add(
-        "--adversarial-training",
-        action="store_true",
-        help="l_inf PGD adversarial training (Madry et al.; ART AdversarialTrainer), the baseline defence; saves "
-        "adv_classifier.safetensors",
-    )
-    add("--eps", type=float, help="l_inf radius of the training attack (with --adversarial-training; demo: 0.175)")
-    add("--eps-step", type=float, default=None, help="PGD step (default: 2.5 eps / max-iter)")
-    add("--max-iter", type=int, default=None, help="PGD steps per batch (default: 10)")
-    add("--ratio", type=float, default=None, help="fraction of each batch made adversarial (default: 1)")
-    p.set_defaults(run=cmd.train_classifier, settings_class=cmd.ClassifierTraining)
+    helps = {"adversarial_training": "l_inf PGD adversarial training (Madry et al.; ART AdversarialTrainer), the "
+             "baseline defence; saves adv_classifier.safetensors",
+             "eps": "l_inf radius of the training attack (with --adversarial-training; demo: 0.175)",
+             "eps_step": "PGD step (None: 2.5 eps / max-iter)", "max_iter": "PGD steps per batch (None: 10)",
+             "ratio": "fraction of each batch made adversarial (None: 1)"}  # fmt: skip
+    _fields(p, ClassifierTraining, helps, arch={"choices": sorted(cmd.CLASSIFIERS)})
 
 
 def _detect(sub) -> None:
-    from .detect_demo import ATTACKS, DEFENCES
-
     p = sub.add_parser("detect", help="score-norm detection on digits: ROC AUC, histogram, two-level ADP vs ADP")
-    add = p.add_argument
-    _common(p, cmd.Detection.run_dir)
+    _common(p, detect_command, settings=DetectConfig)
     _trained(p)
-    d = cmd.DetectConfig()
-    add("--eps", type=float, default=d.eps, help=f"l_inf radius (default: {d.eps})")
-    add("--pgd-steps", type=int, default=d.pgd_steps)
-    add("--sigma", type=float, default=d.sigma, help="ADP noise level, sigma_high (default: %(default)s)")
-    add("--steps", type=int, default=d.steps, help="ADP purification steps T (default: %(default)s)")
-    add("--beta", type=float, default=d.beta, help="sigma_low = beta * sigma (default: %(default)s)")
-    add("--fpr", type=float, default=d.fpr, help="detector's target false-positive rate")
-    add("--runs", type=int, default=d.runs, help="S, purifications averaged when judging")
-    add("--eot", type=int, default=d.eot, help="EOT samples of the BPDA attack")
-    add("--full-eot", type=int, default=d.full_eot, help="EOT samples of the full-gradient attacks")
-    add("--kappa", type=float, default=d.kappa, help="weight of the score-norm term (aware attack)")
-    add("--n-calibration", type=int, default=d.n_calibration, help="test digits that set the threshold")
-    add("--n-examples", type=int, default=d.n_examples, help="test digits evaluated (after those)")
-    add(
-        "--attacks",
-        nargs="*",
-        choices=ATTACKS,
-        default=list(ATTACKS),
-        help="attacks to run (none: only the detector and the histogram)",
-    )
-    add(
-        "--auc-eps",
-        type=float,
-        nargs="*",
-        default=list(d.auc_eps),
-        help="further l_inf radii at which to report the detector's ROC AUC against blind PGD",
-    )
-    add("--defences", nargs="+", choices=DEFENCES, default=list(DEFENCES), help="ADP and/or two-level ADP")
-    p.set_defaults(run=cmd.detect, settings_class=cmd.Detection)
+    helps = {"sigma": "ADP noise level, sigma_high", "steps": "ADP purification steps T",
+             "beta": "sigma_low = beta * sigma", "fpr": "detector's target false-positive rate",
+             "ensemble_size": "S, purifications averaged when judging", "eot_samples": "EOT draws of the BPDA attack",
+             "full_eot_samples": "EOT draws of the full-gradient attacks",
+             "kappa": "weight of the score-norm term (aware attack)",
+             "n_calibration": "test digits that set the threshold", "n_examples": "test digits evaluated (after those)",
+             "attacks": "attacks to run (none: only the detector and the histogram)",
+             "auc_eps": "further l_inf radii at which to report the detector's ROC AUC against blind PGD",
+             "defences": "ADP and/or two-level ADP"}  # fmt: skip
+    _fields(p, DetectConfig, helps, attacks={"nargs": "*", "choices": DETECT_ATTACKS, "type": str}, auc_eps={
+            "nargs": "*", "type": float}, defences={"nargs": "+", "choices": DEFENCES, "type": str})  # fmt: skip
 
 
 def _certify(sub) -> None:
     p = sub.add_parser("certify", help="randomized-smoothing certification of the ADP-smoothed classifier")
-    add = p.add_argument
-    d = cmd.Certification()
-    _common(p, d.run_dir)
+    _common(p, certify_command, settings=CertifyConfig)
     _trained(p)
     _dataset(p)
-    add("--sigmas", type=float, nargs="+", default=list(d.sigmas), help="smoothing noise levels")
-    add("--n0", type=int, default=d.n0, help="selection samples per input (default: %(default)s)")
-    add("--n", type=int, default=d.n, help="estimation samples per input (default: %(default)s)")
-    add("--alpha", type=float, default=d.alpha, help="failure probability (default: %(default)s)")
-    add(
-        "--n-approximate",
-        type=int,
-        default=d.n_approximate,
-        help="samples of the paper's approximate variant (= n0: reuses the selection draws)",
-    )
-    add("--n-examples", type=int, default=d.n_examples, help="test inputs certified (default: %(default)s)")
-    add("--radii", type=float, nargs="+", default=list(d.radii), help="radii of the table")
-    add("--steps", type=int, default=d.steps, help="ADP purification steps T")
-    add("--batch-size", type=int, default=d.batch_size, help="noisy samples per forward pass")
-    p.set_defaults(run=cmd.certify, settings_class=cmd.Certification)
+    helps = {"sigmas": "smoothing noise levels", "n0": "selection samples per input", "alpha": "failure probability",
+             "n": "estimation samples per input", "n_examples": "test inputs certified", "radii": "radii of the table",
+             "n_approximate": "samples of the paper's approximate variant (= n0: reuses the selection draws)",
+             "steps": "ADP purification steps T", "batch_size": "noisy samples per forward pass"}  # fmt: skip
+    _fields(p, CertifyConfig, helps, sigmas={"nargs": "+", "type": float}, radii={"nargs": "+", "type": float})
 
 
 def _corruptions(sub) -> None:
-    p = sub.add_parser(
-        "corruptions",
-        help="accuracy under the 15 common corruptions x 5 severities: undefended, ADP sigma 0/0.1/0.25, detection, "
-        "DCT- and AugMix-trained score models",
-        description=cmd.corruptions.__doc__,
-    )
-    add = p.add_argument
-    d = cmd.CorruptionTable()
-    _common(p, d.run_dir)
+    p = sub.add_parser("corruptions", description=corruptions_command.__doc__,
+                       help="accuracy under the 15 common corruptions x 5 severities: undefended, ADP sigma "
+                       "0/0.1/0.25, detection, DCT- and AugMix-trained score models")  # fmt: skip
+    _common(p, corruptions_command, settings=CorruptionConfig)
     _dataset(p)
+    _threads(p)
+    add = p.add_argument
     add("--classifier", required=True, help="classifier checkpoint")
     add("--score", required=True, help="plain DSM score-model checkpoint")
     add("--score-dct", help="score model trained with train-score --augment dct (row left out if absent)")
     add("--score-augmix", help="score model trained with train-score --augment augmix (row left out if absent)")
-    add("--n-examples", type=int, help="first N test images (default: all)")
-    add("--runs", type=int, default=d.runs, help=f"S, purifications averaged where sigma > 0 (default: {d.runs})")
-    add("--steps", type=int, default=d.steps, help=f"purification steps T (default: {d.steps})")
     add("--cifar10c-root", help="read the real CIFAR-10-C files from this folder instead of corrupting")
     add("--description", help="data and split in words, for the table header")
-    add(
-        "--variants",
-        type=_split(str),
-        help="measure only these rows, comma-separated ('ADP σ=0 + DCT,ADP σ=0 + AugMix')",
-    )
-    add("--threads", type=int, default=None, help="torch CPU threads")
-    p.set_defaults(run=cmd.corruptions, settings_class=cmd.CorruptionTable)
+    add("--variants", type=_split(str), help=f"measure only these rows, comma-separated, from {', '.join(VARIANTS)}")
+    helps = {"n_examples": "first N test images (None: all)", "ensemble_size": "S, purifications averaged where "
+             "sigma > 0", "steps": "purification steps T", "seed": "the purification noise",
+             "corruption_seed": "the corruptions' randomness"}  # fmt: skip
+    _fields(p, CorruptionConfig, helps)
 
 
 def _evaluate(sub) -> None:
-    from .evaluation.config import PRESETS, presets_text
-
-    paper, croce, smoke, d = PRESETS["paper"], PRESETS["croce"], PRESETS["smoke"], cmd.Evaluation()
+    croce, smoke = PRESETS["croce"], PRESETS["smoke"]
     p = sub.add_parser(
         "evaluate",
         help="attack the ADP-defended classifier; evaluation card (markdown, JSON, figure), records",
-        description=presets_text() + " Every flag below overrides the preset's value, and the card says so. A run "
-        "prints its estimated time first (--estimate-only: only that). Also: python -m art_adp evaluate ..., "
-        "torchrun --nproc_per_node=N -m art_adp evaluate ...",
+        description=presets_text() + " Every flag below overrides the preset's value (defaults shown: the paper "
+        "preset's), and the card says so. A run prints its estimated time first (--estimate-only: only that). Also: "
+        "python -m art_adp evaluate ..., torchrun --nproc_per_node=N -m art_adp evaluate ...",
     )
-    _common(p, d.run_dir, seed=None)
+    _common(p, evaluate_command, settings=EvalConfig.preset)
     _dataset(p)
+    _threads(p)
+    keywords = inspect.signature(evaluate_command).parameters
     add = p.add_argument
-    add("--preset", choices=sorted(PRESETS), default=d.preset, help="named budgets (default: paper)")
+    add("--preset", dest=CONFIG + "name", choices=sorted(PRESETS), default="paper", help="budgets (default: paper)")
     add("--estimate-only", action="store_true", help="print the estimated time on this device and stop")
-    add("--score", help=f"score-model checkpoint (default: {cmd.DEMO_SCORE})")
-    add("--classifier", help=f"classifier checkpoint (default: {cmd.DEMO_CLASSIFIER})")
-    add("--n-examples", type=int, help=f"first N test examples (default: all; smoke: {smoke.n_examples})")
-    add(
-        "--attacks",
-        type=_split(str),
-        help=f"comma-separated, from {','.join(registry.names())} (paper: {','.join(paper.attacks)}; croce: "
-        f"{','.join(croce.attacks)})",
-    )
-    add("--purifier", type=_split(str), default=d.purifier, help="families, comma-separated: adp, reverse-diffusion, "
-        "denoised-smoothing (several: a card each in <run-dir>/<family>, comparison.md side by side; the diffusion "
-        "families need a sigma-conditional denoiser as --score, from art-adp train-denoiser)")  # fmt: skip
-    add("--sigma", type=float, default=d.sigma, help="noise level: ADP's sigma, sigma* of reverse diffusion, sigma of "
-        "denoised smoothing (default: %(default)s)")  # fmt: skip
-    add("--steps", type=int, default=d.steps, help="steps: ADP's T, reverse diffusion's K (default: %(default)s)")
-    add("--sampler", choices=["ddim", "ancestral", "heun"], default=d.sampler, help="reverse diffusion's sampler")
-    add("--runs", type=int, help=f"S, purifications per judged prediction (paper: {paper.runs})")
-    add("--repeats", type=int, help=f"R, judgements per example (paper: {paper.repeats}; croce: {croce.repeats})")
-    add("--norm", choices=["inf", "2"], help="threat model norm (default: inf)")
+    add("--score", default=keywords["score"].default, help="score-model checkpoint (default: %(default)s)")
+    add("--classifier", default=keywords["classifier"].default, help="classifier checkpoint (default: %(default)s)")
     add("--eps", type=float, help=f"radius (default: 8/255; digits {cmd.DATASET_EPS['digits']})")
-    add("--eps-step", type=float, help="step (default: eps/4, following --eps)")
-    add("--iterations", type=int, help=f"PGD/BPDA/joint iterations (paper: {paper.iterations})")
-    add("--eot", type=int, help=f"EOT samples of BPDA, joint and full-gradient PGD (paper: {paper.eot})")
-    add("--eot-aggregate", choices=["mean", "sign"], help="mean of gradients or the authors' sign vote")
-    add("--spsa-iterations", type=int, help=f"SPSA steps (paper preset: {paper.spsa_iterations})")
-    add("--spsa-samples", type=int, help=f"SPSA samples per step (paper: {paper.spsa_samples})")
-    add("--apgd-iterations", type=int, help=f"APGD iterations per loss (croce: {croce.apgd_iterations})")
-    add("--apgd-eot", type=int, help=f"APGD EOT samples (croce: {croce.apgd_eot})")
-    add("--chunk-size", type=int, help="examples per unit of work (resume and sharding granularity)")
-    add("--batch-size", type=int, help="images per forward pass (examples x EOT copies)")
-    add("--purify-batch-size", type=int, default=d.purify_batch_size, help="images per purifier chunk")
-    add(
-        "--memory-budget",
-        type=int,
-        metavar="MIB",
-        help="MiB of autograd graph per block of EOT draws in the "
-        "full-gradient attacks (default: the library's, 512 on a CPU, a quarter of free GPU memory); changes the "
-        "blocking only, not the result, so it is not in the records' settings and a run resumes under another",
-    )
-    add("--sanity-examples", type=int, help="examples for the sanity attacks")
-    add("--no-sanity", action="store_true", help="skip the sanity checks (then no masking verdict)")
-    add("--no-fixed-noise", action="store_true", help="skip the fixed-randomness column")
-    add("--eps-sweep", type=_split(float), help="further eps values for the accuracy-against-eps figure")
-    add(
-        "--sigma-sweep",
-        nargs="?",
-        const=cmd.SIGMA_SWEEP,
-        type=_split(float),
-        help="sigma values, comma-separated (flag " "alone: the paper's 0.05..0.40)",
-    )
-    add(
-        "--eot-sweep",
-        nargs="?",
-        const=cmd.EOT_SWEEP,
-        type=_split(int),
-        help="EOT counts, comma-separated (flag alone: the " "paper's 1..50)",
-    )
-    add(
-        "--baseline",
-        choices=["adversarial-training"],
+    defence = {"sigma": "noise level: ADP's sigma, sigma* of reverse diffusion, sigma of denoised smoothing",
+               "steps": "steps: ADP's T, reverse diffusion's K", "purify_batch_size": "images per purifier chunk",
+               "adv_epochs": "adversarial-training epochs", "adv_max_iter": "adversarial-training PGD steps"}  # fmt: skip
+    for name, text in defence.items():
+        kind = type(keywords[name].default)
+        add("--" + name.replace("_", "-"), type=kind, default=keywords[name].default, help=text + " (%(default)s)")
+    add("--baseline", choices=["adversarial-training"],
         help="add an adversarially trained classifier (ART AdversarialTrainer with PGD, same architecture and "
-        "training split), attacked and judged the same way; cached as <run-dir>/adv_classifier.safetensors",
-    )
-    add("--adv-epochs", type=int, default=d.adv_epochs, help="adversarial-training epochs (default: %(default)s)")
-    add(
-        "--adv-max-iter", type=int, default=d.adv_max_iter, help="adversarial-training PGD steps (default: %(default)s)"
-    )
-    add("--threads", type=int, default=None, help="torch CPU threads")
-    p.set_defaults(run=cmd.evaluate, settings_class=cmd.Evaluation)
+        "training split), attacked and judged alike; cached as <run-dir>/adv_classifier.safetensors")  # fmt: skip
+    helps = {
+        "attacks": f"comma-separated, from {','.join(registry.names())} (croce: {','.join(croce.attacks)})",
+        "norm": "threat model norm", "eps_step": "step (None: eps/4, following --eps)",
+        "max_iter": "PGD/BPDA/joint iterations", "eot_samples": "EOT draws of BPDA, joint and full-gradient PGD",
+        "eot_aggregate": "mean of the EOT gradients or the authors' sign vote",
+        "apgd_max_iter": f"APGD iterations per loss (croce: {croce.apgd_max_iter})",
+        "apgd_eot_samples": f"APGD EOT draws (croce: {croce.apgd_eot_samples})",
+        "ensemble_size": "S, purifications per judged prediction",
+        "repeats": f"R, judgements per example (croce: {croce.repeats})",
+        "chunk_size": "examples per unit of work (resume and sharding granularity)",
+        "batch_size": "images per forward pass (examples x EOT copies)",
+        "memory_budget": "MiB of autograd graph per block of EOT draws in the full-gradient attacks (None: the "
+        "library's, 512 on a CPU, a quarter of free GPU memory); changes the blocking only, not the result, so it is "
+        "not in the records' settings and a run resumes under another",
+        "sanity": "skip the sanity checks (then no masking verdict)", "fixed_noise": "skip the fixed-randomness column",
+        "eps_sweep": "further eps values for the accuracy-against-eps figure",
+        "sigma_sweep": "sigma values, comma-separated (flag alone: the paper's 0.05..0.40)",
+        "eot_sweep": "EOT counts, comma-separated (flag alone: the paper's 1..50)",
+        "n_examples": f"first N test examples (None: all; smoke: {smoke.n_examples})",
+        "purifier": f"families, comma-separated, from {','.join(PURIFIERS)} (several: a card each in "
+        "<run-dir>/<family>, comparison.md side by side; the diffusion families need a sigma-conditional denoiser as "
+        "--score, from art-adp train-denoiser)",
+        "sampler": "reverse diffusion's sampler",
+    }  # fmt: skip
+    _fields(p, EvalConfig, helps, skip=("eps", "preset_name", "overridden", "note", "sanity_iterations",
+            "sanity_eot_samples", "compression_examples", "compression_directions", "weight"),
+            norm={"type": cmd.norm, "choices": [math.inf, 2],
+                  "metavar": "{inf,2}"},
+            eot_aggregate={"choices": ["mean", "sign"]}, memory_budget={"metavar": "MIB", "type": int},
+            sanity={"flag": "--no-sanity", "action": "store_false"},
+            fixed_noise={"flag": "--no-fixed-noise", "action": "store_false"},
+            sigma_sweep={"nargs": "?", "const": SIGMA_SWEEP}, eot_sweep={"nargs": "?", "const": EOT_SWEEP},
+            sampler={"choices": list(SAMPLERS)})  # fmt: skip
 
 
 def _import(sub) -> None:
-    p = sub.add_parser(
-        "import-ncsnv2",
-        help="convert a checkpoint of the NCSNv2 reference code to a score model",
-        description=cmd.import_ncsnv2.__doc__,
-    )
+    p = sub.add_parser("import-ncsnv2", help="convert a checkpoint of the NCSNv2 reference code to a score model",
+                       description=cmd.import_ncsnv2.__doc__)  # fmt: skip
+    output = inspect.signature(cmd.import_ncsnv2).parameters["output"].default
     add = p.add_argument
     add("checkpoint", help="the reference's checkpoint_<step>.pth")
     add("--config", required=True, help="its YAML config (configs/cifar10.yml or the log folder's config.yml)")
-    add("-o", "--output", default=cmd.Import.output, help="default: %(default)s")
+    add("-o", "--output", default=output, help="default: %(default)s")
     add("--raw-weights", action="store_true", help="the trained weights instead of their EMA")
-    p.set_defaults(run_dir=".", run=cmd.import_ncsnv2, settings_class=cmd.Import)
+    p.set_defaults(run=cmd.import_ncsnv2, settings=None)
 
 
 def _reproduce(sub) -> None:
@@ -328,23 +302,28 @@ def _reproduce(sub) -> None:
         "reproduce",
         help="the paper's MNIST row end to end: train or resume the MLP and a score model, learning curve, attacks, "
         "table beside the paper's numbers",
-        description=cmd.reproduce.__doc__,
+        description=reproduce_command.__doc__,
     )
     add = p.add_argument
-    d = cmd.Reproduction()
     add("benchmark", choices=["mnist"])
     add("--data-root", required=True, help="folder with the four MNIST idx(.gz) files")
-    _common(p, d.run_dir, seed=None)
-    add("--threads", type=int, default=None, help="torch CPU threads")
-    add("--stages", nargs="+", default=list(d.stages), choices=cmd.STAGES, help="default: all, in order")
+    _common(p, reproduce_command, settings=MnistRecipe)
+    _threads(p)
+    add("--stages", nargs="+", default=list(STAGES), choices=STAGES, help="default: all, in order")
     add("--note", default="", help="a line for the table and the figure (data provenance, machine)")
-    for flag, kind, shown in cmd.recipe_options():  # one option per field of the recipe: --n-bpda 100, --budgets 2,8
-        add(flag, type=kind, default=None, help=f"default: {shown}")
-    _training(p, d.recipe)
-    p.set_defaults(run=cmd.reproduce, settings_class=cmd.Reproduction)
+    add("--channels-last", action="store_true", help=TRAINER_HELP["channels_last"])
+    add("--compile", nargs="?", const=True, default=False, choices=cmd.COMPILE_MODES, metavar="MODE",
+        help=TRAINER_HELP["compile"])  # fmt: skip
+    all_or_int = {"type": cmd.count_or_all}
+    counts = [f.name for f in dataclasses.fields(MnistRecipe) if f.name.startswith("n_")]
+    helps = {**TRAINER_HELP, **{name: "a number or all" for name in counts}}
+    _fields(p, MnistRecipe, helps, lr={"type": cmd.learning_rate}, precision=PRECISION,
+            full_attack={"choices": registry.names(full=True)},
+            **{name: all_or_int for name in counts})  # fmt: skip
 
 
-COMMANDS = (_demo, _train_score, _train_denoiser, _train_classifier, _detect, _certify, _corruptions, _evaluate, _import, _reproduce)
+COMMANDS = (_demo, _train_score, _train_denoiser, _levers, _train_classifier, _detect, _certify, _corruptions, _evaluate,
+            _import, _reproduce)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -355,15 +334,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(argv: list[str] | None = None) -> tuple[Callable, Any, dict]:
+    """The command function, its settings (built from the flags that set them) and its keywords."""
+    values = vars(build_parser().parse_args(argv))
+    command, make, _ = values.pop("run"), values.pop("settings"), values.pop("command")
+    fields = {k[len(CONFIG) :]: v for k, v in values.items() if k.startswith(CONFIG)}
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
+    keywords = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items() if not k.startswith(CONFIG)}
+    return command, None if make is None else make(**fields), keywords
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    name = next((a for a in argv if not a.startswith("-")), "")
+    keywords: dict = {}
     try:
-        args.run(cmd.settings(args.settings_class, vars(args)))
+        command, config, keywords = parse(argv)
+        cmd.run(command, config, **keywords)
     except (ValueError, FileNotFoundError) as err:
-        print(f"art-adp {args.command}: error: {err}", file=sys.stderr)
+        print(f"art-adp {name}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"art-adp {args.command}: interrupted; finished work is saved in {args.run_dir}", file=sys.stderr)
+        where = keywords.get("run_dir", "the run folder")
+        print(f"art-adp {name}: interrupted; finished work is saved in {where}", file=sys.stderr)
         return 130
     return 0
 

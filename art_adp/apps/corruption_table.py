@@ -29,10 +29,11 @@ from ..corruptions import CORRUPTIONS, SEVERITIES, corruption_step_sizes, write_
 from ..data import load_cifar10c
 from ..defended import aggregate_draws
 from ..detect import ScoreNormDetector
-from ..runs.records import append_records
 from ..purify import DEFAULTS, purify
+from ..runs.records import append_records, guard_settings, read_jsonl
+from ..runs.seeds import derive_seed
 
-__all__ = ["CorruptionConfig", "run_corruptions", "VARIANTS"]
+__all__ = ["CorruptionConfig", "corruptions_command", "run_corruptions", "VARIANTS"]
 
 # row -> (score model, σ, detection-driven σ, step schedule): the paper's Table 4 rows
 VARIANT_SETTINGS = {
@@ -53,15 +54,15 @@ class CorruptionConfig:
     """Settings of :func:`run_corruptions` (all of them go to ``settings.json`` and guard resuming)."""
 
     n_examples: int | None = None  # first N test images (None: all)
-    runs: int = 2  # S purifications averaged (softmax) where σ > 0; σ = 0 purification is deterministic: S = 1
+    ensemble_size: int = 2  # S purifications averaged (softmax) where σ > 0; σ = 0 is deterministic: S = 1
     steps: int = DEFAULTS.steps  # T
     lam: float = 0.05
     beta: float = 0.2  # detection: unflagged inputs get βσ
     fpr: float = 0.05  # detection threshold: this false-positive rate on clean calibration images
     n_calibration: int = 500  # clean training images the detection threshold is fitted on
     batch_size: int = 512
-    seed: int = 0  # purification noise
-    corruption_seed: int = 0
+    seed: int = 0  # purification noise: derive_seed(seed, row, corruption, severity)
+    corruption_seed: int = 0  # the corruptions' randomness (write_corrupted)
 
 
 def _variants(available: set[str]) -> list[str]:
@@ -70,15 +71,8 @@ def _variants(available: set[str]) -> list[str]:
 
 
 def _load_records(path: Path) -> dict[tuple[str, str, int], dict]:
-    if not path.exists():
-        return {}
-    data = path.read_bytes()
-    out = {}
-    for line in data[: data.rfind(b"\n") + 1].decode().splitlines():
-        if line.strip():
-            r = json.loads(line)
-            out[(r["variant"], r["corruption"], int(r["severity"]))] = r
-    return out
+    """The complete records of ``path`` by (variant, corruption, severity)."""
+    return {(r["variant"], r["corruption"], int(r["severity"])): r for r in read_jsonl(path)}
 
 
 def _predictor(variant: str, classifier, scores: dict, detector, c: CorruptionConfig, device) -> Callable:
@@ -89,19 +83,65 @@ def _predictor(variant: str, classifier, scores: dict, detector, c: CorruptionCo
     key, sigma, detection, schedule = setting
     score = scores[key]
     step_size = corruption_step_sizes(steps=c.steps) if schedule == "corruption" else "adaptive"
-    runs = c.runs if sigma > 0 else 1  # σ = 0: purification is deterministic, every draw is the same
+    draws = c.ensemble_size if sigma > 0 else 1  # σ = 0: purification is deterministic, every draw is the same
 
     def predict(x, gen):
         s = sigma * torch.where(detector.flag(x), 1.0, c.beta).to(x.dtype) if detection else sigma
         logits = torch.stack(
             [
                 classifier(purify(score, x, sigma=s, steps=c.steps, step_size=step_size, lam=c.lam, generator=gen))
-                for _ in range(runs)
+                for _ in range(draws)
             ]
         )
         return aggregate_draws(logits, "softmax").argmax(1)
 
     return predict
+
+
+def corruptions_command(
+    config: CorruptionConfig,
+    *,
+    classifier: str,
+    score: str,
+    score_dct: str | None = None,
+    score_augmix: str | None = None,
+    dataset: str = "digits",
+    data_root: str | None = None,
+    cifar10c_root: str | None = None,
+    description: str | None = None,
+    variants: Sequence[str] | None = None,
+    run_dir: str = "runs/corruptions",
+    device: str | None = None,
+    progress: bool = True,
+) -> dict:
+    """``art-adp corruptions``: load the data set and the models (checkpoint paths), then :func:`run_corruptions`."""
+    from ..data import load_dataset
+    from ..models import load_classifier
+    from ..score import load_score_model
+
+    data = load_dataset(dataset, data_root)
+    n = len(data.x_test) if config.n_examples is None else min(config.n_examples, len(data.x_test))
+    description = description or (
+        f"{dataset}: first {n} of {len(data.x_test)} test images; models trained on its {len(data.x_train)} training "
+        "images"
+    )
+    return run_corruptions(
+        run_dir,
+        load_classifier(classifier),
+        load_score_model(score),
+        data.x_test,
+        data.y_test,
+        data.x_train,
+        config=config,
+        score_dct=load_score_model(score_dct) if score_dct else None,
+        score_augmix=load_score_model(score_augmix) if score_augmix else None,
+        description=description,
+        cifar10c_root=cifar10c_root,
+        nb_classes=data.nb_classes,
+        variants=variants,
+        progress=progress,
+        device=device,
+    )
 
 
 def run_corruptions(
@@ -111,8 +151,8 @@ def run_corruptions(
     x_test: np.ndarray,
     y_test: np.ndarray,
     x_calibration: np.ndarray,
-    config: CorruptionConfig = CorruptionConfig(),
     *,
+    config: CorruptionConfig = CorruptionConfig(),
     score_dct: torch.nn.Module | None = None,
     score_augmix: torch.nn.Module | None = None,
     description: str = "",
@@ -144,17 +184,10 @@ def run_corruptions(
     start = time.perf_counter()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     x_test, y_test = np.asarray(x_test)[: c.n_examples], np.asarray(y_test)[: c.n_examples]
-    available = _variants(
-        {k for k, m in (("plain", score), ("dct", score_dct), ("augmix", score_augmix)) if m is not None}
-    )
-    if variants is not None and not set(variants) <= set(available):
-        raise ValueError(
-            f"variants {sorted(set(variants) - set(available))} cannot be measured: valid rows with the "
-            f"score models given are {available}."
-        )
-    variants = list(variants) if variants is not None else available
+    given = {"plain": score, "dct": score_dct, "augmix": score_augmix}
+    variants = _chosen_variants(variants, {k for k, m in given.items() if m is not None})
     settings = {
         "config": asdict(c),
         "n": len(x_test),
@@ -162,105 +195,121 @@ def run_corruptions(
         "cifar10c_root": str(cifar10c_root) if cifar10c_root else None,
         "description": description,
     }
-    settings_path = run_dir / "settings.json"
-    if settings_path.exists() and json.loads(settings_path.read_text()) != settings:
-        raise ValueError(
-            f"{run_dir} holds a run with other settings ({settings_path}); use another --run-dir " f"or delete it."
-        )
-    settings_path.write_text(json.dumps(settings, indent=2))  # rows may be added later (e.g. --score-dct)
+    guard_settings(run_dir / "settings.json", settings, what="the corruption table")  # rows may be added later
 
     data_root = Path(cifar10c_root) if cifar10c_root else run_dir / "data"
     if not cifar10c_root:
         log(f"corrupting {len(x_test)} test images ({len(CORRUPTIONS)} corruptions x 5 severities) into {data_root}")
         write_corrupted(data_root, x_test, y_test, seed=c.corruption_seed, source=description, progress=progress)
 
-    classifier = classifier.to(device).eval()
-    layout = torch.channels_last if device.type == "cpu" else torch.contiguous_format  # faster convs on CPU
+    classifier = classifier.to(dev).eval()
+    layout = torch.channels_last if dev.type == "cpu" else torch.contiguous_format  # faster convs on CPU
     # nn.Module.to accepts memory_format at run time; torch's overloads for it omit the keyword
     scores = {
-        k: m.to(device, memory_format=layout).eval().requires_grad_(False)  # type: ignore[call-overload]
-        for k, m in (("plain", score), ("dct", score_dct), ("augmix", score_augmix))
+        k: m.to(dev, memory_format=layout).eval().requires_grad_(False)  # type: ignore[call-overload]
+        for k, m in given.items()
         if m is not None
     }
     detector = ScoreNormDetector(
-        scores["plain"], batch_size=c.batch_size, device_type="gpu" if device.type == "cuda" else "cpu"
+        scores["plain"], batch_size=c.batch_size, device_type="gpu" if dev.type == "cuda" else "cpu"
     )
     detector.fit(np.asarray(x_calibration)[: c.n_calibration], fpr=c.fpr)
-
+    predictors = {v: _predictor(v, classifier, scores, detector, c, dev) for v in variants}
+    sets = _TestSets(x_test, y_test, data_root, nb_classes, dev, layout)
     records_path = run_dir / "records.jsonl"
-    done = _load_records(records_path)
-    sets = [("clean", 0)] + [(name, s) for name in CORRUPTIONS for s in SEVERITIES]
-    todo = [(v, name, s) for v in variants for name, s in sets if (v, name, s) not in done]
-    log(
-        f"{len(done)} of {len(variants) * len(sets)} (variant, corruption, severity) results on disk; "
-        f"{len(todo)} to go"
-    )
-    cache: dict[tuple[str, int], tuple[torch.Tensor, np.ndarray]] = {}
-
-    def load(name, s):
-        if (name, s) not in cache:
-            if name == "clean":
-                x, y = x_test, y_test
-            else:
-                x, y = load_cifar10c(data_root, name, s, nb_classes=nb_classes)
-                x, y = x[: len(x_test)], y[: len(x_test)]
-            cache.clear()
-            xt = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(device)
-            cache[(name, s)] = (xt.contiguous(memory_format=layout), y)
-        return cache[(name, s)]
-
-    predictors = {v: _predictor(v, classifier, scores, detector, c, device) for v in variants}
-    pbar = tqdm(total=len(todo), disable=not progress, desc="corruptions", dynamic_ncols=True)
-    for name, s in sets:  # set-major: each corrupted set is loaded once for all rows
-        for v in variants:
-            if (v, name, s) in done:
-                continue
-            x, y = load(name, s)
-            t0 = time.perf_counter()
-            gen = torch.Generator(device).manual_seed(
-                c.seed * 1_000_003
-                + VARIANTS.index(v) * 1009
-                + (CORRUPTIONS.index(name) + 1 if name != "clean" else 0) * 7
-                + s
-            )
-            with torch.no_grad():
-                pred = torch.cat([predictors[v](xb, gen) for xb in x.split(c.batch_size)]).cpu().numpy()
-            record = {
-                "variant": v,
-                "corruption": name,
-                "severity": s,
-                "correct": int((pred == y).sum()),
-                "n": int(len(y)),
-                "seconds": round(time.perf_counter() - t0, 3),
-            }
-            append_records(records_path, [record])
-            done[(v, name, s)] = record
-            pbar.update(1)
-            pbar.set_postfix_str(f"{v} | {name} {s}")
-    pbar.close()
+    _measure(records_path, predictors, sets, c, progress, log)
 
     done = _load_records(records_path)  # re-read: another process may have added rows to this run folder
     results = summarise(done, [v for v in VARIANTS if any(k[0] == v for k in done)])
-    elapsed = time.perf_counter() - start
     results.update(
         {
             "settings": settings,
             "detection_threshold": detector.threshold,
-            "seconds_this_call": round(elapsed, 1),
+            "seconds_this_call": round(time.perf_counter() - start, 1),
             "seconds_measuring": round(sum(r["seconds"] for r in done.values()), 1),
-            "device": str(device),
+            "device": str(dev),
         }
     )
     (run_dir / "corruptions.json").write_text(json.dumps(results, indent=2))
-    table = markdown_table(results)
-    header = (
-        f"{description}\nn = {len(x_test)} test images, S = {c.runs} purifications where σ > 0, T = {c.steps}; "
-        f"detection threshold {detector.threshold:.4g} (fpr {c.fpr} on {min(c.n_calibration, len(x_calibration))}"
-        f" clean training images); device {device}\n\n"
+    _write_table(run_dir, results, variants, description, len(x_test), min(c.n_calibration, len(x_calibration)), c, log)
+    log(f"wrote {run_dir / 'corruptions.md'}, corruptions.json, corruptions.png, records.jsonl")
+    return results
+
+
+def _chosen_variants(variants: Sequence[str] | None, available: set[str]) -> list[str]:
+    """The rows to measure: ``variants``, or every row whose score model is given."""
+    rows = _variants(available)
+    if variants is not None and not set(variants) <= set(rows):
+        raise ValueError(
+            f"variants {sorted(set(variants) - set(rows))} cannot be measured: valid rows with the "
+            f"score models given are {rows}."
+        )
+    return list(variants) if variants is not None else rows
+
+
+class _TestSets:
+    """The clean and the corrupted test sets on the device, one at a time (the last one read is kept)."""
+
+    def __init__(self, x_test, y_test, data_root: Path, nb_classes: int, device, layout) -> None:
+        self.x_test, self.y_test, self.data_root = x_test, y_test, data_root
+        self.nb_classes, self.device, self.layout = nb_classes, device, layout
+        self.cache: dict[tuple[str, int], tuple[torch.Tensor, np.ndarray]] = {}
+
+    def __call__(self, name: str, severity: int) -> tuple[torch.Tensor, np.ndarray]:
+        if (name, severity) not in self.cache:
+            if name == "clean":
+                x, y = self.x_test, self.y_test
+            else:
+                x, y = load_cifar10c(self.data_root, name, severity, nb_classes=self.nb_classes)
+                x, y = x[: len(self.x_test)], y[: len(self.x_test)]
+            self.cache.clear()
+            xt = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(self.device)
+            self.cache[(name, severity)] = (xt.contiguous(memory_format=self.layout), y)
+        return self.cache[(name, severity)]
+
+
+def _measure(path: Path, predictors: dict, sets: _TestSets, c: CorruptionConfig, progress: bool, log) -> None:
+    """One record per (row, corruption, severity) without one in ``path``, set-major (each corrupted set is loaded
+    once for all rows); the purification noise of each comes from ``derive_seed(seed, row, corruption, severity)``."""
+    done = _load_records(path)
+    all_sets = [("clean", 0)] + [(name, s) for name in CORRUPTIONS for s in SEVERITIES]
+    todo = [(v, name, s) for name, s in all_sets for v in predictors if (v, name, s) not in done]
+    log(
+        f"{len(done)} of {len(predictors) * len(all_sets)} (variant, corruption, severity) results on disk; "
+        f"{len(todo)} to go"
     )
-    (run_dir / "corruptions.md").write_text(header + table + "\n")
+    pbar = tqdm(total=len(todo), disable=not progress, desc="corruptions", dynamic_ncols=True)
+    for v, name, s in todo:
+        x, y = sets(name, s)
+        t0 = time.perf_counter()
+        gen = torch.Generator(x.device).manual_seed(derive_seed(c.seed, v, name, s))
+        with torch.no_grad():
+            pred = torch.cat([predictors[v](xb, gen) for xb in x.split(c.batch_size)]).cpu().numpy()
+        record = {
+            "variant": v,
+            "corruption": name,
+            "severity": s,
+            "correct": int((pred == y).sum()),
+            "n": int(len(y)),
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
+        append_records(path, [record])
+        pbar.update(1)
+        pbar.set_postfix_str(f"{v} | {name} {s}")
+    pbar.close()
+
+
+def _write_table(run_dir: Path, results: dict, variants, description: str, n: int, n_cal: int, c, log) -> None:
+    """``corruptions.md`` (the tables under a header) and ``corruptions.png`` (mean accuracy per severity)."""
     from .plots import sweep_curve
 
+    device, threshold = results["device"], results["detection_threshold"]
+    table = markdown_table(results)
+    header = (
+        f"{description}\nn = {n} test images, S = {c.ensemble_size} purifications where σ > 0, T = {c.steps}; "
+        f"detection threshold {threshold:.4g} (fpr {c.fpr} on {n_cal} clean training images); device {device}\n\n"
+    )
+    (run_dir / "corruptions.md").write_text(header + table + "\n")
     sweep_curve(
         run_dir / "corruptions.png",
         list(range(6)),
@@ -269,13 +318,14 @@ def run_corruptions(
             for v in variants
         },
         xlabel="severity (0 = clean)",
-        title=f"Mean over 15 corruptions: n = {len(x_test)}, S = {c.runs}, T = {c.steps}\n"
+        title=f"Mean over 15 corruptions: n = {n}, S = {c.ensemble_size}, T = {c.steps}\n"
         f"device {device}, {results['seconds_measuring']:.0f} s measuring",
     )
     log(header + table)
-    log(f"time: {elapsed:.0f} s this call ({results['seconds_measuring']:.0f} s measuring in all), device {device}")
-    log(f"wrote {run_dir / 'corruptions.md'}, corruptions.json, corruptions.png, records.jsonl")
-    return results
+    log(
+        f"time: {results['seconds_this_call']:.0f} s this call ({results['seconds_measuring']:.0f} s measuring in "
+        f"all), device {device}"
+    )
 
 
 def summarise(records: dict[tuple[str, str, int], dict], variants) -> dict:

@@ -35,10 +35,10 @@ class DemoConfig:
     """Settings of :func:`run_demo` (defaults: the README's figures)."""
 
     eps: float = 0.175
-    pgd_steps: int = 10
-    eps_step: float | None = None  # default 2.5·eps/steps (Madry et al.)
+    max_iter: int = 10  # PGD iterations
+    eps_step: float | None = None  # default 2.5·eps/max_iter (Madry et al.)
     sigma: float = DEFAULTS.sigma
-    runs: int = 10
+    ensemble_size: int = 10  # S, purifications averaged per judged prediction
     score_iterations: int = 1000
     score_batch_size: int = 64
     sigma_max: float = 1.0  # training levels: 12 from sigma_max down to 0.01 (see run_demo)
@@ -53,9 +53,9 @@ def _accuracy(probs: np.ndarray, y: np.ndarray) -> float:
 
 
 def run_demo(
-    run_dir: str | Path = "runs/demo",
     config: DemoConfig = DemoConfig(),
     *,
+    run_dir: str | Path = "runs/demo",
     progress: bool = True,
     device: str | torch.device | None = None,
     log: Callable[[str], None] = print,
@@ -63,16 +63,13 @@ def run_demo(
     """
     Train or reuse the models in ``run_dir``, attack, and print and return the accuracy table.
 
-    :param run_dir: Folder for ``score.safetensors``, ``classifier.safetensors``, ``results.json``, ``digits.png``.
     :param config: The threat model and defence settings.
+    :param run_dir: Folder for ``score.safetensors``, ``classifier.safetensors``, ``results.json``, ``digits.png``.
     :param progress: Show progress bars.
     :param device: ``"cpu"`` or ``"cuda"`` (default: CUDA when available).
     :param log: Where lines of output go.
     :return: The results (also written to ``results.json``).
     """
-    from art.attacks.evasion import ProjectedGradientDescent
-    from art.estimators.classification import PyTorchClassifier
-
     c = config
     start = time.perf_counter()
     run_dir = Path(run_dir)
@@ -80,7 +77,50 @@ def run_demo(
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     data = load_digits(seed=c.seed)
     x_test, y_test = data.x_test[: c.n_examples], data.y_test[: c.n_examples]
+    score, classifier = _models(data, c, run_dir, device, progress)
+    trained = time.perf_counter() - start
 
+    undefended, defended, purifier = _estimators(classifier, score, c, device)
+    eps_step = c.eps_step if c.eps_step is not None else 2.5 * c.eps / c.max_iter
+    x_blind, x_bpda = _attack(undefended, defended, x_test, y_test, c, eps_step, progress, log)
+    rows = _judge(undefended, defended, {"clean": x_test, "blind": x_blind, "bpda": x_bpda}, y_test, c, log)
+    with torch.no_grad():
+        purified = purifier.forward(torch.from_numpy(x_bpda[:10]).to(device))[0].cpu().numpy()
+    image_grid(
+        run_dir / "digits.png",
+        {"clean": x_test[:10], "BPDA PGD": x_bpda[:10], "purified": purified},
+        title=f"ADP on digits: l_inf eps={c.eps}, sigma={c.sigma}",
+    )
+    elapsed = time.perf_counter() - start
+    description = [
+        f"Threat model: l_inf eps = {c.eps:g}, PGD {c.max_iter} steps of {eps_step:.4g} "
+        "(ART ProjectedGradientDescent)",
+        f"Defence: {purifier.describe()}, S = {c.ensemble_size} runs averaged",
+        f"Data: sklearn digits, {len(x_test)} test images; score model NCSNv2(ngf={c.ngf}), "
+        f"{c.score_iterations} DSM steps of {c.score_batch_size}; classifier DigitsCNN",
+    ]
+    _log_table(log, description, rows)
+    log(f"time: {elapsed:.0f} s in all ({trained:.0f} s training or loading), device {device}")
+    log(f"wrote {run_dir / 'results.json'} and {run_dir / 'digits.png'}")
+    results = {
+        "config": asdict(c),
+        "eps_step": eps_step,
+        "n_examples": len(x_test),
+        "accuracy": {k: {"undefended": a, "adp": b} for k, (a, b) in rows.items()},
+        "seconds": {"total": elapsed, "training": trained},
+        "description": description,
+        "provenance": provenance(
+            wall_time_s=elapsed,
+            device=device,
+            models={"score": run_dir / "score.safetensors", "classifier": run_dir / "classifier.safetensors"},
+        ),
+    }
+    (run_dir / "results.json").write_text(json.dumps(results, indent=2))
+    return results
+
+
+def _models(data, c: DemoConfig, run_dir: Path, device, progress: bool) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """The score network and the classifier: trained, or resumed / reused from ``run_dir``."""
     # Song & Ermon's Technique 1 puts sigma_1 at the largest pairwise distance (4.8 on digits) so that sampling
     # can start from pure noise; purification starts at sigma = 0.25, so a CPU-sized budget is better spent on
     # levels up to ~1 (measured: MSE ratio 1.84 vs 1.78 for recommend_sigmas at equal compute).
@@ -99,20 +139,24 @@ def run_demo(
     )
     clf_path = run_dir / "classifier.safetensors"
     if clf_path.exists():
-        classifier = load_classifier(clf_path, device)
-    else:
-        classifier = train_classifier(
-            DigitsCNN(nb_classes=10),
-            data.x_train,
-            data.y_train,
-            epochs=c.classifier_epochs,
-            batch_size=64,
-            seed=c.seed,
-            progress=progress,
-            device=device,
-        )
-        save_classifier(classifier, clf_path)
-    trained = time.perf_counter() - start
+        return score, load_classifier(clf_path, device)
+    classifier = train_classifier(
+        DigitsCNN(nb_classes=10),
+        data.x_train,
+        data.y_train,
+        epochs=c.classifier_epochs,
+        batch_size=64,
+        seed=c.seed,
+        progress=progress,
+        device=device,
+    )
+    save_classifier(classifier, clf_path)
+    return score, classifier
+
+
+def _estimators(classifier, score, c: DemoConfig, device) -> tuple:
+    """ART's ``PyTorchClassifier`` undefended and defended by an ADPPurifier (BPDA gradients), and the purifier."""
+    from art.estimators.classification import PyTorchClassifier
 
     device_type = "gpu" if device.type == "cuda" else "cpu"
     art_args = dict(
@@ -123,7 +167,6 @@ def run_demo(
         clip_values=(0.0, 1.0),
         device_type=device_type,
     )
-    undefended = PyTorchClassifier(**art_args)
     purifier = ADPPurifier(
         score,
         sigma=c.sigma,
@@ -133,47 +176,37 @@ def run_demo(
         generator=torch.Generator(device).manual_seed(c.seed),
         channels_last=True,
     )
-    defended = PyTorchClassifier(**art_args, preprocessing_defences=[purifier])
+    return PyTorchClassifier(**art_args), PyTorchClassifier(**art_args, preprocessing_defences=[purifier]), purifier
 
-    eps_step = c.eps_step if c.eps_step is not None else 2.5 * c.eps / c.pgd_steps
-    pgd = dict(
-        norm=np.inf, eps=c.eps, eps_step=eps_step, max_iter=c.pgd_steps, batch_size=len(x_test), verbose=progress
-    )
+
+def _attack(undefended, defended, x, y, c: DemoConfig, eps_step: float, progress: bool, log) -> tuple:
+    """ART's PGD, preprocessor-blind (on the bare classifier) and BPDA (through the purifier)."""
+    from art.attacks.evasion import ProjectedGradientDescent
+
+    pgd = dict(norm=np.inf, eps=c.eps, eps_step=eps_step, max_iter=c.max_iter, batch_size=len(x), verbose=progress)
     log("attacking: preprocessor-blind PGD on the bare classifier ...")
-    x_blind = ProjectedGradientDescent(undefended, **pgd).generate(x_test, y=y_test)
+    x_blind = ProjectedGradientDescent(undefended, **pgd).generate(x, y=y)
     log("attacking: BPDA PGD through ADPPurifier(gradient='bpda') ...")
-    x_bpda = ProjectedGradientDescent(defended, **pgd).generate(x_test, y=y_test)
+    x_bpda = ProjectedGradientDescent(defended, **pgd).generate(x, y=y)
+    return x_blind, x_bpda
 
-    def undefended_acc(x):
-        return _accuracy(undefended.predict(x), y_test)
 
-    ensemble = EOTClassifier(defended, nb_samples=c.runs, batch_size=4096)
+def _judge(undefended, defended, inputs: dict, y, c: DemoConfig, log) -> dict[str, tuple[float, float]]:
+    """Accuracy of the bare classifier and of the S-run ADP ensemble on each row's inputs."""
+    ensemble = EOTClassifier(defended, ensemble_size=c.ensemble_size, batch_size=4096)
 
-    def adp_acc(x):
-        return _accuracy(ensemble.predict(x), y_test)
+    def accuracy(model, x) -> float:
+        return _accuracy(model.predict(x), y)
 
-    log(f"judging: ADP ensemble of S={c.runs} purifications per input ...")
-    rows = {
-        "Clean": (undefended_acc(x_test), adp_acc(x_test)),
-        LABELS["clf-pgd"]: (undefended_acc(x_blind), adp_acc(x_blind)),
-        "BPDA PGD": (undefended_acc(x_blind), adp_acc(x_bpda)),
+    log(f"judging: ADP ensemble of S={c.ensemble_size} purifications per input ...")
+    return {
+        "Clean": (accuracy(undefended, inputs["clean"]), accuracy(ensemble, inputs["clean"])),
+        LABELS["clf-pgd"]: (accuracy(undefended, inputs["blind"]), accuracy(ensemble, inputs["blind"])),
+        "BPDA PGD": (accuracy(undefended, inputs["blind"]), accuracy(ensemble, inputs["bpda"])),
     }
-    with torch.no_grad():
-        purified = purifier.forward(torch.from_numpy(x_bpda[:10]).to(device))[0].cpu().numpy()
-    image_grid(
-        run_dir / "digits.png",
-        {"clean": x_test[:10], "BPDA PGD": x_bpda[:10], "purified": purified},
-        title=f"ADP on digits: l_inf eps={c.eps}, sigma={c.sigma}",
-    )
-    elapsed = time.perf_counter() - start
 
-    description = [
-        f"Threat model: l_inf eps = {c.eps:g}, PGD {c.pgd_steps} steps of {eps_step:.4g} "
-        "(ART ProjectedGradientDescent)",
-        f"Defence: {purifier.describe()}, S = {c.runs} runs averaged",
-        f"Data: sklearn digits, {len(x_test)} test images; score model NCSNv2(ngf={c.ngf}), "
-        f"{c.score_iterations} DSM steps of {c.score_batch_size}; classifier DigitsCNN",
-    ]
+
+def _log_table(log, description: list[str], rows: dict) -> None:
     log("")
     for line in description:
         log(line)
@@ -184,20 +217,3 @@ def run_demo(
         note = " (= Clf-PGD)" if name == "BPDA PGD" else ""
         log(f"| {name} | {100 * a:.1f}{note} | {100 * b:.1f} |")
     log("")
-    log(f"time: {elapsed:.0f} s in all ({trained:.0f} s training or loading), device {device}")
-    log(f"wrote {run_dir / 'results.json'} and {run_dir / 'digits.png'}")
-    results = {
-        "config": asdict(c),
-        "eps_step": eps_step,
-        "n_examples": len(x_test),
-        "accuracy": {k: {"undefended": a, "adp": b} for k, (a, b) in rows.items()},
-        "seconds": {"total": elapsed, "training": trained},
-        "description": description,
-        "provenance": provenance(
-            wall_time_s=elapsed,
-            device=device,
-            models={"score": run_dir / "score.safetensors", "classifier": run_dir / "classifier.safetensors"},
-        ),
-    }
-    (run_dir / "results.json").write_text(json.dumps(results, indent=2))
-    return results

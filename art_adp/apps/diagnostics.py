@@ -28,6 +28,7 @@ import torch
 
 from .._device import to_model
 from ..purify import purify
+from ..runs.records import append_records, read_jsonl
 from ..runs.seeds import derive_seed
 
 __all__ = ["SWEEP_STEPS", "SWEEP_LAMS", "ensemble_correct", "one_step_denoise", "snapshot_diagnostics", "adp_sweep"]
@@ -44,12 +45,12 @@ def ensemble_correct(
     x: np.ndarray | torch.Tensor,
     y: np.ndarray,
     *,
-    runs: int,
+    ensemble_size: int,
     seed: int,
     batch_size: int = 256,
 ) -> np.ndarray:
     """
-    Whether the mean softmax of ``classifier`` over ``runs`` draws of ``transform(x, generator)`` picks ``y``.
+    Whether the mean softmax of ``classifier`` over ``ensemble_size`` draws of ``transform(x, generator)`` picks ``y``.
 
     The draws come from a CPU generator seeded per batch and run (same noise on every device).
 
@@ -61,7 +62,7 @@ def ensemble_correct(
     with torch.no_grad():
         for i, xb in enumerate(x.split(batch_size)):
             prob = torch.zeros(())
-            for r in range(runs):
+            for r in range(ensemble_size):
                 g = torch.Generator().manual_seed(derive_seed(seed, "diagnostic", i, r))
                 prob = prob.to(xb.device) + torch.softmax(classifier(transform(xb, g)).float(), dim=1)
             out.append(prob.argmax(1).cpu())
@@ -104,7 +105,7 @@ def snapshot_diagnostics(
     y: np.ndarray,
     *,
     sigma: float,
-    runs: int,
+    ensemble_size: int,
     seed: int,
 ) -> dict:
     """
@@ -115,7 +116,11 @@ def snapshot_diagnostics(
     out: dict = {}
     for key, transform in (("noise", noisy(sigma)), ("denoise1", one_step_denoise(score_model, sigma))):
         out[key] = {
-            row: _pct(ensemble_correct(classifier, transform, xs, y, runs=runs, seed=derive_seed(seed, key, row)))
+            row: _pct(
+                ensemble_correct(
+                    classifier, transform, xs, y, ensemble_size=ensemble_size, seed=derive_seed(seed, key, row)
+                )
+            )
             for row, xs in (("clean", x), ("clf_pgd", x_pgd))
         }
     return out
@@ -129,7 +134,7 @@ def adp_sweep(
     y: np.ndarray,
     *,
     sigma: float,
-    runs: int,
+    ensemble_size: int,
     seed: int,
     steps: tuple[int, ...] = SWEEP_STEPS,
     lams: tuple[float, ...] = SWEEP_LAMS,
@@ -143,7 +148,7 @@ def adp_sweep(
             rec: dict = {"steps": t, "lam": lam, "closed": round(1 - (1 - lam) ** t, 3)}
             for row, xs in (("clean", x), ("clf_pgd", x_pgd)):
                 s = derive_seed(seed, "sweep", t, lam, row)
-                rec[row] = _pct(ensemble_correct(classifier, transform, xs, y, runs=runs, seed=s))
+                rec[row] = _pct(ensemble_correct(classifier, transform, xs, y, ensemble_size=ensemble_size, seed=s))
             records.append(rec)
     return records
 
@@ -206,7 +211,7 @@ def stage_diagnostics(
     """
     ``reproduce``'s diagnostics, resumable: per curve snapshot (:func:`snapshot_diagnostics`, one line of
     ``diagnostics.jsonl`` each) and the sweep on the latest snapshot (:func:`adp_sweep`), on the first ``n_curve``
-    test images, judged on the S = ``recipe.runs`` ensemble.
+    test images, judged on the S = ``recipe.ensemble_size`` ensemble.
 
     :param classifier: The classifier, on the device the diagnostics run on.
     :param data: The :class:`~art_adp.data.Dataset` (test images and labels).
@@ -223,7 +228,7 @@ def stage_diagnostics(
     from pathlib import Path
 
     path = Path(run_dir) / "diagnostics.jsonl"
-    recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    recs = read_jsonl(path)
     done = {(r["kind"], r["step"], r.get("steps"), r.get("lam")) for r in recs}
     snapshots = Path(run_dir) / "score" / "snapshots"
     steps = [m for m in recipe.milestones if (snapshots / f"score_{m:07d}.safetensors").exists()]
@@ -243,8 +248,9 @@ def stage_diagnostics(
         if m not in loaded:
             loaded.clear()
             loaded[m] = load_snapshot(m).eval().requires_grad_(False)
-        common = {"sigma": recipe.sigma, "runs": recipe.runs, "seed": derive_seed(recipe.seed, kind, m)}
-        rec: dict = {"kind": kind, "step": m, "n": n, "runs": recipe.runs}
+        seed = derive_seed(recipe.seed, kind, m)
+        common = {"sigma": recipe.sigma, "ensemble_size": recipe.ensemble_size, "seed": seed}
+        rec: dict = {"kind": kind, "step": m, "n": n, "ensemble_size": recipe.ensemble_size}
         if kind == "snapshot":
             rec.update(snapshot_diagnostics(classifier, loaded[m], x, x_pgd, y, **common))  # type: ignore[arg-type]
         else:
@@ -252,8 +258,7 @@ def stage_diagnostics(
             grid = {"steps": (t,), "lams": (lam,)}
             rec.update(adp_sweep(classifier, loaded[m], x, x_pgd, y, **grid, **common)[0])  # type: ignore[arg-type]
         rec["wall_s"] = round(time.perf_counter() - start, 1)
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(rec) + "\n")
+        append_records(path, [rec])
         recs.append(rec)
         log(f"[diagnostics] {kind} at {m} iterations: {json.dumps(rec)}")
     per_step = sorted((r for r in recs if r["kind"] == "snapshot"), key=lambda r: r["step"])

@@ -19,9 +19,7 @@ from ..purify import purify
 from ..runs.seeds import derive_seed
 from .evaluation.report import wilson
 
-__all__ = ["ROWS", "wilson", "derive_seed", "defended_estimator", "judge", "attack", "denoising_ratio"]
-
-ROWS = ("clean", "clf-pgd", "bpda-eot", "full-pgd-eot", "apgd-eot")
+__all__ = ["wilson", "defended_estimator", "judge", "attack", "denoising_ratio"]
 
 
 def defended_estimator(
@@ -70,18 +68,18 @@ def judge(
     x: np.ndarray,
     y: np.ndarray,
     *,
-    runs: int = 10,
+    ensemble_size: int = 10,
     repeats: int = 1,
     seed: int = 0,
     batch_size: int = 512,
 ) -> np.ndarray:
     """
-    Whether the defence classifies each input correctly: the S = ``runs`` purification ensemble (mean softmax),
+    Whether the defence classifies each input correctly: the S = ``ensemble_size`` purification ensemble (mean softmax),
     judged ``repeats`` times with fresh noise; an input counts as correct only if every repeat is (worst case).
 
     :return: Boolean array of length N.
     """
-    ensemble = EOTClassifier(estimator, nb_samples=runs, batch_size=batch_size)
+    ensemble = EOTClassifier(estimator, ensemble_size=ensemble_size, batch_size=batch_size)
     ok = np.ones(len(x), dtype=bool)
     xt = torch.as_tensor(x, dtype=torch.float32)
     for r in range(repeats):
@@ -99,24 +97,23 @@ def attack(
     *,
     eps: float,
     eps_step: float,
-    iterations: int,
-    eot: int = 1,
+    max_iter: int,
+    eot_samples: int = 1,
     seed: int = 0,
     batch_size: int = 64,
 ) -> np.ndarray:
     """
-    Adversarial examples of the row ``name`` (see :data:`ROWS`; ``"clean"`` returns ``x``).
-
-    ``clf-pgd``: PGD on the bare classifier, blind to the purifier (the paper's MNIST row); ``bpda-eot``:
-    straight-through gradients, EOT over ``eot`` purifications; ``full-pgd-eot``: exact gradients through the
-    purification, EOT ``eot``; ``apgd-eot``: APGD (CE and DLR) with full gradients, EOT ``eot``.
+    Adversarial examples of the row ``name``: ``"clean"`` (``x`` itself) or an attack of the registry
+    (:data:`~art_adp.attacks.registry.REGISTRY`) under the budget given here, e.g. ``clf-pgd`` (PGD on the bare
+    classifier, blind to the purifier: the paper's MNIST row), ``bpda-eot`` (straight-through gradients, EOT over
+    ``eot_samples`` purifications) or a full-gradient attack (``full-pgd-eot``, ``apgd-eot``).
     """
     if name == "clean":
         return x
+    if name not in REGISTRY:
+        raise ValueError(f"Unknown row {name!r}; choose from clean, {', '.join(REGISTRY)}.")
     _generator(purifier).manual_seed(derive_seed(seed, "attack", name))
-    if name not in ROWS:
-        raise ValueError(f"Unknown row {name!r}; choose from {ROWS}.")
-    budget = Budget(eps=eps, eps_step=eps_step, max_iter=iterations, eot_samples=eot, batch_size=batch_size)
+    budget = Budget(eps=eps, eps_step=eps_step, max_iter=max_iter, eot_samples=eot_samples, batch_size=batch_size)
     atk = REGISTRY[name].build(estimator, budget, seed)
     return atk.generate(np.asarray(x, dtype=np.float32), y=np.asarray(y))
 

@@ -30,11 +30,16 @@ import numpy as np
 import torch
 
 from .._device import to_model
+from ..attacks import registry
 from ..attacks.registry import LABELS
-from .measure import attack, defended_estimator, denoising_ratio, derive_seed, judge, wilson
+from ..runs.records import append_records, guard_settings, read_jsonl
+from ..runs.seeds import derive_seed
+from .measure import attack, defended_estimator, denoising_ratio, judge, wilson
 from .snapshots import read_snapshot_log, train_with_snapshots
 
-__all__ = ["PAPER_MNIST", "MnistRecipe", "reproduce_mnist", "render_table"]
+__all__ = ["PAPER_MNIST", "STAGES", "MnistRecipe", "reproduce_command", "reproduce_mnist", "render_table"]
+
+STAGES = ("classifier", "score", "curve", "table", "report")
 
 CURVE_DIRECTIONS = 4  # random directions per image of the curve's compression rate
 
@@ -60,10 +65,10 @@ class MnistRecipe:
     measured at every iteration count of ``budgets``; the learning curve at every ``curve_milestones`` entry (the
     budgets are milestones too).
 
-    Attack budgets: ℓ∞ ε = ``eps``; Clf-PGD ``iterations`` steps of ``eps_step`` (the paper's row: 40 × 0.01);
-    BPDA+EOT ``bpda_iterations`` steps of ``attack_eps_step`` with ``eot`` samples; the full-gradient row
-    (``full_attack``) ``full_iterations`` steps of ``attack_eps_step`` with ``full_eot`` samples (APGD sets its own
-    step). Rows run on the first
+    Attack budgets: ℓ∞ ε = ``eps``; Clf-PGD ``max_iter`` steps of ``eps_step`` (the paper's row: 40 × 0.01);
+    BPDA+EOT ``bpda_max_iter`` steps of ``attack_eps_step`` with ``eot_samples`` draws; the full-gradient row
+    (``full_attack``) ``full_max_iter`` steps of ``attack_eps_step`` with ``full_eot_samples`` draws (APGD sets its
+    own step). Judged on the S = ``ensemble_size`` ensemble, worst case over R = ``repeats``. Rows run on the first
     ``n_examples`` / ``n_bpda`` / ``n_full`` test images (``None``: all).
     """
 
@@ -85,17 +90,17 @@ class MnistRecipe:
     checkpoint_every: int = 100
     sigma: float = 0.25
     steps: int = 10
-    runs: int = 10
+    ensemble_size: int = 10
     repeats: int = 2
     eps: float = 0.3
     eps_step: float = 0.01
-    iterations: int = 40
-    bpda_iterations: int = 40
-    eot: int = 15
+    max_iter: int = 40
+    bpda_max_iter: int = 40
+    eot_samples: int = 15
     attack_eps_step: float = 0.01
     full_attack: str = "full-pgd-eot"
-    full_iterations: int = 40
-    full_eot: int = 15
+    full_max_iter: int = 40
+    full_eot_samples: int = 15
     n_examples: int | None = None
     n_bpda: int | None = 100
     n_full: int | None = 20
@@ -106,20 +111,23 @@ class MnistRecipe:
     def check(self) -> None:
         if not self.budgets or any(int(b) != b or b < 1 for b in self.budgets):
             raise ValueError(f"budgets must be positive iteration counts, got {self.budgets}.")
-        if self.full_attack not in ("full-pgd-eot", "apgd-eot"):
-            raise ValueError(f"full_attack must be 'full-pgd-eot' or 'apgd-eot', got {self.full_attack!r}.")
+        if self.full_attack not in registry.names(full=True):
+            raise ValueError(
+                f"full_attack must be a full-gradient attack, one of {registry.names(full=True)}, got "
+                f"{self.full_attack!r}."
+            )
         for name in ("n_examples", "n_bpda", "n_full"):
             value = getattr(self, name)
             if value is not None and (int(value) != value or value < 0):
                 raise ValueError(f"{name} must be None or an integer >= 0, got {value!r}.")
         for name in (
-            "runs",
+            "ensemble_size",
             "repeats",
-            "iterations",
-            "bpda_iterations",
-            "eot",
-            "full_iterations",
-            "full_eot",
+            "max_iter",
+            "bpda_max_iter",
+            "eot_samples",
+            "full_max_iter",
+            "full_eot_samples",
             "chunk_size",
             "n_curve",
         ):
@@ -134,31 +142,20 @@ class MnistRecipe:
         """Row name → its attack budget and the number of test images it runs on."""
         return {
             "clean": {"n": self.n_examples},
-            "clf-pgd": {"n": self.n_examples, "iterations": self.iterations, "eps_step": self.eps_step},
+            "clf-pgd": {"n": self.n_examples, "max_iter": self.max_iter, "eps_step": self.eps_step},
             "bpda-eot": {
                 "n": self.n_bpda,
-                "iterations": self.bpda_iterations,
+                "max_iter": self.bpda_max_iter,
                 "eps_step": self.attack_eps_step,
-                "eot": self.eot,
+                "eot_samples": self.eot_samples,
             },
             self.full_attack: {
                 "n": self.n_full,
-                "iterations": self.full_iterations,
+                "max_iter": self.full_max_iter,
                 "eps_step": self.attack_eps_step,
-                "eot": self.full_eot,
+                "eot_samples": self.full_eot_samples,
             },
         }
-
-
-def _jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-
-
-def _append(path: Path, rec: dict) -> None:
-    with open(path, "a") as f:
-        f.write(json.dumps(rec) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def _device_name(device: str) -> str:
@@ -256,7 +253,7 @@ def _clf_pgd(classifier, data, recipe: MnistRecipe, n: int, run_dir: Path, devic
         )
         from .. import attacks as A
 
-        atk = A.ClassifierPGD(est, eps=recipe.eps, eps_step=recipe.eps_step, max_iter=recipe.iterations, batch_size=256)
+        atk = A.ClassifierPGD(est, eps=recipe.eps, eps_step=recipe.eps_step, max_iter=recipe.max_iter, batch_size=256)
         return atk.generate(data.x_test[:n], y=data.y_test[:n])
 
     return _adversarials("clf-pgd", run_dir / f"clf-pgd_{n}.npz", make)
@@ -291,14 +288,14 @@ def _stage_eval(
     from tqdm.auto import tqdm
 
     path = run_dir / "records.jsonl"
-    done = {(r["budget"], r["row"], r["index"]) for r in _jsonl(path)}
+    done = {(r["budget"], r["row"], r["index"]) for r in read_jsonl(path)}
     n_test = len(data.x_test)
     units = [
         u for u in _units(recipe, n_test, run_dir, stages, log) if not all((u[0], u[1], int(i)) in done for i in u[2])
     ]
     if not units:
         log("[eval] reusing every record")
-        return _jsonl(path)
+        return read_jsonl(path)
     log(f"[eval] {len(units)} chunk(s) of up to {recipe.chunk_size} images to judge")
     n_pgd = min(n_test, max(recipe.n_curve, n_test if recipe.n_examples is None else recipe.n_examples))
     needs_pgd = any(u[1] == "clf-pgd" for u in units)
@@ -334,35 +331,32 @@ def _stage_eval(
                 y,
                 eps=recipe.eps,
                 eps_step=spec.get("eps_step", recipe.eps_step),
-                iterations=spec.get("iterations", 1),
-                eot=spec.get("eot", 1),
+                max_iter=spec.get("max_iter", 1),
+                eot_samples=spec.get("eot_samples", 1),
                 seed=seed,
                 batch_size=len(idx),
             )
-        ok = judge(est, pur, x_adv, y, runs=recipe.runs, repeats=recipe.repeats, seed=seed)
+        ok = judge(est, pur, x_adv, y, ensemble_size=recipe.ensemble_size, repeats=recipe.repeats, seed=seed)
         with torch.no_grad():
             bare = classifier(to_model(x_adv, classifier)).argmax(1).cpu().numpy() == y
         wall = (time.perf_counter() - start) / len(idx)
         linf = np.abs(x_adv - x).reshape(len(idx), -1).max(1)
-        with open(path, "a") as f:
-            for j, i in enumerate(idx):
-                f.write(
-                    json.dumps(
-                        {
-                            "budget": b,
-                            "row": row,
-                            "index": int(i),
-                            "correct": bool(ok[j]),
-                            "undefended_correct": bool(bare[j]),
-                            "linf": round(float(linf[j]), 6),
-                            "wall_s": round(wall, 3),
-                        }
-                    )
-                    + "\n"
-                )
+        records = [
+            {
+                "budget": b,
+                "row": row,
+                "index": int(i),
+                "correct": bool(ok[j]),
+                "undefended_correct": bool(bare[j]),
+                "linf": round(float(linf[j]), 6),
+                "wall_s": round(wall, 3),
+            }
+            for j, i in enumerate(idx)
+        ]
+        append_records(path, records)
         bar.update(len(idx))
     bar.close()
-    return _jsonl(path)
+    return read_jsonl(path)
 
 
 def _stage_denoise(classifier, data, recipe: MnistRecipe, run_dir: Path, device: str, log) -> dict[int, dict]:
@@ -376,7 +370,7 @@ def _stage_denoise(classifier, data, recipe: MnistRecipe, run_dir: Path, device:
     from ..compression import compression_rate
 
     path = run_dir / "denoise.jsonl"
-    done = {r["step"]: r for r in _jsonl(path)}  # a later line for a step completes an earlier one
+    done = {r["step"]: r for r in read_jsonl(path)}  # a later line for a step completes an earlier one
     n = min(recipe.n_curve, len(data.x_test))
     x = data.x_test[:n]
     x_pgd = None
@@ -417,7 +411,7 @@ def _stage_denoise(classifier, data, recipe: MnistRecipe, run_dir: Path, device:
             rec["compression_rate"] = round(rate.summary["median"], 4)
         rec["wall_s"] = round(rec.get("wall_s", 0.0) + time.perf_counter() - start, 1)
         done[m] = rec
-        _append(path, rec)
+        append_records(path, [rec])
         log(
             f"[curve] {m} iterations: purification divides the noise MSE by {rec['denoising_ratio']:.2f} and the "
             f"Clf-PGD perturbation's MSE by {rec['attack_ratio']:.2f}; compression rate {rec['compression_rate']:.3f} "
@@ -476,7 +470,7 @@ def _curve(records: list[dict], denoise: dict[int, dict], recipe: MnistRecipe, r
             "step": m,
             "train_wall_s": train[m],
             "n": n,
-            "runs": recipe.runs,
+            "ensemble_size": recipe.ensemble_size,
             "repeats": recipe.repeats,
             "denoising_ratio": denoise[m]["denoising_ratio"],
             "attack_ratio": denoise[m].get("attack_ratio"),
@@ -544,8 +538,8 @@ def render_table(report: dict) -> str:
             "–"
             if row == "clean"
             else (
-                f"ε = {recipe['eps']}, {spec['iterations']} × {spec['eps_step']}"
-                + (f", EOT {spec['eot']}" if "eot" in spec else "")
+                f"ε = {recipe['eps']}, {spec['max_iter']} × {spec['eps_step']}"
+                + (f", EOT {spec['eot_samples']}" if "eot_samples" in spec else "")
             )
         )
         paper = PAPER_MNIST.get(row)
@@ -591,7 +585,7 @@ def _plot_curve(curve: list[dict], path: Path, title: str, undefended: float | N
             fontsize=7,
         )
     ax.set_ylim(-3, 103)
-    ax.set_ylabel(f"accuracy (%), first {curve[0]['n']} test images, S = {curve[0]['runs']}")
+    ax.set_ylabel(f"accuracy (%), first {curve[0]['n']} test images, S = {curve[0]['ensemble_size']}")
     ax2.plot(
         steps,
         [r["denoising_ratio"] for r in curve],
@@ -625,6 +619,44 @@ def _plot_curve(curve: list[dict], path: Path, title: str, undefended: float | N
     plt.close(fig)
 
 
+def reproduce_command(
+    recipe: MnistRecipe,
+    *,
+    benchmark: str = "mnist",
+    data_root: str = "",
+    run_dir: str = "runs/reproduce-mnist",
+    stages: tuple[str, ...] = STAGES,
+    note: str = "",
+    channels_last: bool = False,
+    compile: bool | str = False,  # pylint: disable=redefined-builtin
+    device: str | None = None,
+    progress: bool = True,
+) -> dict | None:
+    """Every stage resumes: re-run the same command to continue. See docs/mnist.md. --lr (auto: large_batch_lr of
+    --batch-size), --lr-warmup and --precision belong to the recipe (a resume must keep them); --channels-last and
+    --compile only change the speed, and on CUDA cuDNN's autotuner picks the convolutions."""
+    from dataclasses import replace
+
+    from .commands import cudnn_autotune, resolve_lr
+
+    if benchmark != "mnist":
+        raise ValueError(f"Unknown benchmark {benchmark!r}; choose from mnist.")
+    recipe = replace(recipe, lr=resolve_lr(recipe.lr, recipe.batch_size))  # recipe.json: the number
+    cudnn_autotune(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    report = reproduce_mnist(
+        data_root,
+        run_dir,
+        recipe,
+        device=device,
+        progress=progress,
+        stages=tuple(stages),
+        note=note,
+        train_options={"channels_last": channels_last, "compile": compile},
+    )
+    print(f"table: {Path(run_dir) / 'table.md'}")
+    return report
+
+
 def reproduce_mnist(
     data_root: str | os.PathLike,
     run_dir: str | os.PathLike = "runs/reproduce-mnist",
@@ -632,7 +664,7 @@ def reproduce_mnist(
     *,
     device: str | None = None,
     progress: bool = True,
-    stages: tuple[str, ...] = ("classifier", "score", "curve", "table", "report"),
+    stages: tuple[str, ...] = STAGES,
     data=None,
     note: str = "",
     log: Callable[[str], None] = print,
@@ -662,22 +694,11 @@ def reproduce_mnist(
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    saved = run_dir / "recipe.json"
-    mine = json.loads(json.dumps(asdict(recipe)))
-    if saved.exists():
-        theirs = {**json.loads(json.dumps(asdict(MnistRecipe()))), **json.loads(saved.read_text())}  # older: defaults
-        diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
-        if diff:
-            raise ValueError(
-                f"{run_dir} holds a run of another recipe (differs in {diff}); use another run_dir or "
-                f"the same settings."
-            )
-    else:
-        saved.write_text(json.dumps(mine, indent=1))
+    mine = guard_settings(run_dir / "recipe.json", asdict(recipe), what="the recipe", defaults=asdict(MnistRecipe()))
     data = data if data is not None else load_mnist(data_root)
-    unknown = sorted(set(stages) - {"classifier", "score", "curve", "table", "report"})
+    unknown = sorted(set(stages) - set(STAGES))
     if unknown:
-        raise ValueError(f"Unknown stage(s) {unknown}; choose from classifier, score, curve, table, report.")
+        raise ValueError(f"Unknown stage(s) {unknown}; choose from {', '.join(STAGES)}.")
     classifier = _stage_classifier(data, recipe, run_dir, device, progress, log)
     if "score" in stages:
         _stage_score(data, recipe, run_dir, device, progress, log, train_options or {})
@@ -688,8 +709,8 @@ def reproduce_mnist(
     diagnostics = _diagnostics(classifier, data, recipe, run_dir, device, log, measure="curve" in stages)
     if "report" not in stages:
         return None
-    records = records if records is not None else _jsonl(run_dir / "records.jsonl")
-    denoise = denoise if denoise is not None else {r["step"]: r for r in _jsonl(run_dir / "denoise.jsonl")}
+    records = records if records is not None else read_jsonl(run_dir / "records.jsonl")
+    denoise = denoise if denoise is not None else {r["step"]: r for r in read_jsonl(run_dir / "denoise.jsonl")}
     curve = _curve(records, denoise, recipe, run_dir)
     clf_info = json.loads((run_dir / "classifier.json").read_text())
     report = {
@@ -710,10 +731,11 @@ def reproduce_mnist(
     (run_dir / "table.md").write_text(
         f"# ADP on MNIST ({report['data']['n_train']} training / {report['data']['n_test']} test images from "
         f"{data_root})\n\nDevice: {report['device']}. ADP: σ = {recipe.sigma}, T = {recipe.steps}, judged on the "
-        f"S = {recipe.runs} ensemble, worst case over R = {recipe.repeats} repeats; 95 % Wilson intervals."
+        f"S = {recipe.ensemble_size} ensemble, worst case over R = {recipe.repeats} repeats; 95 % Wilson intervals."
         f"{' ' + note if note else ''}\n\n"
         f"{table}\n"
-        f"\n## Diagnostics (first {recipe.n_curve} test images, S = {recipe.runs})\n\n{_diagnostics_md(report)}\n"
+        f"\n## Diagnostics (first {recipe.n_curve} test images, S = {recipe.ensemble_size})\n\n"
+        f"{_diagnostics_md(report)}\n"
     )
     if curve:
         _plot_curve(

@@ -17,18 +17,16 @@ from typing import Iterable
 
 import torch
 
-from ..serialization import read_checkpoint
+from ..runs.records import append_records, read_jsonl
 from ..score import load_score_model, save_score_model, train_score_model
+from ..serialization import read_checkpoint
 
 __all__ = ["train_with_snapshots", "read_snapshot_log"]
 
 
 def read_snapshot_log(run_dir: str | os.PathLike) -> list[dict]:
     """The milestone records written by :func:`train_with_snapshots`, in order (empty if none yet)."""
-    path = Path(run_dir) / "snapshots" / "log.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_jsonl(Path(run_dir) / "snapshots" / "log.jsonl")
 
 
 def train_with_snapshots(
@@ -103,9 +101,6 @@ def train_with_snapshots(
         wall += time.perf_counter() - start
         state.write_text(json.dumps({"wall_s": wall}))
         save_score_model(ema, snap)
-        with open(snap_dir / "log.jsonl", "a") as f:
-            f.write(
-                json.dumps({"step": m, "wall_s": round(wall, 1), "batch_size": batch_size, "snapshot": snap.name})
-                + "\n"
-            )
+        record = {"step": m, "wall_s": round(wall, 1), "batch_size": batch_size, "snapshot": snap.name}
+        append_records(snap_dir / "log.jsonl", [record])
     return ema if ema is not None else load_score_model(ckpt, device)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,11 +21,12 @@ import torch
 from ..runs.provenance import provenance
 from ..runs.records import append_records, read_jsonl
 from ..runs.seeds import derive_seed
+from ..serialization import read_checkpoint
 from ..score.sigmas import geometric_sigmas
 from ..score.train import train_score_model
 from ..score.unet import DenoiserUNet
 
-__all__ = ["LEVELS", "denoising_mse", "train_denoiser"]
+__all__ = ["LEVELS", "DenoiserTraining", "denoising_mse", "train_denoiser", "train_denoiser_command"]
 
 #: The levels (in [0, 1] pixel units) at which the curve measures one-step denoising.
 LEVELS = (0.05, 0.1, 0.25, 0.5)
@@ -114,21 +116,36 @@ def train_denoiser(
     spent = curve[-1]["train_seconds"] if curve else 0.0
     step = curve[-1]["step"] if curve else 0
     started = time.monotonic()
+    held = read_checkpoint(checkpoint)[1].get("step", 0) if checkpoint.exists() else 0
+    if held != step:  # an interrupted stretch whose time was not recorded: its steps count, its seconds do not
+        rec = {"step": held, "samples": held * batch_size, "train_seconds": round(spent, 1), "unrecorded": True}
+        curve.append(rec)
+        append_records(curve_path, [rec])
+        step = held
     while spent < minutes * 60:
         t0 = time.monotonic()
-        ema = train_score_model(
-            model, x_train, sigmas, step + milestone, batch_size=batch_size, lr=lr, checkpoint_path=checkpoint,
-            seed=seed, progress=progress, checkpoint_every=milestone, device=device, precision=precision,
-            lr_warmup=100,
-        )  # fmt: skip
+        target = (step // milestone + 1) * milestone
+        try:
+            ema = train_score_model(
+                model, x_train, sigmas, target, batch_size=batch_size, lr=lr, checkpoint_path=checkpoint,
+                seed=seed, progress=progress, checkpoint_every=milestone, device=device, precision=precision,
+                lr_warmup=100,
+            )  # fmt: skip
+        except KeyboardInterrupt:  # the trainer saved its state: record how far it got and how long it took
+            held = read_checkpoint(checkpoint)[1]["step"]
+            seconds = time.monotonic() - t0
+            rec = {"step": held, "samples": held * batch_size, "train_seconds": round(spent + seconds, 1),
+                   "interrupted": True}  # fmt: skip
+            append_records(curve_path, [rec])
+            raise
         seconds = time.monotonic() - t0
-        step += milestone
+        done, step = target - step, target
         spent += seconds
         rec = {
             "step": step,
             "samples": step * batch_size,
             "train_seconds": round(spent, 1),
-            "samples_per_s": round(milestone * batch_size / seconds, 1),
+            "samples_per_s": round(done * batch_size / seconds, 1),
             "mse": denoising_mse(ema, x_eval, seed=seed),
             "threads": torch.get_num_threads(),
         }
@@ -142,8 +159,45 @@ def train_denoiser(
         "settings": settings,
         "parameters": sum(p.numel() for p in model.parameters()),
         "curve": [{k: v for k, v in r.items() if k != "settings"} for r in curve],
-        "final": curve[-1] if curve else None,
+        "final": next((r for r in reversed(curve) if "mse" in r), None),
         "provenance": provenance(wall_time_s=time.monotonic() - started, device=device, models={"denoiser": checkpoint}),
     }
     (run_dir / "result.json").write_text(json.dumps(result, indent=1))
     return result
+
+
+@dataclass(frozen=True)
+class DenoiserTraining:
+    """Settings of ``art-adp train-denoiser`` (see :func:`train_denoiser` for each; the command's defaults: a
+    one-hour run of the three-level UNet in bf16)."""
+
+    minutes: float = 60.0
+    milestone: int = 500
+    batch_size: int = 128
+    lr: float = 2e-3
+    channels: tuple[int, ...] = (32, 64, 128)
+    precision: str = "bf16"
+    seed: int = 0
+
+
+def train_denoiser_command(
+    config: DenoiserTraining,
+    *,
+    dataset: str = "digits",
+    data_root: str | None = None,
+    run_dir: str = "runs/denoiser",
+    device: str | None = None,
+    progress: bool = True,
+) -> None:
+    """Train a DenoiserUNet (a sigma-conditional UNet denoiser with EDM preconditioning; ADP's score at any level
+    through EDMScore) for --minutes of training time, measuring its one-step denoising MSE on the test split at
+    every milestone; resumes from --run-dir (curve.jsonl, denoiser.safetensors, result.json)."""
+    from dataclasses import asdict
+
+    from ..data import load_dataset
+
+    data = load_dataset(dataset, data_root)
+    result = train_denoiser(
+        data.x_train, data.x_test, run_dir, **asdict(config), device=device or "cpu", progress=progress
+    )
+    print(json.dumps(result["final"]))

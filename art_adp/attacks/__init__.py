@@ -7,15 +7,13 @@ inside the ε-ball and ``clip_values``.
 """
 
 from .apgd_eot import APGDEOT
-from .bpda_eot import BPDAEOT  # deprecated: PGDEOT(gradient="bpda")
 from .classifier_pgd import ClassifierPGD
 from .fixed_noise_pgd import FixedNoisePGD
-from .full_pgd_eot import FullGradientPGDEOT  # deprecated: PGDEOT(gradient="full")
 from .joint_full import JointFull
 from .joint_score import JointScore
 from .pgd_eot import PGDEOT
 from .evade_detector import EvadeDetectorLoss
-from .spsa import SPSA, BlackBoxSPSA  # SPSA: deprecated name of BlackBoxSPSA
+from .spsa import BlackBoxSPSA
 
 __all__ = [
     "APGDEOT",
@@ -26,7 +24,4 @@ __all__ = [
     "JointFull",
     "JointScore",
     "PGDEOT",
-    "BPDAEOT",
-    "FullGradientPGDEOT",
-    "SPSA",
 ]

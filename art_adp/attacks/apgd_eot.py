@@ -7,7 +7,7 @@ from art.attacks.attack import EvasionAttack
 from art.estimators.classification import PyTorchClassifier
 
 from ..eot import EOTClassifier
-from .._checks import one_of, positive_int
+from .._checks import memory_budget as check_memory_budget, one_of, positive_int
 from ._core import GRADIENTS, check_norm, cross_entropy, dlr, gradient_mode, labels
 
 __all__ = ["APGDEOT"]
@@ -39,7 +39,7 @@ class APGDEOT(EvasionAttack):
     :param losses: Losses run in turn, from ``("ce", "dlr")``.
     :param gradient: ``"full"`` (through purification) or ``"bpda"``.
     :param batch_size: Images per forward pass (examples × EOT copies).
-    :param memory_budget: Bytes of autograd graph per block of EOT draws (None:
+    :param memory_budget: MiB of autograd graph per block of EOT draws (None:
         :func:`art_adp.ensemble.default_memory_budget`): memory does not grow with ``eot_samples``.
     :param seed: Seed of APGD's random start (ART draws it from numpy's global generator; it is seeded inside a
         saved-and-restored state, so the caller's numpy state is left as it was), or None to use that generator as
@@ -74,7 +74,7 @@ class APGDEOT(EvasionAttack):
         losses: tuple[str, ...] = ("ce", "dlr"),
         gradient: str = "full",
         batch_size: int = 512,
-        memory_budget: int | None = None,
+        memory_budget: float | None = None,
         seed: int | None = 0,
         verbose: bool = False,
     ) -> None:
@@ -100,7 +100,7 @@ class APGDEOT(EvasionAttack):
         one_of("gradient", self.gradient, GRADIENTS)
         for name in ("max_iter", "eot_samples", "batch_size"):
             positive_int(name, getattr(self, name))
-        positive_int("memory_budget", self.memory_budget, optional=True)
+        check_memory_budget(self.memory_budget)
 
     def generate(self, x: np.ndarray, y: np.ndarray | None = None, **kwargs) -> np.ndarray:
         """
@@ -123,7 +123,7 @@ class APGDEOT(EvasionAttack):
                         break
                     view = EOTClassifier(
                         self.estimator,
-                        nb_samples=self.eot_samples,
+                        ensemble_size=self.eot_samples,
                         eot_samples=self.eot_samples,
                         batch_size=self.batch_size,
                         loss=LOSSES[name],

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from art.estimators.classification import PyTorchClassifier
 
-from .._checks import one_of, positive_int
+from .._checks import memory_budget as check_memory_budget, one_of, positive_int
 from ..ensemble import eot_gradient, logits
 from ._core import GRADIENTS, IterativeAttack, cross_entropy, normalize
 
@@ -42,7 +42,7 @@ class PGDEOT(IterativeAttack):
         authors' code: a vote, Σ_k sign ∇_k).
     :param norm, eps, eps_step, max_iter, batch_size, verbose: As in :class:`~art_adp.attacks.ClassifierPGD`;
         ``batch_size`` counts images per forward pass (examples × EOT copies).
-    :param memory_budget: Bytes of autograd graph per block of EOT draws (None:
+    :param memory_budget: MiB of autograd graph per block of EOT draws (None:
         :func:`art_adp.ensemble.default_memory_budget`, 512 MiB on a CPU, a quarter of a GPU's free memory).
     """
 
@@ -60,7 +60,7 @@ class PGDEOT(IterativeAttack):
         eot_samples: int = 15,
         aggregate: str = "mean",
         batch_size: int = 512,
-        memory_budget: int | None = None,
+        memory_budget: float | None = None,
         verbose: bool = False,
     ) -> None:
         self.gradient = gradient
@@ -81,7 +81,7 @@ class PGDEOT(IterativeAttack):
         one_of("gradient", self.gradient, GRADIENTS)
         positive_int("eot_samples", self.eot_samples)
         one_of("aggregate", self.aggregate, AGGREGATES)
-        positive_int("memory_budget", self.memory_budget, optional=True)
+        check_memory_budget(self.memory_budget)
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         g, _ = eot_gradient(

@@ -1,6 +1,7 @@
-"""One record per attack: its name, its label, how to build it from a budget, which settings make up its budget,
-what it costs, and its flags. The evaluation harness, the reproductions, the evaluation card and the command line's
-help all read this table; adding an attack is one module plus one :class:`AttackSpec` here.
+"""One record per attack: its name, its label, how to build it from a budget, which budget parameters it reads,
+what it costs, and its flags. The evaluation harness, the reproductions, the evaluation card, the command line's
+help and the tests all read this table; adding an attack is one module plus one :class:`AttackSpec` here. The
+registry speaks the attacks' own parameter names (:class:`Budget`) and knows nothing of the applications' settings.
 
     from art_adp.attacks.registry import REGISTRY, Budget
     attack = REGISTRY["bpda-eot"].build(estimator, Budget(eps=8 / 255, eps_step=2 / 255, max_iter=40, eot_samples=15))
@@ -29,18 +30,20 @@ __all__ = ["ATTACKS", "AttackSpec", "Budget", "CLEAN_LABEL", "LABELS", "REGISTRY
 class Budget:
     """
     What an attack may spend, in the attacks' own parameter names (ART's and torchattacks': ``eps``, ``eps_step``,
-    ``max_iter``, ``batch_size``; ``eot_samples`` as :class:`~art_adp.EOTClassifier` names the EOT draws).
+    ``max_iter``, ``batch_size``; ``eot_samples`` as :class:`~art_adp.EOTClassifier` names the EOT draws). The
+    evaluation's :class:`~art_adp.apps.evaluation.EvalConfig` and the command line's flags carry the same names.
 
     :param eps: Radius of the threat model.
     :param eps_step: Step of the PGD-type attacks, SPSA's learning rate (APGD sets its own).
     :param max_iter: Iterations (SPSA: steps; APGD: iterations per loss).
     :param norm: ``math.inf`` or 2.
     :param eot_samples: EOT draws per gradient.
-    :param aggregate: ``"mean"`` of the EOT gradients or the authors' ``"sign"`` vote.
+    :param eot_aggregate: ``"mean"`` of the EOT gradients or the authors' ``"sign"`` vote (PGD+EOT's
+        ``aggregate``, not the ``aggregate`` of the S-draw ensemble, which averages predictions).
     :param weight: The Joint attacks' weight w.
     :param samples_per_step: SPSA's samples per step.
     :param batch_size: Images per forward pass.
-    :param memory_budget: Bytes of autograd graph per block of EOT draws in the gradients of the attacks that take
+    :param memory_budget: MiB of autograd graph per block of EOT draws in the gradients of the attacks that take
         it (PGD+EOT, APGD-EOT; None: :func:`art_adp.ensemble.default_memory_budget`). It changes how the draws are
         blocked, not the result (to float rounding), so it is not part of an attack's recorded budget.
     """
@@ -50,11 +53,11 @@ class Budget:
     max_iter: int
     norm: float = math.inf
     eot_samples: int = 1
-    aggregate: str = "mean"
+    eot_aggregate: str = "mean"
     weight: float = 0.5
     samples_per_step: int = 1280
     batch_size: int = 512
-    memory_budget: int | None = None
+    memory_budget: float | None = None
 
 
 @dataclass(frozen=True)
@@ -65,8 +68,8 @@ class AttackSpec:
     :param name: The name in configurations, records and on the command line (``"bpda-eot"``).
     :param label: The row title in every table and figure.
     :param build: ``(estimator, budget, seed) -> EvasionAttack``.
-    :param fields: Budget parameter -> the :class:`~art_adp.apps.evaluation.EvalConfig` field that sets it, in the
-        order the budget is shown (``{"max_iter": "iterations", "eot_samples": "eot"}``).
+    :param fields: The :class:`Budget` parameters, beyond the threat model (``eps``, ``eps_step``, ``norm``), that
+        change its result, in the order the budget is shown (``("max_iter", "eot_samples", "eot_aggregate")``).
     :param cost: ``(budget, forward, full) -> seconds per example``, from the seconds per image of one defended
         forward pass and of one forward+backward pass through the purification.
     :param describe: ``budget -> str``, the budget in a table cell.
@@ -78,12 +81,19 @@ class AttackSpec:
     :param norms: The threat models the attack supports.
     :param sanity: Preference of this attack as the white-box attack of the sanity checks (lower first; ``None``:
         never chosen): the full-gradient attacks first, then BPDA.
+    :param own: The :class:`Budget` parameters this attack counts apart from the other attacks (APGD's iterations and
+        EOT draws follow Croce et al., SPSA's steps and samples its own protocol); an application keeps them under
+        ``short`` (e.g. ``apgd_max_iter``).
+    :param short: The attack's short name, which prefixes its ``own`` parameters (``"apgd"``).
+    :param full: Exact gradients through the purification (the full-gradient attacks).
+    :param black_box: Queries outputs only (no EOT, no gradient): left out of the fixed-randomness view and the ε
+        sweep.
     """
 
     name: str
     label: str
     build: Callable[..., EvasionAttack]
-    fields: Mapping[str, str]
+    fields: tuple[str, ...]
     cost: Callable[[Budget, float, float], float]
     describe: Callable[[Budget], str]
     gradient: bool = True
@@ -92,6 +102,10 @@ class AttackSpec:
     own_step: float | None = None
     norms: tuple[float, ...] = (math.inf, 2)
     sanity: int | None = None
+    own: tuple[str, ...] = ()
+    short: str = ""
+    full: bool = False
+    black_box: bool = False
 
 
 def _iterations(b: Budget) -> str:
@@ -99,7 +113,7 @@ def _iterations(b: Budget) -> str:
 
 
 def _with_eot(b: Budget) -> str:
-    return f"{_iterations(b)}, EOT {b.eot_samples} ({b.aggregate})"
+    return f"{_iterations(b)}, EOT {b.eot_samples} ({b.eot_aggregate})"
 
 
 def _joint_text(b: Budget) -> str:
@@ -118,7 +132,7 @@ def _pgd_eot(gradient: str) -> Callable[..., EvasionAttack]:
             gradient=gradient,
             norm=b.norm,
             eot_samples=b.eot_samples,
-            aggregate=b.aggregate,
+            aggregate=b.eot_aggregate,
             memory_budget=b.memory_budget,
             **_steps(b),
         )
@@ -158,9 +172,9 @@ def _per_full_draw(b: Budget, forward: float, full: float) -> float:  # pylint: 
     return b.max_iter * b.eot_samples * full
 
 
-_CLF = {"max_iter": "iterations"}
-_PGD = {"max_iter": "iterations", "eot_samples": "eot", "aggregate": "eot_aggregate"}
-_JOINT = {"max_iter": "iterations", "eot_samples": "eot", "weight": "joint_weight"}
+_CLF = ("max_iter",)
+_PGD = ("max_iter", "eot_samples", "eot_aggregate")
+_JOINT = ("max_iter", "eot_samples", "weight")
 
 ATTACKS: tuple[AttackSpec, ...] = (
     AttackSpec("clf-pgd", "Clf-PGD (preprocessor-blind)", _clf_pgd, _CLF, _free, _iterations, gradient=False),
@@ -171,25 +185,33 @@ ATTACKS: tuple[AttackSpec, ...] = (
         "spsa",
         "SPSA (black-box)",
         _spsa,
-        {"max_iter": "spsa_iterations", "samples_per_step": "spsa_samples"},
+        ("max_iter", "samples_per_step"),
         cost=lambda b, f, g: b.max_iter * 2 * b.samples_per_step * f,
         describe=lambda b: f"{_iterations(b)}, {b.samples_per_step} samples/step",
         gradient=False,
         baseline="spsa",
         norms=(math.inf,),
+        own=("max_iter", "samples_per_step"),
+        short="spsa",
+        black_box=True,
     ),
-    AttackSpec("full-pgd-eot", "Full-gradient PGD+EOT", _pgd_eot("full"), _PGD, _per_full_draw, _with_eot, sanity=0),
+    AttackSpec(
+        "full-pgd-eot", "Full-gradient PGD+EOT", _pgd_eot("full"), _PGD, _per_full_draw, _with_eot, sanity=0, full=True
+    ),
     AttackSpec(
         "apgd-eot",
         "APGD-EOT (CE, then DLR)",
         _apgd,
-        {"max_iter": "apgd_iterations", "eot_samples": "apgd_eot"},
+        ("max_iter", "eot_samples"),
         cost=lambda b, f, g: 2 * b.max_iter * b.eot_samples * (g + f),  # CE then DLR, each draw forward + backward
         describe=lambda b: f"CE+DLR, {b.max_iter} it/loss, EOT {b.eot_samples}",
         paper=False,
         baseline="apgd-eot",
         own_step=2.0,
         sanity=1,
+        own=("max_iter", "eot_samples"),
+        short="apgd",
+        full=True,
     ),
 )
 REGISTRY: Mapping[str, AttackSpec] = MappingProxyType({spec.name: spec for spec in ATTACKS})
@@ -197,9 +219,10 @@ CLEAN_LABEL = "Natural (clean)"
 LABELS: Mapping[str, str] = MappingProxyType({"clean": CLEAN_LABEL, **{s.name: s.label for s in ATTACKS}})
 
 
-def names(*, paper: bool | None = None) -> tuple[str, ...]:
-    """The attacks' names in table order (``paper=True``: those of the paper's table only)."""
-    return tuple(s.name for s in ATTACKS if paper is None or s.paper == paper)
+def names(*, paper: bool | None = None, full: bool | None = None) -> tuple[str, ...]:
+    """The attacks' names in table order (``paper=True``: those of the paper's table only; ``full=True``: the
+    full-gradient attacks only)."""
+    return tuple(s.name for s in ATTACKS if paper in (None, s.paper) and full in (None, s.full))
 
 
 def gradient_attacks() -> tuple[str, ...]:

@@ -7,13 +7,11 @@ import torch
 from art.attacks.attack import EvasionAttack
 from art.estimators.classification import PyTorchClassifier
 
-from .._checks import number, positive_int, renamed_kwargs, take_renamed, warn_deprecated, warn_renamed_attribute
+from .._checks import number, positive_int
 from ..defended import DefendedModel
 from ._core import gradient_mode, labels
 
-__all__ = ["BlackBoxSPSA", "SPSA"]
-
-RENAMED = {"nb_sample": "samples_per_step"}  # deprecated in 0.2, removed in 0.3
+__all__ = ["BlackBoxSPSA"]
 
 
 class BlackBoxSPSA(EvasionAttack):
@@ -21,9 +19,9 @@ class BlackBoxSPSA(EvasionAttack):
     SPSA (Spall 1992; Uesato et al. 2018): gradient-free, the loss gradient estimated from ``samples_per_step`` random
     ±1 directions per step by finite differences of the defended model's output, then an Adam step projected
     onto the ℓ∞ ball. Runs torchattacks' ``SPSA`` (margin loss) over
-    ``DefendedModel.from_estimator(estimator, nb_samples=1)`` -- the estimator's whole chain (defences, standardisation,
-    model) with one purification per query, so every query sees fresh purification noise, as a black-box attacker
-    would.
+    ``DefendedModel.from_estimator(estimator, ensemble_size=1)`` -- the estimator's whole chain (defences,
+    standardisation, model) with one purification per query, so every query sees fresh purification noise, as a
+    black-box attacker would.
 
     | Paper link: https://arxiv.org/abs/2106.06041 (Table 1; Table 3 uses 1,280 samples per step)
 
@@ -35,7 +33,7 @@ class BlackBoxSPSA(EvasionAttack):
     :param eps_step: Adam learning rate (the step size).
     :param max_iter: SPSA steps (the paper does not state them; 40 as for BPDA).
     :param samples_per_step: Finite-difference directions per step (1,280 in the paper); 2 × ``samples_per_step``
-        queries (torchattacks' ``nb_sample``; formerly ``nb_sample`` here too, deprecated).
+        queries (torchattacks' ``nb_sample``).
     :param delta: Finite-difference radius.
     :param batch_size: Images per forward pass (examples × directions).
     :param seed: Seed of the directions, or None to use torch's global generator as it is.
@@ -54,7 +52,6 @@ class BlackBoxSPSA(EvasionAttack):
     ]
     _estimator_requirements = (PyTorchClassifier,)
 
-    @renamed_kwargs(**RENAMED)
     def __init__(
         self,
         estimator: PyTorchClassifier,
@@ -78,21 +75,6 @@ class BlackBoxSPSA(EvasionAttack):
         self.seed = seed
         self.verbose = verbose
         self._check_params()
-
-    @property
-    def nb_sample(self) -> int:
-        """Deprecated alias of :attr:`samples_per_step` (removed in 0.3)."""
-        warn_renamed_attribute(type(self).__name__, "nb_sample", "samples_per_step")
-        return self.samples_per_step
-
-    @nb_sample.setter
-    def nb_sample(self, value: int) -> None:
-        warn_renamed_attribute(type(self).__name__, "nb_sample", "samples_per_step")
-        self.samples_per_step = value
-
-    def set_params(self, **kwargs) -> None:
-        """ART's ``set_params``; the deprecated ``nb_sample`` is ``samples_per_step``."""
-        super().set_params(**take_renamed(dict(kwargs), RENAMED, f"{type(self).__name__}.set_params"))
 
     def _check_params(self) -> None:
         for name in ("eps", "eps_step", "delta"):
@@ -118,7 +100,7 @@ class BlackBoxSPSA(EvasionAttack):
         device = self.estimator.device
         xt = torch.as_tensor(x, dtype=torch.float32, device=device)
         yt = torch.as_tensor(y, device=device)
-        model = DefendedModel.from_estimator(self.estimator, nb_samples=1)  # one purification per query
+        model = DefendedModel.from_estimator(self.estimator, ensemble_size=1)  # one purification per query
         attack = torchattacks.SPSA(
             model,
             eps=self.eps,
@@ -135,12 +117,3 @@ class BlackBoxSPSA(EvasionAttack):
             x_adv = attack(xt, yt)
         x_adv = (xt + (x_adv - xt).clamp(-self.eps, self.eps)).clamp(0, 1)  # exact ball despite float rounding
         return x_adv.detach().cpu().numpy().astype(x.dtype, copy=False)
-
-
-class SPSA(BlackBoxSPSA):
-    """Deprecated alias of :class:`BlackBoxSPSA` (removed in 0.3); ``torchattacks.SPSA`` is the attack it wraps."""
-
-    def __init__(self, estimator: PyTorchClassifier, **kwargs) -> None:
-        warn_deprecated("art_adp.attacks.SPSA is deprecated, use art_adp.attacks.BlackBoxSPSA")
-        take_renamed(kwargs, RENAMED, "SPSA")
-        super().__init__(estimator, **kwargs)

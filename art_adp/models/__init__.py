@@ -3,9 +3,6 @@ The classifiers of the ADP paper (plain ``nn.Module`` objects: images (N, C, H, 
 their training.
 """
 
-import sys
-
-from art_adp import _checks
 from art_adp.models.adversarial import train_adversarial_classifier
 from art_adp.models.checkpoint import load_classifier, save_classifier
 from art_adp.models.cnn import DigitsCNN, SmallCNN
@@ -24,6 +21,3 @@ __all__ = [
     "save_classifier",
     "load_classifier",
 ]
-
-# art_adp.models._checks was a copy of the private checks module; old imports of it get the one module.
-sys.modules.setdefault(f"{__name__}._checks", _checks)

@@ -4,6 +4,13 @@ The training loop is ART's own: :class:`art.defences.trainer.AdversarialTrainer`
 :class:`art.attacks.evasion.ProjectedGradientDescent` (random start) around a :class:`PyTorchClassifier`, so the
 baseline is the one an ART user gets, with the optimiser of :func:`art_adp.models.train_classifier` (Adam,
 betas (0.9, 0.999), no weight decay) and the same architectures as the undefended classifiers.
+
+Randomness: ART 1.20 draws the batch order, the replaced subset and the PGD random starts from NumPy's global RNG, and
+``PyTorchClassifier.fit`` its in-batch order from torch's global CPU generator. :func:`train_adversarial_classifier`
+seeds both with its `seed` while it trains and restores their previous states before returning, so the caller's
+random streams are neither reseeded nor consumed. The initial weights are the caller's (seed torch before building
+the model); with the same initial weights and `seed`, training is reproducible on a deterministic backend such as
+the CPU. Not thread-safe: ART's global RNG and progress bars are shared by the process.
 """
 
 from __future__ import annotations
@@ -76,6 +83,42 @@ def default_eps_step(eps: float, max_iter: int) -> float:
     return 2.5 * eps / max_iter
 
 
+def _attack_budget(eps, eps_step, max_iter, clip_values) -> tuple[tuple[float, float], dict]:
+    """The checked ``clip_values`` and the training attack's ``eps``, ``eps_step`` (default ε·2.5/max_iter) and
+    ``max_iter``."""
+    low, high = _clip_values(clip_values)
+    eps = _positive_real("eps", eps)
+    if eps > high - low:
+        raise ValueError(
+            f"eps must not exceed the pixel range clip_values[1] - clip_values[0] = {high - low:g}, "
+            f"got {eps:g}; give eps on the scale of the images"
+        )
+    max_iter = positive_int("max_iter", max_iter)
+    eps_step = default_eps_step(eps, max_iter) if eps_step is None else _positive_real("eps_step", eps_step)
+    return (low, high), {"eps": eps, "eps_step": eps_step, "max_iter": max_iter}
+
+
+def _madry_trainer(model, x: torch.Tensor, device, pgd: dict, *, ratio: float, lr: float, clip_values):
+    """ART's ``AdversarialTrainer`` of ``model`` (Adam) with l_inf PGD (one random start) as the training attack."""
+    from art.attacks.evasion import ProjectedGradientDescent
+    from art.defences.trainer import AdversarialTrainer
+    from art.estimators.classification import PyTorchClassifier
+
+    with torch.no_grad():
+        nb_classes = model.eval()(x[:1].to(device, torch.float32)).shape[1]
+    classifier = PyTorchClassifier(
+        model=model,
+        loss=nn.CrossEntropyLoss(),
+        optimizer=torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=0.0),
+        input_shape=tuple(x.shape[1:]),
+        nb_classes=nb_classes,
+        clip_values=clip_values,
+        device_type="gpu" if device.type == "cuda" else "cpu",
+    )
+    attack = ProjectedGradientDescent(classifier, norm=np.inf, num_random_init=1, verbose=False, **pgd)
+    return AdversarialTrainer(classifier, attack, ratio=float(ratio))
+
+
 def train_adversarial_classifier(
     model: nn.Module,
     x_train: np.ndarray,
@@ -101,12 +144,7 @@ def train_adversarial_classifier(
     `eps_step`, one uniform random start in the ball, clipped to `clip_values`), and Adam (`lr`, betas
     (0.9, 0.999)) takes one cross-entropy step on the batch.
 
-    Randomness: ART 1.20 draws the batch order, the replaced subset and the PGD random starts from NumPy's global
-    RNG, and ``PyTorchClassifier.fit`` its in-batch order from torch's global CPU generator. This function seeds
-    both with `seed` while it trains and restores their previous states before returning, so the caller's random
-    streams are neither reseeded nor consumed. The initial weights are the caller's (seed torch before building
-    `model`); with the same initial weights and `seed`, training is reproducible on a deterministic backend such as
-    the CPU. Not thread-safe: ART's global RNG and progress bars are shared by the process.
+    Randomness: `seed` seeds the global RNGs ART draws from, restored afterwards (see the module docstring).
 
     :param model: Classifier mapping images of shape (N, C, H, W) in `clip_values` to logits of shape (N, K), e.g.
         ``DigitsCNN``, ``MLP``, ``SmallCNN``; trained in place on the device of its parameters (CUDA: the current
@@ -130,15 +168,7 @@ def train_adversarial_classifier(
         `clip_values`, images not floating point, not 4-D, not finite or outside `clip_values`, labels not 1-D
         integers in [0, K), mismatched or empty arrays.
     """
-    low, high = _clip_values(clip_values)
-    eps = _positive_real("eps", eps)
-    if eps > high - low:
-        raise ValueError(
-            f"eps must not exceed the pixel range clip_values[1] - clip_values[0] = {high - low:g}, "
-            f"got {eps:g}; give eps on the scale of the images"
-        )
-    max_iter = positive_int("max_iter", max_iter)
-    eps_step = default_eps_step(eps, max_iter) if eps_step is None else _positive_real("eps_step", eps_step)
+    (low, high), pgd = _attack_budget(eps, eps_step, max_iter, clip_values)
     epochs = positive_int("epochs", epochs)
     batch_size = positive_int("batch_size", batch_size)
     number("ratio", ratio, low=0, high=1, low_open=True)  # the fraction of each batch made adversarial
@@ -149,33 +179,8 @@ def train_adversarial_classifier(
     device = _device(model, None)
     model.to(device)
     _check_labels(model, x, y, "y_train", device)
-    with torch.no_grad():
-        nb_classes = model.eval()(x[:1].to(device, torch.float32)).shape[1]
-
-    from art.attacks.evasion import ProjectedGradientDescent
-    from art.defences.trainer import AdversarialTrainer
-    from art.estimators.classification import PyTorchClassifier
-
-    classifier = PyTorchClassifier(
-        model=model,
-        loss=nn.CrossEntropyLoss(),
-        optimizer=torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=0.0),
-        input_shape=tuple(x.shape[1:]),
-        nb_classes=nb_classes,
-        clip_values=(low, high),
-        device_type="gpu" if device.type == "cuda" else "cpu",
-    )
-    attack = ProjectedGradientDescent(
-        classifier,
-        norm=np.inf,
-        eps=eps,
-        eps_step=eps_step,
-        max_iter=max_iter,
-        num_random_init=1,
-        batch_size=batch_size,
-        verbose=False,
-    )
-    trainer = AdversarialTrainer(classifier, attack, ratio=float(ratio))
+    pgd["batch_size"] = batch_size
+    trainer = _madry_trainer(model, x, device, pgd, ratio=ratio, lr=lr, clip_values=(low, high))
     x_np = x.cpu().numpy().astype(np.float32, copy=False)
     y_np = y.cpu().numpy().astype(np.int64, copy=False)
     with _seeded_global_rngs(int(seed)), _art_trainer_progress(verbose):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 
 import torch
@@ -15,15 +14,6 @@ from .wrn import WideResNet
 __all__ = ["save_classifier", "load_classifier", "ARCHITECTURES"]
 
 ARCHITECTURES: dict[str, type[torch.nn.Module]] = {c.__name__: c for c in (MLP, SmallCNN, DigitsCNN, WideResNet)}
-OLD_CONFIG_KEYS = {"num_classes": "nb_classes"}  # files written before 0.2 name the class count num_classes
-
-
-def _build(cls: type[torch.nn.Module], **config) -> torch.nn.Module:
-    """``cls(**config)`` with the config keys of older files renamed (silently: the file is not the caller's code)."""
-    return cls(**{OLD_CONFIG_KEYS.get(k, k): v for k, v in config.items()})
-
-
-_LOADERS = {name: functools.partial(_build, cls) for name, cls in ARCHITECTURES.items()}
 
 
 def save_classifier(model: torch.nn.Module, path: str | os.PathLike, **header) -> None:
@@ -33,4 +23,4 @@ def save_classifier(model: torch.nn.Module, path: str | os.PathLike, **header) -
 
 def load_classifier(path: str | os.PathLike, device: str | torch.device | None = None) -> torch.nn.Module:
     """Rebuild a classifier saved by :func:`save_classifier`, in eval mode. Never unpickles anything."""
-    return load_module(path, _LOADERS, device)[0]
+    return load_module(path, ARCHITECTURES, device)[0]

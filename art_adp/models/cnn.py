@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from art_adp._checks import integer, positive_int, renamed_kwargs, take_positional
+from art_adp._checks import integer, positive_int
 
 
 class SmallCNN(nn.Module):
@@ -17,12 +17,11 @@ class SmallCNN(nn.Module):
 
     :param in_channels: Number of input channels C.
     :param image_size: Height and width H = W of the square input images (>= 4; each max-pool floors the size).
-    :param nb_classes: Number of classes K (formerly ``num_classes``, deprecated).
+    :param nb_classes: Number of classes K.
     :param width: Channels of the first convolution; the second has 2 * width.
     :param fc_width: Units of the hidden fully connected layer.
     """
 
-    @renamed_kwargs(num_classes="nb_classes")
     def __init__(
         self, in_channels: int = 1, image_size: int = 28, nb_classes: int = 10, *, width: int = 32, fc_width: int = 1024
     ) -> None:
@@ -70,23 +69,16 @@ class DigitsCNN(nn.Module):
     A small classifier for the 8x8 grey-scale scikit-learn digits (not in the paper; used for fast end-to-end tests).
     All convolutions use padding 1, so the features are 2 width x (H/2) x (H/2) (65,994 parameters at the defaults).
 
-    Arguments are keyword-only; ``DigitsCNN(10)`` (the old positional ``num_classes``) still works, deprecated.
+    Arguments are keyword-only.
 
     :param in_channels: Number of input channels C.
     :param image_size: Height and width H = W of the square input images (>= 2).
-    :param nb_classes: Number of classes K (formerly ``num_classes``, deprecated).
+    :param nb_classes: Number of classes K.
     :param width: Channels of the first convolution; the others have 2 * width.
     """
 
-    @renamed_kwargs(num_classes="nb_classes")
-    def __init__(
-        self, *args: int, in_channels: int = 1, image_size: int = 8, nb_classes: int = 10, width: int = 32
-    ) -> None:
+    def __init__(self, *, in_channels: int = 1, image_size: int = 8, nb_classes: int = 10, width: int = 32) -> None:
         super().__init__()
-        if args:  # the old signature DigitsCNN(num_classes, *, width)
-            nb_classes = take_positional(
-                "DigitsCNN", args, ("nb_classes",), {}, new="DigitsCNN(nb_classes=...)", stacklevel=3
-            )["nb_classes"]
         in_channels = positive_int("in_channels", in_channels)
         image_size = integer("image_size", image_size, low=2)
         nb_classes = positive_int("nb_classes", nb_classes)

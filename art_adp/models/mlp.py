@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from art_adp._checks import positive_int, renamed_kwargs
+from art_adp._checks import positive_int
 
 
 class MLP(nn.Module):
@@ -20,11 +20,10 @@ class MLP(nn.Module):
 
     :param in_channels: Number of input channels C.
     :param image_size: Height and width H = W of the square input images.
-    :param nb_classes: Number of classes K (formerly ``num_classes``, deprecated).
+    :param nb_classes: Number of classes K.
     :param hidden: Widths of the hidden layers; an empty sequence gives multinomial logistic regression.
     """
 
-    @renamed_kwargs(num_classes="nb_classes")
     def __init__(
         self, in_channels: int = 1, image_size: int = 28, nb_classes: int = 10, *, hidden: Iterable[int] = (512, 512)
     ) -> None:

@@ -102,6 +102,23 @@ def evaluate_accuracy(
     return _accuracy(model, x, y, batch_size, device)
 
 
+def _epoch(model, optimizer, x, y, *, batch_size: int, generator, device, bar, postfix: dict[str, str]) -> None:
+    """One pass over ``(x, y)`` in mini-batches shuffled by ``generator``, showing the running loss on ``bar``."""
+    model.train()
+    order = torch.randperm(len(x), generator=generator)
+    loss_sum, seen = 0.0, 0
+    for start in range(0, len(x), batch_size):
+        idx = order[start : start + batch_size]
+        loss = F.cross_entropy(model(x[idx].to(device, torch.float32)), y[idx].to(device, torch.long))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        loss_sum, seen = loss_sum + loss.item() * len(idx), seen + len(idx)
+        postfix["loss"] = f"{loss_sum / seen:.4f}"
+        bar.set_postfix(postfix, refresh=False)
+        bar.update()
+
+
 def train_classifier(
     model: nn.Module,
     x_train: ArrayLike,
@@ -161,25 +178,22 @@ def train_classifier(
         generator.seed()
     else:
         generator.manual_seed(int(seed))
-
-    n = len(x)
     postfix: dict[str, str] = {}
-    with tqdm(total=epochs * math.ceil(n / batch_size), disable=not progress, desc="train", unit="batch") as pbar:
+    with tqdm(total=epochs * math.ceil(len(x) / batch_size), disable=not progress, desc="train", unit="batch") as bar:
         for epoch in range(epochs):
-            model.train()
-            order = torch.randperm(n, generator=generator)
-            loss_sum, seen = 0.0, 0
-            for start in range(0, n, batch_size):
-                idx = order[start : start + batch_size]
-                loss = F.cross_entropy(model(x[idx].to(device, torch.float32)), y[idx].to(device, torch.long))
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                loss_sum, seen = loss_sum + loss.item() * len(idx), seen + len(idx)
-                postfix.update(epoch=f"{epoch + 1}/{epochs}", loss=f"{loss_sum / seen:.4f}")
-                pbar.set_postfix(postfix, refresh=False)
-                pbar.update()
+            postfix["epoch"] = f"{epoch + 1}/{epochs}"
+            _epoch(
+                model,
+                optimizer,
+                x,
+                y,
+                batch_size=batch_size,
+                generator=generator,
+                device=device,
+                bar=bar,
+                postfix=postfix,
+            )
             if val is not None and progress:  # only shown, so only computed with the progress bar
                 postfix["val_acc"] = f"{_accuracy(model, *val, 512, device):.4f}"
-                pbar.set_postfix(postfix)
+                bar.set_postfix(postfix)
     return model.eval()

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from art_adp._checks import number, positive_int, renamed_kwargs, take_positional
+from art_adp._checks import number, positive_int
 
 
 class _Block(nn.Module):
@@ -41,21 +41,19 @@ class WideResNet(nn.Module):
     linear bias 0.
 
     Arguments are keyword-only, in the order every classifier of :mod:`art_adp.models` shares (``in_channels``,
-    ``image_size``, ``nb_classes``); the old positional form ``WideResNet(depth, widen_factor, num_classes,
-    in_channels)`` still works, deprecated.
+    ``image_size``, ``nb_classes``).
 
     :param in_channels: Number of input channels C.
     :param image_size: Height and width H = W of the square input images (recorded; global pooling takes any size).
-    :param nb_classes: Number of classes K (formerly ``num_classes``, deprecated).
+    :param nb_classes: Number of classes K.
     :param depth: Network depth; (depth - 4) must be a positive multiple of 6.
     :param widen_factor: Width multiplier k.
     :param dropout: Dropout probability in [0, 1) between the two convolutions of each block.
     """
 
-    @renamed_kwargs(num_classes="nb_classes")
     def __init__(
         self,
-        *args: int,
+        *,
         in_channels: int = 3,
         image_size: int = 32,
         nb_classes: int = 10,
@@ -64,17 +62,6 @@ class WideResNet(nn.Module):
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        if args:  # the old signature WideResNet(depth, widen_factor, num_classes, in_channels, *, dropout)
-            old = take_positional(
-                "WideResNet",
-                args,
-                ("depth", "widen_factor", "nb_classes", "in_channels"),
-                {},
-                new="WideResNet(depth=..., widen_factor=..., nb_classes=..., in_channels=...)",
-                stacklevel=3,
-            )
-            depth, widen_factor = old.get("depth", depth), old.get("widen_factor", widen_factor)
-            nb_classes, in_channels = old.get("nb_classes", nb_classes), old.get("in_channels", in_channels)
         depth = positive_int("depth", depth)
         if depth < 10 or (depth - 4) % 6 != 0:
             raise ValueError(

@@ -1,12 +1,18 @@
-"""Where a result came from: the command, the code version, the models' SHA-256, the device and the wall time.
+"""Where a result came from: the command, the code version, the SHA-256 of the models' weights, the device and the wall
+time.
 
 Every application that writes a result file (the demo, the evaluation card, the benchmarks, the reproductions) puts
 :func:`provenance` under its ``"provenance"`` key; ``docs/render.py`` renders published figures only from files that
-carry it, and prints it under each figure.
+carry it, and prints it under each figure. Every field is recorded by the run itself, never typed in afterwards.
+
+Code with uncommitted changes (``git describe`` says ``-dirty``) leaves its changes in the record: ``code_diff`` is
+``git diff HEAD`` and ``code_diff_sha256`` its SHA-256, so the result can be traced to the code that produced it;
+``docs/render.py`` refuses a ``-dirty`` result without them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import shlex
@@ -17,9 +23,12 @@ from pathlib import Path
 
 import torch
 
-from .records import file_sha256, module_sha256
+from .records import weights_sha256
 
-__all__ = ["code_version", "device_description", "provenance"]
+__all__ = ["code_diff", "code_version", "device_description", "provenance", "MODELS_HASH"]
+
+# How ``provenance()["models"]`` identifies a model, printed wherever the hashes are.
+MODELS_HASH = "SHA-256 of the weights (state dict)"
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -42,11 +51,27 @@ def code_version() -> str:
     return f"art-adp {__version__}" + (f" ({described})" if described else "")
 
 
+def code_diff() -> str:
+    """``git diff HEAD`` of the checkout the package is imported from: the uncommitted changes to tracked files that
+    ``git describe --dirty`` reports ("" outside a git checkout or when there are none)."""
+    try:
+        return subprocess.run(
+            ["git", "diff", "HEAD", "--no-color", "--no-ext-diff"],
+            cwd=_PACKAGE,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
 def device_description(device: str | torch.device | None = None) -> str:
     """The device in words: the GPU's name, or the CPU with its thread count and the load average when it ran."""
-    device = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
-    if device.type == "cuda":
-        return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
+    dev = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
+    if dev.type == "cuda":
+        return f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}"
     load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
     return f"CPU {platform.machine()}, {torch.get_num_threads()} thread(s){load}, torch {torch.__version__}"
 
@@ -63,23 +88,26 @@ def provenance(
 
     :param wall_time_s: Wall time of the run that produced the result, in seconds.
     :param device: The device it ran on (default: CUDA if available, else the CPU).
-    :param models: Name → checkpoint file or module; each is recorded by its SHA-256 (the file's bytes, or the
-        module's state dict as :func:`~art_adp.runs.records.module_sha256` hashes it).
+    :param models: Name → art-adp checkpoint file or module; each is recorded by the SHA-256 of its weights
+        (:func:`~art_adp.runs.records.weights_sha256`: a checkpoint and the module loaded from it hash alike).
     :param command: The command line (default: this process's, as ``python``/``art-adp`` would be typed).
-    :return: ``{"command", "code_version", "models", "device", "wall_time_s"}``.
+    :return: ``{"command", "code_version", "models", "models_hash", "device", "wall_time_s"}``, and
+        ``code_diff`` / ``code_diff_sha256`` when the code version is ``-dirty``.
     """
     if command is None:
         program = Path(sys.argv[0]).name
         head = ["art-adp"] if program in ("art-adp", "__main__.py") else ["python", sys.argv[0]]
         command = shlex.join([*head, *sys.argv[1:]])
-    hashes = {
-        name: module_sha256(m) if isinstance(m, torch.nn.Module) else file_sha256(m)
-        for name, m in (models or {}).items()
-    }
-    return {
+    version = code_version()
+    record: dict[str, object] = {
         "command": command,
-        "code_version": code_version(),
-        "models": hashes,
+        "code_version": version,
+        "models": {name: weights_sha256(m) for name, m in (models or {}).items()},
+        "models_hash": MODELS_HASH,
         "device": device_description(device),
         "wall_time_s": round(float(wall_time_s), 1),
     }
+    if version.endswith("-dirty)"):
+        diff = code_diff()
+        record.update(code_diff=diff, code_diff_sha256=hashlib.sha256(diff.encode()).hexdigest())
+    return record

@@ -28,6 +28,7 @@ __all__ = [
     "check_settings",
     "describe_differences",
     "file_sha256",
+    "guard_settings",
     "load_records",
     "module_sha256",
     "read_jsonl",
@@ -35,6 +36,7 @@ __all__ = [
     "save_settings",
     "settings_digest",
     "truncate_torn",
+    "weights_sha256",
 ]
 
 
@@ -144,14 +146,34 @@ def array_sha256(*arrays: np.ndarray) -> str:
 
 def module_sha256(module: torch.nn.Module) -> str:
     """SHA-256 of a module's state dict (names, shapes, dtypes, values): the weights an evaluation attacked."""
+    return _tensors_sha256(module.state_dict())
+
+
+def _tensors_sha256(tensors: Mapping[str, torch.Tensor]) -> str:
     h = hashlib.sha256()
-    for name, tensor in sorted(module.state_dict().items()):
+    for name, tensor in sorted(tensors.items()):
         t = tensor.detach().cpu().contiguous()
         h.update(f"{name}{tuple(t.shape)}{t.dtype}".encode())
         h.update(
             t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
         )  # 0-d too (BatchNorm counters)
     return h.hexdigest()
+
+
+def weights_sha256(model: torch.nn.Module | str | os.PathLike) -> str:
+    """
+    SHA-256 of a model's weights, as :func:`module_sha256` hashes them, from the module or from an art-adp checkpoint
+    file (its tensors without the trainer's ``train/`` ones): a checkpoint and the module loaded from it hash alike,
+    whatever else the file holds (header, training state).
+
+    :raises ValueError: If a path is not an art-adp safetensors checkpoint.
+    """
+    if isinstance(model, torch.nn.Module):
+        return module_sha256(model)
+    from ..serialization import TRAIN_PREFIX, read_checkpoint
+
+    tensors, _ = read_checkpoint(model)
+    return _tensors_sha256({k: v for k, v in tensors.items() if not k.startswith(TRAIN_PREFIX)})
 
 
 def file_sha256(path: str | os.PathLike) -> str:
@@ -225,3 +247,30 @@ def check_settings(
             f"{describe_differences(stored[digest], expected[group])}. Use another --run-dir, or the "
             "same settings to resume."
         )
+
+
+def guard_settings(path: str | os.PathLike, settings: Mapping, *, what: str, defaults: Mapping | None = None) -> dict:
+    """
+    The settings guard of a run folder whose records all share one set of settings (a certification, a corruption
+    table, a reproduction): the first run writes ``settings`` to the JSON file at ``path``; a later run with other
+    settings is refused by :func:`check_settings`.
+
+    :param path: The settings file (e.g. ``run_dir / "settings.json"``); its folder is the run folder.
+    :param settings: This run's settings (JSON-able; tuples are stored as lists).
+    :param what: What the folder holds, for the message (``"the certificates"``).
+    :param defaults: Values of settings a stored file may predate (read as these when absent from it).
+    :return: The settings as stored.
+    :raises ValueError: Naming the settings that differ.
+    """
+    path = Path(path)
+    mine = _canonical(settings)
+    if path.exists():
+        stored = {**_canonical(defaults or {}), **json.loads(path.read_text(encoding="utf-8"))}
+        digest = settings_digest(stored)
+        check_settings(path.parent, {what: digest}, {what: mine}, {digest: stored})
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(mine, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+    return mine

@@ -10,14 +10,18 @@ from .denoiser import Denoiser
 from .diffusion import DiffusionScore, EDMScore, VPScore, from_diffusers
 from .dsm import dsm_loss
 from .import_ncsnv2 import import_ncsnv2
+from .kernel import KernelScore
 from .ncsnv2 import NCSNv2
 from .sigmas import geometric_sigmas, median_heuristic_sigma, recommend_sigmas
 from .train import large_batch_lr, train_score_model
+from .unet import DenoiserUNet
 
 __all__ = [
     "Denoiser",
+    "DenoiserUNet",
     "DiffusionScore",
     "EDMScore",
+    "KernelScore",
     "NCSNv2",
     "VPScore",
     "dsm_loss",

@@ -256,8 +256,14 @@ def from_diffusers(
 
     Reads the scheduler: ``alphas_cumprod`` (the VP schedule), ``config.prediction_type`` (``"epsilon"``,
     ``"v_prediction"`` or ``"sample"``) and ``config.variance_type`` (learned variances: the first half of the
-    output channels is the prediction). Nothing is downloaded: load both from a local folder yourself, e.g.
-    ``UNet2DModel.from_pretrained(folder)`` and ``DDPMScheduler.from_pretrained(folder, subfolder="scheduler")``.
+    output channels is the prediction). Nothing is downloaded: load both from one local folder yourself. From the
+    Hub's flat folder (``hf download google/ddpm-cifar10-32 --local-dir folder``: the UNet's ``config.json`` and
+    weights and ``scheduler_config.json`` at its root)::
+
+        unet = UNet2DModel.from_pretrained(folder, local_files_only=True)
+        scheduler = DDPMScheduler.from_pretrained(folder, local_files_only=True)
+
+    From a pipeline's ``save_pretrained`` folder, the same with ``subfolder="unet"`` and ``subfolder="scheduler"``.
 
     :param unet: A diffusers ``UNet2DModel`` (unconditional).
     :param scheduler: A diffusers scheduler with ``alphas_cumprod`` (``DDPMScheduler``, ``DDIMScheduler``, …).

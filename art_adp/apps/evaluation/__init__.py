@@ -1,12 +1,12 @@
-"""The evaluation harness (``art_adp.evaluate`` and ``art-adp evaluate``): config.py (EvalConfig, the presets
+"""The evaluation harness (``evaluate`` and ``art-adp evaluate``): config.py (EvalConfig, the presets
 ``paper``, ``croce``, ``smoke``, reference budgets), run.py (attacks × examples, judged on the S-run ensemble R
-times and with fixed noise), records.py (JSONL records that carry their settings, resume, the settings guard; shared
-with certification runs), report.py (the evaluation card with confidence intervals), sanity.py (checks that can
-fail); sharding over torchrun processes uses :mod:`art_adp.runs.distributed`. ``python -m art_adp evaluate``
-is ``art-adp evaluate``, also under ``torchrun``.
+times and with fixed noise; records through :mod:`art_adp.runs.records`), report.py (the evaluation card with
+confidence intervals), sanity.py (checks that can fail), command.py (``art-adp evaluate``: data, models, the
+defence, the adversarial-training baseline); sharding over torchrun processes uses :mod:`art_adp.runs.distributed`.
+``python -m art_adp evaluate`` is ``art-adp evaluate``, also under ``torchrun``.
 """
 
 from .config import ATTACKS, PAPER_ATTACKS, PRESETS, EvalConfig
-from .run import DIGITS, PAPER, evaluate
+from .run import PAPER, evaluate
 
-__all__ = ["ATTACKS", "DIGITS", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "evaluate"]
+__all__ = ["ATTACKS", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "evaluate"]

@@ -9,12 +9,12 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from .config import BUDGET_FIELDS
+from .config import PURIFIERS, budget_fields
 from .report import LABELS, header
 
 __all__ = ["FAMILIES", "compare", "markdown", "write"]
 
-FAMILIES = ("adp", "reverse-diffusion", "denoised-smoothing")
+FAMILIES = PURIFIERS
 SCHEMA = "art-adp/purifier-comparison/1"
 
 
@@ -57,7 +57,7 @@ def compare(cards: Mapping[str, dict]) -> dict:
         "header": header(shared_header),
         "undefended": undefended,
         "rows": rows,
-        "budget_fields": {a: list(BUDGET_FIELDS.get(a, ())) for a in attacks},
+        "budget_fields": {a: list(budget_fields(a)) for a in attacks},
     }
 
 

@@ -11,28 +11,38 @@ from dataclasses import dataclass, replace
 
 from ...attacks import registry
 from ...attacks.registry import REGISTRY, Budget
+from ...diffusion_purify import SAMPLERS
 
 __all__ = [
     "ATTACKS",
     "GRADIENT_ATTACKS",
     "PAPER_ATTACKS",
     "PRESETS",
+    "PURIFIERS",
     "EvalConfig",
     "attack_budget",
     "budget_text",
     "shortfalls",
     "white_box_fields",
+    "budget_fields",
 ]
 
 ATTACKS = registry.names()
 GRADIENT_ATTACKS = registry.gradient_attacks()  # the sanity checks use the first one evaluated
 PAPER_ATTACKS = registry.names(paper=True)
-BUDGET_FIELDS = {  # the EvalConfig fields that make up each attack's budget
-    "clean": (),
-    **{spec.name: tuple(spec.fields.values()) for spec in registry.ATTACKS},
-    "flags": (),
-}
-COUNT_FIELDS = ("iterations", "eot", "spsa_iterations", "spsa_samples", "apgd_iterations", "apgd_eot")
+PURIFIERS = ("adp", "reverse-diffusion", "denoised-smoothing")  # the purifier families evaluate builds
+# The counts of a budget (compared with the reference's); the other budget fields are choices (aggregate, weight).
+COUNTS = ("max_iter", "eot_samples", "samples_per_step")
+
+
+def budget_fields(attack: str) -> tuple[str, ...]:
+    """The :class:`EvalConfig` fields that make up ``attack``'s budget: the registry's :class:`Budget` parameters of
+    the attack, those it counts on its own prefixed with its short name (``apgd_max_iter``); none for ``"clean"`` and
+    ``"flags"``."""
+    if attack in ("clean", "flags"):
+        return ()
+    spec = REGISTRY[attack]
+    return tuple(f"{spec.short}_{f}" if f in spec.own else f for f in spec.fields)
 
 
 @dataclass(frozen=True)
@@ -46,14 +56,19 @@ class EvalConfig:
 
     :param attacks: Names from :data:`ATTACKS`; the clean row is always evaluated.
     :param eps_step: Step α of the PGD-type attacks and SPSA's learning rate; None: ε/4, following the ε in use.
-    :param runs: S, purifications averaged per judged prediction.
+    :param max_iter, eot_samples, eot_aggregate, weight: The :class:`~art_adp.attacks.registry.Budget` of the
+        PGD-type attacks (iterations, EOT draws per gradient, ``"mean"`` or ``"sign"`` of the EOT gradients, the Joint
+        attacks' weight w).
+    :param spsa_max_iter, spsa_samples_per_step, apgd_max_iter, apgd_eot_samples: The budgets SPSA and APGD count on
+        their own (:attr:`~art_adp.attacks.registry.AttackSpec.own`).
+    :param ensemble_size: S, purifications averaged per judged prediction.
     :param repeats: R, independent judgements of every example (mean, worst case and majority vote are reported).
     :param chunk_size: Examples per unit of work (the resume and sharding granularity).
     :param batch_size: Images per forward pass (examples × EOT copies).
     :param sanity_examples: Examples (the first ones, whole chunks) the sanity attacks run on.
     :param sanity_iterations: Multiples of the white-box attack's iterations for the monotonicity and convergence
         checks (1 is the main run, reused).
-    :param sanity_eot: EOT draw counts for the EOT-convergence check (the main count is added and reused).
+    :param sanity_eot_samples: EOT draw counts for the EOT-convergence check (the main count is added and reused).
     :param fixed_noise: Also attack and judge every example with its randomness fixed (one frozen draw that the
         attack, with EOT 1, and the judge share: the deterministic-defence view).
     :param compression_examples: The first N examples on which the card reports the compression rate of the
@@ -65,9 +80,14 @@ class EvalConfig:
     :param sigma_sweep: σ values for the Table-5 sweep (clean, Clf-PGD, BPDA+EOT at each).
     :param eot_sweep: EOT sample counts for the Table-6 sweep (BPDA+EOT at each).
     :param n_examples: Evaluate the first N examples (None: all).
-    :param memory_budget: Bytes of autograd graph per block of EOT draws in the full-gradient attacks' gradients
+    :param memory_budget: MiB of autograd graph per block of EOT draws in the full-gradient attacks' gradients
         (None: :func:`art_adp.ensemble.default_memory_budget`). Only the blocking changes, not the result (to float
         rounding), so it is left out of the records' settings: a run resumes under another budget.
+    :param purifier: The purifier families the evaluate command defends the classifier with, from
+        :data:`PURIFIERS` (several: a card each and their comparison); the harness itself takes the purifier
+        objects and leaves this field to the command.
+    :param sampler: Reverse diffusion's sampler (:data:`art_adp.diffusion_purify.SAMPLERS`), for the
+        ``reverse-diffusion`` family.
     :param preset_name: The preset these values came from (for the header).
     :param overridden: Fields set explicitly over the preset's values (for the header).
     :param note: A line printed under the table.
@@ -77,15 +97,15 @@ class EvalConfig:
     norm: float = math.inf
     eps: float = 8 / 255
     eps_step: float | None = None
-    iterations: int = 40
-    eot: int = 15
+    max_iter: int = 40
+    eot_samples: int = 15
     eot_aggregate: str = "mean"
-    joint_weight: float = 0.5
-    spsa_iterations: int = 40
-    spsa_samples: int = 1280
-    apgd_iterations: int = 100
-    apgd_eot: int = 200
-    runs: int = 10
+    weight: float = 0.5
+    spsa_max_iter: int = 40
+    spsa_samples_per_step: int = 1280
+    apgd_max_iter: int = 100
+    apgd_eot_samples: int = 200
+    ensemble_size: int = 10
     repeats: int = 3
     seed: int = 0
     chunk_size: int = 64
@@ -93,7 +113,7 @@ class EvalConfig:
     sanity: bool = True
     sanity_examples: int = 64
     sanity_iterations: tuple[float, ...] = (0.25, 0.5, 1.0, 2.5)
-    sanity_eot: tuple[int, ...] = (1, 5, 15, 50)
+    sanity_eot_samples: tuple[int, ...] = (1, 5, 15, 50)
     fixed_noise: bool = True
     compression_examples: int = 100
     compression_directions: int = 4
@@ -101,7 +121,9 @@ class EvalConfig:
     sigma_sweep: tuple[float, ...] = ()
     eot_sweep: tuple[int, ...] = ()
     n_examples: int | None = None
-    memory_budget: int | None = None
+    memory_budget: float | None = None
+    purifier: tuple[str, ...] = ("adp",)
+    sampler: str = "ddim"
     preset_name: str = "paper"
     overridden: tuple[str, ...] = ()
     note: str = ""
@@ -114,7 +136,7 @@ class EvalConfig:
     def budget(self, attack: str) -> Budget:
         """The budget of ``attack`` (a name of :data:`ATTACKS`) under this configuration."""
         spec = REGISTRY[attack]
-        values = {param: getattr(self, name) for param, name in spec.fields.items()}
+        values = {param: getattr(self, name) for param, name in zip(spec.fields, budget_fields(attack))}
         return Budget(
             norm=self.norm,
             eps=self.eps,
@@ -149,7 +171,8 @@ class EvalConfig:
             raise ValueError(f"Unknown attack(s) {unknown}; choose from {ATTACKS}.")
         if self.norm not in (math.inf, 2):
             raise ValueError(f"norm must be inf or 2, got {self.norm!r}.")
-        for name in (*COUNT_FIELDS, "runs", "repeats", "chunk_size", "batch_size", "sanity_examples"):
+        counts = [f for a in ATTACKS for f, p in zip(budget_fields(a), REGISTRY[a].fields) if p in COUNTS]
+        for name in (*dict.fromkeys(counts), "ensemble_size", "repeats", "chunk_size", "batch_size", "sanity_examples"):
             value = getattr(self, name)
             if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
@@ -163,9 +186,9 @@ class EvalConfig:
             raise ValueError(f"n_examples must be an integer >= 1 or None, got {self.n_examples!r}.")
         if self.memory_budget is not None and (
             isinstance(self.memory_budget, bool)
-            or not (isinstance(self.memory_budget, int) and self.memory_budget >= 1)
+            or not (isinstance(self.memory_budget, (int, float)) and self.memory_budget > 0)
         ):
-            raise ValueError(f"memory_budget must be a number of bytes >= 1 or None, got {self.memory_budget!r}.")
+            raise ValueError(f"memory_budget must be a number of MiB > 0 or None, got {self.memory_budget!r}.")
         if not self.eps > 0:
             raise ValueError(f"eps must be > 0, got {self.eps!r}.")
         if self.eps_step is not None and not self.eps_step > 0:
@@ -176,43 +199,49 @@ class EvalConfig:
                     f"{REGISTRY[a].label.split()[0]} (torchattacks) is an l_inf attack; leave {a!r} out of the attacks "
                     f"for norm {self.norm:g}."
                 )
+        if not self.purifier or len(set(self.purifier)) < len(self.purifier) or set(self.purifier) - set(PURIFIERS):
+            raise ValueError(
+                f"purifier must name distinct families from {', '.join(PURIFIERS)}, got {','.join(self.purifier)}."
+            )
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {', '.join(map(repr, SAMPLERS))}, got {self.sampler!r}.")
         if self.eot_aggregate not in ("mean", "sign"):
             raise ValueError(f"eot_aggregate must be 'mean' or 'sign', got {self.eot_aggregate!r}.")
         if any(not m > 0 for m in self.sanity_iterations) or any(
-            isinstance(k, bool) or not (isinstance(k, int) and k >= 1) for k in self.sanity_eot
+            isinstance(k, bool) or not (isinstance(k, int) and k >= 1) for k in self.sanity_eot_samples
         ):
             raise ValueError(
-                f"sanity_iterations must be positive multiples and sanity_eot integers >= 1, got "
-                f"{self.sanity_iterations!r} and {self.sanity_eot!r}."
+                f"sanity_iterations must be positive multiples and sanity_eot_samples integers >= 1, got "
+                f"{self.sanity_iterations!r} and {self.sanity_eot_samples!r}."
             )
 
 
 PRESETS: dict[str, EvalConfig] = {
     "paper": EvalConfig(),
     "croce": EvalConfig(
-        attacks=("apgd-eot",),
-        apgd_iterations=100,
-        apgd_eot=200,
-        runs=10,
+        attacks=registry.names(paper=False),
+        apgd_max_iter=100,
+        apgd_eot_samples=200,
+        ensemble_size=10,
         repeats=5,
         sanity_iterations=(0.25, 0.5, 1.0),
-        sanity_eot=(20, 50, 200),
+        sanity_eot_samples=(20, 50, 200),
         preset_name="croce",
     ),
     "smoke": EvalConfig(
         attacks=ATTACKS,
-        iterations=2,
-        eot=2,
-        spsa_iterations=1,
-        spsa_samples=8,
-        apgd_iterations=2,
-        apgd_eot=2,
-        runs=2,
+        max_iter=2,
+        eot_samples=2,
+        spsa_max_iter=1,
+        spsa_samples_per_step=8,
+        apgd_max_iter=2,
+        apgd_eot_samples=2,
+        ensemble_size=2,
         repeats=2,
         chunk_size=16,
         sanity_examples=16,
         sanity_iterations=(0.5, 1.0, 2.0),
-        sanity_eot=(1, 2, 4),
+        sanity_eot_samples=(1, 2, 4),
         compression_examples=16,
         n_examples=16,
         preset_name="smoke",
@@ -220,44 +249,49 @@ PRESETS: dict[str, EvalConfig] = {
 }
 # The reference a budget is compared with: the paper's protocol, and Croce et al.'s for APGD.
 REFERENCE = replace(
-    PRESETS["paper"], apgd_iterations=PRESETS["croce"].apgd_iterations, apgd_eot=PRESETS["croce"].apgd_eot
+    PRESETS["paper"],
+    apgd_max_iter=PRESETS["croce"].apgd_max_iter,
+    apgd_eot_samples=PRESETS["croce"].apgd_eot_samples,
 )
 
 
 def white_box_fields(attack: str) -> tuple[str, str]:
-    """The (iterations, EOT) fields of a white-box attack's budget."""
-    fields = REGISTRY[attack].fields
+    """The (iterations, EOT draws) fields of a white-box attack's budget (``("max_iter", "eot_samples")``, or
+    APGD's own)."""
+    fields = dict(zip(REGISTRY[attack].fields, budget_fields(attack)))
     return fields["max_iter"], fields["eot_samples"]
 
 
 def attack_budget(attack: str, c: EvalConfig) -> dict:
-    """The settings of ``c`` that change ``attack``'s result (its counts and the threat model)."""
-    budget = {k: getattr(c, k) for k in BUDGET_FIELDS[attack]}
-    if attack not in ("clean", "flags"):
-        own_step = REGISTRY[attack].own_step
-        budget.update(
-            norm="inf" if c.norm == math.inf else c.norm,
-            eps=c.eps,
-            eps_step=(own_step * c.eps if own_step is not None else c.step),
-        )
+    """The settings of ``c`` that change ``attack``'s result: its :class:`Budget` parameters under their names
+    there, and the threat model."""
+    if attack in ("clean", "flags"):
+        return {}
+    b = c.budget(attack)
+    budget = {k: getattr(b, k) for k in REGISTRY[attack].fields}
+    own_step = REGISTRY[attack].own_step
+    budget.update(
+        norm="inf" if c.norm == math.inf else c.norm,
+        eps=c.eps,
+        eps_step=(own_step * c.eps if own_step is not None else c.step),
+    )
     return budget
 
 
 def shortfalls(attack: str, c: EvalConfig) -> list[str]:
-    """The counts of ``attack``'s budget below the reference (e.g. ``["iterations 4 < 40"]``)."""
-    return [
-        f"{k} {getattr(c, k)} < {getattr(REFERENCE, k)}"
-        for k in BUDGET_FIELDS[attack]
-        if k in COUNT_FIELDS and getattr(c, k) < getattr(REFERENCE, k)
-    ]
+    """The counts of ``attack``'s budget below the reference (e.g. ``["max_iter 4 < 40"]``)."""
+    fields = REGISTRY[attack].fields if attack in REGISTRY else ()
+    counts = [k for k, p in zip(budget_fields(attack), fields) if p in COUNTS]
+    return [f"{k} {getattr(c, k)} < {getattr(REFERENCE, k)}" for k in counts if getattr(c, k) < getattr(REFERENCE, k)]
 
 
 def judging_shortfalls(c: EvalConfig) -> list[str]:
     """S and R below the reference (S = 10; R = 3, or 5 with APGD as Croce et al. judge)."""
     out = []
-    if c.runs < REFERENCE.runs:
-        out.append(f"S = {c.runs} < {REFERENCE.runs}")
-    need = 5 if "apgd-eot" in c.attacks else REFERENCE.repeats
+    if c.ensemble_size < REFERENCE.ensemble_size:
+        out.append(f"S = {c.ensemble_size} < {REFERENCE.ensemble_size}")
+    croce = PRESETS["croce"]
+    need = croce.repeats if set(croce.attacks) & set(c.attacks) else REFERENCE.repeats
     if c.repeats < need:
         out.append(f"R = {c.repeats} < {need}")
     return out
@@ -272,9 +306,10 @@ def presets_text() -> str:
     """The presets in words, from their values (the command line's help)."""
     paper, croce, smoke = PRESETS["paper"], PRESETS["croce"], PRESETS["smoke"]
     return (
-        f"Presets: paper (the default; the paper's Table 3 protocol: BPDA/Joint {paper.iterations} iterations of eps/4 "
-        f"with EOT {paper.eot}, SPSA {paper.spsa_iterations} steps of {paper.spsa_samples} samples, full-gradient "
-        f"PGD+EOT, S = {paper.runs}, R = {paper.repeats}), croce (Croce et al. 2022: full-gradient APGD-CE then "
-        f"APGD-DLR, {croce.apgd_iterations} iterations, EOT {croce.apgd_eot}, R = {croce.repeats}), smoke (CI-sized: "
-        f"{smoke.n_examples} examples, {smoke.iterations} iterations, EOT {smoke.eot}; not a robustness claim)."
+        f"Presets: paper (the default; the paper's Table 3 protocol: BPDA/Joint {paper.max_iter} iterations of eps/4 "
+        f"with EOT {paper.eot_samples}, SPSA {paper.spsa_max_iter} steps of {paper.spsa_samples_per_step} samples, "
+        f"full-gradient PGD+EOT, S = {paper.ensemble_size}, R = {paper.repeats}), croce (Croce et al. 2022: "
+        f"full-gradient APGD-CE then APGD-DLR, {croce.apgd_max_iter} iterations, EOT {croce.apgd_eot_samples}, R = "
+        f"{croce.repeats}), smoke (CI-sized: {smoke.n_examples} examples, {smoke.max_iter} iterations, EOT "
+        f"{smoke.eot_samples}; not a robustness claim)."
     )

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...attacks import registry
 from . import sanity
-from .config import BUDGET_FIELDS, budget_text, judging_shortfalls, shortfalls, white_box_fields
+from .config import budget_fields, budget_text, judging_shortfalls, shortfalls, white_box_fields
 
 __all__ = ["LABELS", "SCHEMA", "build", "clopper_pearson", "markdown", "summarize", "wilson", "write"]
 
@@ -105,7 +105,9 @@ def _sanity(results: dict, groups: dict, config, settings) -> dict:
         ]
         inputs["smallest_eot"] = min(eots) if eots else 1
         warnings += [
-            sanity.check_randomness(inputs["random_fraction"], eot=inputs["smallest_eot"], repeats=config.repeats),
+            sanity.check_randomness(
+                inputs["random_fraction"], eot_samples=inputs["smallest_eot"], repeats=config.repeats
+            ),
             sanity.check_zero_gradients(inputs["zero_gradient_fraction"]),
         ]
         ran += ["randomness", "zero gradients"]
@@ -145,16 +147,17 @@ def _sanity(results: dict, groups: dict, config, settings) -> dict:
                 skipped.append(f"{what} convergence: one point only")
     elif config.sanity:
         skipped.append("white-box checks: no gradient attack among the attacks")
-    if "spsa" in main_attacks:
-        whites = [results[f"main/{a}"]["mean"] for a in main_attacks if a not in ("clean", "spsa")]
-        short = shortfalls("spsa", config)
+    black = next((a for a in main_attacks if a in registry.REGISTRY and registry.REGISTRY[a].black_box), None)
+    if black is not None:  # SPSA, the registry's black-box attack
+        whites = [results[f"main/{a}"]["mean"] for a in main_attacks if a not in ("clean", black)]
+        short = shortfalls(black, config)
         if short:
             skipped.append(
                 f"SPSA vs white-box: SPSA's budget is below the paper's ({', '.join(short)}), so a weak "
                 "SPSA could not reveal masking"
             )
         elif whites:
-            inputs["black_box"], inputs["best_white_box"] = results["main/spsa"]["mean"], min(whites)
+            inputs["black_box"], inputs["best_white_box"] = results[f"main/{black}"]["mean"], min(whites)
             warnings.append(sanity.check_black_box(inputs["black_box"], inputs["best_white_box"]))
             ran.append("SPSA vs white-box")
     elif config.sanity:
@@ -204,7 +207,7 @@ def build(
             "label": LABELS[a],
             "budget": budget_text(a, config),
             "below_reference": short.get(a, []),
-            "overridden": sorted(set(config.overridden) & set(BUDGET_FIELDS[a])),
+            "overridden": sorted(set(config.overridden) & set(budget_fields(a))),
             "n": v["n"],
             "transfer_to_undefended": {"value": v["undefended"], "ci": v["ci"]["undefended"]},
             "mean": {"value": v["mean"], "ci": v["ci"]["mean"], "method": "wilson"},
@@ -303,8 +306,9 @@ def header(result: dict) -> list[str]:
     step = "eps/4, following eps" if c["eps_step"] is None else "set explicitly"
     lines.append(f"Threat model: {norm} eps = {c['eps']:.4g}, step {c['step']:.4g} ({step}); APGD starts at 2 eps")
     lines += [f"{k}: {v}" for k, v in result["description"].items()]
+    size = c.get("ensemble_size", c.get("runs"))  # "runs" in cards written before S was ensemble_size
     lines.append(
-        f"Judged on the ensemble of S = {c['runs']} purifications, R = {c['repeats']} times with fresh "
+        f"Judged on the ensemble of S = {size} purifications, R = {c['repeats']} times with fresh "
         "noise; fixed = one frozen noise draw shared by the attack (EOT 1) and the judge."
     )
     rate = result.get("compression")

@@ -33,7 +33,16 @@ from ...runs.seeds import derive_seed
 from ...diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
 from ...preprocessor import PURIFY_PARAMS, ADPPurifier
 from . import report
-from .config import ATTACKS, GRADIENT_ATTACKS, PAPER_ATTACKS, PRESETS, EvalConfig, attack_budget, white_box_fields
+from .config import (
+    ATTACKS,
+    GRADIENT_ATTACKS,
+    PAPER_ATTACKS,
+    PRESETS,
+    EvalConfig,
+    attack_budget,
+    budget_fields,
+    white_box_fields,
+)
 from ...runs.provenance import provenance
 from ...runs.records import (
     append_records,
@@ -45,10 +54,9 @@ from ...runs.records import (
     settings_digest,
 )
 
-__all__ = ["ATTACKS", "DIGITS", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "estimate", "evaluate", "plan"]
+__all__ = ["ATTACKS", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "estimate", "evaluate", "plan"]
 
 PAPER = PRESETS["paper"]
-DIGITS = EvalConfig.preset("smoke", eps=0.175)  # kept for existing imports: the smoke preset at the digits ε
 
 
 @dataclass(frozen=True)
@@ -87,13 +95,11 @@ def plan(c: EvalConfig, *, randomized: bool = True, baselines: Sequence[str] = (
     :param randomized: Whether the defence has ADPPurifiers (the fixed-randomness view needs one).
     :param baselines: Names of baseline classifiers.
     """
+    one_draw = {f: 1 for a in ATTACKS for f in budget_fields(a) if f.endswith("eot_samples")}  # EOT 1 everywhere
+    swept = tuple(a for a in c.attacks if not REGISTRY[a].black_box)
     settings = [Setting("main", ("clean", *c.attacks))]
     if c.fixed_noise and randomized:
-        settings.append(
-            Setting(
-                "fixed", ("clean", *(a for a in c.attacks if a != "spsa")), {"eot": 1, "apgd_eot": 1}, judge="fixed"
-            )
-        )
+        settings.append(Setting("fixed", ("clean", *swept), one_draw, judge="fixed"))
     white = white_box_attack(c)
     if c.sanity:
         settings.append(Setting("sanity:flags", ("flags",), {}, True))
@@ -105,24 +111,20 @@ def plan(c: EvalConfig, *, randomized: bool = True, baselines: Sequence[str] = (
             it_field, eot_field = white_box_fields(white)
             main_it, main_eot = getattr(c, it_field), getattr(c, eot_field)
             for k in sorted({max(1, round(m * main_it)) for m in c.sanity_iterations} - {main_it}):
-                settings.append(Setting(f"sanity:{it_field}={k}", (white,), {it_field: k}, True))
-            for k in sorted(set(c.sanity_eot) - {main_eot}):
-                settings.append(Setting(f"sanity:{eot_field}={k}", (white,), {eot_field: k}, True))
-    swept = tuple(a for a in c.attacks if a != "spsa")
+                settings.append(Setting(f"sanity:iterations={k}", (white,), {it_field: k}, True))
+            for k in sorted(set(c.sanity_eot_samples) - {main_eot}):
+                settings.append(Setting(f"sanity:eot={k}", (white,), {eot_field: k}, True))
     for e in c.eps_sweep:
         step = None if c.eps_step is None else c.eps_step * e / c.eps
         settings.append(Setting(f"eps={e:g}", swept, {"eps": float(e), "eps_step": step}))
     settings += [Setting(f"sigma={s:g}", ("clean", "clf-pgd", "bpda-eot"), {"sigma": float(s)}) for s in c.sigma_sweep]
-    settings += [Setting(f"eot={k}", ("bpda-eot",), {"eot": int(k)}) for k in c.eot_sweep]
+    settings += [Setting(f"eot={k}", ("bpda-eot",), {"eot_samples": int(k)}) for k in c.eot_sweep]
     reduced = (
         "clean",
         *(("clf-pgd",) if any(REGISTRY[a].baseline == "clf-pgd" for a in c.attacks) else ()),
         *(a for a in ATTACKS if a in c.attacks and REGISTRY[a].baseline == a != "clf-pgd"),
     )
-    settings += [
-        Setting(f"baseline:{name}", reduced, {"eot": 1, "apgd_eot": 1}, judge="once", baseline=name)
-        for name in baselines
-    ]
+    settings += [Setting(f"baseline:{name}", reduced, one_draw, judge="once", baseline=name) for name in baselines]
     return settings
 
 
@@ -221,12 +223,12 @@ def _run_unit(
         x_adv = xb if attack == "clean" else build_attack(attack, estimator, cs, seed).generate(xb, y=yb)
         xt = torch.as_tensor(x_adv, dtype=torch.float32, device=device)
         if setting.judge == "ensemble":
-            preds, ensemble = [], EOTClassifier(estimator, nb_samples=c.runs, batch_size=c.batch_size)
+            preds, ensemble = [], EOTClassifier(estimator, ensemble_size=c.ensemble_size, batch_size=c.batch_size)
             for r in range(c.repeats):
                 _reseed(estimator, derive_seed(c.seed, "judge", setting.name, attack, int(idx[0]), r))
                 preds.append(ensemble.predict(xt).argmax(1))
         elif setting.judge == "fixed":
-            preds = [EOTClassifier(estimator, nb_samples=1, batch_size=c.batch_size).predict(xt).argmax(1)]
+            preds = [EOTClassifier(estimator, ensemble_size=1, batch_size=c.batch_size).predict(xt).argmax(1)]
         else:
             preds = [estimator.predict(x_adv.astype(np.float32), batch_size=c.batch_size).argmax(1)]
     with torch.no_grad():
@@ -382,7 +384,7 @@ def sanity_cost(units: Sequence[tuple[Setting, str, np.ndarray]], c: EvalConfig,
     """The sanity checks' share of ``units``: estimated seconds, and the autograd graph their gradient attacks hold
     at a time (one block of EOT draws: examples × draws rows, at most ``batch_size`` and the memory budget's)."""
     mine = [u for u in units if u[0].name.startswith("sanity")]
-    budget = default_memory_budget(dev) if c.memory_budget is None else c.memory_budget
+    budget = (default_memory_budget(dev) if c.memory_budget is None else c.memory_budget) * 2**20  # MiB -> bytes
     row = max(probe["graph_row_bytes"], 1.0)
     draws = max([getattr(config_for(s, c), white_box_fields(a)[1], 1) for s, a, _ in mine if a != "flags"] or [1])
     rows = min(c.batch_size, c.chunk_size * draws, max(1, int(budget // row)))
@@ -395,7 +397,7 @@ def _unit_cost(setting: Setting, attack: str, c: EvalConfig, probe: dict) -> flo
         return 0.0
     cs = config_for(setting, c)
     f, b = probe["forward"], probe["full"]
-    judge = {"ensemble": cs.runs * cs.repeats * f, "fixed": f, "once": 0.0}[setting.judge]
+    judge = {"ensemble": cs.ensemble_size * cs.repeats * f, "fixed": f, "once": 0.0}[setting.judge]
     if attack in ("clean", "flags"):
         attack_cost = 0.0 if attack == "clean" else 3 * f + b
     else:
@@ -502,113 +504,36 @@ def evaluate(
     :param estimate_only: Log the time estimate and return ``{"estimate_seconds": ...}`` without attacking.
     :return: The report (rank 0), else None.
     """
-    from tqdm.auto import tqdm
-
     config.check()
     called = time.perf_counter()
-    baselines = dict(baselines or {})
     dev, rank, world = distributed.setup(device)
-    defences = [defences] if isinstance(defences, PreprocessorPyTorch) else list(defences)
-    x, y = np.asarray(x, dtype=np.float32), np.asarray(y, dtype=np.int64)
-    if x.ndim != 4 or len(x) != len(y):
-        raise ValueError(f"x must be N×C×H×W and y N labels, got shapes {x.shape} and {y.shape}.")
-    if config.n_examples is not None:
-        x, y = x[: config.n_examples], y[: config.n_examples]
-    classifier = classifier.to(dev).eval()
-    if nb_classes is None:
-        with torch.no_grad():
-            nb_classes = int(classifier(torch.as_tensor(x[:1], device=dev)).shape[-1])
+    x, y, nb_classes, defences = _inputs(classifier, defences, x, y, config, nb_classes, dev)
     estimator = _as_estimator(classifier, x, nb_classes, clip_values, dev, defences)
-    if defences:  # the undefended classifier, attacked directly, is always the first baseline
-        baselines = {"undefended": classifier, **{k: v for k, v in baselines.items() if k != "undefended"}}
-    baseline_estimators = {k: _as_estimator(m, x, nb_classes, clip_values, dev) for k, m in baselines.items()}
-    for name, est in baseline_estimators.items():
-        if est.preprocessing_defences:
-            raise ValueError(f"baseline {name!r} has preprocessing defences; baselines are undefended classifiers.")
+    baselines, baseline_estimators = _baselines(classifier, baselines, defences, x, nb_classes, clip_values, dev)
     run_dir = Path(run_dir)
     records_dir = run_dir / "records"
-    done = load_records(sorted(records_dir.glob("*.jsonl")))
-    mine = records_dir / f"rank-{rank}.jsonl"
     chunks = [np.arange(s, min(s + config.chunk_size, len(x))) for s in range(0, len(x), config.chunk_size)]
     sanity_chunks = [ch for ch in chunks if ch[0] < config.sanity_examples]
     settings = plan(config, randomized=bool(purifiers(estimator)), baselines=tuple(baseline_estimators))
     units = [(s, a, ch) for s in settings for a in s.attacks for ch in (sanity_chunks if s.subset else chunks)]
-
-    common = {
-        "data_sha256": array_sha256(x, y),
-        "n_examples": len(x),
-        "classifier_sha256": module_sha256(classifier),
-        "defences": [_describe_defence(d) for d in defences],
-        "nb_classes": nb_classes,
-        "clip_values": list(clip_values),
-        "runs": config.runs,
-        "repeats": config.repeats,
-        "seed": config.seed,
-        "chunk_size": config.chunk_size,
-        "batch_size": config.batch_size,
-        "baselines_sha256": {k: module_sha256(e.model) for k, e in baseline_estimators.items()},
-    }
+    common = _common_settings(classifier, defences, x, y, config, nb_classes, clip_values, baseline_estimators)
     expected = {(s.name, a): unit_settings(s, a, config, common) for s in settings for a in s.attacks}
     digests = {k: settings_digest(v) for k, v in expected.items()}
-    found: dict = {}
-    for (s_name, a_name, _), r in done.items():
-        if (s_name, a_name) in digests and r.get("settings") != digests[(s_name, a_name)]:
-            found.setdefault((s_name, a_name), r.get("settings"))
-    stored_path = run_dir / "settings.json"
-    stored = json.loads(stored_path.read_text()) if stored_path.exists() else {}
-    check_settings(run_dir, found, expected, stored)
+    done = _resume(run_dir, digests, expected)
 
     pending = [u for u in units if not all((u[0].name, u[1], int(i)) in done for i in u[2])]
     todo_units = [u for u in distributed.shard(units, rank, world) if any(u is v for v in pending)]
-    saved = [(p, p.sigma, p.generator) for p in purifiers(estimator)]
-    est_seconds = None
+    est_seconds = sanity = None
     if rank == 0 and (pending or estimate_only):
-        probe = _probe(estimator, x, config)
-        for p, _, generator in saved:
-            p.set_params(generator=generator)
-        est_seconds = estimate(pending, config, probe) / world
-        sanity = sanity_cost(pending, config, probe, dev)
-        order = list(PRESETS)  # paper, croce (APGD only), smoke (CI-sized)
-        smaller = order[order.index(config.preset_name) + 1 :] if config.preset_name in order else order
-        log(
-            f"Estimated time on this device ({dev.type}, {torch.get_num_threads()} CPU threads): about "
-            f"{_duration(est_seconds)} for {len(pending)} of {len(units)} units of work on {len(x)} examples "
-            f"(probe: {1000 * probe['forward']:.2f} ms per defended image, {1000 * probe['full']:.2f} ms with a "
-            f"full gradient, batches of {probe['rows']}). Smaller: "
-            + "".join(f"--preset {name}, " for name in smaller)
-            + "--n-examples N, or per-attack flags (e.g. --spsa-samples 128)."
-            + (
-                f" Sanity checks: about {_duration(sanity['seconds'] / world)} of it; their gradient attacks hold "
-                f"about {sanity['graph_bytes'] / 2**20:.0f} MiB of autograd graph at a time (blocks of "
-                f"{sanity['rows']} image-draws, memory budget {sanity['budget'] / 2**20:.0f} MiB), on top of this "
-                f"process's {_peak_rss() / 2**20:.0f} MiB (--no-sanity skips them)."
-                if sanity["seconds"] > 0
-                else ""
-            )
-        )
+        est_seconds, sanity = _log_estimate(estimator, x, config, pending, len(units), dev, world, log)
     if estimate_only:
         distributed.finish()
         return {"estimate_seconds": est_seconds, "sanity": sanity}
     if rank == 0:
-        save_settings(stored_path, {digests[k]: v for k, v in expected.items()})
+        save_settings(run_dir / "settings.json", {digests[k]: v for k, v in expected.items()})
     distributed.barrier()
-
-    seconds: dict[str, float] = {}
-    try:
-        pbar = tqdm(total=len(todo_units), disable=not progress or not todo_units, unit="unit", desc="evaluate")
-        for s, a, ch in todo_units:
-            pbar.set_description(f"{s.name}: {a}")
-            for p, sigma, _ in saved:
-                p.set_params(sigma=s.overrides.get("sigma", sigma))
-            target = baseline_estimators[s.baseline] if s.baseline is not None else estimator
-            start = time.perf_counter()
-            append_records(mine, _run_unit(target, s, a, ch, x, y, config, digests[(s.name, a)]))
-            seconds[f"{s.name}/{a}"] = seconds.get(f"{s.name}/{a}", 0.0) + time.perf_counter() - start
-            pbar.update(1)
-        pbar.close()
-    finally:
-        for p, sigma, generator in saved:
-            p.set_params(sigma=sigma, generator=generator)
+    targets = {None: estimator, **baseline_estimators}
+    seconds = _work(todo_units, targets, x, y, config, digests, records_dir / f"rank-{rank}.jsonl", progress)
     distributed.barrier()
     if rank != 0:
         distributed.finish()
@@ -640,14 +565,126 @@ def evaluate(
             if isinstance(d, (ReverseDiffusionPurifier, DenoisedSmoothingPurifier))
         }
     )
-    models = {
-        "classifier": classifier,
-        **scores,
-        **{f"baseline {k}": m for k, m in baselines.items() if k != "undefended"},
-    }
-    result["provenance"] = provenance(
-        wall_time_s=time.perf_counter() - called, device=dev, models=models
-    )  # this call's
+    others = {f"baseline {k}": m for k, m in baselines.items() if k != "undefended"}
+    models = {"classifier": classifier, **scores, **others}
+    result["provenance"] = provenance(wall_time_s=time.perf_counter() - called, device=dev, models=models)
     report.write(result, run_dir, log=log)
     distributed.finish()
     return result
+
+
+def _common_settings(classifier, defences, x, y, config: EvalConfig, nb_classes, clip_values, baselines) -> dict:
+    """What every unit's records depend on besides its attack's budget: data, weights, defences, S, R, seed,
+    chunking."""
+    return {
+        "data_sha256": array_sha256(x, y),
+        "n_examples": len(x),
+        "classifier_sha256": module_sha256(classifier),
+        "defences": [_describe_defence(d) for d in defences],
+        "nb_classes": nb_classes,
+        "clip_values": list(clip_values),
+        "ensemble_size": config.ensemble_size,
+        "repeats": config.repeats,
+        "seed": config.seed,
+        "chunk_size": config.chunk_size,
+        "batch_size": config.batch_size,
+        "baselines_sha256": {k: module_sha256(e.model) for k, e in baselines.items()},
+    }
+
+
+def _inputs(classifier, defences, x, y, config: EvalConfig, nb_classes: int | None, dev) -> tuple:
+    """The checked inputs (the first ``config.n_examples``), K, and the defences as a list."""
+    defences = [defences] if isinstance(defences, PreprocessorPyTorch) else list(defences)
+    x, y = np.asarray(x, dtype=np.float32), np.asarray(y, dtype=np.int64)
+    if x.ndim != 4 or len(x) != len(y):
+        raise ValueError(f"x must be N×C×H×W and y N labels, got shapes {x.shape} and {y.shape}.")
+    if config.n_examples is not None:
+        x, y = x[: config.n_examples], y[: config.n_examples]
+    classifier.to(dev).eval()
+    if nb_classes is None:
+        with torch.no_grad():
+            nb_classes = int(classifier(torch.as_tensor(x[:1], device=dev)).shape[-1])
+    return x, y, nb_classes, defences
+
+
+def _baselines(classifier, baselines, defences, x, nb_classes, clip_values, dev) -> tuple[dict, dict]:
+    """The baseline classifiers (the undefended one first when there is a defence) and their estimators."""
+    baselines = dict(baselines or {})
+    if defences:  # the undefended classifier, attacked directly, is always the first baseline
+        baselines = {"undefended": classifier, **{k: v for k, v in baselines.items() if k != "undefended"}}
+    estimators = {k: _as_estimator(m, x, nb_classes, clip_values, dev) for k, m in baselines.items()}
+    for name, est in estimators.items():
+        if est.preprocessing_defences:
+            raise ValueError(f"baseline {name!r} has preprocessing defences; baselines are undefended classifiers.")
+    return baselines, estimators
+
+
+def _resume(run_dir: Path, digests: dict, expected: dict) -> dict:
+    """The records already in ``run_dir``, after :func:`~art_adp.runs.records.check_settings` has refused any made
+    with other settings."""
+    done = load_records(sorted((run_dir / "records").glob("*.jsonl")))
+    found: dict = {}
+    for (s_name, a_name, _), r in done.items():
+        if (s_name, a_name) in digests and r.get("settings") != digests[(s_name, a_name)]:
+            found.setdefault((s_name, a_name), r.get("settings"))
+    stored_path = run_dir / "settings.json"
+    stored = json.loads(stored_path.read_text()) if stored_path.exists() else {}
+    check_settings(run_dir, found, expected, stored)
+    return done
+
+
+def _log_estimate(estimator, x, config: EvalConfig, pending, n_units: int, dev, world: int, log) -> tuple:
+    """Probe the device, log the estimated time of the ``pending`` units (and the sanity checks' share and memory);
+    the purifiers' generators are left as they were."""
+    generators = [(p, p.generator) for p in purifiers(estimator)]
+    probe = _probe(estimator, x, config)
+    for p, generator in generators:
+        p.set_params(generator=generator)
+    est_seconds = estimate(pending, config, probe) / world
+    sanity = sanity_cost(pending, config, probe, dev)
+    order = list(PRESETS)  # paper, croce (APGD only), smoke (CI-sized)
+    smaller = order[order.index(config.preset_name) + 1 :] if config.preset_name in order else order
+    log(
+        f"Estimated time on this device ({dev.type}, {torch.get_num_threads()} CPU threads): about "
+        f"{_duration(est_seconds)} for {len(pending)} of {n_units} units of work on {len(x)} examples "
+        f"(probe: {1000 * probe['forward']:.2f} ms per defended image, {1000 * probe['full']:.2f} ms with a "
+        f"full gradient, batches of {probe['rows']}). Smaller: "
+        + "".join(f"--preset {name}, " for name in smaller)
+        + "--n-examples N, or per-attack flags (e.g. --spsa-samples-per-step 128)."
+        + (
+            f" Sanity checks: about {_duration(sanity['seconds'] / world)} of it; their gradient attacks hold "
+            f"about {sanity['graph_bytes'] / 2**20:.0f} MiB of autograd graph at a time (blocks of "
+            f"{sanity['rows']} image-draws, memory budget {sanity['budget'] / 2**20:.0f} MiB), on top of this "
+            f"process's {_peak_rss() / 2**20:.0f} MiB (--no-sanity skips them)."
+            if sanity["seconds"] > 0
+            else ""
+        )
+    )
+    return est_seconds, sanity
+
+
+def _work(units, targets: dict, x, y, config: EvalConfig, digests: dict, path: Path, progress: bool) -> dict:
+    """Run ``units`` (setting, attack, chunk) on their target estimator (``targets[setting.baseline]``), appending
+    each unit's records to ``path``; the purifiers' σ and generators are restored afterwards.
+
+    :return: Seconds per ``"setting/attack"``.
+    """
+    from tqdm.auto import tqdm
+
+    saved = [(p, p.sigma, p.generator) for p in purifiers(targets[None])]
+    seconds: dict[str, float] = {}
+    try:
+        pbar = tqdm(total=len(units), disable=not progress or not units, unit="unit", desc="evaluate")
+        for s, a, ch in units:
+            pbar.set_description(f"{s.name}: {a}")
+            for p, sigma, _ in saved:
+                p.set_params(sigma=s.overrides.get("sigma", sigma))
+            start = time.perf_counter()
+            append_records(path, _run_unit(targets[s.baseline], s, a, ch, x, y, config, digests[(s.name, a)]))
+            seconds[f"{s.name}/{a}"] = seconds.get(f"{s.name}/{a}", 0.0) + time.perf_counter() - start
+            pbar.update(1)
+        pbar.close()
+    finally:
+        for p, sigma, generator in saved:
+            p.set_params(sigma=sigma, generator=generator)
+    return seconds

@@ -74,20 +74,20 @@ def check_black_box(black_box: float, best_white_box: float, *, tolerance: float
     return None
 
 
-def check_randomness(random_fraction: float, *, eot: int, repeats: int) -> str | None:
+def check_randomness(random_fraction: float, *, eot_samples: int, repeats: int) -> str | None:
     """
     AutoAttack's randomness flag: if the same input judged twice gives different outputs, the defence is random,
     and an evaluation needs EOT (> 1 draw per gradient) and more than one judgement per example.
 
     :param random_fraction: Fraction of inputs whose two defended outputs differed.
-    :param eot: The smallest EOT draw count the gradient attacks used.
+    :param eot_samples: The smallest EOT draw count the gradient attacks used.
     :param repeats: R, judgements per example.
     """
-    if random_fraction > 0 and (eot <= 1 or repeats <= 1):
+    if random_fraction > 0 and (eot_samples <= 1 or repeats <= 1):
         return (
             f"RANDOMIZED DEFENCE: the same input judged twice gives different outputs ({100 * random_fraction:.0f} "
-            f"% of inputs), but the attacks use EOT {eot} and each example is judged R = {repeats} time(s): use "
-            "EOT (AutoAttack's version='rand': 20 draws) and R > 1."
+            f"% of inputs), but the attacks use EOT {eot_samples} and each example is judged R = {repeats} time(s): "
+            "use EOT (AutoAttack's version='rand': 20 draws) and R > 1."
         )
     return None
 

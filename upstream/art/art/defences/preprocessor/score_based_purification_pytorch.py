@@ -1,6 +1,6 @@
 # MIT License
 #
-# Copyright (C) The Adversarial Robustness Toolbox (ART) Authors 2025
+# Copyright (C) The Adversarial Robustness Toolbox (ART) Authors 2026
 #
 # Permission is hereby granted, free of charge, to any person obtaining a copy of this software and associated
 # documentation files (the "Software"), to deal in the Software without restriction, including without limitation the
@@ -28,8 +28,9 @@ in PyTorch.
 """
 from __future__ import absolute_import, division, print_function, unicode_literals, annotations
 
-import copy
+import contextlib
 import logging
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -63,7 +64,16 @@ class ScoreBasedPurificationPyTorch(PreprocessorPyTorch):  # pylint: disable=too
     follow the authors' released code (`delta = 1e-3`, `alpha` clamped to `[1e-5, 0.1]`, stop test `alpha < tau`).
 
     ART ships no score network: train one with denoising score matching on the classifier's data (the loss
-    `0.5 * |h(x + s * z) + z|^2` over noise levels `s`) and pass it in, as `PixelDefend` takes its PixelCNN.
+    `0.5 * |h(x + s * z) + z|^2` over noise levels `s`) and pass it in. `PixelDefend` likewise takes its pre-trained
+    PixelCNN from the user, but as an ART classifier whose last-layer activations it reads as per-pixel probabilities;
+    this defence calls the network inside `forward`, so it takes the `torch.nn.Module` itself.
+
+    Precision: the network runs in the dtype of its parameters; the purified input, the adaptive step's ratio and the
+    step size are kept in float32 at least (float64 for a float64 network). In half precision `1 - ratio`
+    (`lam * delta / alpha`, 5e-4 for the largest default step) is at or below the resolution near 1 of float16
+    (4.9e-4) and bfloat16 (3.9e-3), and `|h|^2` can overflow float16. The probe `x + delta * h` is rounded to the
+    network's dtype: choose `delta` so that `delta * |h|` exceeds the input's resolution there (bfloat16 keeps 8
+    significant bits).
 
     Gradients: ART's `PyTorchClassifier.loss_gradient` back-propagates through `forward` and never calls
     `estimate_forward` for PyTorch preprocessors (see ART issue #1526), so the gradient mode is chosen in `forward`
@@ -81,6 +91,7 @@ class ScoreBasedPurificationPyTorch(PreprocessorPyTorch):  # pylint: disable=too
     """
 
     params = [
+        "score_model",
         "sigma",
         "steps",
         "step_size",
@@ -119,8 +130,9 @@ class ScoreBasedPurificationPyTorch(PreprocessorPyTorch):  # pylint: disable=too
         Create an instance of score-based purification (ADP).
 
         :param score_model: Noise-level-free score network `h`, mapping a batch in the classifier's input format
-               (e.g. `NCHW` in `clip_values`) to a tensor of the same shape. A frozen copy in evaluation mode is
-               used; the given module is left unchanged.
+               (e.g. `NCHW` in `clip_values`) to a tensor of the same shape. It is used, not copied: it is moved to
+               the defence's device (as `PyTorchClassifier` moves its model) and run in evaluation mode without
+               parameter gradients while purifying; its modes and `requires_grad` flags are restored afterwards.
         :param sigma: Standard deviation of the Gaussian noise added before purification (0.25 in the paper).
         :param steps: Maximum number of purification steps.
         :param step_size: `"adaptive"` (eq. 11 of the paper) or a constant step size `>= 0`.
@@ -141,9 +153,7 @@ class ScoreBasedPurificationPyTorch(PreprocessorPyTorch):  # pylint: disable=too
         import torch
 
         super().__init__(device_type=device_type, is_fitted=True, apply_fit=apply_fit, apply_predict=apply_predict)
-        if not isinstance(score_model, torch.nn.Module):
-            raise ValueError("`score_model` must be a `torch.nn.Module`.")
-        self.score_model = copy.deepcopy(score_model).to(self.device).eval().requires_grad_(False)
+        self.score_model = score_model
         self.sigma = sigma
         self.steps = steps
         self.step_size = step_size
@@ -157,6 +167,16 @@ class ScoreBasedPurificationPyTorch(PreprocessorPyTorch):  # pylint: disable=too
         self.generator = generator
         self.verbose = verbose
         self._check_params()
+        self.score_model.to(self.device)
+
+    def set_params(self, **kwargs) -> None:
+        """
+        Take in a dictionary of parameters and apply checks before saving them as attributes. A new `score_model` is
+        moved to the defence's device.
+        """
+        super().set_params(**kwargs)
+        if "score_model" in kwargs:
+            self.score_model.to(self.device)
 
     def forward(self, x: "torch.Tensor", y: Any | None = None) -> tuple["torch.Tensor", Any | None]:
         """
@@ -171,17 +191,42 @@ class ScoreBasedPurificationPyTorch(PreprocessorPyTorch):  # pylint: disable=too
         if not torch.is_floating_point(x):
             raise ValueError(f"Score-based purification needs floating-point inputs, got {x.dtype}.")
         weights = next(iter(self.score_model.parameters()), x)
-        x_in = x.to(self.device, weights.dtype if torch.is_floating_point(weights) else x.dtype)
+        net_dtype = weights.dtype if torch.is_floating_point(weights) else x.dtype
+        # The purified input, the ratio and the step size: float32 at least, whatever the network's dtype.
+        x_in = x.to(self.device, torch.promote_types(net_dtype, torch.float32))
         chunks = tqdm(x_in.split(self.batch_size), desc="Score-based purification", disable=not self.verbose)
-        if self.gradient == "full":
-            x_pur = torch.cat([self._purify(chunk) for chunk in chunks])
-        else:
-            with torch.no_grad():
-                x_pur = torch.cat([self._purify(chunk) for chunk in chunks])
-            x_pur = x_in + (x_pur - x_in).detach()  # value: purified input; gradient: identity
+        with self._frozen_score_model():
+            if self.gradient == "full":
+                x_pur = torch.cat([self._purify(chunk, net_dtype) for chunk in chunks])
+            else:
+                with torch.no_grad():
+                    x_pur = torch.cat([self._purify(chunk, net_dtype) for chunk in chunks])
+                x_pur = x_in + (x_pur - x_in).detach()  # value: purified input; gradient: identity
         return x_pur.to(x.device, x.dtype), y
 
-    def _purify(self, x: "torch.Tensor") -> "torch.Tensor":
+    @contextlib.contextmanager
+    def _frozen_score_model(self) -> Iterator[None]:
+        """
+        Run the score network in evaluation mode without parameter gradients, then restore its modes and flags.
+        """
+        modes = [(module, module.training) for module in self.score_model.modules()]
+        flags = [(param, param.requires_grad) for param in self.score_model.parameters()]
+        self.score_model.eval().requires_grad_(False)
+        try:
+            yield
+        finally:
+            for module, training in modes:
+                module.training = training
+            for param, requires_grad in flags:
+                param.requires_grad_(requires_grad)
+
+    def _score(self, x: "torch.Tensor", net_dtype: "torch.dtype") -> "torch.Tensor":
+        """
+        The score network's output at `x`, computed in `net_dtype` and returned in `x`'s dtype.
+        """
+        return self.score_model(x.to(net_dtype)).to(x.dtype)
+
+    def _purify(self, x: "torch.Tensor", net_dtype: "torch.dtype") -> "torch.Tensor":
         """
         One run of Algorithm 1 on a batch, each sample with its own step sizes and stop.
         """
@@ -194,10 +239,10 @@ class ScoreBasedPurificationPyTorch(PreprocessorPyTorch):  # pylint: disable=too
         active = torch.ones(x.shape[0], dtype=torch.bool, device=x.device)
         view = (-1,) + (1,) * (x.ndim - 1)
         for _ in range(self.steps):
-            h = self.score_model(x)
+            h = self._score(x, net_dtype)
             if self.step_size == "adaptive":
                 h_sq = h.flatten(1).pow(2).sum(1).clamp_min(1e-30)
-                ratio = (h * self.score_model(x + self.delta * h)).flatten(1).sum(1) / h_sq
+                ratio = (h * self._score(x + self.delta * h, net_dtype)).flatten(1).sum(1) / h_sq
                 alpha = (self.lam * self.delta / (1 - ratio)).clamp(*self.step_clamp)
                 active = active & (alpha >= self.tau)
             else:
@@ -218,6 +263,9 @@ class ScoreBasedPurificationPyTorch(PreprocessorPyTorch):  # pylint: disable=too
 
     def _check_params(self) -> None:
         import torch
+
+        if not isinstance(self.score_model, torch.nn.Module):
+            raise ValueError("`score_model` must be a `torch.nn.Module`.")
 
         if not (_is_number(self.sigma) and self.sigma >= 0):
             raise ValueError("`sigma` must be a number >= 0.")

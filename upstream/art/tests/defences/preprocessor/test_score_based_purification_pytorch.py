@@ -1,6 +1,6 @@
 # MIT License
 #
-# Copyright (C) The Adversarial Robustness Toolbox (ART) Authors 2025
+# Copyright (C) The Adversarial Robustness Toolbox (ART) Authors 2026
 #
 # Permission is hereby granted, free of charge, to any person obtaining a copy of this software and associated
 # documentation files (the "Software"), to deal in the Software without restriction, including without limitation the
@@ -17,6 +17,7 @@
 # SOFTWARE.
 from __future__ import absolute_import, division, print_function, unicode_literals
 
+import copy
 import logging
 import re
 
@@ -219,15 +220,37 @@ def test_user_score_model_is_not_changed(art_warning, tiny_score, x_batch):
 
         tiny_score.train()
         state = {name: value.clone() for name, value in tiny_score.state_dict().items()}
-        purifier = ScoreBasedPurificationPyTorch(tiny_score, sigma=0.25, gradient="full", device_type="cpu")
+        seen = []  # (training, any parameter requiring gradients) at each call of the network
+        tiny_score.register_forward_hook(
+            lambda module, inputs, output: seen.append(
+                (module.training, any(p.requires_grad for p in module.parameters()))
+            )
+        )
+        purifier = ScoreBasedPurificationPyTorch(tiny_score, sigma=0.25, steps=2, gradient="full", device_type="cpu")
+        assert purifier.score_model is tiny_score  # used, not copied
         x = torch.tensor(x_batch, requires_grad=True)
         purifier.forward(x)[0].sum().backward()
 
         assert x.grad is not None
+        assert seen and set(seen) == {(False, False)}  # evaluation mode, frozen parameters while purifying
         assert tiny_score.training
         assert all(p.requires_grad and p.grad is None for p in tiny_score.parameters())
         assert all(torch.equal(state[name], value) for name, value in tiny_score.state_dict().items())
-        assert purifier.score_model is not tiny_score and not purifier.score_model.training
+    except ARTTestException as e:
+        art_warning(e)
+
+
+@pytest.mark.only_with_platform("pytorch")
+def test_set_params_score_model(art_warning, linear_score, x_batch):
+    try:
+        purifier = ScoreBasedPurificationPyTorch(linear_score(1.0), sigma=0.0, steps=STEPS, device_type="cpu")
+        new_score = linear_score(0.25)
+        purifier.set_params(score_model=new_score)
+        assert purifier.score_model is new_score
+        # k = 0.25: alpha = lam / k = 0.2, clamped to 0.1, so each step moves 0.025 of the way to CENTRE
+        np.testing.assert_allclose(purifier(x_batch)[0], CENTRE + 0.975**STEPS * (x_batch - CENTRE), atol=1e-5)
+        with pytest.raises(ValueError, match=re.escape("`score_model` must be a `torch.nn.Module`.")):
+            purifier.set_params(score_model=lambda x: -x)
     except ARTTestException as e:
         art_warning(e)
 
@@ -351,15 +374,17 @@ def test_device_type_gpu(art_warning, tiny_score, x_batch):
         if not torch.cuda.is_available():
             pytest.skip("CUDA is not available.")
 
+        score_cpu = copy.deepcopy(tiny_score)
         purifier_cpu = ScoreBasedPurificationPyTorch(
-            tiny_score, sigma=0.25, steps=3, generator=torch.Generator().manual_seed(3), device_type="cpu"
+            score_cpu, sigma=0.25, steps=3, generator=torch.Generator().manual_seed(3), device_type="cpu"
         )
         purifier_gpu = ScoreBasedPurificationPyTorch(
             tiny_score, sigma=0.25, steps=3, generator=torch.Generator().manual_seed(3), device_type="gpu"
         )
         assert purifier_gpu.device.type == "cuda"
-        assert all(p.device.type == "cuda" for p in purifier_gpu.score_model.parameters())
-        assert all(p.device.type == "cpu" for p in tiny_score.parameters())
+        assert purifier_gpu.score_model is tiny_score  # moved in place, as PyTorchClassifier moves its model
+        assert all(p.device.type == "cuda" for p in tiny_score.parameters())
+        assert all(p.device.type == "cpu" for p in score_cpu.parameters())
 
         # A CPU generator draws the same noise for both; the result comes back on the input's device.
         x = torch.tensor(x_batch)
@@ -372,5 +397,54 @@ def test_device_type_gpu(art_warning, tiny_score, x_batch):
         first = purifier_gpu(x_batch)[0]
         purifier_gpu.set_params(generator=torch.Generator(device=purifier_gpu.device).manual_seed(4))
         np.testing.assert_array_equal(purifier_gpu(x_batch)[0], first)
+    except ARTTestException as e:
+        art_warning(e)
+
+
+@pytest.mark.only_with_platform("pytorch")
+@pytest.mark.parametrize(
+    "dtype_name, k, tau, rtol",
+    [
+        ("bfloat16", 4.0, 1e-3, 0.15),  # 1 - ratio = k * delta = 4e-3, at bfloat16's resolution near 1 (3.9e-3)
+        ("float16", 100.0, 1e-4, 1e-3),  # |h|^2 = 36 * (100 * 0.47)^2 = 8e4 overflows float16 (max 65504)
+    ],
+)
+def test_half_precision_network_steps_in_float32(art_warning, linear_score, dtype_name, k, tau, rtol):
+    try:
+        import torch
+
+        dtype = getattr(torch, dtype_name)
+        net = linear_score(k).to(dtype)
+        # Inputs near 0, far from CENTRE: the probe x + delta * h stays resolved in the network's dtype.
+        x = torch.tensor(np.random.RandomState(3).uniform(0.01, 0.05, size=(4, 1, 6, 6)), dtype=torch.float32)
+        try:
+            with torch.no_grad():
+                net(x.to(dtype))
+        except RuntimeError:  # pragma: no cover
+            pytest.skip(f"This PyTorch build has no {dtype_name} convolution on the CPU.")
+        purifier = ScoreBasedPurificationPyTorch(net, sigma=0.0, steps=1, tau=tau, device_type="cpu")
+
+        # One adaptive step from the network's own outputs, its ratio and step size computed in `work`.
+        with torch.no_grad():
+            h = net(x.to(dtype))
+            h_probe = net((x + 1e-3 * h.float()).to(dtype))
+
+        def step_size(work):
+            h_w, h_probe_w = h.to(work), h_probe.to(work)
+            ratio = (h_w * h_probe_w).flatten(1).sum(1) / h_w.flatten(1).pow(2).sum(1).clamp_min(1e-30)
+            return (0.05 * 1e-3 / (1 - ratio)).clamp(1e-5, 0.1).float()
+
+        alpha = step_size(torch.float32)
+        # The closed form lam / k, up to the rounding of the network's outputs (8 significant bits in bfloat16).
+        np.testing.assert_allclose(alpha.numpy(), 0.05 / k, rtol=rtol)
+        assert bool((alpha >= tau).all())
+        expected = (x + alpha.view(-1, 1, 1, 1) * h.float()).clamp(0.0, 1.0)
+        x_purified = purifier.forward(x)[0]
+        assert x_purified.dtype == torch.float32
+        np.testing.assert_allclose(x_purified.numpy(), expected.numpy(), rtol=0, atol=1e-7)
+
+        # The same step computed in the network's dtype is not this step: rounded (bfloat16) or NaN (float16).
+        alpha_half = step_size(dtype)
+        assert not torch.allclose(alpha_half, alpha, rtol=0.05, atol=0.0)
     except ARTTestException as e:
         art_warning(e)

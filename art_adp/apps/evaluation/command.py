@@ -1,0 +1,235 @@
+"""``art-adp evaluate``: load the data and the models, build the defence of each purifier family, optionally train the
+adversarial-training baseline, then :func:`~art_adp.apps.evaluation.evaluate` with the
+:class:`~art_adp.apps.evaluation.EvalConfig` the command line built (a preset and the flags that override it); for
+several families, their side-by-side comparison (:mod:`~art_adp.apps.evaluation.compare`)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+
+import torch
+
+from ...purify import DEFAULTS
+from ..commands import DATASET_EPS, DEMO_CLASSIFIER, DEMO_SCORE
+from .config import EvalConfig
+
+__all__ = ["SIGMA_SWEEP", "EOT_SWEEP", "adversarial_baseline", "build_purifier", "evaluate_command", "with_eps"]
+
+SIGMA_SWEEP = (0.05, 0.10, 0.15, 0.20, 0.25, 0.30, 0.35, 0.40)  # the paper's Table 5 (evaluate --sigma-sweep)
+EOT_SWEEP = (1, 3, 5, 10, 15, 30, 50)  # the paper's Table 6 (evaluate --eot-sweep)
+
+
+def with_eps(config: EvalConfig, eps: float | None, dataset: str) -> EvalConfig:
+    """``config`` at radius ``eps`` (an override of the preset), or at the data set's radius when None (a threat
+    model, not an override: the digits demo's 0.175, else the paper's 8/255)."""
+    if eps is not None:
+        return EvalConfig.preset(config.preset_name, **{**_overrides(config), "eps": eps})
+    return dataclasses.replace(config, eps=DATASET_EPS.get(dataset, 8 / 255))
+
+
+def _overrides(config: EvalConfig) -> dict:
+    return {k: getattr(config, k) for k in config.overridden}
+
+
+def evaluate_command(
+    config: EvalConfig,
+    *,
+    eps: float | None = None,
+    dataset: str = "digits",
+    data_root: str | None = None,
+    score: str = DEMO_SCORE,
+    classifier: str = DEMO_CLASSIFIER,
+    sigma: float = DEFAULTS.sigma,
+    steps: int = DEFAULTS.steps,
+    purify_batch_size: int = 4096,
+    baseline: str | None = None,
+    adv_epochs: int = 20,
+    adv_max_iter: int = 10,
+    estimate_only: bool = False,
+    run_dir: str = "runs/evaluate",
+    device: str | None = None,
+    progress: bool = True,
+) -> dict | None:
+    """
+    ``art-adp evaluate``: attack the classifier defended by each purifier family of ``config.purifier``; the
+    evaluation card of each (in ``run_dir``, or ``run_dir/<family>`` for several) and, for several, their side-by-side
+    comparison (``comparison.md``/``.json`` in ``run_dir``).
+
+    :param config: The preset with the flags' overrides (the CLI builds it with :meth:`EvalConfig.preset`); its
+        ``purifier`` and ``sampler`` choose the defences.
+    :param eps: The radius (None: the data set's, :func:`with_eps`).
+    :param score, classifier: Checkpoints (default: the digits demo's). The diffusion families need a
+        σ-conditional denoiser as ``score`` (``art-adp train-denoiser``), which serves ADP too.
+    :param sigma, steps, purify_batch_size: The purifiers' noise level (ADP's σ, reverse diffusion's σ*, denoised
+        smoothing's σ), steps (ADP's T, reverse diffusion's K) and batch size (:func:`build_purifier`).
+    :param baseline: ``"adversarial-training"``: add the adversarially trained classifier (:func:`adversarial_baseline`,
+        ``adv_epochs`` epochs of PGD with ``adv_max_iter`` iterations).
+    :return: The card of the one family, or the comparison of several (None with ``estimate_only``).
+    """
+    import time
+
+    from ...data import load_dataset
+    from ...models import load_classifier
+    from ...runs.provenance import provenance
+    from ...runs.records import file_sha256
+    from ...score import load_score_model
+    from . import compare
+    from .run import evaluate
+
+    started = time.perf_counter()
+    config = with_eps(config, eps, dataset)
+    config.check()
+    score_path, clf_path = Path(score), Path(classifier)
+    for path, what in ((score_path, "--score"), (clf_path, "--classifier")):
+        if not path.exists():
+            raise ValueError(
+                f"{path} not found: train the digits models with `art-adp demo` (they land in runs/demo) "
+                f"or pass {what} PATH."
+            )
+    data = load_dataset(dataset, data_root)
+    n = len(data.x_test) if config.n_examples is None else min(config.n_examples, len(data.x_test))
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    score_model, model = load_score_model(score_path, "cpu"), load_classifier(clf_path, "cpu")
+    defences = {
+        family: build_purifier(
+            family, score_model, sigma=sigma, steps=steps, sampler=config.sampler, batch_size=purify_batch_size,
+            device=device,
+        )
+        for family in config.purifier
+    }  # fmt: skip
+    description = {
+        "Data": f"{dataset}, first {n} test images",
+        "Models": f"score {score_path} ({type(score_model).__name__}, sha256 {file_sha256(score_path)[:12]}), "
+        f"classifier {clf_path} ({type(model).__name__}, sha256 {file_sha256(clf_path)[:12]})",
+        "Device": f"{device}" + (f", {torch.get_num_threads()} CPU threads" if device == "cpu" else ""),
+    }
+    baselines = {}
+    if baseline == "adversarial-training":
+        trained, where = adversarial_baseline(
+            model, data, config, run_dir=run_dir, epochs=adv_epochs, max_iter=adv_max_iter, progress=progress
+        )
+        baselines["adv. training"] = trained
+        description["Baseline"] = f"adversarial training, {where}"
+    cards = {
+        family: evaluate(
+            model,
+            purifier,
+            data.x_test[:n],
+            data.y_test[:n],
+            config=config,
+            run_dir=run_dir if len(defences) == 1 else Path(run_dir) / family,
+            nb_classes=data.nb_classes,
+            description={"Defence": f"{purifier.describe()}, S = {config.ensemble_size} runs averaged", **description},
+            progress=progress,
+            device=device,
+            baselines=baselines,
+            estimate_only=estimate_only,
+        )
+        for family, purifier in defences.items()
+    }
+    if len(cards) == 1:
+        return next(iter(cards.values()))
+    if estimate_only or any(card is None for card in cards.values()):
+        return None
+    result = compare.compare(cards)
+    result["provenance"] = provenance(
+        wall_time_s=time.perf_counter() - started, device=device, models={"classifier": clf_path, "score": score_path}
+    )
+    compare.write(result, run_dir)
+    if progress:
+        print(compare.markdown(result))
+    return result
+
+
+def build_purifier(
+    family: str,
+    score_model: torch.nn.Module,
+    *,
+    sigma: float = DEFAULTS.sigma,
+    steps: int = DEFAULTS.steps,
+    sampler: str = "ddim",
+    batch_size: int = 4096,
+    device: str = "cpu",
+):
+    """
+    The purifier of ``family`` (``"adp"``, ``"reverse-diffusion"``, ``"denoised-smoothing"``) at noise level
+    ``sigma`` with ``steps`` steps. A σ-conditional denoiser (``DenoiserUNet``) serves all three, ADP through
+    ``EDMScore`` at σ; a score model at one level (NCSNv2) serves ADP only.
+
+    :raises ValueError: For a diffusion family on a score model at one level, naming the fix.
+    """
+    from ...diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
+    from ...preprocessor import ADPPurifier
+    from ...score import EDMScore
+
+    common = {"batch_size": batch_size, "device_type": "gpu" if device == "cuda" else "cpu"}
+    conditional = getattr(score_model, "sigma_conditional", False)
+    if family == "adp":
+        model = EDMScore(score_model, sigma=sigma, data_range=(0.0, 1.0)) if conditional else score_model
+        return ADPPurifier(model, sigma=sigma, steps=steps, channels_last=device == "cpu", **common)
+    if not conditional:
+        raise ValueError(
+            f"--purifier {family} needs a sigma-conditional denoiser as --score (train one with `art-adp "
+            f"train-denoiser`); {type(score_model).__name__} is a score model at one level, for adp only."
+        )
+    if family == "reverse-diffusion":
+        return ReverseDiffusionPurifier(score_model, sigma=sigma, steps=steps, sampler=sampler, **common)
+    return DenoisedSmoothingPurifier(score_model, sigma=sigma, **common)
+
+
+def _fresh_copy(model: torch.nn.Module, seed: int) -> torch.nn.Module:
+    """A re-initialised copy of ``model`` (same architecture and constructor arguments)."""
+    fresh = copy.deepcopy(model)
+    torch.manual_seed(seed)
+    for module in fresh.modules():
+        if hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+    return fresh
+
+
+def adversarial_baseline(
+    classifier: torch.nn.Module,
+    data,
+    config: EvalConfig,
+    *,
+    run_dir: str | Path,
+    epochs: int = 20,
+    max_iter: int = 10,
+    progress: bool = True,
+) -> tuple[torch.nn.Module, str]:
+    """
+    Load ``<run_dir>/adv_classifier.safetensors``, or train it with ART's AdversarialTrainer and PGD (a fresh copy
+    of ``classifier``'s architecture, on the data set's training split, the run's ε and step) and save it there.
+
+    :return: The model and where it came from, in words (for the card's header).
+    """
+    from ...models import load_classifier, save_classifier
+
+    path = Path(run_dir) / "adv_classifier.safetensors"
+    if path.exists():
+        return load_classifier(path, "cpu"), f"{path} (loaded)"
+    try:
+        from ...models.adversarial import train_adversarial_classifier
+    except ImportError as err:
+        raise ValueError(
+            f"--baseline adversarial-training needs art_adp.models.adversarial ({err}); or put a "
+            f"trained classifier at {path}."
+        ) from err
+    model = train_adversarial_classifier(
+        _fresh_copy(classifier, config.seed),
+        data.x_train,
+        data.y_train,
+        eps=config.eps,
+        eps_step=config.step,
+        max_iter=max_iter,
+        epochs=epochs,
+        seed=config.seed,
+        verbose=progress,
+    )
+    save_classifier(model.cpu(), path)
+    return model, (
+        f"{path} (trained: ART AdversarialTrainer with PGD, eps = {config.eps:.4g}, step "
+        f"{config.step:.4g}, {max_iter} PGD steps, {epochs} epochs)"
+    )

@@ -1,0 +1,197 @@
+"""No figure without its source: every number with a unit that a user reads outside a rendered block.
+
+    python docs/figures.py          # lists every figure that is neither rendered nor allowed below; exit 1 if any
+
+A *figure* is a number with a unit (s, ms, µs, min, h, days, %, GB, GiB, MB, MiB, samples/s, img/s, TFLOP/s, GFLOP,
+TB/s, …) or a ratio (``0.19×``, ``2× faster``; not a size such as ``8×8`` or a product such as ``40 × 1,280``) in
+the prose of README.md, docs/*.md, benchmarks/README.md and the notebooks' markdown cells. A figure inside a
+rendered block (``docs/render.py``) comes from a committed result file and is checked there. Any other figure must
+be one of :data:`ALLOWED`, each with its kind and reason:
+
+- ``parameter``: a setting, a threshold, a default or a confidence level, not a measurement;
+- ``arithmetic``: computed from parameters or constants on the page (the reason shows the computation);
+- ``paper``: a cited paper's published figure (the reason names the paper and table);
+- ``result``: a measured figure quoted in prose; the reason is a name of ``docs/render.py``'s ``FIGURES``, and its
+  number must occur in that figure's rendering or its result file (so it cannot drift from the file).
+
+An entry is a phrase of the page (code spans removed) that contains the figure; an entry that matches nothing is
+stale and fails too. Code (fenced blocks and inline spans) is commands and parameters, not figures, and is skipped.
+Pages left out, with the reason: :data:`EXCLUDED`; not user pages at all: ``upstream/`` (the ART pull request's
+text, reviewed with it), ``benchmarks/DEVICE_RUN.md`` (developer notes) and ``docs/cards/`` (evaluation cards as the
+harness wrote them, each beside its result file).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = ("README.md", "docs/*.md", "benchmarks/README.md", "examples/*.ipynb")
+EXCLUDED = {
+    "docs/notebooks.md": "rendered whole from docs/notebooks.json by docs/render.py (WHOLE_PAGES), checked there",
+}
+
+_NUM = r"\d[\d,]*(?:\.\d+)?"
+_UNITS = (
+    r"samples/s|img/s|images/s|TFLOP/s|GFLOP/s|TB/s|GB/s|TFLOP|GFLOP|GiB|GB|MiB|MB|KiB|kB|ms|µs|"
+    r"days?|hours?|minutes?|seconds?|min|h|s|%"
+)
+FIGURE = re.compile(
+    rf"(?<![\w.])(?P<figure>(?:{_NUM}\s?[–-]\s?)?{_NUM}(?:\s?(?:{_UNITS})(?![\w(/])|\s?×(?!\s?[\dA-Zα-ωΑ-Ω(])))"
+)
+_BLOCK = re.compile(r"<!-- render: [\w.-]+ -->\n.*?<!-- end render -->", re.S)
+_FENCE = re.compile(r"^[ \t]*```.*?^[ \t]*```[^\n]*$", re.S | re.M)
+_INDENTED_CODE = re.compile(r"(?:(?<=\n\n)|^)(?:(?: {4}|\t)[^\n]*\n?)+")
+_CODE = re.compile(r"`[^`\n]*`")
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+
+# (page pattern, phrase, kind, reason). Keep it small: delete a figure rather than allow it.
+ALLOWED: list[tuple[str, str, str, str]] = [
+    # parameters, thresholds, confidence levels
+    ("*", "95 % confidence", "parameter", "the confidence level of the intervals"),
+    ("*", "95 % CIs", "parameter", "the confidence level of the intervals"),
+    ("*", "Wilson 95 % intervals", "parameter", "the confidence level of the intervals"),
+    ("*", "95 % Wilson intervals", "parameter", "the confidence level of the intervals"),
+    ("*", "with 95 % intervals", "parameter", "the confidence level of the intervals"),
+    ("*", "a 95 % interval", "parameter", "the confidence level of the intervals"),
+    ("*", "default 512 MiB on a CPU", "parameter", "memory_budget's default"),
+    ("README.md", "ε = 1 → ≈ 0 %", "parameter", "the sanity check's expectation, not a measurement"),
+    ("examples/06_evaluation_card.ipynb", "must reach ≈ 0 %", "parameter", "the sanity check's expectation"),
+    ("README.md", "≥ 80 % coverage", "parameter", "ART's coverage threshold"),
+    ("README.md", "values within 10 % of the range", "parameter", "the tolerance of the input check"),
+    ("docs/evaluation.md", "leaves > 10 % accuracy", "parameter", "the sanity check's threshold"),
+    ("docs/evaluation.md", "a gradient passed on 10 % of the pixels", "parameter", "the planted defence's setting"),
+    ("docs/corruptions.md", "≤ 5 % of the", "parameter", "the DCT augmentation's energy threshold"),
+    ("docs/corruptions.md", "= 5 % false positives", "parameter", "the detector's fpr=0.05"),
+    ("benchmarks/README.md", "computes (0 %)", "parameter", "what the table's 0 % means, a definition"),
+    ("examples/05_your_own_data.ipynb", "scaled up 3×", "parameter", "the example's scaling factor"),
+    # arithmetic on parameters
+    ("docs/mnist.md", "(40 % at the defaults, 99.5 % at T 50, λ 0.1)", "arithmetic",
+     "1 − (1 − λ)^T at T 10, λ 0.05 and at T 50, λ 0.1"),
+    ("*", "0.01 % of the paper", "arithmetic", "80 × 32 = 2,560 of the paper's 200,000 × 128 = 25.6 M samples"),
+    ("docs/mnist.md", "the Wilson interval of 60 % is [39, 78]", "arithmetic", "12 of 20, Wilson 95 %"),
+    ("benchmarks/README.md", "the input grows 16×", "arithmetic", "from 256 to 4,096 images (--sizes)"),
+    ("docs/diffusion.md", "each is 13–48 % above the one before", "arithmetic",
+     "the ratios of the σ' listed beside it, from DDPM's linear β schedule"),
+    ("README.md", "(16.7 % at 40, 33.3 % at 100 iterations)", "result", "card-digits-paper-20-page"),
+    # cited papers
+    ("*", "98.07 %", "paper", "Yoon et al. 2021, MNIST: ADP clean accuracy"),
+    ("*", "96.41 %", "paper", "Yoon et al. 2021, MNIST: ADP under Clf-PGD"),
+    ("*", "86.14 %", "paper", "Yoon et al. 2021, Table 2: ADP clean accuracy on CIFAR-10"),
+    ("*", "80.24 %", "paper", "Yoon et al. 2021, Table 3: Clf-PGD"),
+    ("*", "70.01 %", "paper", "Yoon et al. 2021, Table 3: BPDA+EOT"),
+    ("*", "70.61 %", "paper", "Yoon et al. 2021, Table 3: Joint (score)"),
+    ("*", "78.39 %", "paper", "Yoon et al. 2021, Table 3: Joint (full)"),
+    ("*", "80.80 %", "paper", "Yoon et al. 2021, Table 3: SPSA"),
+    ("*", "95.80 %", "paper", "Yoon et al. 2021: the WRN-28-10's clean accuracy"),
+    ("*", "the paper's 70 %", "paper", "Yoon et al. 2021, Table 3: BPDA+EOT, rounded"),
+    ("*", "33.7 %", "paper", "Croce et al. 2022: ADP under full-gradient APGD-EOT on CIFAR-10"),
+    ("docs/corruptions.md", "its WideResNet falls to 42 %", "paper", "Yoon et al. 2021, Table 4: raw WRN, noise 42.37"),
+    # measured figures quoted in prose, checked against their result files
+    ("README.md", "adversarially trained classifier (75 %)", "result", "card-digits-paper-20"),
+    ("README.md", "is 10–15 % under", "result", "card-digits-paper-20"),
+    ("docs/corruptions.md", "classifier stays at 94 %", "result", "corruptions-digits"),
+    ("docs/evaluation.md", "1,653 s for 2 processes", "result", "card-digits-paper-20"),
+    ("docs/evaluation.md", "30 min 22 s of wall time", "result", "card-digits-paper-20"),
+    ("docs/mnist.md", "the undefended MLP is 100 % on", "result", "mnist-diagnostics-cpu-smoke"),
+]
+
+
+def pages(root: Path = ROOT) -> list[Path]:
+    found = {p for pattern in PAGES for p in root.glob(pattern)}
+    return sorted(p for p in found if str(p.relative_to(root)) not in EXCLUDED)
+
+
+def prose(path: Path) -> str:
+    """What a reader reads as text: rendered blocks, code and comments removed (notebooks: the markdown cells)."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".ipynb":
+        cells = json.loads(text)["cells"]
+        text = "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    for pattern in (_BLOCK, _FENCE, _COMMENT, _INDENTED_CODE, _CODE):
+        text = pattern.sub(lambda m: "\n" * m[0].count("\n"), text)
+    return text
+
+
+def _phrase(phrase: str) -> str:
+    """A phrase as a pattern that matches it across line breaks (pages are wrapped)."""
+    return r"\s+".join(map(re.escape, phrase.split()))
+
+
+def figures(text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, figure)`` of every figure in a prose text."""
+    return [(m.start("figure"), m.end("figure"), m["figure"]) for m in FIGURE.finditer(text)]
+
+
+@functools.cache
+def _render():
+    """docs/render.py, loaded once (it imports art_adp from the repository root)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    spec = importlib.util.spec_from_file_location("render", ROOT / "docs" / "render.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _number_in_source(figure: str, name: str) -> bool:
+    render = _render()
+    path, _ = render.FIGURES[name]
+    haystack = render.render(name) + (ROOT / path).read_text(encoding="utf-8")
+    # Each number of the figure, at its printed precision, must be a number of the rendering or the result file
+    # (a percentage may be stored as a fraction: 100 % as 1.0).
+    values = [float(v) for v in re.findall(r"\d+(?:\.\d+)?(?:e-?\d+)?", haystack.replace(",", ""))]
+    scales = (1, 100) if figure.endswith("%") else (1,)
+
+    def found(n: str) -> bool:
+        digits = len(n.partition(".")[2])
+        return any(round(v * k, digits) == float(n) for v in values for k in scales)
+
+    numbers = re.findall(r"\d+(?:\.\d+)?", figure.replace(",", ""))
+    return all(found(n) for n in numbers)
+
+
+def check(root: Path = ROOT, allowed: list[tuple[str, str, str, str]] = ALLOWED) -> list[str]:
+    """Every unsourced figure (``page:line: figure … context``) and every stale or broken allow-list entry."""
+    problems, used = [], set()
+    for path in pages(root):
+        name = str(path.relative_to(root))
+        text = prose(path)
+        spans = []  # (start, end, entry index) of every allowed phrase on this page
+        for i, (pattern, phrase, _, _) in enumerate(allowed):
+            if fnmatch.fnmatch(name, pattern):
+                spans += [(m.start(), m.end(), i) for m in re.finditer(_phrase(phrase), text)]
+        for start, end, figure in figures(text):
+            covering = [i for s, e, i in spans if s <= start and end <= e]
+            if covering:
+                used.update(covering)
+                continue
+            line = text.count("\n", 0, start) + 1
+            context = " ".join(text[max(0, start - 60) : end + 30].split())
+            problems.append(f"{name}:{line}: {figure!r} without a source: … {context} …")
+    for i, (pattern, phrase, kind, reason) in enumerate(allowed):
+        if i not in used:
+            problems.append(f"allow-list entry {phrase!r} ({pattern}) matches no figure: delete it")
+        elif kind == "result":
+            for figure in (f for _, _, f in figures(phrase)):
+                if not _number_in_source(figure, reason):
+                    problems.append(f"allow-list entry {phrase!r}: {figure!r} is not in {reason}'s result")
+        elif kind not in ("parameter", "arithmetic", "paper"):
+            problems.append(f"allow-list entry {phrase!r} has an unknown kind {kind!r}")
+    return problems
+
+
+def main() -> int:
+    problems = check()
+    print("\n".join(problems) or "every figure outside a rendered block is a parameter, a cited figure or sourced")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
