@@ -57,11 +57,11 @@ def test_the_compile_modes_are_the_libraries():
     assert commands.COMPILE_MODES == _COMPILE_MODES
 
 
-@pytest.mark.parametrize("device, benchmark", [("cuda", True), ("cpu", False)])
-def test_train_score_lets_cudnn_autotune_on_cuda(device, benchmark, trainer, tmp_path, monkeypatch):
+@pytest.mark.parametrize("device, autotune", [("cuda", True), ("cpu", False)])
+def test_train_score_lets_cudnn_autotune_on_cuda(device, autotune, trainer, tmp_path, monkeypatch):
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)  # restored after the test
     assert main(["train-score", "--run-dir", str(tmp_path), "--iterations", "1", "--device", device, "--quiet"]) == 0
-    assert str(trainer["device"]) == device and torch.backends.cudnn.benchmark is benchmark
+    assert str(trainer["device"]) == device and torch.backends.cudnn.benchmark is autotune
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -193,6 +193,25 @@ def test_resume_refuses_another_precision_and_allows_channels_last(tiny, tmp_pat
     assert read_checkpoint(path)[1]["train"]["channels_last"] is True
 
 
+def test_a_channels_last_resume_keeps_adams_moments_in_the_parameters_layout(tiny, tmp_path):
+    """Fused Adam (CUDA) refuses moments whose strides differ from the parameters' (the checkpoint stores them
+    contiguous); after a channels_last resume every moment has its parameter's strides, with the stored values."""
+    x, sigmas = tiny
+    path = tmp_path / "s.safetensors"
+    train_score_model(NCSNv2(1, 8, ngf=4), x, sigmas, 2, batch_size=4, seed=0, progress=False, checkpoint_path=path)
+    model = NCSNv2(1, 8, ngf=4).to(memory_format=torch.channels_last)
+    ema = NCSNv2(1, 8, ngf=4)
+    opt = torch.optim.Adam(model.parameters())
+    train_module._restore(path, model, ema, opt, torch.Generator(), sigmas)  # pylint: disable=protected-access
+    tensors, _ = read_checkpoint(path)
+    four_d = [p for p in model.parameters() if p.ndim == 4]
+    assert any(not p.is_contiguous() for p in four_d)  # channels_last weights: most are not contiguous
+    for i, param in enumerate(model.parameters()):
+        moment = opt.state[param]["exp_avg"]
+        assert moment.stride() == param.stride()
+        torch.testing.assert_close(moment, tensors[f"train/optim/{i}/exp_avg"], rtol=0, atol=0)
+
+
 def test_lr_warmup_scales_the_first_adam_step():
     # Adam's first step moves every weight with a non-zero gradient by lr·g/(|g| + eps) ≈ ±lr; with a warm-up
     # of 4 steps the first step's rate is lr/4.

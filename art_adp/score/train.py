@@ -111,6 +111,12 @@ def _restore(path, model, ema, opt, gen, sigmas) -> int:
         for g, now in zip(header["train"]["param_groups"], opt.param_groups)
     ]
     opt.load_state_dict({"state": state, "param_groups": groups})
+    for group in opt.param_groups:  # the moments in each parameter's memory format (fused Adam requires it)
+        for param in group["params"]:
+            held = opt.state[param]
+            for name, value in held.items():
+                if isinstance(value, torch.Tensor) and value.shape == param.shape:
+                    held[name] = torch.empty_like(param, dtype=value.dtype).copy_(value)
     gen.set_state(tensors[f"{TRAIN_PREFIX}rng"])
     return int(header["step"])
 

@@ -226,9 +226,10 @@ def _run_unit(
             preds, ensemble = [], EOTClassifier(estimator, ensemble_size=c.ensemble_size, batch_size=c.batch_size)
             for r in range(c.repeats):
                 _reseed(estimator, derive_seed(c.seed, "judge", setting.name, attack, int(idx[0]), r))
-                preds.append(ensemble.predict(xt).argmax(1))
+                preds.append(ensemble.predict(x_adv.astype(np.float32)).argmax(1))  # ART's numpy convention
         elif setting.judge == "fixed":
-            preds = [EOTClassifier(estimator, ensemble_size=1, batch_size=c.batch_size).predict(xt).argmax(1)]
+            fixed = EOTClassifier(estimator, ensemble_size=1, batch_size=c.batch_size)
+            preds = [fixed.predict(x_adv.astype(np.float32)).argmax(1)]
         else:
             preds = [estimator.predict(x_adv.astype(np.float32), batch_size=c.batch_size).argmax(1)]
     with torch.no_grad():
