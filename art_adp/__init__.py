@@ -10,6 +10,7 @@ demos, the command line) live in :mod:`art_adp.apps` and are imported from there
 
 from .certify import certify, certify_approximate
 from .defended import DefendedModel
+from .diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
 from .detect import ScoreNormDetector
 from .eot import EOTClassifier
 from .preprocessor import ADPPurifier
@@ -35,11 +36,13 @@ __version__ = "0.2.0.dev0"  # a development version until the "Unreleased" chang
 __all__ = [
     "ADPPurifier",
     "DefendedModel",
+    "DenoisedSmoothingPurifier",
     "DenoiserUNet",
     "EDMScore",
     "EOTClassifier",
     "KernelScore",
     "NCSNv2",
+    "ReverseDiffusionPurifier",
     "ScoreNormDetector",
     "VPScore",
     "certify",

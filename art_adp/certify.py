@@ -15,7 +15,9 @@ P(g(x + ε) = c_A) ≥ p_A ≥ ½.
   **not a certificate**; kept to compare with the paper.
 
 When to use which, and ART's ``PyTorchRandomizedSmoothing`` (which can host ADP as a denoiser): see
-``docs/detect_certify.md``.
+``docs/detect_certify.md``. Denoised smoothing with a diffusion model (Carlini et al. 2023; one denoiser call at
+the smoothing level) is the base classifier :func:`denoised_smoothing_classifier`, certified by the same
+:func:`certify`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from tqdm.auto import tqdm
 
 from ._checks import number, positive_int, probability
 from .defended import DefendedModel
+from .diffusion_preprocessor import DenoisedSmoothingPurifier
 from .preprocessor import ADPPurifier
 
 __all__ = [
@@ -39,6 +42,7 @@ __all__ = [
     "approximate_radius",
     "certified_accuracy",
     "adp_base_classifier",
+    "denoised_smoothing_classifier",
 ]
 
 
@@ -238,4 +242,25 @@ def adp_base_classifier(classifier: torch.nn.Module, score_model: torch.nn.Modul
         if name in purifier_kwargs:
             raise ValueError(f"adp_base_classifier sets {name} itself (the smoothing noise replaces ADP's); drop it.")
     purifier = ADPPurifier(score_model, sigma=0.0, clip_inputs=True, **purifier_kwargs)
+    return DefendedModel(classifier, purifier, ensemble_size=1).eval()
+
+
+def denoised_smoothing_classifier(
+    classifier: torch.nn.Module, model: torch.nn.Module, *, sigma: float, **purifier_kwargs
+) -> DefendedModel:
+    """
+    The base classifier g of denoised smoothing (Carlini et al. 2023, https://arxiv.org/abs/2206.10550): for a noisy
+    input x' = x + σε, ``classifier(clip(D(x', σ)))``, one call of the diffusion model's denoiser at the smoothing
+    level, i.e. ``DefendedModel(classifier, DenoisedSmoothingPurifier(model, sigma=σ, add_noise=False),
+    ensemble_size=1)``. Certify it with :func:`certify` at the same ``sigma``.
+
+    :param classifier: ``N×C×H×W`` → ``N×K`` logits.
+    :param model: The diffusion model: a ``VPScore``, an ``EDMScore`` or a ``DenoiserUNet``.
+    :param sigma: The smoothing noise σ > 0 (pixels): the level the denoiser is called at.
+    :param purifier_kwargs: Further :class:`~art_adp.DenoisedSmoothingPurifier` settings (clip_values, batch_size, ...).
+    :return: An ``nn.Module`` returning log-probabilities.
+    """
+    if "add_noise" in purifier_kwargs:
+        raise ValueError("denoised_smoothing_classifier sets add_noise=False itself (certify adds the noise); drop it.")
+    purifier = DenoisedSmoothingPurifier(model, sigma=sigma, add_noise=False, **purifier_kwargs)
     return DefendedModel(classifier, purifier, ensemble_size=1).eval()

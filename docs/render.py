@@ -370,8 +370,32 @@ def demo(path: str) -> str:
                       source(path, result)])
 
 
+def purifier_comparison(path: str) -> str:
+    """The side-by-side table of purifier families (``art_adp.apps.evaluation.compare.markdown``)."""
+    from art_adp.apps.evaluation.compare import markdown
+
+    result = load(path)
+    return markdown(result) + "\n" + source(path, result)
+
+
+def denoiser_training(path: str) -> str:
+    """A DenoiserUNet's training: its settings and the one-step denoising MSE at the last milestone."""
+    result = load(path)
+    final, cfg = result["final"], result["settings"]
+    rows = [[level, f"{mse:.4f}"] for level, mse in final["mse"].items()]
+    text = (
+        f"DenoiserUNet (channels {cfg['channels']}, {result['parameters']:,} parameters), {final['step']} steps of "
+        f"batch {cfg['batch_size']} on the {cfg['n_train']} training digits, sigma drawn from [{cfg['sigma_min']}, "
+        f"{cfg['sigma_max']}], {final['train_seconds']:.0f} s of training ({final['threads']} thread); one-step "
+        "denoising MSE ||D(x + sigma eps, sigma) - x||^2 per pixel on the test digits:"
+    )
+    return "\n".join([text, "", *table(["sigma", "MSE"], rows), "", source(path, result)])
+
+
 FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "demo": ("docs/results/demo.json", demo),
+    "purifiers-digits-smoke": ("docs/cards/digits_purifiers_smoke.json", purifier_comparison),
+    "denoiser-digits": ("docs/results/digits_denoiser.json", denoiser_training),
     "card-digits-paper-20": ("docs/cards/digits_paper_20.json", card_table),
     "card-digits-paper-20-page": ("docs/cards/digits_paper_20.json", card_page),
     "card-digits-smoke-page": ("docs/cards/digits_smoke.json", card_page),

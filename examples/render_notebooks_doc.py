@@ -32,7 +32,8 @@ commit. Nothing below is typed by hand. Each section says whether the notebook r
 
 All runs use sklearn's bundled 8×8 digits (the demo's split: 1,437 training / 360 test images) and, except notebook
 05 (which trains its own), digits models trained with the recipe of `art-adp demo` (NCSNv2, ngf = 16, 1000 DSM steps;
-DigitsCNN; each section's output names the folder they were loaded from); on a CPU without GPU, one thread per notebook, on a machine shared with other work (the load
+DigitsCNN; each section's output names the folder they were loaded from), notebook 07 also the DenoiserUNet of
+`art-adp train-denoiser` in `runs/digits-denoiser`; on a CPU without GPU, one thread per notebook, on a machine shared with other work (the load
 averages say how loaded: each wall time is then several times what an idle machine takes). They are small-model
 results on 8×8 digits under a large ε (0.175 of the pixel range), shown to say what each notebook computes: none
 is a robustness claim for ADP in general (see the README and `docs/evaluation.md`). CI runs the same notebooks at
@@ -42,6 +43,7 @@ Re-make the page from the repository root:
 
 ```bash
 # 01 trains the digits models (in runs/digits-models/, a sub-folder per training setting); the others load them
+art-adp train-denoiser --dataset digits --run-dir runs/digits-denoiser --minutes 8 --channels 32,64,64 --precision fp32
 for nb in examples/0*.ipynb; do
     OMP_NUM_THREADS=1 python examples/execute.py $nb -p FIGURE_DIR=../docs --output runs/notebooks/$(basename $nb)
 done

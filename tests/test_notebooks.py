@@ -41,6 +41,9 @@ SETTINGS = {
     "06_evaluation_card": dict(
         EVAL_RUN_DIR="evaluate",
         EVAL_SETTINGS={"attacks": ("clf-pgd", "bpda-eot"), "n_examples": 6, "chunk_size": 6, "sanity_examples": 6}),
+    "07_diffusion_purifiers": dict(
+        DENOISER_DIR="denoiser", DENOISER_ITERATIONS=30, DENOISER_CHANNELS=(8, 8),
+        EVAL_SETTINGS={"attacks": ("clf-pgd", "bpda-eot"), "n_examples": 6, "chunk_size": 6, "sanity_examples": 6}),
 }
 # What each notebook must print at any setting (checked on its text output).
 CLAIMS = {
@@ -62,6 +65,12 @@ CLAIMS = {
         "| BPDA+EOT | 2 it of 0.04375, EOT 2 (mean) (below reference: max_iter 2 < 40, eot_samples 2 < 15) |",
         "Sanity report", "- bpda-eot on the first 6 examples: accuracy", "% at eps 1;",
         "No strongest attack named: budgets below the reference.", "scale = 'smoke', claim = False"],
+    "07_diffusion_purifiers": [
+        "denoiser trained here: 30 steps", "ADP sigma = 0.25, T = 2 adaptive steps",
+        "reverse diffusion to sigma* = 0.25, K = 2 ddim steps: clean accuracy",
+        "denoised smoothing sigma = 0.25, one denoiser call: clean accuracy",
+        "SMOKE-SCALE RUN, NOT A ROBUSTNESS CLAIM", "| Purifier | Attack | Budget | mean | worst of R |",
+        "| Reverse diffusion | BPDA+EOT |", "| Denoised smoothing | Natural (clean) |", "notebook wall time"],
 }
 
 
@@ -80,7 +89,7 @@ def tiny_models(tmp_path_factory):
     return root
 
 
-def test_there_are_six_notebooks():
+def test_there_are_seven_notebooks():
     assert [p.stem for p in NOTEBOOKS] == list(SETTINGS)
 
 
@@ -116,7 +125,7 @@ def run_small(path, cwd, tiny_models, **overrides) -> str:
     """Execute a notebook at its small settings (plus ``overrides``) in ``cwd``; its text output."""
     names = parameter_names(json.loads(path.read_text()))
     parameters = {**{k: v for k, v in SMALL.items() if k in names}, **SETTINGS[path.stem], **overrides}
-    if "MODEL_DIR" in names:  # notebook 01 trains its own models (the "train" branch); 02-04, 06 load the tiny ones
+    if "MODEL_DIR" in names:  # notebook 01 trains its own models (the "train" branch); 02-04, 06, 07 load the tiny ones
         parameters["MODEL_DIR"] = "models" if path.stem == "01_quickstart" else str(tiny_models)
     nb, seconds = notebook_execute.execute(path, parameters, cwd=cwd, timeout=600)
     print(f"{path.name}: {seconds:.1f} s")

@@ -24,7 +24,8 @@ from .demo import DemoConfig, run_demo
 from .detect_demo import ATTACKS as DETECT_ATTACKS
 from .detect_demo import DEFENCES, DetectConfig, detect_command
 from .evaluation.command import EOT_SWEEP, SIGMA_SWEEP, evaluate_command
-from .evaluation.config import PRESETS, EvalConfig, presets_text
+from ..diffusion_purify import SAMPLERS
+from .evaluation.config import PRESETS, PURIFIERS, EvalConfig, presets_text
 from .levers import ATTACK_ROWS, SETTINGS, LeversConfig, levers_command
 from .reproduce import STAGES, MnistRecipe, reproduce_command
 from .train_classifier import ClassifierTraining, train_classifier_command
@@ -240,9 +241,9 @@ def _evaluate(sub) -> None:
     add("--score", default=keywords["score"].default, help="score-model checkpoint (default: %(default)s)")
     add("--classifier", default=keywords["classifier"].default, help="classifier checkpoint (default: %(default)s)")
     add("--eps", type=float, help=f"radius (default: 8/255; digits {cmd.DATASET_EPS['digits']})")
-    defence = {"sigma": "ADP noise level", "steps": "purification steps T", "purify_batch_size": "images per "
-               "purifier chunk", "adv_epochs": "adversarial-training epochs", "adv_max_iter": "adversarial-training "
-               "PGD steps"}  # fmt: skip
+    defence = {"sigma": "noise level: ADP's sigma, sigma* of reverse diffusion, sigma of denoised smoothing",
+               "steps": "steps: ADP's T, reverse diffusion's K", "purify_batch_size": "images per purifier chunk",
+               "adv_epochs": "adversarial-training epochs", "adv_max_iter": "adversarial-training PGD steps"}  # fmt: skip
     for name, text in defence.items():
         kind = type(keywords[name].default)
         add("--" + name.replace("_", "-"), type=kind, default=keywords[name].default, help=text + " (%(default)s)")
@@ -268,6 +269,10 @@ def _evaluate(sub) -> None:
         "sigma_sweep": "sigma values, comma-separated (flag alone: the paper's 0.05..0.40)",
         "eot_sweep": "EOT counts, comma-separated (flag alone: the paper's 1..50)",
         "n_examples": f"first N test examples (None: all; smoke: {smoke.n_examples})",
+        "purifier": f"families, comma-separated, from {','.join(PURIFIERS)} (several: a card each in "
+        "<run-dir>/<family>, comparison.md side by side; the diffusion families need a sigma-conditional denoiser as "
+        "--score, from art-adp train-denoiser)",
+        "sampler": "reverse diffusion's sampler",
     }  # fmt: skip
     _fields(p, EvalConfig, helps, skip=("eps", "preset_name", "overridden", "note", "sanity_iterations",
             "sanity_eot_samples", "compression_examples", "compression_directions", "weight"),
@@ -276,7 +281,8 @@ def _evaluate(sub) -> None:
             eot_aggregate={"choices": ["mean", "sign"]}, memory_budget={"metavar": "MIB", "type": int},
             sanity={"flag": "--no-sanity", "action": "store_false"},
             fixed_noise={"flag": "--no-fixed-noise", "action": "store_false"},
-            sigma_sweep={"nargs": "?", "const": SIGMA_SWEEP}, eot_sweep={"nargs": "?", "const": EOT_SWEEP})  # fmt: skip
+            sigma_sweep={"nargs": "?", "const": SIGMA_SWEEP}, eot_sweep={"nargs": "?", "const": EOT_SWEEP},
+            sampler={"choices": list(SAMPLERS)})  # fmt: skip
 
 
 def _import(sub) -> None:

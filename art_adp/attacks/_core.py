@@ -16,6 +16,7 @@ from art.attacks.attack import EvasionAttack
 from art.estimators.classification import PyTorchClassifier
 
 from .._checks import integer, number, positive_int
+from ..diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
 from ..preprocessor import GRADIENTS, ADPPurifier
 
 __all__ = [
@@ -32,14 +33,18 @@ __all__ = [
 NORMS = (np.inf, 2)
 
 
-def purifiers(estimator: PyTorchClassifier) -> list[ADPPurifier]:
-    """The :class:`~art_adp.ADPPurifier` defences of ``estimator``, in order."""
-    return [p for p in estimator.preprocessing_operations if isinstance(p, ADPPurifier)]
+PURIFIERS = (ADPPurifier, ReverseDiffusionPurifier, DenoisedSmoothingPurifier)
+
+
+def purifiers(estimator: PyTorchClassifier) -> list[ADPPurifier | ReverseDiffusionPurifier | DenoisedSmoothingPurifier]:
+    """The purifiers of ``estimator`` (ADP, reverse diffusion, denoised smoothing: randomized, with a gradient mode
+    and a generator), in order."""
+    return [p for p in estimator.preprocessing_operations if isinstance(p, PURIFIERS)]
 
 
 def the_purifier(estimator: PyTorchClassifier, attack: str) -> ADPPurifier:
     """The one ADPPurifier an ADP-specific attack needs, or a ValueError naming the fix."""
-    found = purifiers(estimator)
+    found = [p for p in purifiers(estimator) if isinstance(p, ADPPurifier)]
     if len(found) != 1:
         raise ValueError(
             f"{attack} needs an estimator with exactly one ADPPurifier in preprocessing_defences, "
@@ -51,7 +56,7 @@ def the_purifier(estimator: PyTorchClassifier, attack: str) -> ADPPurifier:
 
 @contextlib.contextmanager
 def gradient_mode(estimator: PyTorchClassifier, mode: str | None) -> Iterator[None]:
-    """Set every ADPPurifier of ``estimator`` to ``gradient=mode`` ("bpda" or "full") and restore it afterwards."""
+    """Set every purifier of ``estimator`` to ``gradient=mode`` ("bpda" or "full") and restore it afterwards."""
     saved = [(p, p.gradient) for p in purifiers(estimator)]
     try:
         if mode is not None:

@@ -1,10 +1,12 @@
 """The generative side: the score network, σ schedules, the DSM loss, training and checkpoints,
-and adapters that turn pretrained diffusion models into one (:mod:`art_adp.score.diffusion`).
+and adapters that turn pretrained diffusion models into one (:mod:`art_adp.score.diffusion`) or into a
+pixel-space denoiser D(x, σ) for the diffusion purifiers (:mod:`art_adp.score.denoiser`).
 
 Nothing here knows about ART, attacks or the CLI; everything downstream sees only ``score_model(x) -> h(x)``.
 """
 
 from .checkpoint import load_score_model, save_score_model
+from .denoiser import Denoiser
 from .diffusion import DiffusionScore, EDMScore, VPScore, from_diffusers
 from .dsm import dsm_loss
 from .import_ncsnv2 import import_ncsnv2
@@ -15,6 +17,7 @@ from .train import large_batch_lr, train_score_model
 from .unet import DenoiserUNet
 
 __all__ = [
+    "Denoiser",
     "DenoiserUNet",
     "DiffusionScore",
     "EDMScore",

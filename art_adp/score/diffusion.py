@@ -183,11 +183,17 @@ class VPScore(DiffusionScore):
         self.prediction_type = prediction_type
         self.learned_variance = learned_variance
         self.alpha_cumprod = float(table[timestep])  # ᾱ_t
+        self.alphas_cumprod = table  # the whole schedule (float64, CPU), for samplers that visit every level
 
     def noise(self, x: torch.Tensor) -> torch.Tensor:
-        sqrt_a, sqrt_1ma = math.sqrt(self.alpha_cumprod), math.sqrt(1 - self.alpha_cumprod)
+        return self.noise_at(x, self.timestep)
+
+    def noise_at(self, x: torch.Tensor, timestep: int) -> torch.Tensor:
+        """ε̂ at step ``timestep`` of the schedule for ``x`` on the network's scale (:meth:`noise` at any level)."""
+        alpha = float(self.alphas_cumprod[timestep])
+        sqrt_a, sqrt_1ma = math.sqrt(alpha), math.sqrt(1 - alpha)
         x_t = sqrt_a * x  # x' + σ_t'ε scaled by √ᾱ_t: √ᾱ_t·x₀' + √(1 − ᾱ_t)·ε
-        t = torch.full((x.shape[0],), self.timestep, dtype=torch.long, device=x.device)
+        t = torch.full((x.shape[0],), timestep, dtype=torch.long, device=x.device)
         out = _output(self.model(x_t, t), x, self.learned_variance)
         if self.prediction_type == "epsilon":
             return out

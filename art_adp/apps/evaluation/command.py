@@ -1,6 +1,7 @@
-"""``art-adp evaluate``: load the data and the models, build the defence, optionally train the adversarial-training
-baseline, then :func:`~art_adp.apps.evaluation.evaluate` with the :class:`~art_adp.apps.evaluation.EvalConfig`
-the command line built (a preset and the flags that override it)."""
+"""``art-adp evaluate``: load the data and the models, build the defence of each purifier family, optionally train the
+adversarial-training baseline, then :func:`~art_adp.apps.evaluation.evaluate` with the
+:class:`~art_adp.apps.evaluation.EvalConfig` the command line built (a preset and the flags that override it); for
+several families, their side-by-side comparison (:mod:`~art_adp.apps.evaluation.compare`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ...purify import DEFAULTS
 from ..commands import DATASET_EPS, DEMO_CLASSIFIER, DEMO_SCORE
 from .config import EvalConfig
 
-__all__ = ["SIGMA_SWEEP", "EOT_SWEEP", "adversarial_baseline", "evaluate_command", "with_eps"]
+__all__ = ["SIGMA_SWEEP", "EOT_SWEEP", "adversarial_baseline", "build_purifier", "evaluate_command", "with_eps"]
 
 SIGMA_SWEEP = (0.05, 0.10, 0.15, 0.20, 0.25, 0.30, 0.35, 0.40)  # the paper's Table 5 (evaluate --sigma-sweep)
 EOT_SWEEP = (1, 3, 5, 10, 15, 30, 50)  # the paper's Table 6 (evaluate --eot-sweep)
@@ -52,22 +53,32 @@ def evaluate_command(
     progress: bool = True,
 ) -> dict | None:
     """
-    ``art-adp evaluate``: attack the ADP-defended classifier; the evaluation card.
+    ``art-adp evaluate``: attack the classifier defended by each purifier family of ``config.purifier``; the
+    evaluation card of each (in ``run_dir``, or ``run_dir/<family>`` for several) and, for several, their side-by-side
+    comparison (``comparison.md``/``.json`` in ``run_dir``).
 
-    :param config: The preset with the flags' overrides (the CLI builds it with :meth:`EvalConfig.preset`).
+    :param config: The preset with the flags' overrides (the CLI builds it with :meth:`EvalConfig.preset`); its
+        ``purifier`` and ``sampler`` choose the defences.
     :param eps: The radius (None: the data set's, :func:`with_eps`).
-    :param score, classifier: Checkpoints (default: the digits demo's).
-    :param sigma, steps, purify_batch_size: The :class:`~art_adp.ADPPurifier`'s σ, T and batch size.
+    :param score, classifier: Checkpoints (default: the digits demo's). The diffusion families need a
+        σ-conditional denoiser as ``score`` (``art-adp train-denoiser``), which serves ADP too.
+    :param sigma, steps, purify_batch_size: The purifiers' noise level (ADP's σ, reverse diffusion's σ*, denoised
+        smoothing's σ), steps (ADP's T, reverse diffusion's K) and batch size (:func:`build_purifier`).
     :param baseline: ``"adversarial-training"``: add the adversarially trained classifier (:func:`adversarial_baseline`,
         ``adv_epochs`` epochs of PGD with ``adv_max_iter`` iterations).
+    :return: The card of the one family, or the comparison of several (None with ``estimate_only``).
     """
+    import time
+
     from ...data import load_dataset
     from ...models import load_classifier
-    from ...preprocessor import ADPPurifier
+    from ...runs.provenance import provenance
     from ...runs.records import file_sha256
     from ...score import load_score_model
+    from . import compare
     from .run import evaluate
 
+    started = time.perf_counter()
     config = with_eps(config, eps, dataset)
     config.check()
     score_path, clf_path = Path(score), Path(classifier)
@@ -81,16 +92,14 @@ def evaluate_command(
     n = len(data.x_test) if config.n_examples is None else min(config.n_examples, len(data.x_test))
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     score_model, model = load_score_model(score_path, "cpu"), load_classifier(clf_path, "cpu")
-    purifier = ADPPurifier(
-        score_model,
-        sigma=sigma,
-        steps=steps,
-        batch_size=purify_batch_size,
-        device_type="gpu" if device == "cuda" else "cpu",
-        channels_last=device == "cpu",
-    )
+    defences = {
+        family: build_purifier(
+            family, score_model, sigma=sigma, steps=steps, sampler=config.sampler, batch_size=purify_batch_size,
+            device=device,
+        )
+        for family in config.purifier
+    }  # fmt: skip
     description = {
-        "Defence": f"{purifier.describe()}, S = {config.ensemble_size} runs averaged",
         "Data": f"{dataset}, first {n} test images",
         "Models": f"score {score_path} ({type(score_model).__name__}, sha256 {file_sha256(score_path)[:12]}), "
         f"classifier {clf_path} ({type(model).__name__}, sha256 {file_sha256(clf_path)[:12]})",
@@ -103,20 +112,71 @@ def evaluate_command(
         )
         baselines["adv. training"] = trained
         description["Baseline"] = f"adversarial training, {where}"
-    return evaluate(
-        model,
-        purifier,
-        data.x_test[:n],
-        data.y_test[:n],
-        config=config,
-        run_dir=run_dir,
-        nb_classes=data.nb_classes,
-        description=description,
-        progress=progress,
-        device=device,
-        baselines=baselines,
-        estimate_only=estimate_only,
+    cards = {
+        family: evaluate(
+            model,
+            purifier,
+            data.x_test[:n],
+            data.y_test[:n],
+            config=config,
+            run_dir=run_dir if len(defences) == 1 else Path(run_dir) / family,
+            nb_classes=data.nb_classes,
+            description={"Defence": f"{purifier.describe()}, S = {config.ensemble_size} runs averaged", **description},
+            progress=progress,
+            device=device,
+            baselines=baselines,
+            estimate_only=estimate_only,
+        )
+        for family, purifier in defences.items()
+    }
+    if len(cards) == 1:
+        return next(iter(cards.values()))
+    if estimate_only or any(card is None for card in cards.values()):
+        return None
+    result = compare.compare(cards)
+    result["provenance"] = provenance(
+        wall_time_s=time.perf_counter() - started, device=device, models={"classifier": clf_path, "score": score_path}
     )
+    compare.write(result, run_dir)
+    if progress:
+        print(compare.markdown(result))
+    return result
+
+
+def build_purifier(
+    family: str,
+    score_model: torch.nn.Module,
+    *,
+    sigma: float = DEFAULTS.sigma,
+    steps: int = DEFAULTS.steps,
+    sampler: str = "ddim",
+    batch_size: int = 4096,
+    device: str = "cpu",
+):
+    """
+    The purifier of ``family`` (``"adp"``, ``"reverse-diffusion"``, ``"denoised-smoothing"``) at noise level
+    ``sigma`` with ``steps`` steps. A σ-conditional denoiser (``DenoiserUNet``) serves all three, ADP through
+    ``EDMScore`` at σ; a score model at one level (NCSNv2) serves ADP only.
+
+    :raises ValueError: For a diffusion family on a score model at one level, naming the fix.
+    """
+    from ...diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
+    from ...preprocessor import ADPPurifier
+    from ...score import EDMScore
+
+    common = {"batch_size": batch_size, "device_type": "gpu" if device == "cuda" else "cpu"}
+    conditional = getattr(score_model, "sigma_conditional", False)
+    if family == "adp":
+        model = EDMScore(score_model, sigma=sigma, data_range=(0.0, 1.0)) if conditional else score_model
+        return ADPPurifier(model, sigma=sigma, steps=steps, channels_last=device == "cpu", **common)
+    if not conditional:
+        raise ValueError(
+            f"--purifier {family} needs a sigma-conditional denoiser as --score (train one with `art-adp "
+            f"train-denoiser`); {type(score_model).__name__} is a score model at one level, for adp only."
+        )
+    if family == "reverse-diffusion":
+        return ReverseDiffusionPurifier(score_model, sigma=sigma, steps=steps, sampler=sampler, **common)
+    return DenoisedSmoothingPurifier(score_model, sigma=sigma, **common)
 
 
 def _fresh_copy(model: torch.nn.Module, seed: int) -> torch.nn.Module:

@@ -11,12 +11,14 @@ from dataclasses import dataclass, replace
 
 from ...attacks import registry
 from ...attacks.registry import REGISTRY, Budget
+from ...diffusion_purify import SAMPLERS
 
 __all__ = [
     "ATTACKS",
     "GRADIENT_ATTACKS",
     "PAPER_ATTACKS",
     "PRESETS",
+    "PURIFIERS",
     "EvalConfig",
     "attack_budget",
     "budget_text",
@@ -28,6 +30,7 @@ __all__ = [
 ATTACKS = registry.names()
 GRADIENT_ATTACKS = registry.gradient_attacks()  # the sanity checks use the first one evaluated
 PAPER_ATTACKS = registry.names(paper=True)
+PURIFIERS = ("adp", "reverse-diffusion", "denoised-smoothing")  # the purifier families evaluate builds
 # The counts of a budget (compared with the reference's); the other budget fields are choices (aggregate, weight).
 COUNTS = ("max_iter", "eot_samples", "samples_per_step")
 
@@ -80,6 +83,11 @@ class EvalConfig:
     :param memory_budget: MiB of autograd graph per block of EOT draws in the full-gradient attacks' gradients
         (None: :func:`art_adp.ensemble.default_memory_budget`). Only the blocking changes, not the result (to float
         rounding), so it is left out of the records' settings: a run resumes under another budget.
+    :param purifier: The purifier families the evaluate command defends the classifier with, from
+        :data:`PURIFIERS` (several: a card each and their comparison); the harness itself takes the purifier
+        objects and leaves this field to the command.
+    :param sampler: Reverse diffusion's sampler (:data:`art_adp.diffusion_purify.SAMPLERS`), for the
+        ``reverse-diffusion`` family.
     :param preset_name: The preset these values came from (for the header).
     :param overridden: Fields set explicitly over the preset's values (for the header).
     :param note: A line printed under the table.
@@ -114,6 +122,8 @@ class EvalConfig:
     eot_sweep: tuple[int, ...] = ()
     n_examples: int | None = None
     memory_budget: float | None = None
+    purifier: tuple[str, ...] = ("adp",)
+    sampler: str = "ddim"
     preset_name: str = "paper"
     overridden: tuple[str, ...] = ()
     note: str = ""
@@ -189,6 +199,12 @@ class EvalConfig:
                     f"{REGISTRY[a].label.split()[0]} (torchattacks) is an l_inf attack; leave {a!r} out of the attacks "
                     f"for norm {self.norm:g}."
                 )
+        if not self.purifier or len(set(self.purifier)) < len(self.purifier) or set(self.purifier) - set(PURIFIERS):
+            raise ValueError(
+                f"purifier must name distinct families from {', '.join(PURIFIERS)}, got {','.join(self.purifier)}."
+            )
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {', '.join(map(repr, SAMPLERS))}, got {self.sampler!r}.")
         if self.eot_aggregate not in ("mean", "sign"):
             raise ValueError(f"eot_aggregate must be 'mean' or 'sign', got {self.eot_aggregate!r}.")
         if any(not m > 0 for m in self.sanity_iterations) or any(

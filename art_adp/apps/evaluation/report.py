@@ -334,15 +334,16 @@ def _rate(summary: dict | None) -> str:
 def markdown(result: dict) -> str:
     """The card as markdown: header, the per-attack table with CIs, sweeps, sanity report."""
     rows, baselines = result["card"], result["baselines"]
+    name = result.get("purifier", "ADP")  # the defence's family (cards written before it was recorded: ADP)
     lines = [*header(result), ""]
     cols = [
         "Attack",
         "Budget",
         *[b.capitalize() if b == "undefended" else f"{b} (baseline)" for b in baselines],
-        "ADP mean",
-        "ADP worst of R",
-        "ADP majority of R",
-        "ADP fixed noise",
+        f"{name} mean",
+        f"{name} worst of R",
+        f"{name} majority of R",
+        f"{name} fixed noise",
         "n",
     ]
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]

@@ -30,6 +30,7 @@ from ...ensemble import GraphMemory, default_memory_budget, logits
 from ...eot import EOTClassifier
 from ...runs import distributed
 from ...runs.seeds import derive_seed
+from ...diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
 from ...preprocessor import PURIFY_PARAMS, ADPPurifier
 from . import report
 from .config import (
@@ -304,7 +305,26 @@ def _describe_defence(d) -> dict:
         if d.detector is not None:
             out["detector_threshold"] = getattr(d.detector, "threshold", None)
         return out
+    if isinstance(d, (ReverseDiffusionPurifier, DenoisedSmoothingPurifier)):
+        return {
+            "type": type(d).__name__,
+            **{k: getattr(d, k) for k in d.params if k != "generator"},
+            "model_sha256": module_sha256(d.denoiser),
+        }
     return {"type": type(d).__name__, **{k: getattr(d, k, None) for k in getattr(d, "params", [])}}
+
+
+FAMILY_LABELS = {
+    ADPPurifier: "ADP",
+    ReverseDiffusionPurifier: "Reverse diffusion",
+    DenoisedSmoothingPurifier: "Denoised smoothing",
+}
+
+
+def _family_label(defences: Sequence[PreprocessorPyTorch]) -> str:
+    """The card's name for the defence: ``"ADP"``, ``"Reverse diffusion"``, ``"Denoised smoothing"``."""
+    names = [FAMILY_LABELS[type(d)] for d in defences if type(d) in FAMILY_LABELS]
+    return " + ".join(names) if names else "Defended"
 
 
 def unit_settings(setting: Setting, attack: str, c: EvalConfig, common: dict) -> dict:
@@ -537,7 +557,15 @@ def evaluate(
         compression=rate,
         compression_sweep=rate_sweep,
     )
+    result["purifier"] = _family_label(defences)
     scores = {f"score model {i}": d.score_model for i, d in enumerate(defences) if isinstance(d, ADPPurifier)}
+    scores.update(
+        {
+            f"denoiser {i}": d.denoiser
+            for i, d in enumerate(defences)
+            if isinstance(d, (ReverseDiffusionPurifier, DenoisedSmoothingPurifier))
+        }
+    )
     others = {f"baseline {k}": m for k, m in baselines.items() if k != "undefended"}
     models = {"classifier": classifier, **scores, **others}
     result["provenance"] = provenance(wall_time_s=time.perf_counter() - called, device=dev, models=models)
