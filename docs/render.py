@@ -395,7 +395,6 @@ def denoiser_training(path: str) -> str:
 FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "demo": ("docs/results/demo.json", demo),
     "purifiers-digits-smoke": ("docs/cards/digits_purifiers_smoke.json", purifier_comparison),
-    "denoiser-digits": ("docs/results/digits_denoiser.json", denoiser_training),
     "card-digits-paper-20": ("docs/cards/digits_paper_20.json", card_table),
     "card-digits-paper-20-page": ("docs/cards/digits_paper_20.json", card_page),
     "card-digits-smoke-page": ("docs/cards/digits_smoke.json", card_page),

@@ -83,7 +83,11 @@ def _subcommands():
     return action.choices
 
 
-REQUIRED = {"reproduce": ["mnist", "--data-root", "D"], "corruptions": ["--classifier", "C", "--score", "S"]}
+REQUIRED = {
+    "reproduce": ["mnist", "--data-root", "D"],
+    "corruptions": ["--classifier", "C", "--score", "S"],
+    "levers": ["--data-root", "D"],
+}
 
 
 @pytest.mark.parametrize("command", sorted(set(_subcommands()) - {"import-ncsnv2"}))

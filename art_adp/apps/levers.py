@@ -37,7 +37,17 @@ from ..runs.records import append_records, read_jsonl
 from ..runs.seeds import derive_seed
 from .evaluation.report import wilson
 
-__all__ = ["ATTACK_ROWS", "LeversConfig", "SETTINGS", "Setting", "levers_command", "render_levers", "run_levers"]
+__all__ = [
+    "ATTACK_ROWS",
+    "LeversConfig",
+    "ROWS",
+    "Row",
+    "SETTINGS",
+    "Setting",
+    "levers_command",
+    "render_levers",
+    "run_levers",
+]
 
 
 @dataclass(frozen=True)
@@ -72,45 +82,63 @@ SETTINGS: tuple[Setting, ...] = (
 )
 
 EPS = 0.3
-#: Attack rows: name → (ε, step, iterations, random start). The adaptive rows add EOT and worst-of-R judging.
-ATTACK_ROWS = {
-    "clean": None,
-    "clf-pgd": (EPS, 0.01, 40, False),
-    "clf-pgd-strong": (EPS, 0.025, 100, True),
-    "clf-pgd-eps/256": (EPS / 256, EPS / 256 / 4, 40, False),
-    "bpda-eot": (EPS, 0.01, 40, False),
-    "full-pgd-eot": (EPS, 0.01, 40, False),
-}
-ADAPTIVE = ("bpda-eot", "full-pgd-eot")
 
 
-def _estimator(model, purifier=None):
+@dataclass(frozen=True)
+class Row:
+    """One attack row: ``max_iter`` steps of ``eps_step`` in the ℓ∞ ball of ``eps`` (``max_iter`` 0: clean inputs);
+    an ``adaptive`` row is the registry's attack of that name through the purification (EOT, worst of R), the others
+    are PGD on the bare classifier (Clf-PGD)."""
+
+    name: str
+    eps: float = EPS
+    eps_step: float = 0.01
+    max_iter: int = 40
+    random_start: bool = False
+    adaptive: bool = False
+
+
+#: The rows: clean; Clf-PGD at ε 0.3 as 40 × 0.01 and as 100 × 0.025 with a random start; Clf-PGD at ε 0.3/256
+#: (the radius the authors' attack code passes to foolbox); BPDA+EOT and full-gradient PGD+EOT (registry attacks).
+ROWS: tuple[Row, ...] = (
+    Row("clean", max_iter=0),
+    Row("clf-pgd"),
+    Row("clf-pgd-strong", eps_step=0.025, max_iter=100, random_start=True),
+    Row("clf-pgd-eps/256", eps=EPS / 256, eps_step=EPS / 256 / 4),
+    Row("bpda-eot", adaptive=True),
+    Row("full-pgd-eot", adaptive=True),
+)
+ATTACK_ROWS = {row.name: row for row in ROWS}
+
+
+def _estimator(model, purifier=None, device: str = "cpu"):
     from art.estimators.classification import PyTorchClassifier
 
     return PyTorchClassifier(
         model, torch.nn.CrossEntropyLoss(), input_shape=(1, 28, 28), nb_classes=10, clip_values=(0.0, 1.0),
-        preprocessing_defences=[purifier] if purifier is not None else None, device_type="cpu",
+        preprocessing_defences=[purifier] if purifier is not None else None,
+        device_type="gpu" if device == "cuda" else "cpu",
     )  # fmt: skip
 
 
-def _pgd(model, x, y, row: str, seed: int) -> np.ndarray:
+def _pgd(model, x, y, row: str, seed: int, device: str = "cpu") -> np.ndarray:
     """White-box PGD on ``model`` itself (for a defended one: Clf-PGD against its bare classifier)."""
     from art.attacks.evasion import ProjectedGradientDescent
 
-    eps, step, iters, random_start = ATTACK_ROWS[row]
+    r = ATTACK_ROWS[row]
     np.random.seed(derive_seed(seed, "pgd", row) % 2**32)  # ART draws its random start from NumPy's global RNG
     attack = ProjectedGradientDescent(
-        _estimator(model), eps=eps, eps_step=step, max_iter=iters, num_random_init=int(random_start),
+        _estimator(model, device=device), eps=r.eps, eps_step=r.eps_step, max_iter=r.max_iter, num_random_init=int(r.random_start),
         batch_size=250, verbose=False,
     )  # fmt: skip
     return attack.generate(x, y=y).astype(np.float32)
 
 
-def _score_model(kind: str, level: float, x_train, denoiser):
+def _score_model(kind: str, level: float, x_train, denoiser, device: str = "cpu"):
     from ..score import EDMScore, KernelScore
 
     if kind == "oracle":
-        return KernelScore(x_train, bandwidth=level, chunk_size=2000)
+        return KernelScore(x_train, bandwidth=level, chunk_size=2000).to(device)
     return EDMScore(denoiser, sigma=level, data_range=(0.0, 1.0))
 
 
@@ -137,11 +165,11 @@ def _classifiers(data, run_dir: Path, seed: int, progress: bool):
     return out
 
 
-def _judge(classifier, purifier, x, y, *, ensemble_size: int, repeats: int, seed: int) -> np.ndarray:
+def _judge(classifier, purifier, x, y, *, ensemble_size: int, repeats: int, seed: int, device: str) -> np.ndarray:
     """Correct on the S-run ensemble (mean softmax), every one of ``repeats`` fresh draws (worst of R)."""
     from ..eot import EOTClassifier
 
-    ensemble = EOTClassifier(_estimator(classifier, purifier), ensemble_size=ensemble_size, batch_size=500)
+    ensemble = EOTClassifier(_estimator(classifier, purifier, device), ensemble_size=ensemble_size, batch_size=500)
     ok = np.ones(len(x), dtype=bool)
     for r in range(repeats):
         purifier.generator.manual_seed(derive_seed(seed, "judge", r))
@@ -149,13 +177,14 @@ def _judge(classifier, purifier, x, y, *, ensemble_size: int, repeats: int, seed
     return ok
 
 
-def _adaptive(classifier, purifier, x, y, row: str, *, eot_samples: int, seed: int) -> np.ndarray:
+def _adaptive(classifier, purifier, x, y, row: str, *, eot_samples: int, seed: int, device: str) -> np.ndarray:
     from ..attacks.registry import REGISTRY, Budget
 
-    eps, step, iters, _ = ATTACK_ROWS[row]
+    r = ATTACK_ROWS[row]
     purifier.generator.manual_seed(derive_seed(seed, "attack", row))
-    budget = Budget(eps=eps, eps_step=step, max_iter=iters, eot_samples=eot_samples, batch_size=50)
-    return REGISTRY[row].build(_estimator(classifier, purifier), budget, seed).generate(x, y=y).astype(np.float32)
+    budget = Budget(eps=r.eps, eps_step=r.eps_step, max_iter=r.max_iter, eot_samples=eot_samples, batch_size=50)
+    estimator = _estimator(classifier, purifier, device)
+    return REGISTRY[row].build(estimator, budget, seed).generate(x, y=y).astype(np.float32)
 
 
 def run_levers(
@@ -171,6 +200,7 @@ def run_levers(
     repeats: int = 1,
     eot_samples: int = 5,
     seed: int = 0,
+    device: str = "cpu",
     progress: bool = True,
 ) -> dict:
     """
@@ -189,6 +219,7 @@ def run_levers(
     :param repeats: R: a digit counts as correct only if all R judgements (fresh noise) are.
     :param eot_samples: EOT draws per gradient of the adaptive attacks.
     :param seed: Seed of every draw (ART's PGD random starts, purification noise, training).
+    :param device: Where the networks run (``"cpu"`` or ``"cuda"``).
     :param progress: Print one line per measured cell.
     """
     from ..preprocessor import ADPPurifier
@@ -205,9 +236,10 @@ def run_levers(
         raise ValueError(f"Unknown settings {sorted(set(settings) - {s.name for s in SETTINGS})}; see SETTINGS.")
     if "denoiser" in models and denoiser_path is None:
         raise ValueError("models includes 'denoiser': give denoiser_path (a train-denoiser checkpoint).")
-    denoiser = load_score_model(denoiser_path) if "denoiser" in models else None
+    denoiser = load_score_model(denoiser_path, device) if denoiser_path is not None else None
+    kind = "gpu" if device == "cuda" else "cpu"  # ART's device_type
     x, y = data.x_test[:n_examples], data.y_test[:n_examples]
-    clfs = _classifiers(data, run_dir, seed, progress)
+    clfs = {k: m.to(device) for k, m in _classifiers(data, run_dir, seed, progress).items()}
     path = run_dir / "records.jsonl"
     done = {(r["model"], r["setting"], r["attack"], r["index"]) for r in read_jsonl(path)}
     judged = {"ensemble_size": ensemble_size, "eot_samples": eot_samples}
@@ -222,39 +254,43 @@ def run_levers(
         if progress:
             print(f"{model:>9} | {setting:<24} | {attack:<15} | {np.mean(ok):6.1%} of {len(ok)}", flush=True)
 
-    clf_rows = [a for a in attacks if a not in ADAPTIVE and a != "clean"]
+    clf_rows = [a for a in attacks if not ATTACK_ROWS[a].adaptive and a != "clean"]
     for name, clf in clfs.items():  # the undefended classifiers under white-box PGD
         for attack in ["clean", *clf_rows]:
             todo = [i for i in range(len(x)) if ("none", name, attack, i) not in done]
             if todo:
-                xa = x[todo] if attack == "clean" else _pgd(clf, x[todo], y[todo], attack, seed)
-                ok = clf(torch.as_tensor(xa)).argmax(1).numpy() == y[todo]
+                xa = x[todo] if attack == "clean" else _pgd(clf, x[todo], y[todo], attack, seed, device)
+                with torch.no_grad():
+                    ok = clf(torch.as_tensor(xa, device=device)).argmax(1).cpu().numpy() == y[todo]
                 record("none", name, attack, todo, ok)
     adv = {}
     for attack in clf_rows:  # Clf-PGD examples against the MLP, made once, shared by every defence
         cache = run_dir / f"{attack.replace('/', '_')}.npy"
         held = np.load(cache) if cache.exists() else x[:0]
         if len(held) < len(x):  # more digits than last time: attack the new ones only
-            held = np.concatenate([held, _pgd(clfs["mlp"], x[len(held) :], y[len(held) :], attack, seed)])
+            held = np.concatenate([held, _pgd(clfs["mlp"], x[len(held) :], y[len(held) :], attack, seed, device)])
             np.save(cache, held)
         adv[attack] = held[: len(x)]
     for model in models:
         for s in chosen:
-            score = _score_model(model, s.sigma, data.x_train, denoiser)
-            gen = torch.Generator().manual_seed(seed)
-            purifier = ADPPurifier(score, gradient="bpda", batch_size=500, generator=gen, **s.purifier_kwargs())
+            score = _score_model(model, s.sigma, data.x_train, denoiser, device)
+            gen = torch.Generator(device).manual_seed(seed)
+            purifier = ADPPurifier(score, gradient="bpda", batch_size=500, generator=gen, device_type=kind,
+                                   **s.purifier_kwargs())  # fmt: skip
             for attack in attacks:
                 todo = [i for i in range(len(x)) if (model, s.name, attack, i) not in done]
                 if not todo:
                     continue
-                if attack in ADAPTIVE:
+                if ATTACK_ROWS[attack].adaptive:
                     purifier.set_params(gradient="full" if attack == "full-pgd-eot" else "bpda")
-                    xa = _adaptive(clfs["mlp"], purifier, x[todo], y[todo], attack, eot_samples=eot_samples, seed=seed)
+                    xa = _adaptive(clfs["mlp"], purifier, x[todo], y[todo], attack, eot_samples=eot_samples, seed=seed,
+                                     device=device)  # fmt: skip
                     purifier.set_params(gradient="bpda")
                     r = repeats
                 else:
                     xa, r = (x[todo] if attack == "clean" else adv[attack][todo]), 1
-                ok = _judge(clfs["mlp"], purifier, xa, y[todo], ensemble_size=ensemble_size, repeats=r, seed=seed)
+                ok = _judge(clfs["mlp"], purifier, xa, y[todo], ensemble_size=ensemble_size, repeats=r, seed=seed,
+                            device=device)  # fmt: skip
                 record(model, s.name, attack, todo, ok, {"repeats": r, "purifier": asdict(s)})
     table = render_levers(read_jsonl(path))
     table["provenance"] = provenance(
@@ -324,7 +360,7 @@ def levers_command(
     data_root: str = "",
     denoiser: str | None = None,
     run_dir: str = "runs/levers",
-    device: str | None = None,  # pylint: disable=unused-argument  # measured on the CPU
+    device: str | None = None,
     progress: bool = True,
 ) -> None:
     """The paper's MNIST row lever by lever: ADP with the exact-score oracle (KernelScore over the training split)
@@ -334,5 +370,6 @@ def levers_command(
     can be added later. See docs/mnist.md."""
     from ..data import load_mnist
 
-    table = run_levers(load_mnist(data_root), run_dir, denoiser_path=denoiser, **asdict(config), progress=progress)
+    table = run_levers(load_mnist(data_root), run_dir, denoiser_path=denoiser, **asdict(config), device=device or "cpu",
+                       progress=progress)  # fmt: skip
     print(table_markdown(table))
