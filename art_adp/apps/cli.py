@@ -243,7 +243,8 @@ def _evaluate(sub) -> None:
     add("--eps", type=float, help=f"radius (default: 8/255; digits {cmd.DATASET_EPS['digits']})")
     defence = {"sigma": "noise level: ADP's sigma, sigma* of reverse diffusion, sigma of denoised smoothing",
                "steps": "steps: ADP's T, reverse diffusion's K", "purify_batch_size": "images per purifier chunk",
-               "adv_epochs": "adversarial-training epochs", "adv_max_iter": "adversarial-training PGD steps"}  # fmt: skip
+               "adv_epochs": "adversarial-training epochs",
+               "adv_max_iter": "adversarial-training PGD steps"}  # fmt: skip
     for name, text in defence.items():
         kind = type(keywords[name].default)
         add("--" + name.replace("_", "-"), type=kind, default=keywords[name].default, help=text + " (%(default)s)")

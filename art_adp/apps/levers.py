@@ -128,8 +128,8 @@ def _pgd(model, x, y, row: str, seed: int, device: str = "cpu") -> np.ndarray:
     r = ATTACK_ROWS[row]
     np.random.seed(derive_seed(seed, "pgd", row) % 2**32)  # ART draws its random start from NumPy's global RNG
     attack = ProjectedGradientDescent(
-        _estimator(model, device=device), eps=r.eps, eps_step=r.eps_step, max_iter=r.max_iter, num_random_init=int(r.random_start),
-        batch_size=250, verbose=False,
+        _estimator(model, device=device), eps=r.eps, eps_step=r.eps_step, max_iter=r.max_iter,
+        num_random_init=int(r.random_start), batch_size=250, verbose=False,
     )  # fmt: skip
     return attack.generate(x, y=y).astype(np.float32)
 
@@ -284,7 +284,7 @@ def run_levers(
                 if ATTACK_ROWS[attack].adaptive:
                     purifier.set_params(gradient="full" if attack == "full-pgd-eot" else "bpda")
                     xa = _adaptive(clfs["mlp"], purifier, x[todo], y[todo], attack, eot_samples=eot_samples, seed=seed,
-                                     device=device)  # fmt: skip
+                                   device=device)  # fmt: skip
                     purifier.set_params(gradient="bpda")
                     r = repeats
                 else:

@@ -37,6 +37,8 @@ class Denoiser(nn.Module):
     the denoiser is called at every level).
     """
 
+    model: VPScore | EDMScore
+
     def __init__(self, model: nn.Module) -> None:
         """
         :param model: A ``VPScore``, an ``EDMScore``, or a module with ``sigma_conditional = True`` and

@@ -10,7 +10,7 @@ __all__ = ["dsm_loss"]
 
 
 def dsm_loss(
-    model: Callable[[torch.Tensor], torch.Tensor],
+    model: Callable[..., torch.Tensor],
     x: torch.Tensor,
     sigmas: torch.Tensor,
     *,

@@ -34,6 +34,9 @@ class KernelScore(nn.Module):
     Usable wherever a score model is (:func:`~art_adp.purify`, :class:`~art_adp.ADPPurifier`, EOT, detection).
     """
 
+    reference: torch.Tensor  # registered buffers
+    sq_norms: torch.Tensor
+
     def __init__(self, reference, *, bandwidth: float, chunk_size: int = 2048) -> None:
         """
         :param reference: Reference images, ``N×C×H×W`` (or ``N×D``) finite floats, e.g. the training set in [0, 1].

@@ -50,6 +50,7 @@ class _ResBlock(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.conv2 = nn.Conv2d(out_ch, out_ch, 3, padding=1)
         nn.init.zeros_(self.conv2.weight)
+        assert self.conv2.bias is not None  # nn.Conv2d's default bias=True
         nn.init.zeros_(self.conv2.bias)
         self.skip = nn.Conv2d(in_ch, out_ch, 1) if in_ch != out_ch else nn.Identity()
 
@@ -70,6 +71,7 @@ class DenoiserUNet(nn.Module):
     """
 
     sigma_conditional = True  # train_score_model passes each sample's σ: forward(x, sigma)
+    freqs: torch.Tensor  # registered buffer
 
     def __init__(
         self,
@@ -122,6 +124,7 @@ class DenoiserUNet(nn.Module):
         self.out_norm = nn.GroupNorm(_groups(channels[0]), channels[0])
         self.out = nn.Conv2d(channels[0], in_channels, 3, padding=1)
         nn.init.zeros_(self.out.weight)
+        assert self.out.bias is not None  # nn.Conv2d's default bias=True
         nn.init.zeros_(self.out.bias)
 
     def _sigma(self, sigma, x: torch.Tensor) -> torch.Tensor:

@@ -131,9 +131,10 @@ def evaluate_command(
     }
     if len(cards) == 1:
         return next(iter(cards.values()))
-    if estimate_only or any(card is None for card in cards.values()):
+    complete = {family: card for family, card in cards.items() if card is not None}
+    if estimate_only or len(complete) < len(cards):
         return None
-    result = compare.compare(cards)
+    result = compare.compare(complete)
     result["provenance"] = provenance(
         wall_time_s=time.perf_counter() - started, device=device, models={"classifier": clf_path, "score": score_path}
     )
@@ -164,19 +165,28 @@ def build_purifier(
     from ...preprocessor import ADPPurifier
     from ...score import EDMScore
 
-    common = {"batch_size": batch_size, "device_type": "gpu" if device == "cuda" else "cpu"}
+    device_type = "gpu" if device == "cuda" else "cpu"
     conditional = getattr(score_model, "sigma_conditional", False)
     if family == "adp":
         model = EDMScore(score_model, sigma=sigma, data_range=(0.0, 1.0)) if conditional else score_model
-        return ADPPurifier(model, sigma=sigma, steps=steps, channels_last=device == "cpu", **common)
+        return ADPPurifier(
+            model,
+            sigma=sigma,
+            steps=steps,
+            channels_last=device == "cpu",
+            batch_size=batch_size,
+            device_type=device_type,
+        )
     if not conditional:
         raise ValueError(
             f"--purifier {family} needs a sigma-conditional denoiser as --score (train one with `art-adp "
             f"train-denoiser`); {type(score_model).__name__} is a score model at one level, for adp only."
         )
     if family == "reverse-diffusion":
-        return ReverseDiffusionPurifier(score_model, sigma=sigma, steps=steps, sampler=sampler, **common)
-    return DenoisedSmoothingPurifier(score_model, sigma=sigma, **common)
+        return ReverseDiffusionPurifier(
+            score_model, sigma=sigma, steps=steps, sampler=sampler, batch_size=batch_size, device_type=device_type
+        )
+    return DenoisedSmoothingPurifier(score_model, sigma=sigma, batch_size=batch_size, device_type=device_type)
 
 
 def _fresh_copy(model: torch.nn.Module, seed: int) -> torch.nn.Module:
@@ -184,8 +194,9 @@ def _fresh_copy(model: torch.nn.Module, seed: int) -> torch.nn.Module:
     fresh = copy.deepcopy(model)
     torch.manual_seed(seed)
     for module in fresh.modules():
-        if hasattr(module, "reset_parameters"):
-            module.reset_parameters()
+        reset = getattr(module, "reset_parameters", None)
+        if callable(reset):
+            reset()
     return fresh
 
 
