@@ -16,31 +16,26 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 
 from ._checks import boolean, number, one_of, positive_int
 from .diffusion_purify import SAMPLERS, one_shot_denoise, reverse_diffusion
-from .preprocessor import GRADIENTS
+from .preprocessor import GRADIENTS, PurifierPyTorch
 from .purify import DEFAULTS, _fmt
 from .score.denoiser import Denoiser
 
 __all__ = ["DenoisedSmoothingPurifier", "ReverseDiffusionPurifier"]
 
 
-class _DiffusionPurifier(PreprocessorPyTorch):
-    """What both purifiers share: the model as a frozen :class:`Denoiser`, the two gradient modes over chunks of
-    ``batch_size``, and ``set_params`` that validates and rolls back. Subclasses implement :meth:`_purify`."""
-
-    params: list[str] = []
+class _DiffusionPurifier(PurifierPyTorch):
+    """What both purifiers share beyond :class:`~art_adp.preprocessor.PurifierPyTorch`: the model as a frozen
+    :class:`Denoiser` and the checks of σ, the clip values, the gradient mode and the batch size. Subclasses
+    implement :meth:`_purify`."""
 
     def __init__(self, model: torch.nn.Module, *, device_type: str, apply_fit: bool, apply_predict: bool) -> None:
         super().__init__(device_type=device_type, is_fitted=True, apply_fit=apply_fit, apply_predict=apply_predict)
         if not isinstance(model, torch.nn.Module):
             raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
         self.denoiser = Denoiser(model).to(self.device).eval().requires_grad_(False)
-
-    def _purify(self, x: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
 
     def forward(self, x: torch.Tensor, y: Any | None = None) -> tuple[torch.Tensor, Any | None]:
         """
@@ -54,33 +49,7 @@ class _DiffusionPurifier(PreprocessorPyTorch):
         if not torch.is_floating_point(x):
             name = type(self).__name__
             raise ValueError(f"{name} expects floating-point inputs in {self.clip_values}, got {x.dtype}.")
-        xd = x.to(self.device, torch.float32)
-        if self.gradient == "full":
-            out = torch.cat([self._purify(chunk) for chunk in xd.split(self.batch_size)])
-        else:
-            with torch.no_grad():
-                purified = torch.cat([self._purify(chunk) for chunk in xd.split(self.batch_size)])
-            out = xd + (purified - xd).detach()  # straight-through: value = purified, d out / d x = identity
-        return out.to(x.device, x.dtype), y
-
-    def estimate_forward(self, x: torch.Tensor, y: Any | None = None) -> torch.Tensor:
-        """The same as :meth:`forward`: its gradient already follows ``gradient``."""
-        return self.forward(x, y)[0]
-
-    def set_params(self, **kwargs) -> None:
-        """Set parameters from ``params`` and validate them; unknown names or invalid values raise, changing nothing."""
-        unknown = sorted(set(kwargs) - set(self.params))
-        if unknown:
-            raise ValueError(f"Unknown {type(self).__name__} parameter(s) {unknown}; valid: {self.params}.")
-        old = {k: getattr(self, k) for k in kwargs}
-        for key, value in kwargs.items():
-            setattr(self, key, value)
-        try:
-            self._check_params()
-        except ValueError:
-            for key, value in old.items():
-                setattr(self, key, value)
-            raise
+        return self._through(x.to(self.device, torch.float32)).to(x.device, x.dtype), y
 
     def _check_params(self) -> None:
         number("sigma", self.sigma, low=0, low_open=True)

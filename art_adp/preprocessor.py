@@ -12,13 +12,56 @@ from ._checks import boolean, number, one_of, positive_int
 from ._fast_paths import check_speed_options
 from .purify import DEFAULTS, HYPERPARAMETERS, SPEED_OPTIONS, ADPParams, purify
 
-__all__ = ["ADPPurifier"]
+__all__ = ["ADPPurifier", "PurifierPyTorch"]
 
 GRADIENTS = ("bpda", "full")
 PURIFY_PARAMS = HYPERPARAMETERS + SPEED_OPTIONS  # what each call of purify takes from the purifier
 
 
-class ADPPurifier(PreprocessorPyTorch):
+class PurifierPyTorch(PreprocessorPyTorch):
+    """
+    What every purifier of this package shares (ADP and the diffusion purifiers): the two gradient modes over
+    chunks of ``batch_size`` and a ``set_params`` that validates and rolls back. A subclass implements
+    :meth:`_purify` (one chunk, on this preprocessor's device) and ``_check_params``, and sets ``params``,
+    ``gradient`` and ``batch_size``.
+    """
+
+    params: list[str] = []
+    gradient: str
+    batch_size: int
+
+    def _purify(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _through(self, xd: torch.Tensor) -> torch.Tensor:
+        """Purify ``xd`` chunk by chunk: exact autograd (``"full"``) or straight-through (``"bpda"``)."""
+        if self.gradient == "full":
+            return torch.cat([self._purify(chunk) for chunk in xd.split(self.batch_size)])
+        with torch.no_grad():
+            purified = torch.cat([self._purify(chunk) for chunk in xd.split(self.batch_size)])
+        return xd + (purified - xd).detach()  # straight-through: value = purified, d out / d x = identity
+
+    def estimate_forward(self, x: torch.Tensor, y: Any | None = None) -> torch.Tensor:
+        """The same as :meth:`forward`: its gradient already follows ``gradient``."""
+        return self.forward(x, y)[0]
+
+    def set_params(self, **kwargs) -> None:
+        """Set parameters from ``params`` and validate them; unknown names or invalid values raise, changing nothing."""
+        unknown = sorted(set(kwargs) - set(self.params))
+        if unknown:
+            raise ValueError(f"Unknown {type(self).__name__} parameter(s) {unknown}; valid: {self.params}.")
+        old = {k: getattr(self, k) for k in kwargs}
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+        try:
+            self._check_params()
+        except ValueError:
+            for key, value in old.items():
+                setattr(self, key, value)
+            raise
+
+
+class ADPPurifier(PurifierPyTorch):
     """
     Adversarial purification with a score network (ADP), as an ART PyTorch preprocessor.
 
@@ -178,32 +221,7 @@ class ADPPurifier(PreprocessorPyTorch):
             # nn.Module.to accepts memory_format at run time; torch's overloads for it omit the keyword
             self.score_model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
             xd = xd.contiguous(memory_format=torch.channels_last)
-        if self.gradient == "full":
-            out = torch.cat([self._purify(chunk) for chunk in xd.split(self.batch_size)])
-        else:
-            with torch.no_grad():
-                purified = torch.cat([self._purify(chunk) for chunk in xd.split(self.batch_size)])
-            out = xd + (purified - xd).detach()  # straight-through: value = purified, d out / d x = identity
-        return out.to(x.device, x.dtype), y
-
-    def estimate_forward(self, x: torch.Tensor, y: Any | None = None) -> torch.Tensor:
-        """The same as :meth:`forward`: its gradient already follows ``gradient``."""
-        return self.forward(x, y)[0]
-
-    def set_params(self, **kwargs) -> None:
-        """Set parameters from ``params`` and validate them; unknown names or invalid values raise, changing nothing."""
-        unknown = sorted(set(kwargs) - set(self.params))
-        if unknown:
-            raise ValueError(f"Unknown ADPPurifier parameter(s) {unknown}; valid: {self.params}.")
-        old = {k: getattr(self, k) for k in kwargs}
-        for key, value in kwargs.items():
-            setattr(self, key, value)
-        try:
-            self._check_params()
-        except ValueError:
-            for key, value in old.items():
-                setattr(self, key, value)
-            raise
+        return self._through(xd).to(x.device, x.dtype), y
 
     def _check_params(self) -> None:
         self._adp_params().check()
