@@ -3,6 +3,7 @@ source check that no other module keeps its own table of attack labels or budget
 
 import ast
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,9 @@ from art_adp import ADPPurifier, NCSNv2
 from art_adp.apps.evaluation import EvalConfig, report
 from art_adp.apps.evaluation.config import ATTACKS, GRADIENT_ATTACKS, PAPER_ATTACKS, budget_fields, budget_text
 from art_adp.apps.evaluation.run import _unit_cost, plan
-from art_adp.attacks.registry import LABELS, REGISTRY, Budget
+from art_adp.attacks._core import IterativeAttack
+from art_adp.attacks.registry import (BLIND_ATTACK, FULL_ATTACK, LABELS, REGISTRY, SWEEP_ATTACK, Budget,
+                                     registered_name)
 
 ROOT = Path(__file__).resolve().parents[1] / "art_adp"
 
@@ -81,6 +84,30 @@ def test_a_budget_has_the_attacks_parameter_names():
     assert (attack.eps, attack.eps_step, attack.max_iter, attack.eot_samples) == (0.3, 0.01, 40, 1)
 
 
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_each_attack_carries_the_name_the_registry_files_it_under(name):
+    attack = REGISTRY[name].build(_estimator(), Budget(eps=0.1, eps_step=0.01, max_iter=1), 0)
+    assert attack.name == name
+
+
+def test_pgd_eot_is_named_by_its_gradient_mode_and_a_nameless_class_is_refused():
+    attack = A.PGDEOT(_estimator(), gradient="bpda")
+    assert attack.name == "bpda-eot"
+    attack.set_params(gradient="full")
+    assert attack.name == "full-pgd-eot"
+    assert (BLIND_ATTACK, SWEEP_ATTACK, FULL_ATTACK) == ("clf-pgd", "bpda-eot", "full-pgd-eot")
+
+    class Nameless(IterativeAttack):  # an attack that never says its name
+        pass
+
+    with pytest.raises(ValueError, match=r"^Nameless carries no registry name: give the class a string attribute"):
+        registered_name(Nameless)
+    with pytest.raises(ValueError, match=r"^PGDEOT carries no registry name: "):  # one name per mode: needs the mode
+        registered_name(A.PGDEOT)
+    with pytest.raises(ValueError, match=r"^PGDEOT carries no registry name for gradient='sign': "):
+        registered_name(A.PGDEOT, "sign")
+
+
 # --- no table of attack facts outside the registry ---------------------------------------------------------------
 
 
@@ -111,6 +138,24 @@ def test_no_attack_label_or_budget_table_outside_the_registry():
     found = {str(p.relative_to(ROOT)): attack_tables(p.read_text()) for p in sorted(ROOT.rglob("*.py"))
              if p != ROOT / "attacks" / "registry.py"}
     assert {k: v for k, v in found.items() if v} == {}
+
+
+def attack_names(source: str) -> list[str]:
+    """Registry names spelled out in ``source``: a string literal (docstrings aside; an f-string's literal parts
+    included) holding one as a word, e.g. ``"bpda-eot"`` or ``f"eot={k}/bpda-eot"``."""
+    tree = ast.parse(source)
+    docs = _docstrings(tree)
+    return [f"line {n.lineno}: {w!r}" for n in ast.walk(tree) if isinstance(n, ast.Constant)
+            and isinstance(n.value, str) and id(n) not in docs
+            for w in re.split(r"[^A-Za-z0-9-]+", n.value) if w in REGISTRY]
+
+
+def test_no_module_outside_the_attacks_spells_an_attack_name():
+    found = {str(p.relative_to(ROOT)): attack_names(p.read_text()) for p in sorted(ROOT.rglob("*.py"))
+             if p.parent != ROOT / "attacks"}
+    assert {k: v for k, v in found.items() if v} == {}
+    old = 'def f(k):\n    """bpda-eot in prose."""\n    return ("clean", "clf-pgd"), f"eot={k}/bpda-eot", "clf-pgd-strong"\n'
+    assert attack_names(old) == ["line 3: 'clf-pgd'", "line 3: 'bpda-eot'"]
 
 
 def test_the_table_check_finds_the_old_tables():

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..attacks.registry import LABELS
+from ..attacks.registry import BLIND_ATTACK, LABELS
 from ..data import load_digits
 from ..eot import EOTClassifier
 from ..models import DigitsCNN, load_classifier, save_classifier, train_classifier
@@ -201,7 +201,7 @@ def _judge(undefended, defended, inputs: dict, y, c: DemoConfig, log) -> dict[st
     log(f"judging: ADP ensemble of S={c.ensemble_size} purifications per input ...")
     return {
         "Clean": (accuracy(undefended, inputs["clean"]), accuracy(ensemble, inputs["clean"])),
-        LABELS["clf-pgd"]: (accuracy(undefended, inputs["blind"]), accuracy(ensemble, inputs["blind"])),
+        LABELS[BLIND_ATTACK]: (accuracy(undefended, inputs["blind"]), accuracy(ensemble, inputs["blind"])),
         "BPDA PGD": (accuracy(undefended, inputs["blind"]), accuracy(ensemble, inputs["bpda"])),
     }
 

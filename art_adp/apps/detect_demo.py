@@ -34,7 +34,7 @@ import torch
 from ..data import load_digits
 from ..defended import DefendedModel
 from ..attacks.evade_detector import EvadeDetectorLoss
-from ..attacks.registry import LABELS
+from ..attacks.registry import BLIND_ATTACK, LABELS
 from ..detect import ScoreNormDetector, ScoreNormHead, roc_auc
 from .plots import score_norm_histogram
 from ..preprocessor import ADPPurifier
@@ -279,7 +279,7 @@ def _attack_rows(demo: _DetectDemo, x, y, x_blind, log) -> dict[str, dict[str, t
         rows["Clean"][name] = demo.judge(two_level, x, y)
         for attack in c.attacks:
             label = {
-                "blind": LABELS["clf-pgd"],
+                "blind": LABELS[BLIND_ATTACK],
                 "bpda": f"BPDA PGD, EOT {c.eot_samples}",
                 "full": f"full-gradient PGD, EOT {c.full_eot_samples}",
                 "aware": f"detector-aware full PGD, EOT {c.full_eot_samples}, kappa {c.kappa:g}",

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..attacks.registry import BLIND_ATTACK, FULL_ATTACK, SWEEP_ATTACK
 from ..runs.provenance import provenance
 from ..runs.records import append_records, read_jsonl
 from ..runs.seeds import derive_seed
@@ -102,11 +103,11 @@ class Row:
 #: (the radius the authors' attack code passes to foolbox); BPDA+EOT and full-gradient PGD+EOT (registry attacks).
 ROWS: tuple[Row, ...] = (
     Row("clean", max_iter=0),
-    Row("clf-pgd"),
+    Row(BLIND_ATTACK),
     Row("clf-pgd-strong", eps_step=0.025, max_iter=100, random_start=True),
     Row("clf-pgd-eps/256", eps=EPS / 256, eps_step=EPS / 256 / 4),
-    Row("bpda-eot", adaptive=True),
-    Row("full-pgd-eot", adaptive=True),
+    Row(SWEEP_ATTACK, adaptive=True),
+    Row(FULL_ATTACK, adaptive=True),
 )
 ATTACK_ROWS = {row.name: row for row in ROWS}
 
@@ -194,7 +195,7 @@ def run_levers(
     models: Sequence[str] = ("oracle", "denoiser"),
     denoiser_path: str | Path | None = None,
     settings: Sequence[str] | None = None,
-    attacks: Sequence[str] = ("clean", "clf-pgd", "clf-pgd-strong"),
+    attacks: Sequence[str] = ("clean", BLIND_ATTACK, "clf-pgd-strong"),
     n_examples: int = 1000,
     ensemble_size: int = 10,
     repeats: int = 1,
@@ -282,7 +283,7 @@ def run_levers(
                 if not todo:
                     continue
                 if ATTACK_ROWS[attack].adaptive:
-                    purifier.set_params(gradient="full" if attack == "full-pgd-eot" else "bpda")
+                    purifier.set_params(gradient="full" if attack == FULL_ATTACK else "bpda")
                     xa = _adaptive(clfs["mlp"], purifier, x[todo], y[todo], attack, eot_samples=eot_samples, seed=seed,
                                    device=device)  # fmt: skip
                     purifier.set_params(gradient="bpda")
@@ -346,7 +347,7 @@ class LeversConfig:
 
     models: tuple[str, ...] = ("oracle", "denoiser")
     settings: tuple[str, ...] | None = None
-    attacks: tuple[str, ...] = ("clean", "clf-pgd", "clf-pgd-strong")
+    attacks: tuple[str, ...] = ("clean", BLIND_ATTACK, "clf-pgd-strong")
     n_examples: int = 1000
     ensemble_size: int = 10
     repeats: int = 1

@@ -48,7 +48,7 @@ PAPER_MNIST = {
     "data": "MNIST, 60,000 training / 10,000 test images",
     "score_model": "NCSNv2, sigma_1 = 15, sigma_L = 0.005253, L = 110, 200,000 iterations of batch 128",
     "clean": 98.07,
-    "clf-pgd": 96.41,
+    registry.BLIND_ATTACK: 96.41,
 }
 
 
@@ -98,7 +98,7 @@ class MnistRecipe:
     bpda_max_iter: int = 40
     eot_samples: int = 15
     attack_eps_step: float = 0.01
-    full_attack: str = "full-pgd-eot"
+    full_attack: str = registry.FULL_ATTACK
     full_max_iter: int = 40
     full_eot_samples: int = 15
     n_examples: int | None = None
@@ -142,8 +142,8 @@ class MnistRecipe:
         """Row name → its attack budget and the number of test images it runs on."""
         return {
             "clean": {"n": self.n_examples},
-            "clf-pgd": {"n": self.n_examples, "max_iter": self.max_iter, "eps_step": self.eps_step},
-            "bpda-eot": {
+            registry.BLIND_ATTACK: {"n": self.n_examples, "max_iter": self.max_iter, "eps_step": self.eps_step},
+            registry.SWEEP_ATTACK: {
                 "n": self.n_bpda,
                 "max_iter": self.bpda_max_iter,
                 "eps_step": self.attack_eps_step,
@@ -256,7 +256,7 @@ def _clf_pgd(classifier, data, recipe: MnistRecipe, n: int, run_dir: Path, devic
         atk = A.ClassifierPGD(est, eps=recipe.eps, eps_step=recipe.eps_step, max_iter=recipe.max_iter, batch_size=256)
         return atk.generate(data.x_test[:n], y=data.y_test[:n])
 
-    return _adversarials("clf-pgd", run_dir / f"clf-pgd_{n}.npz", make)
+    return _adversarials(registry.BLIND_ATTACK, run_dir / f"{registry.BLIND_ATTACK}_{n}.npz", make)
 
 
 def _snapshot_path(run_dir: Path, step: int) -> Path:
@@ -272,7 +272,7 @@ def _units(recipe: MnistRecipe, n_test: int, run_dir: Path, stages, log) -> list
             continue
         rows = {}
         if "curve" in stages and m in recipe.curve_milestones:
-            rows.update({r: min(recipe.n_curve, n_test) for r in ("clean", "clf-pgd")})
+            rows.update({r: min(recipe.n_curve, n_test) for r in ("clean", registry.BLIND_ATTACK)})
         if "table" in stages and m in recipe.budgets:
             for row, spec in recipe.rows().items():
                 rows[row] = max(rows.get(row, 0), n_test if spec["n"] is None else min(spec["n"], n_test))
@@ -298,7 +298,7 @@ def _stage_eval(
         return read_jsonl(path)
     log(f"[eval] {len(units)} chunk(s) of up to {recipe.chunk_size} images to judge")
     n_pgd = min(n_test, max(recipe.n_curve, n_test if recipe.n_examples is None else recipe.n_examples))
-    needs_pgd = any(u[1] == "clf-pgd" for u in units)
+    needs_pgd = any(u[1] == registry.BLIND_ATTACK for u in units)
     x_pgd = _clf_pgd(classifier, data, recipe, n_pgd, run_dir, device) if needs_pgd else None
     bar = tqdm(total=sum(len(u[2]) for u in units), desc="eval", unit="image", disable=not progress)
     loaded: dict[int, tuple] = {}
@@ -319,7 +319,7 @@ def _stage_eval(
         start = time.perf_counter()
         x, y = data.x_test[idx], data.y_test[idx]
         seed = derive_seed(recipe.seed, b, row, int(idx[0]))
-        if row == "clf-pgd":
+        if row == registry.BLIND_ATTACK:
             assert x_pgd is not None  # computed above whenever a clf-pgd row is pending
             x_adv = x_pgd[idx]
         else:
@@ -476,7 +476,7 @@ def _curve(records: list[dict], denoise: dict[int, dict], recipe: MnistRecipe, r
             "attack_ratio": denoise[m].get("attack_ratio"),
             "compression_rate": denoise[m].get("compression_rate"),
         }
-        for row, key in (("clean", "clean"), ("clf-pgd", "clf_pgd")):
+        for row, key in (("clean", "clean"), (registry.BLIND_ATTACK, "clf_pgd")):
             recs = [r for r in records if r["budget"] == m and r["row"] == row and r["index"] < n]
             if len(recs) < n:
                 break
@@ -548,7 +548,11 @@ def render_table(report: dict) -> str:
             str(first["target_n"]),
             budget,
             "–" if paper is None else f"{paper:.2f}",
-            _pct(first["undefended"]) + _ci(first["undefended_ci95"]) if row in ("clean", "clf-pgd") else "–",
+            (
+                _pct(first["undefended"]) + _ci(first["undefended_ci95"])
+                if row in ("clean", registry.BLIND_ATTACK)
+                else "–"
+            ),
         ]
         for b in budgets:
             cell = _pct(per[b]["accuracy"]) + _ci(per[b]["ci95"])
@@ -574,7 +578,7 @@ def _plot_curve(curve: list[dict], path: Path, title: str, undefended: float | N
         ax.axhline(
             100 * undefended, color="gray", ls="--", lw=1, label=f"undefended MLP, clean ({100 * undefended:.2f} %)"
         )
-    ax.axhline(PAPER_MNIST["clf-pgd"], color="tab:orange", ls=":", lw=1, label="paper, Clf-PGD (96.41 %)")
+    ax.axhline(PAPER_MNIST[registry.BLIND_ATTACK], color="tab:orange", ls=":", lw=1, label="paper, Clf-PGD (96.41 %)")
     for r in curve:
         ax.annotate(
             f"{r['train_wall_s'] / 60:.0f} min",

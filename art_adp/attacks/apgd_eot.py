@@ -47,6 +47,9 @@ class APGDEOT(EvasionAttack):
     :param verbose: Show ART's progress bars.
     """
 
+    #: The name of this attack in :data:`~art_adp.attacks.registry.REGISTRY`, its records and on the command line.
+    name = "apgd-eot"
+
     attack_params = EvasionAttack.attack_params + [
         "norm",
         "eps",

@@ -27,6 +27,9 @@ class ClassifierPGD(IterativeAttack):
     :param verbose: Show progress.
     """
 
+    #: The name of this attack in :data:`~art_adp.attacks.registry.REGISTRY`, its records and on the command line.
+    name = "clf-pgd"
+
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         g, _ = eot_gradient(
             lambda z: logits(self.estimator, z, defended=False), x_adv, y, cross_entropy, 1, batch_size=len(x_adv)

@@ -25,6 +25,9 @@ class JointFull(JointAttack):
     :param norm, eps, eps_step, max_iter, batch_size, verbose: As in :class:`~art_adp.attacks.PGDEOT`.
     """
 
+    #: The name of this attack in :data:`~art_adp.attacks.registry.REGISTRY`, its records and on the command line.
+    name = "joint-full"
+
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         k = self.eot_samples
         with torch.no_grad():

@@ -26,6 +26,9 @@ class JointScore(JointAttack):
     :param norm, eps, eps_step, max_iter, batch_size, verbose: As in :class:`~art_adp.attacks.PGDEOT`.
     """
 
+    #: The name of this attack in :data:`~art_adp.attacks.registry.REGISTRY`, its records and on the command line.
+    name = "joint-score"
+
     min_eot_samples = 0
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

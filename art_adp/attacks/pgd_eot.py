@@ -46,6 +46,8 @@ class PGDEOT(IterativeAttack):
         :func:`art_adp.ensemble.default_memory_budget`, 512 MiB on a CPU, a quarter of a GPU's free memory).
     """
 
+    #: The name in :data:`~art_adp.attacks.registry.REGISTRY` of each gradient mode (:attr:`name`).
+    names = {"bpda": "bpda-eot", "full": "full-pgd-eot"}
     attack_params = IterativeAttack.attack_params + ["gradient", "eot_samples", "aggregate", "memory_budget"]
 
     def __init__(
@@ -70,6 +72,12 @@ class PGDEOT(IterativeAttack):
         super().__init__(
             estimator, norm=norm, eps=eps, eps_step=eps_step, max_iter=max_iter, batch_size=batch_size, verbose=verbose
         )
+
+    @property
+    def name(self) -> str:
+        """The name of this attack in :data:`~art_adp.attacks.registry.REGISTRY`: ``"bpda-eot"`` or
+        ``"full-pgd-eot"`` by ``gradient``."""
+        return self.names[self.gradient]
 
     @property
     def mode(self) -> str:

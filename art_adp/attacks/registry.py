@@ -1,7 +1,8 @@
 """One record per attack: its name, its label, how to build it from a budget, which budget parameters it reads,
 what it costs, and its flags. The evaluation harness, the reproductions, the evaluation card, the command line's
-help and the tests all read this table; adding an attack is one module plus one :class:`AttackSpec` here. The
-registry speaks the attacks' own parameter names (:class:`Budget`) and knows nothing of the applications' settings.
+help and the tests all read this table; adding an attack is one module (its class carrying its name) plus one
+:class:`AttackSpec` here. The registry speaks the attacks' own parameter names (:class:`Budget`) and knows nothing
+of the applications' settings.
 
     from art_adp.attacks.registry import REGISTRY, Budget
     attack = REGISTRY["bpda-eot"].build(estimator, Budget(eps=8 / 255, eps_step=2 / 255, max_iter=40, eot_samples=15))
@@ -23,7 +24,46 @@ from .joint_score import JointScore
 from .pgd_eot import PGDEOT
 from .spsa import BlackBoxSPSA
 
-__all__ = ["ATTACKS", "AttackSpec", "Budget", "CLEAN_LABEL", "LABELS", "REGISTRY", "gradient_attacks", "names"]
+__all__ = [
+    "ATTACKS",
+    "AttackSpec",
+    "BLIND_ATTACK",
+    "Budget",
+    "CLEAN_LABEL",
+    "FULL_ATTACK",
+    "LABELS",
+    "REGISTRY",
+    "SWEEP_ATTACK",
+    "gradient_attacks",
+    "names",
+    "registered_name",
+]
+
+
+def registered_name(cls: type, gradient: str | None = None) -> str:
+    """
+    The registry name an attack class carries: its class attribute ``name``, or for a class that serves one name
+    per purifier gradient mode (:class:`~art_adp.attacks.PGDEOT`) the entry of its ``names`` for ``gradient``.
+
+    :raises ValueError: The class carries no such name.
+    """
+    name = getattr(cls, "names", {}).get(gradient) if gradient is not None else getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        mode = "" if gradient is None else f" for gradient={gradient!r}"
+        raise ValueError(
+            f"{cls.__name__} carries no registry name{mode}: give the class a string attribute `name` (or, for one "
+            "name per gradient mode, a mapping `names` from the mode to the name)."
+        )
+    return name
+
+
+#: The preprocessor-blind attack (PGD on the bare classifier): the baseline of the PGD family, a row of the σ sweep
+#: and the paper's MNIST row.
+BLIND_ATTACK = registered_name(ClassifierPGD)
+#: The adaptive attack of the paper's σ and EOT sweeps (Tables 5-6) and the MNIST recipe's BPDA row.
+SWEEP_ATTACK = registered_name(PGDEOT, "bpda")
+#: The MNIST recipe's default full-gradient row.
+FULL_ATTACK = registered_name(PGDEOT, "full")
 
 
 @dataclass(frozen=True)
@@ -65,7 +105,8 @@ class AttackSpec:
     """
     One attack as the applications see it.
 
-    :param name: The name in configurations, records and on the command line (``"bpda-eot"``).
+    :param name: The name in configurations, records and on the command line (``"bpda-eot"``), the one its attack
+        class carries (:func:`registered_name`).
     :param label: The row title in every table and figure.
     :param build: ``(estimator, budget, seed) -> EvasionAttack``.
     :param fields: The :class:`Budget` parameters, beyond the threat model (``eps``, ``eps_step``, ``norm``), that
@@ -76,7 +117,7 @@ class AttackSpec:
     :param gradient: Gradient-based on the defended model (white box); the sanity checks use such attacks.
     :param paper: In the paper's Table 3 (the ``paper`` preset).
     :param baseline: The attack an undefended (baseline) classifier gets for this row: the PGD family reduces to
-        ``"clf-pgd"``; APGD and SPSA run as they are.
+        ``"clf-pgd"`` (:data:`BLIND_ATTACK`); APGD and SPSA run as they are.
     :param own_step: APGD chooses its step itself, starting at ``own_step × eps``; ``None``: ``budget.eps_step``.
     :param norms: The threat models the attack supports.
     :param sanity: Preference of this attack as the white-box attack of the sanity checks (lower first; ``None``:
@@ -98,7 +139,7 @@ class AttackSpec:
     describe: Callable[[Budget], str]
     gradient: bool = True
     paper: bool = True
-    baseline: str = "clf-pgd"
+    baseline: str = BLIND_ATTACK
     own_step: float | None = None
     norms: tuple[float, ...] = (math.inf, 2)
     sanity: int | None = None
@@ -177,36 +218,36 @@ _PGD = ("max_iter", "eot_samples", "eot_aggregate")
 _JOINT = ("max_iter", "eot_samples", "weight")
 
 ATTACKS: tuple[AttackSpec, ...] = (
-    AttackSpec("clf-pgd", "Clf-PGD (preprocessor-blind)", _clf_pgd, _CLF, _free, _iterations, gradient=False),
-    AttackSpec("bpda-eot", "BPDA+EOT", _pgd_eot("bpda"), _PGD, _per_draw, _with_eot, sanity=2),
-    AttackSpec("joint-score", "Joint (score)+EOT", _joint(JointScore), _JOINT, _per_draw, _joint_text),
-    AttackSpec("joint-full", "Joint (full)+EOT", _joint(JointFull), _JOINT, _per_draw, _joint_text),
+    AttackSpec(BLIND_ATTACK, "Clf-PGD (preprocessor-blind)", _clf_pgd, _CLF, _free, _iterations, gradient=False),
+    AttackSpec(SWEEP_ATTACK, "BPDA+EOT", _pgd_eot("bpda"), _PGD, _per_draw, _with_eot, sanity=2),
+    AttackSpec(registered_name(JointScore), "Joint (score)+EOT", _joint(JointScore), _JOINT, _per_draw, _joint_text),
+    AttackSpec(registered_name(JointFull), "Joint (full)+EOT", _joint(JointFull), _JOINT, _per_draw, _joint_text),
     AttackSpec(
-        "spsa",
+        registered_name(BlackBoxSPSA),
         "SPSA (black-box)",
         _spsa,
         ("max_iter", "samples_per_step"),
         cost=lambda b, f, g: b.max_iter * 2 * b.samples_per_step * f,
         describe=lambda b: f"{_iterations(b)}, {b.samples_per_step} samples/step",
         gradient=False,
-        baseline="spsa",
+        baseline=registered_name(BlackBoxSPSA),
         norms=(math.inf,),
         own=("max_iter", "samples_per_step"),
         short="spsa",
         black_box=True,
     ),
     AttackSpec(
-        "full-pgd-eot", "Full-gradient PGD+EOT", _pgd_eot("full"), _PGD, _per_full_draw, _with_eot, sanity=0, full=True
+        FULL_ATTACK, "Full-gradient PGD+EOT", _pgd_eot("full"), _PGD, _per_full_draw, _with_eot, sanity=0, full=True
     ),
     AttackSpec(
-        "apgd-eot",
+        registered_name(APGDEOT),
         "APGD-EOT (CE, then DLR)",
         _apgd,
         ("max_iter", "eot_samples"),
         cost=lambda b, f, g: 2 * b.max_iter * b.eot_samples * (g + f),  # CE then DLR, each draw forward + backward
         describe=lambda b: f"CE+DLR, {b.max_iter} it/loss, EOT {b.eot_samples}",
         paper=False,
-        baseline="apgd-eot",
+        baseline=registered_name(APGDEOT),
         own_step=2.0,
         sanity=1,
         own=("max_iter", "eot_samples"),

@@ -40,6 +40,9 @@ class BlackBoxSPSA(EvasionAttack):
     :param verbose: Unused (torchattacks shows no progress).
     """
 
+    #: The name of this attack in :data:`~art_adp.attacks.registry.REGISTRY`, its records and on the command line.
+    name = "spsa"
+
     attack_params = EvasionAttack.attack_params + [
         "eps",
         "eps_step",

@@ -25,6 +25,8 @@ SCHEMA = "art-adp/evaluation-card/1"
 LEVEL = 0.95
 LABELS = registry.LABELS
 BASELINE_ATTACK = {"clean": "clean", **{spec.name: spec.baseline for spec in registry.ATTACKS}}
+SWEEP = registry.SWEEP_ATTACK  # the adaptive attack of the σ and EOT sweeps (Tables 5-6)
+SIGMA_ROWS = ("clean", SWEEP, registry.BLIND_ATTACK)  # the σ sweep's columns, as in Table 5
 
 
 def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:
@@ -425,10 +427,10 @@ def sweep_tables(result: dict) -> list[str]:
     sigmas = sorted({float(k.split("/")[0][6:]) for k in res if k.startswith("sigma=")})
     if sigmas:
         rates = result.get("compression_sweep") or {}
-        head = f"| sigma | Standard | {LABELS['bpda-eot']} | {LABELS['clf-pgd']} |"
+        head = "| sigma | Standard | " + " | ".join(LABELS[a] for a in SIGMA_ROWS[1:]) + " |"
         lines += [head + (" Compression rate |" if rates else ""), "|---|---|---|---|" + ("---|" if rates else "")]
         for s in sigmas:
-            r = [res[f"sigma={s:g}/{a}"] for a in ("clean", "bpda-eot", "clf-pgd")]
+            r = [res[f"sigma={s:g}/{a}"] for a in SIGMA_ROWS]
             cells = [f"{_pct(v['mean'])} ({_pct(v['worst'])})" for v in r]
             if rates:
                 cells.append(_rate(rates.get(f"sigma={s:g}")))
@@ -443,7 +445,7 @@ def sweep_tables(result: dict) -> list[str]:
     if eots:
         lines += ["| EOT samples | " + " | ".join(map(str, eots)) + " |", "|---" * (len(eots) + 1) + "|"]
         lines.append(
-            f"| {LABELS['bpda-eot']} | " + " | ".join(f"{_pct(res[f'eot={k}/bpda-eot']['mean'])}" for k in eots) + " |"
+            f"| {LABELS[SWEEP]} | " + " | ".join(f"{_pct(res[f'eot={k}/{SWEEP}']['mean'])}" for k in eots) + " |"
         )
         lines += ["", "EOT sweep (paper Table 6): mean accuracy in %."]
     return lines
@@ -491,16 +493,14 @@ def write(result: dict, run_dir: str | os.PathLike, *, log: Callable[[str], None
     )
     sigmas = sorted({float(k.split("/")[0][6:]) for k in res if k.startswith("sigma=")})
     if sigmas:
-        curves = {
-            LABELS[a]: [res[f"sigma={s:g}/{a}"]["mean"] for s in sigmas] for a in ("clean", "bpda-eot", "clf-pgd")
-        }
+        curves = {LABELS[a]: [res[f"sigma={s:g}/{a}"]["mean"] for s in sigmas] for a in SIGMA_ROWS}
         plots.sweep_curve(run_dir / "sigma_sweep.png", sigmas, curves, xlabel="sigma", title="sigma sweep (Table 5)")
     eots = sorted({int(k.split("/")[0][4:]) for k in res if k.startswith("eot=")})
     if eots:
         plots.sweep_curve(
             run_dir / "eot_sweep.png",
             eots,
-            {LABELS["bpda-eot"]: [res[f"eot={k}/bpda-eot"]["mean"] for k in eots]},
+            {LABELS[SWEEP]: [res[f"eot={k}/{SWEEP}"]["mean"] for k in eots]},
             xlabel="EOT samples",
             title="EOT sweep (Table 6)",
         )

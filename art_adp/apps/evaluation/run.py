@@ -25,7 +25,7 @@ from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 from art.estimators.classification import PyTorchClassifier
 
 from ...attacks._core import purifiers
-from ...attacks.registry import REGISTRY
+from ...attacks.registry import BLIND_ATTACK, REGISTRY, SWEEP_ATTACK
 from ...ensemble import GraphMemory, default_memory_budget, logits
 from ...eot import EOTClassifier
 from ...runs import distributed
@@ -117,12 +117,13 @@ def plan(c: EvalConfig, *, randomized: bool = True, baselines: Sequence[str] = (
     for e in c.eps_sweep:
         step = None if c.eps_step is None else c.eps_step * e / c.eps
         settings.append(Setting(f"eps={e:g}", swept, {"eps": float(e), "eps_step": step}))
-    settings += [Setting(f"sigma={s:g}", ("clean", "clf-pgd", "bpda-eot"), {"sigma": float(s)}) for s in c.sigma_sweep]
-    settings += [Setting(f"eot={k}", ("bpda-eot",), {"eot_samples": int(k)}) for k in c.eot_sweep]
+    sigma_rows = ("clean", BLIND_ATTACK, SWEEP_ATTACK)
+    settings += [Setting(f"sigma={s:g}", sigma_rows, {"sigma": float(s)}) for s in c.sigma_sweep]
+    settings += [Setting(f"eot={k}", (SWEEP_ATTACK,), {"eot_samples": int(k)}) for k in c.eot_sweep]
     reduced = (
         "clean",
-        *(("clf-pgd",) if any(REGISTRY[a].baseline == "clf-pgd" for a in c.attacks) else ()),
-        *(a for a in ATTACKS if a in c.attacks and REGISTRY[a].baseline == a != "clf-pgd"),
+        *((BLIND_ATTACK,) if any(REGISTRY[a].baseline == BLIND_ATTACK for a in c.attacks) else ()),
+        *(a for a in ATTACKS if a in c.attacks and REGISTRY[a].baseline == a != BLIND_ATTACK),
     )
     settings += [Setting(f"baseline:{name}", reduced, one_draw, judge="once", baseline=name) for name in baselines]
     return settings
