@@ -114,6 +114,7 @@ ALLOWED: list[tuple[str, str, str, str]] = [
     ("docs/mnist.md", "14.0 %", "result", "mnist-levers"),
     ("docs/mnist.md", "15.0 %", "result", "mnist-levers"),
     ("docs/mnist.md", "73.0 %", "result", "mnist-levers"),
+    ("docs/mnist.md", "71.0 %", "result", "mnist-levers"),
     ("docs/mnist.md", "81.0 %", "result", "mnist-levers"),
     ("docs/mnist.md", "95.7 %", "result", "mnist-levers"),
     ("docs/mnist.md", "94.9 %", "result", "mnist-levers"),
