@@ -37,6 +37,6 @@ cd "$work"
 "$work/venv/bin/python" -c "import art_adp; assert not art_adp.__file__.startswith('$repo'); \
 print('import art_adp', art_adp.__version__, 'from', art_adp.__file__)"
 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" "$work/venv/bin/art-adp" demo --run-dir "$work/demo" --score-iterations 20 \
-  --ngf 8 --n-examples 20 --pgd-steps 2 --runs 2 --quiet
+  --ngf 8 --n-examples 20 --max-iter 2 --ensemble-size 2 --quiet
 test -s "$work/demo/digits.png" && test -s "$work/demo/results.json"
 echo "package check passed"
