@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The calls that measured docs/results/mnist_levers.json (docs/mnist.md, "The answer on a CPU"), in the order they
 # ran, each resuming the same run folder (records per digit: an interrupted call re-run measures only what is
-# missing). One torch thread per call; on a shared 2-core CPU they took about 90 minutes together.
+# missing). One torch thread per call, on a shared 2-core CPU; the table names the last call.
 #   bash docs/mnist_levers_runs.sh MNIST_DIR
 set -euo pipefail
 DATA=${1:?the folder with the four MNIST idx files}
 export OMP_NUM_THREADS=1
+# the published record stopped after its first milestone (500 steps), where the MSE targets were met
 art-adp train-denoiser --dataset mnist --data-root "$DATA" --run-dir runs/denoiser-mnist --minutes 60 --quiet
 L=(art-adp levers --data-root "$DATA" --run-dir runs/levers --denoiser runs/denoiser-mnist/denoiser.safetensors --threads 1)
 ALL=(clean clf-pgd clf-pgd-strong clf-pgd-eps/256)
@@ -21,3 +22,6 @@ ALL=(clean clf-pgd clf-pgd-strong clf-pgd-eps/256)
 "${L[@]}" --models oracle --settings "σ 0.1, one-step" "σ 0.5, one-step" "σ 0.1, T 10, λ 0.5" "σ 0.5, T 10, λ 0.5" \
     "T 30, λ 0.05" "T 30, λ 0.5, τ 0" --attacks clean clf-pgd --n-examples 1000
 "${L[@]}" --models denoiser --settings "σ 0.1, one-step" "σ 0.5, one-step" --attacks clean clf-pgd --n-examples 1000
+"${L[@]}" --models denoiser --settings "released (T 10, λ 0.05)" --attacks clf-pgd-eps/256 --n-examples 300
+"${L[@]}" --models denoiser --settings "T 10, λ 0.2" "σ 0.1, T 10, λ 0.5" "σ 0.5, T 10, λ 0.5" --attacks clean clf-pgd \
+    --n-examples 200
