@@ -64,3 +64,20 @@ def test_a_run_measures_resumes_and_extends(tiny, tmp_path, one_thread):
 def test_bad_requests_are_named(tiny, tmp_path, kwargs, message):
     with pytest.raises(ValueError, match=message):
         run_levers(tiny, tmp_path, **{"models": ("oracle",), **kwargs})
+
+
+def test_the_command_line_takes_setting_names_with_commas(monkeypatch):
+    """`art-adp levers` hands the library the settings it was given, one name per argument (names hold commas)."""
+    from art_adp.apps import cli, levers
+
+    seen = {}
+    monkeypatch.setattr(levers, "run_levers", lambda data, run_dir, **kw: seen.update(kw, run_dir=run_dir) or {"cells": []})
+    monkeypatch.setattr("art_adp.data.load_mnist", lambda root: root)
+    argv = ["levers", "--data-root", "D", "--denoiser", "d.safetensors", "--models", "oracle", "--settings",
+            "T 10, λ 0.5", "one-step denoise", "--attacks", "clean", "clf-pgd-eps/256", "--n-examples", "7", "--quiet"]
+    assert cli.main(argv) == 0
+    assert seen["models"] == ("oracle",) and seen["settings"] == ("T 10, λ 0.5", "one-step denoise")
+    assert seen["attacks"] == ("clean", "clf-pgd-eps/256") and seen["n_examples"] == 7
+    assert seen["denoiser_path"] == "d.safetensors" and seen["run_dir"] == "runs/levers"
+    with pytest.raises(SystemExit):  # argparse refuses an unknown setting
+        cli.build_parser().parse_args(["levers", "--data-root", "D", "--settings", "T 99"])

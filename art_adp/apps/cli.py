@@ -155,9 +155,10 @@ def _levers(sub) -> None:
     p.add_argument("--data-root", required=True, help="folder with the four MNIST idx(.gz) files")
     p.add_argument("--denoiser", default=None, help="a train-denoiser checkpoint (denoiser.safetensors)")
     helps = {"ensemble_size": "S, purifications averaged", "repeats": "R, judgements of the adaptive rows"}
-    _fields(p, LeversConfig, helps, models={"nargs": "+", "choices": ["oracle", "denoiser"]},
-            settings={"nargs": "+", "choices": [s.name for s in SETTINGS]},
-            attacks={"nargs": "+", "choices": list(ATTACK_ROWS)})  # fmt: skip
+    many = {"nargs": "+", "type": str}  # setting names hold commas: one argument each
+    _fields(p, LeversConfig, helps, models={**many, "choices": ["oracle", "denoiser"]},
+            settings={**many, "choices": [s.name for s in SETTINGS]},
+            attacks={**many, "choices": list(ATTACK_ROWS)})  # fmt: skip
 
 
 def _train_classifier(sub) -> None:
