@@ -413,8 +413,15 @@ def mnist_levers(path: str) -> str:
         lo, hi = c["ci95"]
         return f"{pct(c['accuracy'])} [{pct(lo, 0)}–{pct(hi, 0)}] ({c['n']})"
 
+    from art_adp.apps.levers import SETTINGS
+
     label = {"none": "no purification", "oracle": "oracle (exact score)", "denoiser": "DenoiserUNet"}
-    rows = [[label.get(m, m), s, *(cell(by.get(a)) for a in attacks)] for (m, s), by in groups.items()]
+    order = [*label, *(s.name for s in SETTINGS)]  # models, then settings, in their declared order
+
+    def rank(key: tuple) -> tuple:
+        return tuple(order.index(k) if k in order else len(order) for k in key)
+
+    rows = [[label.get(m, m), s, *(cell(groups[(m, s)].get(a)) for a in attacks)] for m, s in sorted(groups, key=rank)]
     adaptive = next((c for c in result["cells"] if c["attack"] in ("bpda-eot", "full-pgd-eot")), None)
     extra = (f" Adaptive attacks: EOT {adaptive['eot_samples']} draws per gradient, judged worst of "
              f"R = {adaptive.get('repeats', 1)}." if adaptive else "")  # fmt: skip
