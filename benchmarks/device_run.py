@@ -216,6 +216,9 @@ def install_wheels(env: dict) -> None:
         )
         sys.path.insert(0, site)
         env["PYTHONPATH"] = os.pathsep.join([site, str(ROOT), env.get("PYTHONPATH", "")])
+        # ART writes ~/.art/config.json on its first import; eight pytest workers importing it at once on a fresh
+        # machine race on that file (NameError: _config in art/config.py): one import first, alone.
+        subprocess.check_call([sys.executable, "-c", "import art"], env=env)
     env.setdefault("PYTHONPATH", str(ROOT))
     if str(ROOT) not in env["PYTHONPATH"].split(os.pathsep):
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env["PYTHONPATH"]])
@@ -299,7 +302,8 @@ def checks(run: Run, args) -> None:
         if args.smoke and name == "evaluate":  # the suite tests the attacks; here only this script's wiring
             cmd = [*cmd, "--no-sanity", "--attacks", "clf-pgd"]
         left = 2 * limit - (time.monotonic() - start)
-        if run.stage(f"cli:{name}", cmd, limit=max(left, 10)) != "ok":
+        status = run.stage(f"cli:{name}", cmd, limit=max(left, 30))
+        if status == "FAILED":  # a crash stops the run; a command cut by the pool's time is recorded, the run goes on
             sys.exit(f"device_run: `art-adp {name}` failed on {device} (see log.txt); nothing else was run.")
 
 
@@ -422,7 +426,16 @@ def unpack_state(source: Path, work: Path) -> bool:
     with tarfile.open(tar_path) as tar:
         tar.extractall(work, filter="data")
     tar_path.unlink()
+    recipe = work / "mnist" / "recipe.json"
+    if recipe.exists():  # a state saved before the recipe's fields took the attacks' names: same values, new names
+        stored = json.loads(recipe.read_text())
+        recipe.write_text(json.dumps({RENAMED.get(k, k): v for k, v in stored.items()}, indent=1, sort_keys=True))
     return True
+
+
+#: The recipe's fields as a state saved before 2026-11-27 names them, and their names now.
+RENAMED = {"runs": "ensemble_size", "iterations": "max_iter", "bpda_iterations": "bpda_max_iter", "eot": "eot_samples",
+           "full_iterations": "full_max_iter", "full_eot": "full_eot_samples"}  # fmt: skip
 
 
 def summary(run: Run, work: Path) -> None:
