@@ -63,6 +63,52 @@ def wall(seconds) -> str:
     return f"{minutes} min {s} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
+# A data folder a command read, named in words: the provenance line prints the command as a user would type it
+# (``--data-root DIR``), never the development machine's path (a user's clone has no ``../shared``), and says which
+# split DIR held. A result that records its own ``description`` of the data (``art-adp corruptions --description``)
+# is named by it; otherwise by the folder's name (in the command, or recorded in the result's ``data`` where the
+# command already said DIR), from what that folder's own notes say it holds.
+DATA_SPLITS = {
+    "mnist-subset": "MNIST test images 0–5,999 for training and 6,000–7,999 for measuring, the development split",
+}
+_DATA_ROOT = re.compile(r"(--data-root[= ])(\S+)")
+# A device string names its processor when it names a CPU or GPU model; otherwise the line says it was not recorded,
+# with what the result itself shows about it where it shows something (no processor is ever guessed by name).
+_PROCESSOR = re.compile(r"AMD|Intel|EPYC|Xeon|Ryzen|Core\(TM\)|Apple M\d|Graviton|Neoverse|NVIDIA|Tesla|GeForce|Radeon")
+PROCESSOR_NOTES = {
+    "docs/results/denoiser_mnist.json": (
+        "an x86-64 with native bf16, as its bf16 speed shows (emulated bf16 is an order of magnitude slower than fp32)"
+    ),
+}
+
+
+def command(result: dict) -> str:
+    """The command of a result as a user would type it: any data folder as ``--data-root DIR``."""
+    return _DATA_ROOT.sub(r"\1DIR", result["provenance"]["command"])
+
+
+def data_split(result: dict) -> str | None:
+    """The split the command's ``--data-root`` held, in words (None when it read no data folder)."""
+    roots = [m[2] for m in _DATA_ROOT.finditer(result["provenance"]["command"])]
+    if not roots:
+        return None
+    described = result.get("description")
+    if isinstance(described, str) and described:
+        return described
+    recorded = result.get("data", {}).get("root") if isinstance(result.get("data"), dict) else None
+    names = [Path(root if root != "DIR" or not recorded else recorded).name for root in roots]
+    return "; ".join(dict.fromkeys(DATA_SPLITS.get(name, "split not recorded") for name in names))
+
+
+def device(path: str, result: dict) -> str:
+    """The device of a result, and its processor, or that the processor was not recorded."""
+    d = result["provenance"]["device"]
+    if _PROCESSOR.search(d):
+        return d
+    note = PROCESSOR_NOTES.get(path)
+    return f"{d} (processor not recorded{': ' + note if note else ''})"
+
+
 def source(path: str, result: dict) -> str:
     """The provenance line every rendering ends with."""
     p = result["provenance"]
@@ -74,9 +120,10 @@ def source(path: str, result: dict) -> str:
         models = f"({method}) " + (", ".join(f"{k} {v[:12]}" for k, v in models.items()) or "none")
     else:  # a note written when the hashes were not recorded: it says what it knows
         models = f"(SHA-256) {models}"
+    split = f" (DIR: {data_split(result)})" if data_split(result) else ""
     return (
-        f"<sub>Rendered from `{path}` by `docs/render.py`: `{p['command']}` · {p['device']} · wall time "
-        f"{wall(p['wall_time_s'])} · code {p['code_version']} · models {models}.</sub>"
+        f"<sub>Rendered from `{path}` by `docs/render.py`: `{command(result)}`{split} · {device(path, result)} · "
+        f"wall time {wall(p['wall_time_s'])} · code {p['code_version']} · models {models}.</sub>"
     )
 
 

@@ -108,8 +108,9 @@ def machine_line(entry: dict) -> str:
     e = entry["execution"]
     before, after = e.get("loadavg_before") or ["?"], e.get("loadavg_after") or ["?"]
     return (
-        f"Wall time {e['wall_s']:.0f} s ({e['wall_s'] / 60:.1f} min), started {e['started_utc']}; CPU, "
-        f"{e['cpu_count']} cores, OMP_NUM_THREADS = {e['omp_num_threads']}, no GPU; load average (1 min) "
+        f"Wall time {e['wall_s']:.0f} s ({e['wall_s'] / 60:.1f} min), started {e['started_utc']}; CPU "
+        f"({e.get('processor') or 'processor not recorded'}), {e['cpu_count']} cores, "
+        f"OMP_NUM_THREADS = {e['omp_num_threads']}, no GPU; load average (1 min) "
         f"{before[0]} before, {after[0]} after; commit `{(e.get('commit') or 'unknown')[:12]}`."
     )
 

@@ -30,7 +30,7 @@ def test_every_result_file_carries_its_provenance(name):
     provenance = json.loads((ROOT / path).read_text("utf-8"))["provenance"]
     assert set(render.PROVENANCE) <= set(provenance)
     assert provenance["command"] and provenance["device"]
-    assert provenance["command"] in render.render(name)  # the rendering says how it was measured
+    assert render.command({"provenance": provenance}) in render.render(name)  # the rendering says how it was measured
 
 
 def test_an_edited_number_is_caught():
@@ -94,3 +94,39 @@ def test_no_committed_result_of_uncommitted_code_lacks_its_diff():
         ):
             dirty.append(str(path.relative_to(ROOT)))
     assert dirty == []
+
+
+def test_no_rendered_page_shows_a_path_of_the_development_machine():
+    pages = [*render.pages(), *(ROOT / p for p in render.WHOLE_PAGES)]
+    assert len(pages) > 10
+    found = [f"{p.relative_to(ROOT)}: {s}" for p in pages for s in ("../shared", "/work/") if s in p.read_text("utf-8")]
+    assert found == [], found
+
+
+def _line(command, device="CPU x86_64, 1 thread(s)", path="r.json", **result):
+    p = {"command": command, "code_version": "v", "device": device, "wall_time_s": 1.0, "models": {}}
+    return render.source(path, {"provenance": p, **result})
+
+
+def test_a_data_folder_is_printed_as_a_user_types_it_with_its_split_in_words():
+    line = _line("art-adp levers --data-root ../shared/data/mnist-subset --run-dir levers --quiet")
+    assert ("`art-adp levers --data-root DIR --run-dir levers --quiet` (DIR: MNIST test images 0–5,999 for training "
+            "and 6,000–7,999 for measuring, the development split) · CPU") in line
+    assert "shared" not in line
+    # the result's own description of its data wins; an unknown folder says the split was not recorded
+    described = _line("x --data-root=/work/d/", description="MNIST t10k 0-99")
+    assert "`x --data-root=DIR` (DIR: MNIST t10k 0-99) ·" in described
+    assert "`x --data-root DIR` (DIR: split not recorded) ·" in _line("x --data-root /tmp/elsewhere")
+    # a command that already says DIR is named by the data folder the result recorded
+    recorded = _line("x --data-root DIR", data={"root": "../shared/data/mnist-subset"})
+    assert "(DIR: MNIST test images 0–5,999" in recorded
+    assert ": `art-adp demo --quiet` · CPU" in _line("art-adp demo --quiet")  # no data folder: nothing added
+
+
+def test_a_device_without_its_processor_says_so():
+    assert "· CPU x86_64, 1 thread(s) (processor not recorded) ·" in _line("c")
+    named = "CPU AMD EPYC 7B13 (AVX2; no AVX-512), 1 thread, fp32"
+    assert f"· {named} ·" in _line("c", device=named)
+    assert "· NVIDIA H200, torch 2.13.0 ·" in _line("c", device="NVIDIA H200, torch 2.13.0")
+    denoiser = _line("c", path="docs/results/denoiser_mnist.json")
+    assert "(processor not recorded: an x86-64 with native bf16, as its bf16 speed shows" in denoiser
