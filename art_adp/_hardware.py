@@ -7,7 +7,8 @@ and cloud machines) torch emulates it, an order of magnitude slower than fp32. :
 ``"auto"`` into ``"bf16"`` where it is native and ``"fp32"`` elsewhere, and says why; an explicit ``"fp32"`` or
 ``"bf16"`` always wins, and a resumed run keeps the precision it was trained in.
 
-Threads. :func:`default_threads` counts the cores free to this process::
+Threads. A command runs with ``--threads`` when given, else with ``OMP_NUM_THREADS`` when it is set, else with
+:func:`default_threads`, the cores free to this process (:func:`choose_threads`)::
 
     cores   = min(len(os.sched_getaffinity(0)), floor(cgroup CPU quota))    (the quota: cpu.max, or v1
               cpu.cfs_quota_us / cpu.cfs_period_us; no quota: the affinity alone)
@@ -31,6 +32,7 @@ import torch
 __all__ = [
     "PRECISION_CHOICES",
     "cgroup_cpu_quota",
+    "choose_threads",
     "cpu_features",
     "cpu_model",
     "default_threads",
@@ -203,3 +205,17 @@ def default_threads(
     threads = max(1, cores - busy)
     limit = f"affinity {affinity}" + (f", cgroup quota {quota:g}" if quota is not None else "")
     return threads, f"auto: {cores} core(s) for this process ({limit}), {busy} busy (load {float(load):.2f})"
+
+
+def choose_threads(threads: int | None = None) -> tuple[int, str]:
+    """
+    The torch threads of a command: ``threads`` when given (``--threads``), else ``OMP_NUM_THREADS`` when it is set
+    (torch's own choice then), else :func:`default_threads`.
+
+    :return: ``(threads, why)``.
+    """
+    if threads:
+        return int(threads), "as given"
+    if os.environ.get("OMP_NUM_THREADS"):
+        return torch.get_num_threads(), f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}"
+    return default_threads()

@@ -26,7 +26,6 @@ __all__ = [
     "norm",
     "resolve_lr",
     "run",
-    "set_threads",
 ]
 
 CLASSIFIERS = {"digits-cnn": "DigitsCNN", "mlp": "MLP", "cnn": "SmallCNN", "wrn": "WideResNet"}
@@ -38,33 +37,14 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 
 def run(command: Callable[..., Any], settings: Any, /, *, threads: int | None = None, **keywords: Any) -> Any:
     """Call ``command`` with its ``settings`` (None: a command without settings) and ``keywords`` (paths, run
-    folder, device, progress), after setting torch's CPU threads (:func:`set_threads`)."""
-    set_threads(threads)
-    return command(**keywords) if settings is None else command(settings, **keywords)
-
-
-def set_threads(threads: int | None = None) -> tuple[int, str]:
-    """
-    Set torch's CPU threads: ``threads`` when given (``--threads``), else as ``OMP_NUM_THREADS`` says when it is set,
-    else the cores free to this process: min(CPU affinity, cgroup CPU quota) minus the cores the load average keeps
-    busy, at least 1 (:func:`~art_adp._hardware.default_threads`).
-
-    :return: ``(threads, why)``.
-    """
-    import os
-
+    folder, device, progress), after setting torch's CPU threads: ``threads`` when given, else
+    :func:`~art_adp._hardware.choose_threads` (OMP_NUM_THREADS, else the cores free to this process)."""
     import torch
 
-    from .._hardware import default_threads
+    from .._hardware import choose_threads
 
-    if threads:
-        why = "as given"
-    elif os.environ.get("OMP_NUM_THREADS"):
-        threads, why = torch.get_num_threads(), f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}"
-    else:
-        threads, why = default_threads()
-    torch.set_num_threads(threads)
-    return threads, why
+    torch.set_num_threads(choose_threads(threads)[0])
+    return command(**keywords) if settings is None else command(settings, **keywords)
 
 
 def learning_rate(text: str) -> float | str:
