@@ -11,6 +11,7 @@ from art_adp.apps.cli import main
 from art_adp.data import load_digits
 from art_adp.models import MLP, evaluate_accuracy, load_classifier, save_classifier, train_classifier
 from art_adp.models.adversarial import train_adversarial_classifier
+from art_adp.serialization import read_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +137,72 @@ def test_cli_adversarial_training(tmp_path, capsys):
 def test_cli_adversarial_training_errors(tmp_path, capsys, argv, message):
     assert main(["train-classifier", "--run-dir", str(tmp_path), "--quiet", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+RESUME = dict(eps=0.1, max_iter=2, epochs=3, batch_size=64, ratio=0.5, seed=5)  # ratio < 1: ART draws the subset too
+
+
+def test_epoch_by_epoch_training_is_arts_own_multi_epoch_fit(digits, tmp_path):
+    from art_adp.models.adversarial import _madry_trainer, _seeded_global_rngs
+
+    x, y = digits.x_train[:150], digits.y_train[:150]
+    ours = train_adversarial_classifier(_mlp(3), x, y, checkpoint_path=tmp_path / "ck.safetensors", **RESUME)
+    model = _mlp(3)  # ART's AdversarialTrainer.fit once, over all epochs, as before checkpoints existed
+    pgd = {"eps": 0.1, "eps_step": 0.125, "max_iter": 2, "batch_size": 64}
+    trainer, _ = _madry_trainer(model, torch.from_numpy(x), torch.device("cpu"), pgd, ratio=0.5, lr=1e-3,
+                                clip_values=(0.0, 1.0))
+    with _seeded_global_rngs(5):
+        trainer.fit(x, y.astype(np.int64), batch_size=64, nb_epochs=3)
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in ours.state_dict().items())
+
+
+def test_an_interrupted_run_resumes_to_the_uninterrupted_weights(digits, tmp_path, monkeypatch):
+    from art.defences.trainer import AdversarialTrainer
+
+    x, y = digits.x_train[:150], digits.y_train[:150]
+    whole = train_adversarial_classifier(_mlp(4), x, y, **RESUME)
+    one_epoch = train_adversarial_classifier(_mlp(4), x, y, **{**RESUME, "epochs": 1})
+    fit, calls = AdversarialTrainer.fit, []
+
+    def interrupted(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # ^C during the second epoch
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(AdversarialTrainer, "fit", interrupted)
+    path = tmp_path / "adv.train.safetensors"
+    with pytest.raises(KeyboardInterrupt):
+        train_adversarial_classifier(_mlp(4), x, y, checkpoint_path=path, **RESUME)
+    saved = load_classifier(path)  # the checkpoint after epoch 1: one epoch's weights, loadable as a classifier
+    assert all(torch.equal(v, saved.state_dict()[k]) for k, v in one_epoch.state_dict().items())
+    monkeypatch.setattr(AdversarialTrainer, "fit", fit)
+    np_state = np.random.get_state()[1].copy()
+    resumed = train_adversarial_classifier(_mlp(9), x, y, checkpoint_path=path, **RESUME)  # other initial weights
+    assert all(torch.equal(v, resumed.state_dict()[k]) for k, v in whole.state_dict().items())
+    assert np.array_equal(np.random.get_state()[1], np_state)  # the caller's RNG untouched by the restore
+    with pytest.raises(ValueError, match=r"^Cannot resume from .*adv.train.safetensors: it was trained with other "
+                                         r"settings \(.*'eps': 0.1.*now .*'eps': 0.2.*\) or holds no training state"):
+        train_adversarial_classifier(_mlp(4), x, y, checkpoint_path=path, **{**RESUME, "eps": 0.2})
+
+
+def test_cli_adversarial_training_continues_to_more_epochs(tmp_path, monkeypatch):
+    from art.defences.trainer import AdversarialTrainer
+
+    fit, epochs = AdversarialTrainer.fit, []
+
+    def counted(self, *args, **kwargs):
+        epochs.append(kwargs["nb_epochs"])
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(AdversarialTrainer, "fit", counted)
+    argv = ["train-classifier", "--adversarial-training", "--eps", "0.1", "--arch", "mlp", "--max-iter", "1",
+            "--batch-size", "512", "--device", "cpu", "--quiet"]
+    assert main([*argv, "--epochs", "1", "--run-dir", str(tmp_path / "a")]) == 0
+    header = read_checkpoint(tmp_path / "a" / "adv_classifier.train.safetensors")[1]
+    assert header["train"]["epoch"] == 1 and epochs == [1]
+    assert main([*argv, "--epochs", "2", "--run-dir", str(tmp_path / "a")]) == 0  # resumes after epoch 1
+    assert epochs == [1, 1]  # one more epoch, not two
+    assert main([*argv, "--epochs", "2", "--run-dir", str(tmp_path / "b")]) == 0
+    a, b = (load_classifier(tmp_path / run / "adv_classifier.safetensors") for run in "ab")
+    assert all(torch.equal(v, b.state_dict()[k]) for k, v in a.state_dict().items())

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import art_adp.score
+from art_adp import _hardware as hardware
 from art_adp.apps import commands, reproduce, snapshots, train_score
 from art_adp.apps.cli import main, parse
 from art_adp.apps.evaluation import EvalConfig
@@ -45,12 +46,19 @@ def test_train_score_flags_reach_the_trainer(trainer, tmp_path):
     assert (trainer["compile"], trainer["lr"]) == (True, 3e-4)  # the bare flag: torch.compile's default mode
 
 
-def test_train_score_defaults_are_the_libraries(trainer, tmp_path):
-    assert main(["train-score", "--run-dir", str(tmp_path), "--iterations", "1", "--quiet"]) == 0
+@pytest.mark.parametrize("native, precision", [(False, "fp32"), (True, "bf16")])
+def test_train_score_defaults_are_the_libraries_but_precision_auto(native, precision, trainer, tmp_path, monkeypatch,
+                                                                   capsys):
+    features = {"AVX2": True, "AVX-512": native, "AVX-512-BF16": native, "AMX": False}
+    monkeypatch.setattr(hardware, "cpu_features", lambda: features)
+    assert main(["train-score", "--run-dir", str(tmp_path), "--iterations", "1", "--device", "cpu", "--quiet"]) == 0
     library = train_score.TRAINER
-    for name in ("lr", "precision", "channels_last", "compile", "lr_warmup"):
+    for name in ("lr", "channels_last", "compile", "lr_warmup"):
         assert trainer[name] == library[name].default, name
-    assert (trainer["lr"], trainer["precision"], trainer["compile"]) == (1e-3, "fp32", False)  # unchanged
+    assert (trainer["lr"], trainer["precision"], trainer["compile"]) == (1e-3, precision, False)
+    assert train_score.ScoreTraining().precision == "auto"
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(f"precision: {precision} (auto: this CPU has {'' if native else 'no '}native bf16")
 
 
 def test_the_compile_modes_are_the_libraries():
@@ -65,7 +73,7 @@ def test_train_score_lets_cudnn_autotune_on_cuda(device, autotune, trainer, tmp_
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--precision", "fp16"], "argument --precision: invalid choice: 'fp16' (choose from 'fp32', 'bf16')"),
+    (["--precision", "fp16"], "argument --precision: invalid choice: 'fp16' (choose from 'auto', 'fp32', 'bf16')"),
     (["--lr", "fast"], "argument --lr: invalid learning_rate value: 'fast'"),
     (["--compile", "fastest"], "argument --compile: invalid choice: 'fastest'"),
     (["--lr-warmup", "1.5"], "argument --lr-warmup: invalid int value: '1.5'"),

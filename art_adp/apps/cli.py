@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._hardware import PRECISION_CHOICES
 from ..attacks import registry
 from . import commands as cmd
 from .certify_run import CertifyConfig, certify_command
@@ -84,6 +85,7 @@ def _common(p, command: Callable, **defaults) -> None:
     p.add_argument("--run-dir", default=run_dir, help=f"output folder (default: {run_dir})")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: CUDA when available")
     p.add_argument("--quiet", dest="progress", action="store_false", help="no progress bars")
+    _threads(p)
     p.set_defaults(run=command, **defaults)
 
 
@@ -97,16 +99,23 @@ def _trained(p) -> None:
     p.add_argument("--classifier", default=cmd.DEMO_CLASSIFIER, help="classifier (default: the demo's)")
 
 
+THREADS_HELP = (
+    "torch CPU threads (default: OMP_NUM_THREADS when set, else the cores free to this process: min(CPU affinity, "
+    "cgroup CPU quota) minus the cores the 1-minute load average keeps busy, at least 1)"
+)
+
+
 def _threads(p) -> None:
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")  # commands.run sets them
+    p.add_argument("--threads", type=int, default=None, help=THREADS_HELP)  # commands.run sets them
 
 
-PRECISION = {"choices": ["fp32", "bf16"]}
+PRECISION = {"choices": list(PRECISION_CHOICES)}
 COMPILE = {"nargs": "?", "const": True, "choices": cmd.COMPILE_MODES, "metavar": "MODE"}
 TRAINER_HELP = {
     "lr": "Adam's; auto: large_batch_lr(batch)",
     "lr_warmup": "steps of linear lr warm-up",
-    "precision": "forward pass, loss",
+    "precision": "forward pass, loss; auto: bf16 where the device computes it natively (a CUDA GPU with bf16, a CPU "
+    "with AVX-512-BF16 or AMX), else fp32; a resume keeps the run's",
     "channels_last": "channels_last weights and batches (tensor-core convolutions)",
     "compile": "torch.compile (alone: on)",
 }
@@ -141,17 +150,15 @@ def _train_denoiser(sub) -> None:
     )
     _common(p, train_denoiser_command, settings=DenoiserTraining)
     _dataset(p)
-    _threads(p)
     helps = {"minutes": "training time, over resumptions", "milestone": "steps between measurements",
-             "channels": "UNet widths, top first", "precision": "forward pass, loss"}  # fmt: skip
-    _fields(p, DenoiserTraining, helps, precision=PRECISION)
+             "channels": "UNet widths, top first"}  # fmt: skip
+    _fields(p, DenoiserTraining, {**helps, "precision": TRAINER_HELP["precision"]}, precision=PRECISION)
 
 
 def _levers(sub) -> None:
     help_ = "the paper's MNIST row lever by lever (exact-score oracle and trained denoiser)"
     p = sub.add_parser("levers", description=levers_command.__doc__, help=help_)
     _common(p, levers_command, settings=LeversConfig)
-    _threads(p)
     p.add_argument("--data-root", required=True, help="folder with the four MNIST idx(.gz) files")
     p.add_argument("--denoiser", default=None, help="a train-denoiser checkpoint (denoiser.safetensors)")
     helps = {"ensemble_size": "S, purifications averaged", "repeats": "R, judgements of the adaptive rows"}
@@ -208,7 +215,6 @@ def _corruptions(sub) -> None:
                        "0/0.1/0.25, detection, DCT- and AugMix-trained score models")  # fmt: skip
     _common(p, corruptions_command, settings=CorruptionConfig)
     _dataset(p)
-    _threads(p)
     add = p.add_argument
     add("--classifier", required=True, help="classifier checkpoint")
     add("--score", required=True, help="plain DSM score-model checkpoint")
@@ -234,7 +240,6 @@ def _evaluate(sub) -> None:
     )
     _common(p, evaluate_command, settings=EvalConfig.preset)
     _dataset(p)
-    _threads(p)
     keywords = inspect.signature(evaluate_command).parameters
     add = p.add_argument
     add("--preset", dest=CONFIG + "name", choices=sorted(PRESETS), default="paper", help="budgets (default: paper)")
@@ -310,7 +315,6 @@ def _reproduce(sub) -> None:
     add("benchmark", choices=["mnist"])
     add("--data-root", required=True, help="folder with the four MNIST idx(.gz) files")
     _common(p, reproduce_command, settings=MnistRecipe)
-    _threads(p)
     add("--stages", nargs="+", default=list(STAGES), choices=STAGES, help="default: all, in order")
     add("--note", default="", help="a line for the table and the figure (data provenance, machine)")
     add("--channels-last", action="store_true", help=TRAINER_HELP["channels_last"])

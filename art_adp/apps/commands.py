@@ -37,11 +37,13 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 
 def run(command: Callable[..., Any], settings: Any, /, *, threads: int | None = None, **keywords: Any) -> Any:
     """Call ``command`` with its ``settings`` (None: a command without settings) and ``keywords`` (paths, run
-    folder, device, progress), after setting torch's CPU ``threads`` when given."""
-    if threads:
-        import torch
+    folder, device, progress), after setting torch's CPU threads: ``threads`` when given, else
+    :func:`~art_adp._hardware.choose_threads` (OMP_NUM_THREADS, else the cores free to this process)."""
+    import torch
 
-        torch.set_num_threads(threads)
+    from .._hardware import choose_threads
+
+    torch.set_num_threads(choose_threads(threads)[0])
     return command(**keywords) if settings is None else command(settings, **keywords)
 
 

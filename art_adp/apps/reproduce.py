@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -30,8 +29,10 @@ import numpy as np
 import torch
 
 from .._device import to_model
+from .._hardware import resolve_precision
 from ..attacks import registry
 from ..attacks.registry import LABELS
+from ..runs.provenance import device_description
 from ..runs.records import append_records, guard_settings, read_jsonl
 from ..runs.seeds import derive_seed
 from .measure import attack, defended_estimator, denoising_ratio, judge, wilson
@@ -60,10 +61,11 @@ class MnistRecipe:
     Score model: NCSNv2 of width ``ngf`` trained on σ from ``sigma_begin`` to ``sigma_end`` (geometric,
     ``num_sigmas`` levels; purification starts at σ = 0.25, so the paper's σ₁ = 15 only matters for sampling), batch
     ``batch_size``, Adam ``lr`` after ``lr_warmup`` steps of linear warm-up, EMA ``ema_decay``, forward pass in
-    ``precision`` (``"fp32"`` or ``"bf16"``, as :func:`~art_adp.score.train_score_model` takes them; a
-    ``recipe.json`` written before ``lr_warmup`` and ``precision`` existed reads as their defaults). The table is
-    measured at every iteration count of ``budgets``; the learning curve at every ``curve_milestones`` entry (the
-    budgets are milestones too).
+    ``precision`` (``"fp32"`` or ``"bf16"``, as :func:`~art_adp.score.train_score_model` takes them, or ``"auto"``:
+    bf16 where the device computes it natively, else fp32, and on a resume the stored recipe's; ``recipe.json``
+    holds the precision used; one written before ``lr_warmup`` and ``precision`` existed reads as 0 and
+    ``"fp32"``). The table is measured at every iteration count of ``budgets``; the learning curve at every
+    ``curve_milestones`` entry (the budgets are milestones too).
 
     Attack budgets: ℓ∞ ε = ``eps``; Clf-PGD ``max_iter`` steps of ``eps_step`` (the paper's row: 40 × 0.01);
     BPDA+EOT ``bpda_max_iter`` steps of ``attack_eps_step`` with ``eot_samples`` draws; the full-gradient row
@@ -83,7 +85,7 @@ class MnistRecipe:
     batch_size: int = 64
     lr: float = 1e-3
     lr_warmup: int = 0
-    precision: str = "fp32"
+    precision: str = "auto"
     ema_decay: float = 0.999
     budgets: tuple[int, ...] = (2000, 8000)
     curve_milestones: tuple[int, ...] = (250, 500, 1000, 2000, 4000, 8000)
@@ -156,12 +158,6 @@ class MnistRecipe:
                 "eot_samples": self.full_eot_samples,
             },
         }
-
-
-def _device_name(device: str) -> str:
-    if device == "cuda":
-        return torch.cuda.get_device_name()
-    return f"CPU ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads, {platform.machine()})"
 
 
 def _stage_classifier(data, recipe: MnistRecipe, run_dir: Path, device: str, progress: bool, log) -> torch.nn.Module:
@@ -639,8 +635,6 @@ def reproduce_command(
     """Every stage resumes: re-run the same command to continue. See docs/mnist.md. --lr (auto: large_batch_lr of
     --batch-size), --lr-warmup and --precision belong to the recipe (a resume must keep them); --channels-last and
     --compile only change the speed, and on CUDA cuDNN's autotuner picks the convolutions."""
-    from dataclasses import replace
-
     from .commands import cudnn_autotune, resolve_lr
 
     if benchmark != "mnist":
@@ -698,7 +692,13 @@ def reproduce_mnist(
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    mine = guard_settings(run_dir / "recipe.json", asdict(recipe), what="the recipe", defaults=asdict(MnistRecipe()))
+    stored = run_dir / "recipe.json"
+    held = json.loads(stored.read_text()).get("precision", "fp32") if stored.exists() else None
+    precision, precision_reason = resolve_precision(recipe.precision, device, held=held)
+    recipe = replace(recipe, precision=precision)
+    log(f"precision: {precision} ({precision_reason}); threads: {torch.get_num_threads()}")
+    before = {**asdict(MnistRecipe()), "precision": "fp32"}  # a recipe.json from before the option: fp32
+    mine = guard_settings(stored, asdict(recipe), what="the recipe", defaults=before)
     data = data if data is not None else load_mnist(data_root)
     unknown = sorted(set(stages) - set(STAGES))
     if unknown:
@@ -720,7 +720,8 @@ def reproduce_mnist(
     report = {
         "paper": PAPER_MNIST,
         "recipe": mine,
-        "device": _device_name(device),
+        "device": device_description(device, precision=precision),
+        "precision_reason": precision_reason,
         "data": {"root": str(data_root), "n_train": int(len(data.x_train)), "n_test": int(len(data.x_test))},
         "classifier": clf_info,
         "score_snapshots": read_snapshot_log(run_dir / "score"),

@@ -90,7 +90,9 @@ def train_classifier_command(
 
 
 def _train_adversarial(c: ClassifierTraining, model, data, run_dir: Path, progress: bool) -> None:
-    """``train-classifier --adversarial-training``: PGD adversarial training, saved as adv_classifier.safetensors."""
+    """``train-classifier --adversarial-training``: PGD adversarial training, saved as adv_classifier.safetensors.
+    Checkpointed after every epoch to adv_classifier.train.safetensors: the same command resumes an interrupted run
+    (or continues to a larger --epochs) where it stopped."""
     from .. import models
     from ..models.adversarial import default_eps_step, train_adversarial_classifier
 
@@ -112,6 +114,7 @@ def _train_adversarial(c: ClassifierTraining, model, data, run_dir: Path, progre
         seed=c.seed,
         verbose=progress,
         lr=c.lr,
+        checkpoint_path=run_dir / "adv_classifier.train.safetensors",
     )
     settings = {
         "eps": c.eps,

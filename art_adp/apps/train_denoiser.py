@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .._hardware import resolve_precision
 from ..runs.provenance import provenance
 from ..runs.records import append_records, read_jsonl
 from ..runs.seeds import derive_seed
@@ -72,7 +73,7 @@ def train_denoiser(
     sigma_max: float = 1.0,
     n_test: int = 500,
     seed: int = 0,
-    precision: str = "fp32",
+    precision: str = "auto",
     device: str = "cpu",
     progress: bool = True,
 ) -> dict:
@@ -92,7 +93,9 @@ def train_denoiser(
     :param sigma_max: Largest training level.
     :param n_test: Test images in the MSE measurement.
     :param seed: The trainer's seed (the curve's noise uses :func:`derive_seed` of it).
-    :param precision: The trainer's ``precision`` (``"fp32"`` or ``"bf16"``).
+    :param precision: The trainer's ``precision``: ``"fp32"``, ``"bf16"`` or ``"auto"`` (bf16 where ``device``
+        computes it natively, else fp32; a resumed run keeps its own: :func:`~art_adp._hardware.resolve_precision`).
+        The first line printed names the precision used and why; ``result.json`` records both.
     :param device: Where to train.
     :param progress: Show the trainer's progress bar.
     :return: The result written to ``result.json``.
@@ -101,11 +104,16 @@ def train_denoiser(
     run_dir.mkdir(parents=True, exist_ok=True)
     checkpoint = run_dir / "denoiser.safetensors"
     curve_path = run_dir / "curve.jsonl"
+    curve = read_jsonl(curve_path)
+    held = (curve[0].get("settings") or {}).get("precision") if curve else None
+    if held is None and checkpoint.exists():
+        held = (read_checkpoint(checkpoint)[1].get("train") or {}).get("precision")
+    precision, precision_reason = resolve_precision(precision, device, held=held)
+    print(f"precision: {precision} ({precision_reason}); threads: {torch.get_num_threads()}", flush=True)
     settings = {
         "n_train": len(x_train), "batch_size": batch_size, "lr": lr, "channels": list(channels),
         "sigma_min": sigma_min, "sigma_max": sigma_max, "seed": seed, "precision": precision, "milestone": milestone,
     }  # fmt: skip
-    curve = read_jsonl(curve_path)
     if curve and curve[0].get("settings") != settings:
         raise ValueError(
             f"{run_dir} holds a run with other settings ({curve[0].get('settings')}); use another run_dir."
@@ -160,8 +168,9 @@ def train_denoiser(
         "parameters": sum(p.numel() for p in model.parameters()),
         "curve": [{k: v for k, v in r.items() if k != "settings"} for r in curve],
         "final": next((r for r in reversed(curve) if "mse" in r), None),
+        "precision_reason": precision_reason,  # the precision itself: settings["precision"]
         "provenance": provenance(
-            wall_time_s=time.monotonic() - started, device=device, models={"denoiser": checkpoint}
+            wall_time_s=time.monotonic() - started, device=device, models={"denoiser": checkpoint}, precision=precision
         ),
     }
     (run_dir / "result.json").write_text(json.dumps(result, indent=1))
@@ -171,14 +180,14 @@ def train_denoiser(
 @dataclass(frozen=True)
 class DenoiserTraining:
     """Settings of ``art-adp train-denoiser`` (see :func:`train_denoiser` for each; the command's defaults: a
-    one-hour run of the three-level UNet in bf16)."""
+    one-hour run of the three-level UNet, in bf16 where the device computes it natively and in fp32 elsewhere)."""
 
     minutes: float = 60.0
     milestone: int = 500
     batch_size: int = 128
     lr: float = 2e-3
     channels: tuple[int, ...] = (32, 64, 128)
-    precision: str = "bf16"
+    precision: str = "auto"
     seed: int = 0
 
 

@@ -26,6 +26,8 @@ class ScoreTraining:
     :param ngf: NCSNv2 width (the paper: 128 for CIFAR).
     :param sigma_begin: Largest training σ (None: Song & Ermon's Techniques 1-2); ``sigma_end``, ``num_sigmas``: the
         rest of the geometric schedule.
+    :param precision: ``"fp32"``, ``"bf16"`` or ``"auto"``: bf16 where the device computes it natively, else fp32; a
+        resume keeps the checkpoint's (:func:`~art_adp._hardware.resolve_precision`).
     :param hflip: Random horizontal flips (CIFAR).
     :param augment: ``"dct"`` or ``"augmix"``: augmented DSM for common corruptions (``sigma_end`` × 10, as the paper).
     :param channels_last, compile: Speed levers that leave the model unchanged (to float rounding).
@@ -35,7 +37,7 @@ class ScoreTraining:
     batch_size: int = 128
     lr: float | str = TRAINER["lr"].default
     lr_warmup: int = TRAINER["lr_warmup"].default
-    precision: str = TRAINER["precision"].default
+    precision: str = "auto"
     ngf: int = 16
     sigma_begin: float | None = None
     sigma_end: float = 0.01
@@ -60,17 +62,26 @@ def train_score_command(
     """Train an NCSNv2 score network by multi-level DSM. Data-parallel on N GPUs (or N CPU processes): torchrun
     --nproc_per_node=N -m art_adp train-score ... (--batch-size is per process; --lr auto is large_batch_lr of the
     batch of all processes: the paper's 1e-3 at 128, square-root scaled, best with --lr-warmup ~500 from 4x the
-    paper's batch). --precision bf16 runs the forward pass and the loss in bf16 (weights, Adam and EMA stay fp32); a
-    resume keeps the checkpoint's precision. On CUDA, cuDNN's autotuner picks the convolutions
+    paper's batch). --precision bf16 runs the forward pass and the loss in bf16 (weights, Adam and EMA stay fp32);
+    auto (the default) picks bf16 where the device computes it natively (a CUDA GPU with bf16, a CPU with AVX-512-BF16
+    or AMX) and fp32 elsewhere, and a resume keeps the checkpoint's precision. The first line printed names the
+    precision and why. On CUDA, cuDNN's autotuner picks the convolutions
     (torch.backends.cudnn.benchmark)."""
     import torch
 
+    from .._hardware import resolve_precision
     from ..data import load_dataset
     from ..runs import distributed
+    from ..serialization import read_checkpoint
     from ..score import NCSNv2, geometric_sigmas, recommend_sigmas, train_score_model
 
     c = config
     dev, rank, world = distributed.setup(device)
+    path = Path(run_dir) / "score.safetensors"
+    held = (read_checkpoint(path)[1].get("train") or {}).get("precision", "fp32") if path.exists() else None
+    precision, why = resolve_precision(c.precision, dev, held=held)
+    if rank == 0:
+        print(f"precision: {precision} ({why}); threads: {torch.get_num_threads()}", flush=True)
     lr = resolve_lr(c.lr, c.batch_size * world)  # large_batch_lr counts the batch of all processes
     data = load_dataset(dataset, data_root)
     sigma_end = c.sigma_end * (10 if c.augment else 1)  # the paper: sigma_L x10 for DCT/AugMix training
@@ -79,7 +90,6 @@ def train_score_command(
     else:
         sigmas = geometric_sigmas(c.sigma_begin, sigma_end, c.num_sigmas)
     _, channels, size, _ = data.x_train.shape
-    path = Path(run_dir) / "score.safetensors"
     torch.manual_seed(c.seed)  # the initial weights too: the same command gives the same model
     cudnn_autotune(dev)
     try:
@@ -98,7 +108,7 @@ def train_score_command(
             device=dev,
             augment=c.augment,
             lr_warmup=c.lr_warmup,
-            precision=c.precision,
+            precision=precision,
             channels_last=c.channels_last,
             compile=c.compile,
         )

@@ -11,21 +11,33 @@ seeds both with its `seed` while it trains and restores their previous states be
 random streams are neither reseeded nor consumed. The initial weights are the caller's (seed torch before building
 the model); with the same initial weights and `seed`, training is reproducible on a deterministic backend such as
 the CPU. Not thread-safe: ART's global RNG and progress bars are shared by the process.
+
+Resume: with a ``checkpoint_path``, training runs one ``AdversarialTrainer.fit`` epoch at a time and writes, after
+each epoch, a checkpoint (safetensors, atomic) with the weights, Adam's state, both global RNG states and the
+permutation ART's shuffle has reached; a run that finds one continues from its epoch. Each epoch hands ART the data
+in the order its previous shuffles left it, so the epochs are ART's own, and an interrupted and resumed run ends with
+the weights of an uninterrupted one (on the CPU, bit for bit).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
+from tqdm.auto import tqdm
+
 from art_adp._checks import integer, number, positive_int
+from art_adp.models.checkpoint import ARCHITECTURES
 from art_adp.models.train import _check_labels, _device, _images_and_labels
+from art_adp.serialization import TRAIN_PREFIX, read_checkpoint, save_module
 
 __all__ = ["default_eps_step", "train_adversarial_classifier"]
 
@@ -116,7 +128,48 @@ def _madry_trainer(model, x: torch.Tensor, device, pgd: dict, *, ratio: float, l
         device_type="gpu" if device.type == "cuda" else "cpu",
     )
     attack = ProjectedGradientDescent(classifier, norm=np.inf, num_random_init=1, verbose=False, **pgd)
-    return AdversarialTrainer(classifier, attack, ratio=float(ratio))
+    return AdversarialTrainer(classifier, attack, ratio=float(ratio)), classifier.optimizer
+
+
+def _save_state(path, model, optimizer, *, epoch: int, order: np.ndarray, settings: dict) -> None:
+    """The checkpoint after ``epoch`` epochs: weights, Adam's state, the global RNGs, ART's shuffled order."""
+    tensors = {f"{TRAIN_PREFIX}optim/{i}/{name}": torch.as_tensor(value)
+               for i, state in optimizer.state_dict()["state"].items() for name, value in state.items()}  # fmt: skip
+    _, key, pos, has_gauss, gauss = np.random.get_state()
+    tensors[f"{TRAIN_PREFIX}numpy_rng"] = torch.from_numpy(key.astype(np.int64))
+    tensors[f"{TRAIN_PREFIX}torch_rng"] = torch.get_rng_state()
+    tensors[f"{TRAIN_PREFIX}order"] = torch.from_numpy(order.astype(np.int64))
+    groups = optimizer.state_dict()["param_groups"]
+    train = {"epoch": epoch, "param_groups": groups, "numpy_rng": [int(pos), int(has_gauss), float(gauss)]}
+    save_module(model, path, ARCHITECTURES, tensors=tensors, adversarial_training=settings, train=train)
+
+
+def _restore_state(path, model, optimizer, settings: dict) -> tuple[int, np.ndarray]:
+    """Load the checkpoint at ``path`` into ``model``, ``optimizer`` and the global RNGs: ``(epoch, order)``."""
+    tensors, header = read_checkpoint(path)
+    if header.get("architecture") != type(model).__name__ or header.get("config") != dict(model.config):
+        raise ValueError(
+            f"Cannot resume from {path}: it holds {header.get('architecture')}({header.get('config')}), not "
+            f"{type(model).__name__}({model.config}). Use another checkpoint_path or resume=False."
+        )
+    held = {k: v for k, v in (header.get("adversarial_training") or {}).items() if k != "epochs"}
+    if "train" not in header or held != settings:
+        raise ValueError(
+            f"Cannot resume from {path}: it was trained with other settings ({held}, now {settings}) or holds no "
+            "training state. Use another checkpoint_path or resume=False."
+        )
+    model.load_state_dict({k: v for k, v in tensors.items() if not k.startswith(TRAIN_PREFIX)})
+    state: dict[int, dict] = {}
+    for k, v in tensors.items():
+        if k.startswith(f"{TRAIN_PREFIX}optim/"):
+            i, name = k.split("/")[2:]
+            state.setdefault(int(i), {})[name] = v
+    optimizer.load_state_dict({"state": state, "param_groups": header["train"]["param_groups"]})
+    pos, has_gauss, gauss = header["train"]["numpy_rng"]
+    key = tensors[f"{TRAIN_PREFIX}numpy_rng"].numpy().astype(np.uint32)
+    np.random.set_state(("MT19937", key, pos, has_gauss, gauss))
+    torch.set_rng_state(tensors[f"{TRAIN_PREFIX}torch_rng"])
+    return int(header["train"]["epoch"]), tensors[f"{TRAIN_PREFIX}order"].numpy()
 
 
 def train_adversarial_classifier(
@@ -134,6 +187,8 @@ def train_adversarial_classifier(
     verbose: bool = False,
     clip_values: tuple[float, float] = (0.0, 1.0),
     lr: float = 1e-3,
+    checkpoint_path: str | os.PathLike | None = None,
+    resume: bool = True,
 ) -> nn.Module:
     """
     Train `model` in place by l_inf PGD adversarial training (Madry et al.) with ART's ``AdversarialTrainer``.
@@ -162,11 +217,15 @@ def train_adversarial_classifier(
     :param verbose: Show a tqdm progress bar over the epochs.
     :param clip_values: (min, max) of valid pixel values; PGD examples are clipped to it.
     :param lr: Adam learning rate.
+    :param checkpoint_path: A ``.safetensors`` file written atomically after every epoch (weights, Adam's state, the
+        global RNG states, ART's shuffled order; loadable by :func:`~art_adp.models.load_classifier`), or None.
+    :param resume: Continue from ``checkpoint_path`` if it exists (from its epoch up to `epochs`; its settings but
+        `epochs` must be these).
     :return: The same `model`, trained, in eval mode.
     :raises ValueError: If an argument is invalid: `eps`/`eps_step`/`lr` not positive and finite, `eps` larger than
         the pixel range, non-positive `max_iter`/`epochs`/`batch_size`, `ratio` outside (0, 1], a bad `seed` or
         `clip_values`, images not floating point, not 4-D, not finite or outside `clip_values`, labels not 1-D
-        integers in [0, K), mismatched or empty arrays.
+        integers in [0, K), mismatched or empty arrays; a checkpoint of another model or other settings.
     """
     (low, high), pgd = _attack_budget(eps, eps_step, max_iter, clip_values)
     epochs = positive_int("epochs", epochs)
@@ -180,9 +239,24 @@ def train_adversarial_classifier(
     model.to(device)
     _check_labels(model, x, y, "y_train", device)
     pgd["batch_size"] = batch_size
-    trainer = _madry_trainer(model, x, device, pgd, ratio=ratio, lr=lr, clip_values=(low, high))
+    trainer, optimizer = _madry_trainer(model, x, device, pgd, ratio=ratio, lr=lr, clip_values=(low, high))
     x_np = x.cpu().numpy().astype(np.float32, copy=False)
     y_np = y.cpu().numpy().astype(np.int64, copy=False)
-    with _seeded_global_rngs(int(seed)), _art_trainer_progress(verbose):
-        trainer.fit(x_np, y_np, batch_size=batch_size, nb_epochs=epochs)
+    settings = {**pgd, "ratio": float(ratio), "lr": lr, "seed": int(seed), "n_train": len(x_np)}
+    path = None if checkpoint_path is None else Path(checkpoint_path)
+    with _seeded_global_rngs(int(seed)), _art_trainer_progress(False):
+        start, order = 0, np.arange(len(x_np))
+        if path is not None and resume and path.exists():
+            start, order = _restore_state(path, model, optimizer, settings)
+        for epoch in tqdm(range(start, epochs), initial=start, total=epochs, desc="Adversarial training epochs",
+                          unit="epoch", disable=not verbose):  # fmt: skip
+            rng = np.random.RandomState()
+            rng.set_state(np.random.get_state())
+            shuffle = np.arange(len(x_np))
+            rng.shuffle(shuffle)  # the permutation ART's fit is about to draw
+            trainer.fit(x_np[order], y_np[order], batch_size=batch_size, nb_epochs=1)
+            order = order[shuffle]  # where ART's one multi-epoch fit would have its shuffled indices now
+            if path is not None:
+                done = {**settings, "epochs": epochs}
+                _save_state(path, model, optimizer, epoch=epoch + 1, order=order, settings=done)
     return model.eval()

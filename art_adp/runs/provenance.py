@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import platform
 import shlex
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from .._hardware import cpu_model, instruction_sets
 from .records import weights_sha256
 
 __all__ = ["code_diff", "code_version", "device_description", "provenance", "MODELS_HASH"]
@@ -67,13 +67,25 @@ def code_diff() -> str:
         return ""
 
 
-def device_description(device: str | torch.device | None = None) -> str:
-    """The device in words: the GPU's name, or the CPU with its thread count and the load average when it ran."""
+def device_description(device: str | torch.device | None = None, *, precision: str | None = None) -> str:
+    """
+    The device in words, so that a speed figure names what produced it.
+
+    On a CPU: its model (``/proc/cpuinfo``), the instruction sets that decide the speed (AVX2, AVX-512, AVX-512-BF16,
+    AMX), the torch threads in use, the precision, the load average when it ran and torch's version, e.g. ``CPU AMD
+    EPYC (family 25, model 1); AVX2; no AVX-512, AVX-512-BF16, AMX; 1 thread(s), fp32, load average 1.1, torch
+    2.13.0+cpu``. On a GPU: its name, the precision and the torch and CUDA versions.
+
+    :param device: The device it ran on (default: CUDA if available, else the CPU).
+    :param precision: The arithmetic it ran in (``"fp32"``, ``"bf16"``), where the run has one.
+    """
     dev = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
+    arith = f", {precision}" if precision else ""
     if dev.type == "cuda":
-        return f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}"
+        return f"{torch.cuda.get_device_name(dev)}{arith}, torch {torch.__version__}, CUDA {torch.version.cuda}"
     load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
-    return f"CPU {platform.machine()}, {torch.get_num_threads()} thread(s){load}, torch {torch.__version__}"
+    cpu = f"CPU {cpu_model()}; {instruction_sets()}"
+    return f"{cpu}; {torch.get_num_threads()} thread(s){arith}{load}, torch {torch.__version__}"
 
 
 def provenance(
@@ -82,6 +94,7 @@ def provenance(
     device: str | torch.device | None = None,
     models: Mapping[str, str | os.PathLike | torch.nn.Module] | None = None,
     command: str | None = None,
+    precision: str | None = None,
 ) -> dict:
     """
     The ``"provenance"`` record of a result file.
@@ -91,6 +104,7 @@ def provenance(
     :param models: Name → art-adp checkpoint file or module; each is recorded by the SHA-256 of its weights
         (:func:`~art_adp.runs.records.weights_sha256`: a checkpoint and the module loaded from it hash alike).
     :param command: The command line (default: this process's, as ``python``/``art-adp`` would be typed).
+    :param precision: The arithmetic of the run (``"fp32"``, ``"bf16"``), named in the device string.
     :return: ``{"command", "code_version", "models", "models_hash", "device", "wall_time_s"}``, and
         ``code_diff`` / ``code_diff_sha256`` when the code version is ``-dirty``.
     """
@@ -104,7 +118,7 @@ def provenance(
         "code_version": version,
         "models": {name: weights_sha256(m) for name, m in (models or {}).items()},
         "models_hash": MODELS_HASH,
-        "device": device_description(device),
+        "device": device_description(device, precision=precision),
         "wall_time_s": round(float(wall_time_s), 1),
     }
     if version.endswith("-dirty)"):
