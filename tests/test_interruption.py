@@ -52,3 +52,34 @@ def test_sigkill_mid_training_then_resume_equals_an_uninterrupted_run(tmp_path):
     assert resumed.training_info["step"] == clean.training_info["step"] == 24
     for (name, a), (_, b) in zip(resumed.state_dict().items(), clean.state_dict().items()):
         assert torch.equal(a, b), name
+
+
+def test_train_denoiser_interrupted_before_its_first_milestone_resumes(tmp_path, monkeypatch):
+    """Ctrl-C before the first milestone leaves only an `interrupted` record; that record carries the run's settings,
+    so the same command resumes (it once refused: "holds a run with other settings (None)") and a changed one is
+    still refused."""
+    import json
+
+    import numpy as np
+
+    from art_adp.apps import train_denoiser as td
+
+    x = np.random.default_rng(0).random((16, 1, 8, 8), dtype=np.float32)
+    real = td.train_score_model
+
+    def interrupted(model, x_train, sigmas, iterations, **kw):  # trains 2 steps, saves, then Ctrl-C
+        real(model, x_train, sigmas, 2, **{**kw, "checkpoint_every": 1})
+        raise KeyboardInterrupt
+
+    kw = dict(minutes=1e-6, milestone=4, batch_size=4, channels=(4, 4), n_test=4, precision="fp32", progress=False)
+    monkeypatch.setattr(td, "train_score_model", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        td.train_denoiser(x, x, tmp_path, **kw)
+    first = [json.loads(line) for line in (tmp_path / "curve.jsonl").read_text().splitlines()]
+    assert [(r["step"], r.get("interrupted"), r["settings"]["milestone"]) for r in first] == [(2, True, 4)]
+    monkeypatch.setattr(td, "train_score_model", real)
+    kw["minutes"] = first[0]["train_seconds"] / 60 + 1e-6  # one more stretch: to the first milestone
+    result = td.train_denoiser(x, x, tmp_path, **kw)
+    assert [r["step"] for r in result["curve"]] == [2, 4] and "mse" in result["curve"][-1]
+    with pytest.raises(ValueError, match="holds a run with other settings"):
+        td.train_denoiser(x, x, tmp_path, **{**kw, "lr": 1e-3})

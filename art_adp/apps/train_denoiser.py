@@ -105,7 +105,8 @@ def train_denoiser(
     checkpoint = run_dir / "denoiser.safetensors"
     curve_path = run_dir / "curve.jsonl"
     curve = read_jsonl(curve_path)
-    held = (curve[0].get("settings") or {}).get("precision") if curve else None
+    stored = next((r["settings"] for r in curve if "settings" in r), None)  # on the run's first record of any kind
+    held = (stored or {}).get("precision")
     if held is None and checkpoint.exists():
         held = (read_checkpoint(checkpoint)[1].get("train") or {}).get("precision")
     precision, precision_reason = resolve_precision(precision, device, held=held)
@@ -114,10 +115,8 @@ def train_denoiser(
         "n_train": len(x_train), "batch_size": batch_size, "lr": lr, "channels": list(channels),
         "sigma_min": sigma_min, "sigma_max": sigma_max, "seed": seed, "precision": precision, "milestone": milestone,
     }  # fmt: skip
-    if curve and curve[0].get("settings") != settings:
-        raise ValueError(
-            f"{run_dir} holds a run with other settings ({curve[0].get('settings')}); use another run_dir."
-        )
+    if stored is not None and stored != settings:
+        raise ValueError(f"{run_dir} holds a run with other settings ({stored}); use another run_dir.")
     sigmas = geometric_sigmas(sigma_max, sigma_min, 256)
     model = DenoiserUNet(x_train.shape[1], channels=channels).to(device)
     x_eval = np.asarray(x_test[:n_test])
@@ -127,6 +126,8 @@ def train_denoiser(
     held = read_checkpoint(checkpoint)[1].get("step", 0) if checkpoint.exists() else 0
     if held != step:  # an interrupted stretch whose time was not recorded: its steps count, its seconds do not
         rec = {"step": held, "samples": held * batch_size, "train_seconds": round(spent, 1), "unrecorded": True}
+        if stored is None:
+            rec["settings"] = stored = settings
         curve.append(rec)
         append_records(curve_path, [rec])
         step = held
@@ -144,6 +145,8 @@ def train_denoiser(
             seconds = time.monotonic() - t0
             rec = {"step": held, "samples": held * batch_size, "train_seconds": round(spent + seconds, 1),
                    "interrupted": True}  # fmt: skip
+            if stored is None:
+                rec["settings"] = settings
             append_records(curve_path, [rec])
             raise
         seconds = time.monotonic() - t0
@@ -157,8 +160,8 @@ def train_denoiser(
             "mse": denoising_mse(ema, x_eval, seed=seed),
             "threads": torch.get_num_threads(),
         }
-        if not curve:
-            rec["settings"] = settings
+        if stored is None:
+            rec["settings"] = stored = settings
         curve.append(rec)
         append_records(curve_path, [rec])
         if progress:
