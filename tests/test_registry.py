@@ -14,7 +14,8 @@ from art.estimators.classification import PyTorchClassifier
 import art_adp.attacks as A
 from art_adp import ADPPurifier, NCSNv2
 from art_adp.apps.evaluation import EvalConfig, report
-from art_adp.apps.evaluation.config import ATTACKS, GRADIENT_ATTACKS, PAPER_ATTACKS, budget_fields, budget_text
+from art_adp.apps.evaluation.config import (ATTACKS, GRADIENT_ATTACKS, PAPER_ATTACKS, PRESETS, budget_fields,
+                                            budget_text)
 from art_adp.apps.evaluation.run import _unit_cost, plan
 from art_adp.attacks._core import IterativeAttack
 from art_adp.attacks.registry import (BLIND_ATTACK, FULL_ATTACK, LABELS, REGISTRY, SWEEP_ATTACK, Budget,
@@ -32,18 +33,22 @@ def _estimator() -> PyTorchClassifier:
 
 
 def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
-    assert ATTACKS == ("clf-pgd", "bpda-eot", "joint-score", "joint-full", "spsa", "full-pgd-eot", "apgd-eot")
-    assert PAPER_ATTACKS == ATTACKS[:-1] and GRADIENT_ATTACKS == ("full-pgd-eot", "apgd-eot", "bpda-eot")
+    assert ATTACKS == ("clf-pgd", "bpda-eot", "joint-score", "joint-full", "spsa", "full-pgd-eot", "apgd-eot",
+                       "systemic-lowfreq")
+    assert PAPER_ATTACKS == ATTACKS[:-2] and GRADIENT_ATTACKS == ("full-pgd-eot", "apgd-eot", "bpda-eot")
+    assert PRESETS["croce"].attacks == ("apgd-eot",)
     assert {a: budget_fields(a) for a in ("clean", *ATTACKS, "flags")} == {
         "clean": (), "clf-pgd": ("max_iter",), "bpda-eot": ("max_iter", "eot_samples", "eot_aggregate"),
         "joint-score": ("max_iter", "eot_samples", "weight"), "joint-full": ("max_iter", "eot_samples", "weight"),
         "full-pgd-eot": ("max_iter", "eot_samples", "eot_aggregate"), "apgd-eot": ("apgd_max_iter", "apgd_eot_samples"),
         "spsa": ("spsa_max_iter", "spsa_samples_per_step"), "flags": (),
+        "systemic-lowfreq": ("max_iter", "eot_samples", "cutoff"),
     }
     assert report.LABELS["bpda-eot"] == "BPDA+EOT" and report.LABELS["clean"] == "Natural (clean)"
     assert report.BASELINE_ATTACK == {"clean": "clean", "clf-pgd": "clf-pgd", "bpda-eot": "clf-pgd",
                                       "joint-score": "clf-pgd", "joint-full": "clf-pgd", "spsa": "spsa",
-                                      "full-pgd-eot": "clf-pgd", "apgd-eot": "apgd-eot"}
+                                      "full-pgd-eot": "clf-pgd", "apgd-eot": "apgd-eot",
+                                      "systemic-lowfreq": "systemic-lowfreq"}
 
 
 @pytest.mark.parametrize("name, cls, expected", [
@@ -54,9 +59,11 @@ def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
     ("joint-full", A.JointFull, {"max_iter": 7, "eot_samples": 3, "weight": 0.25}),
     ("apgd-eot", A.APGDEOT, {"max_iter": 9, "eot_samples": 4, "seed": 5}),
     ("spsa", A.BlackBoxSPSA, {"max_iter": 2, "samples_per_step": 16, "eps_step": 0.01, "seed": 5}),
+    ("systemic-lowfreq", A.SystemicLowFrequency, {"gradient": "full", "max_iter": 7, "eot_samples": 3, "cutoff": 0.25,
+                                                  "seed": 5}),
 ])
 def test_each_record_builds_its_attack_from_the_configs_budget(name, cls, expected):
-    c = EvalConfig(eps=0.1, eps_step=0.01, max_iter=7, eot_samples=3, eot_aggregate="sign", weight=0.25,
+    c = EvalConfig(eps=0.1, eps_step=0.01, max_iter=7, eot_samples=3, eot_aggregate="sign", weight=0.25, cutoff=0.25,
                    apgd_max_iter=9, apgd_eot_samples=4, spsa_max_iter=2, spsa_samples_per_step=16, batch_size=32)
     attack = REGISTRY[name].build(_estimator(), c.budget(name), 5)
     assert type(attack) is cls
@@ -71,7 +78,7 @@ def test_cost_model_and_budget_text_per_attack():
     judge = 2 * 3 * 1.0
     costs = {a: _unit_cost(main, a, c, probe) - judge for a in ATTACKS}
     assert costs == {"clf-pgd": 0.0, "bpda-eot": 12.0, "joint-score": 12.0, "joint-full": 12.0, "spsa": 32.0,
-                     "full-pgd-eot": 120.0, "apgd-eot": 220.0}
+                     "full-pgd-eot": 120.0, "apgd-eot": 220.0, "systemic-lowfreq": 4 * 3 * 10.0 + 3 * 1.0}
     assert budget_text("apgd-eot", c) == "CE+DLR, 5 it/loss, EOT 2"
     assert budget_text("joint-full", c) == f"4 it of {c.step:.4g}, EOT 3, w = 0.5"
     assert budget_text("clean", c) == "-"
@@ -191,4 +198,4 @@ def test_the_registry_speaks_the_budgets_names_only():
     assert (c.budget("bpda-eot").max_iter, c.budget("bpda-eot").eot_samples) == (7, 3)
     assert (c.budget("apgd-eot").max_iter, c.budget("apgd-eot").eot_samples) == (9, 4)
     assert c.budget("full-pgd-eot").memory_budget == 64  # MiB, as the attacks take it
-    assert tuple(s.name for s in REGISTRY.values() if s.full) == ("full-pgd-eot", "apgd-eot")
+    assert tuple(s.name for s in REGISTRY.values() if s.full) == ("full-pgd-eot", "apgd-eot", "systemic-lowfreq")

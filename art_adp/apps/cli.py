@@ -262,6 +262,7 @@ def _evaluate(sub) -> None:
         "norm": "threat model norm", "eps_step": "step (None: eps/4, following --eps)",
         "max_iter": "PGD/BPDA/joint iterations", "eot_samples": "EOT draws of BPDA, joint and full-gradient PGD",
         "eot_aggregate": "mean of the EOT gradients or the authors' sign vote",
+        "cutoff": "the systemic low-frequency attack's band: fraction of the DCT frequencies per side",
         "apgd_max_iter": f"APGD iterations per loss (croce: {croce.apgd_max_iter})",
         "apgd_eot_samples": f"APGD EOT draws (croce: {croce.apgd_eot_samples})",
         "ensemble_size": "S, purifications per judged prediction",

@@ -1,5 +1,6 @@
 """Attacks on ADP, one per module, as ART ``EvasionAttack`` subclasses (Table 1 of https://arxiv.org/abs/2106.06041,
-plus the strongest adaptive attacks of Croce et al. 2022, https://arxiv.org/abs/2202.13711).
+plus the strongest adaptive attacks of Croce et al. 2022, https://arxiv.org/abs/2202.13711, and DiffBreak's systemic
+low-frequency attack on the majority vote, Kassis et al. 2025, https://arxiv.org/abs/2411.16598).
 
 Every attack takes an ART ``PyTorchClassifier`` -- with ``preprocessing_defences=[ADPPurifier(...)]`` for the
 defended model -- sets the purifier gradient mode it needs while it runs and restores it, and returns inputs
@@ -14,6 +15,7 @@ from .joint_score import JointScore
 from .pgd_eot import PGDEOT
 from .evade_detector import EvadeDetectorLoss
 from .spsa import BlackBoxSPSA
+from .systemic_lowfreq import SystemicLowFrequency
 
 __all__ = [
     "APGDEOT",
@@ -24,4 +26,5 @@ __all__ = [
     "JointFull",
     "JointScore",
     "PGDEOT",
+    "SystemicLowFrequency",
 ]

@@ -23,6 +23,7 @@ from .joint_full import JointFull
 from .joint_score import JointScore
 from .pgd_eot import PGDEOT
 from .spsa import BlackBoxSPSA
+from .systemic_lowfreq import SystemicLowFrequency
 
 __all__ = [
     "ATTACKS",
@@ -81,6 +82,8 @@ class Budget:
     :param eot_aggregate: ``"mean"`` of the EOT gradients or the authors' ``"sign"`` vote (PGD+EOT's
         ``aggregate``, not the ``aggregate`` of the S-draw ensemble, which averages predictions).
     :param weight: The Joint attacks' weight w.
+    :param cutoff: The systemic low-frequency attack's band: the fraction of the DCT frequencies along each side its
+        perturbation lives in.
     :param samples_per_step: SPSA's samples per step.
     :param batch_size: Images per forward pass.
     :param memory_budget: MiB of autograd graph per block of EOT draws in the gradients of the attacks that take
@@ -95,6 +98,7 @@ class Budget:
     eot_samples: int = 1
     eot_aggregate: str = "mean"
     weight: float = 0.5
+    cutoff: float = 0.5
     samples_per_step: int = 1280
     batch_size: int = 512
     memory_budget: float | None = None
@@ -116,6 +120,7 @@ class AttackSpec:
     :param describe: ``budget -> str``, the budget in a table cell.
     :param gradient: Gradient-based on the defended model (white box); the sanity checks use such attacks.
     :param paper: In the paper's Table 3 (the ``paper`` preset).
+    :param croce: In Croce et al.'s protocol (the ``croce`` preset).
     :param baseline: The attack an undefended (baseline) classifier gets for this row: the PGD family reduces to
         ``"clf-pgd"`` (:data:`BLIND_ATTACK`); APGD and SPSA run as they are.
     :param own_step: APGD chooses its step itself, starting at ``own_step × eps``; ``None``: ``budget.eps_step``.
@@ -139,6 +144,7 @@ class AttackSpec:
     describe: Callable[[Budget], str]
     gradient: bool = True
     paper: bool = True
+    croce: bool = False
     baseline: str = BLIND_ATTACK
     own_step: float | None = None
     norms: tuple[float, ...] = (math.inf, 2)
@@ -197,6 +203,19 @@ def _apgd(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
     return APGDEOT(estimator, norm=b.norm, eot_samples=b.eot_samples, memory_budget=b.memory_budget, seed=seed, **steps)
 
 
+def _systemic(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
+    return SystemicLowFrequency(
+        estimator,
+        gradient="full",
+        norm=b.norm,
+        eot_samples=b.eot_samples,
+        cutoff=b.cutoff,
+        memory_budget=b.memory_budget,
+        seed=seed,
+        **_steps(b),
+    )
+
+
 def _spsa(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
     return BlackBoxSPSA(estimator, samples_per_step=b.samples_per_step, seed=seed, **_steps(b))
 
@@ -253,6 +272,19 @@ ATTACKS: tuple[AttackSpec, ...] = (
         own=("max_iter", "eot_samples"),
         short="apgd",
         full=True,
+        croce=True,
+    ),
+    AttackSpec(
+        registered_name(SystemicLowFrequency),
+        "Systemic low-frequency (vote)",
+        _systemic,
+        ("max_iter", "eot_samples", "cutoff"),
+        # each step: the draws forward + backward through the purification; then one vote of as many draws
+        cost=lambda b, f, g: b.max_iter * b.eot_samples * g + b.eot_samples * f,
+        describe=lambda b: f"{_iterations(b)}, EOT {b.eot_samples}, DCT cutoff {b.cutoff:g}",
+        paper=False,
+        baseline=registered_name(SystemicLowFrequency),
+        full=True,
     ),
 )
 REGISTRY: Mapping[str, AttackSpec] = MappingProxyType({spec.name: spec for spec in ATTACKS})
@@ -260,10 +292,12 @@ CLEAN_LABEL = "Natural (clean)"
 LABELS: Mapping[str, str] = MappingProxyType({"clean": CLEAN_LABEL, **{s.name: s.label for s in ATTACKS}})
 
 
-def names(*, paper: bool | None = None, full: bool | None = None) -> tuple[str, ...]:
+def names(*, paper: bool | None = None, full: bool | None = None, croce: bool | None = None) -> tuple[str, ...]:
     """The attacks' names in table order (``paper=True``: those of the paper's table only; ``full=True``: the
-    full-gradient attacks only)."""
-    return tuple(s.name for s in ATTACKS if paper in (None, s.paper) and full in (None, s.full))
+    full-gradient attacks only; ``croce=True``: those of Croce et al.'s protocol only)."""
+    return tuple(
+        s.name for s in ATTACKS if paper in (None, s.paper) and full in (None, s.full) and croce in (None, s.croce)
+    )
 
 
 def gradient_attacks() -> tuple[str, ...]:

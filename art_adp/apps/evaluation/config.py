@@ -59,6 +59,8 @@ class EvalConfig:
     :param max_iter, eot_samples, eot_aggregate, weight: The :class:`~art_adp.attacks.registry.Budget` of the
         PGD-type attacks (iterations, EOT draws per gradient, ``"mean"`` or ``"sign"`` of the EOT gradients, the Joint
         attacks' weight w).
+    :param cutoff: The systemic low-frequency attack's band (the fraction of the DCT frequencies along each side),
+        in (0, 1].
     :param spsa_max_iter, spsa_samples_per_step, apgd_max_iter, apgd_eot_samples: The budgets SPSA and APGD count on
         their own (:attr:`~art_adp.attacks.registry.AttackSpec.own`).
     :param ensemble_size: S, purifications averaged per judged prediction.
@@ -101,6 +103,7 @@ class EvalConfig:
     eot_samples: int = 15
     eot_aggregate: str = "mean"
     weight: float = 0.5
+    cutoff: float = 0.5
     spsa_max_iter: int = 40
     spsa_samples_per_step: int = 1280
     apgd_max_iter: int = 100
@@ -191,6 +194,8 @@ class EvalConfig:
             raise ValueError(f"memory_budget must be a number of MiB > 0 or None, got {self.memory_budget!r}.")
         if not self.eps > 0:
             raise ValueError(f"eps must be > 0, got {self.eps!r}.")
+        if not 0 < self.cutoff <= 1:
+            raise ValueError(f"cutoff must be a number in (0, 1], got {self.cutoff!r}.")
         if self.eps_step is not None and not self.eps_step > 0:
             raise ValueError(f"eps_step must be > 0 or None (eps/4), got {self.eps_step!r}.")
         for a in self.attacks:
@@ -219,7 +224,7 @@ class EvalConfig:
 PRESETS: dict[str, EvalConfig] = {
     "paper": EvalConfig(),
     "croce": EvalConfig(
-        attacks=registry.names(paper=False),
+        attacks=registry.names(croce=True),
         apgd_max_iter=100,
         apgd_eot_samples=200,
         ensemble_size=10,

@@ -234,6 +234,12 @@ def build(
     strongest = (
         min(attacked, key=lambda a: (attacked[a]["worst"]["value"], attacked[a]["mean"]["value"])) if attacked else None
     )
+    # the defence judged by the majority vote over R (the judgement DiffBreak's systemic attack aims at)
+    strongest_majority = (
+        min(attacked, key=lambda a: (attacked[a]["majority"]["value"], attacked[a]["mean"]["value"]))
+        if attacked
+        else None
+    )
     reasons = []
     if not claim:
         reasons.append("budgets below the reference")
@@ -260,6 +266,8 @@ def build(
         "results": results,
         "strongest": strongest if not reasons else None,
         "strongest_candidate": strongest,
+        "strongest_majority": strongest_majority if not reasons else None,
+        "strongest_majority_candidate": strongest_majority,
         "verdict_withheld_because": reasons,
         "sanity": {**check, "verdict": verdict},
         "seconds": seconds,
@@ -388,6 +396,12 @@ def markdown(result: dict) -> str:
             f"Strongest attack: {s['label']} ({_pct(s['mean']['value'])} % mean, "
             f"{_pct(s['worst']['value'])} % worst case)."
         )
+        if result.get("strongest_majority"):  # cards written before it was recorded have none
+            v = next(r for r in rows if r["attack"] == result["strongest_majority"])
+            lines.append(
+                f"Strongest attack against the majority vote over R: {v['label']} ({_pct(v['majority']['value'])} % "
+                "majority)."
+            )
     else:
         lines.append(f"No strongest attack named: {' and '.join(result['verdict_withheld_because'])}.")
     sweeps = sweep_tables(result)

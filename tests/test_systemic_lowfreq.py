@@ -1,0 +1,309 @@
+"""The systemic low-frequency attack (DiffBreak) on the majority vote: the DCT basis against hand values, the
+parametrisation's Jacobian against finite differences (gradcheck, float64), the projection, the loss and the vote
+count by hand; a known answer -- a planted random purifier whose majority vote PGD+EOT loses and the systemic attack
+wins; every purifier family in both gradient modes; the memory budget; the registry and the card."""
+
+import contextlib
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
+from art.estimators.classification import PyTorchClassifier
+
+from art_adp import ADPPurifier, DenoisedSmoothingPurifier, EOTClassifier, NCSNv2, ReverseDiffusionPurifier
+from art_adp.attacks import PGDEOT, SystemicLowFrequency
+from art_adp.attacks.registry import REGISTRY, Budget
+from art_adp.attacks.systemic_lowfreq import LowFrequencyBasis, dct_matrix, vote_lead, vote_margin
+from art_adp.score.unet import DenoiserUNet
+
+D8 = dct_matrix(8)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(one_thread):
+    yield
+
+
+# -- the basis, the parametrisation, the projection, the loss -----------------------------------------------------
+
+
+def test_dct_matrix_is_the_orthonormal_dct_ii_by_hand():
+    r = 1 / math.sqrt(2)
+    torch.testing.assert_close(dct_matrix(2, dtype=torch.float64), torch.tensor([[r, r], [r, -r]], dtype=torch.float64))
+    d4 = dct_matrix(4, dtype=torch.float64)
+    row1 = [math.sqrt(0.5) * math.cos(math.pi * (2 * i + 1) / 8) for i in range(4)]  # 0.653, 0.271, -0.271, -0.653
+    torch.testing.assert_close(d4[1], torch.tensor(row1, dtype=torch.float64))
+    torch.testing.assert_close(d4 @ d4.T, torch.eye(4, dtype=torch.float64))
+
+
+def test_low_frequency_basis_keeps_the_band_and_is_orthonormal():
+    basis = LowFrequencyBasis(8, 6, 0.5, dtype=torch.float64)
+    assert (basis.kh, basis.kw) == (4, 3)
+    assert (LowFrequencyBasis(8, 8, 0.01).kh, LowFrequencyBasis(28, 28, 0.25).kh) == (1, 7)  # at least one; ceil
+    c = torch.randn(2, 1, 4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    delta = basis.pixels(c)
+    torch.testing.assert_close(basis.coefficients(delta), c)  # the coefficients are the adjoint and a left inverse
+    torch.testing.assert_close(delta.flatten(1).norm(dim=1), c.flatten(1).norm(dim=1))  # ‖B c‖₂ = ‖c‖₂
+    constant = torch.full((1, 1, 8, 6), 0.3, dtype=torch.float64)  # a constant image is the DC coefficient alone
+    expected = torch.zeros(1, 1, 4, 3, dtype=torch.float64)
+    expected[..., 0, 0] = 0.3 * math.sqrt(48)
+    torch.testing.assert_close(basis.coefficients(constant), expected)
+    with pytest.raises(ValueError, match=re.escape("cutoff must be a number in (0, 1], got 0.")):
+        LowFrequencyBasis(8, 8, 0)
+
+
+def test_the_parametrisation_and_the_loss_through_it_match_finite_differences():
+    """gradcheck (float64) of c ↦ clip(x + B c) (some pixels clipped, none on a kink) and of the capped margin of a
+    tiny smooth classifier through it."""
+    g = torch.Generator().manual_seed(1)
+    basis = LowFrequencyBasis(5, 6, 0.5, dtype=torch.float64)  # 3×3 coefficients of a 5×6 image
+    x = torch.rand(2, 1, 5, 6, dtype=torch.float64, generator=g) * 0.6 + 0.2
+    c = (torch.randn(2, 1, 3, 3, dtype=torch.float64, generator=g) * 0.4).requires_grad_(True)
+    out = SystemicLowFrequency.image(x, c, basis, (0.0, 1.0))
+    inside = ((x + basis.pixels(c)) > 0) & ((x + basis.pixels(c)) < 1)
+    assert 0 < (~inside).sum() < inside.sum()  # both branches of the clip are exercised
+    assert ((x + basis.pixels(c)).detach() - out.detach()).abs().max() > 0
+    assert ((x + basis.pixels(c)).sub(0).abs().min() > 1e-4) and ((x + basis.pixels(c)).sub(1).abs().min() > 1e-4)
+    assert torch.autograd.gradcheck(lambda k: SystemicLowFrequency.image(x, k, basis, (0.0, 1.0)), (c,))
+    torch.manual_seed(2)
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(30, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    net = net.double()
+    y = torch.tensor([0, 2])
+    loss = lambda k: vote_margin(net(SystemicLowFrequency.image(x, k, basis, (0.0, 1.0))), y, 10.0)  # noqa: E731
+    assert torch.autograd.gradcheck(loss, (c,))
+
+
+def test_margin_and_vote_lead_by_hand():
+    z = torch.tensor([[3.0, 1.0, 2.5], [0.0, 4.0, 1.0], [1.0, 1.0, 0.0]])
+    y = torch.tensor([0, 0, 2])
+    torch.testing.assert_close(vote_margin(z, y, None), torch.tensor([-0.5, 4.0, 1.0]))
+    torch.testing.assert_close(vote_margin(z, y, 2.0), torch.tensor([-0.5, 2.0, 1.0]))  # the broken draw is capped
+    counts = torch.tensor([[5.0, 3.0, 2.0], [4.0, 4.0, 2.0], [1.0, 6.0, 3.0]])  # votes of 10 draws for 3 images
+    torch.testing.assert_close(vote_lead(counts, torch.tensor([0, 1, 2])), torch.tensor([2.0, 0.0, -3.0]))
+
+
+def _attack(norm, eps=0.1, cutoff=0.5):
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 2))
+    est = PyTorchClassifier(model, torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=2,
+                            clip_values=(0, 1), device_type="cpu")
+    return SystemicLowFrequency(est, norm=norm, eps=eps, cutoff=cutoff)
+
+
+def test_projection_stays_in_the_band_and_the_ball_and_beats_scaling():
+    g = torch.Generator().manual_seed(3)
+    basis = LowFrequencyBasis(8, 8, 0.5)
+    c = torch.randn(4, 1, 4, 4, generator=g)  # ‖B c‖∞ far above ε = 0.1
+    linf = _attack(np.inf)
+    p = linf._project(basis, c)
+    assert p.shape == c.shape and basis.pixels(p).abs().amax() <= 0.1 + 1e-6
+    scaled = c * 0.1 / basis.pixels(c).flatten(1).abs().amax(1).view(-1, 1, 1, 1)
+    # Dykstra's point is nearer to the unprojected perturbation than plain scaling, for every example
+    assert ((p - c).flatten(1).norm(dim=1) < (scaled - c).flatten(1).norm(dim=1) - 1e-3).all()
+    small = c * 0.01 / basis.pixels(c).flatten(1).abs().amax(1).view(-1, 1, 1, 1)
+    torch.testing.assert_close(linf._project(basis, small), small)  # inside the ball: unchanged
+    l2 = _attack(2, eps=0.5)
+    torch.testing.assert_close(l2._project(basis, c).flatten(1).norm(dim=1), torch.full((4,), 0.5))
+    full = LowFrequencyBasis(8, 8, 1.0)  # the complete basis: the ε-box's clamp and PGD's sign step
+    delta = torch.randn(2, 1, 8, 8, generator=g) * 0.2
+    step = torch.randn(2, 1, 8, 8, generator=g)
+    linf_full = _attack(np.inf, cutoff=1.0)
+    got = full.pixels(linf_full._project(full, full.coefficients(delta)))
+    torch.testing.assert_close(got, delta.clamp(-0.1, 0.1), rtol=0, atol=1e-5)
+    torch.testing.assert_close(full.pixels(linf_full._ascent(full, full.coefficients(step))), step.sign(), atol=1e-5,
+                               rtol=0)
+
+
+def test_bad_parameters_are_refused_with_the_checks_messages():
+    est = _attack(np.inf).estimator
+    for kwargs, message in [
+        ({"cutoff": 1.5}, "cutoff must be a number in (0, 1], got 1.5."),
+        ({"confidence": -1.0}, "confidence must be a number >= 0 or None, got -1.0."),
+        ({"gradient": "exact"}, "gradient must be one of 'bpda', 'full', got 'exact'."),
+        ({"random_start": 1}, "random_start must be True or False, got 1."),
+        ({"eot_samples": 0}, "eot_samples must be an integer >= 1, got 0."),
+    ]:
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            SystemicLowFrequency(est, **kwargs)
+
+
+# -- the known answer: a planted purifier whose vote PGD+EOT loses and the systemic attack wins ------------------------
+
+
+class PlantedPurifier(PreprocessorPyTorch):
+    """
+    Keeps every DCT frequency below half the band of an 8×8 image (4×4) and each other one with probability ``p``,
+    independently per image and draw; exact autograd. A classifier that reads one high frequency strongly and the
+    DC weakly is broken, on every draw that keeps the high frequency, by a perturbation along it; the vote over the
+    draws (most of which drop it) is broken only by a perturbation of the low band.
+    """
+
+    def __init__(self, p: float, generator: torch.Generator) -> None:
+        super().__init__(device_type="cpu", apply_fit=False, apply_predict=True)
+        self.p, self.generator = p, generator
+
+    def forward(self, x, y=None):
+        keep = torch.rand(x.shape, generator=self.generator) < self.p
+        keep[..., :4, :4] = True
+        return D8.T @ ((D8 @ x @ D8.T) * keep) @ D8, y
+
+
+class Linear2(torch.nn.Module):
+    """Logits ``[wᵀx + b, 0]``."""
+
+    def __init__(self, w: torch.Tensor, b: float) -> None:
+        super().__init__()
+        self.w, self.b = w.flatten(), b
+
+    def forward(self, x):
+        z0 = x.flatten(1) @ self.w + self.b
+        return torch.stack([z0, torch.zeros_like(z0)], 1)
+
+
+EPS, BETA, GAMMA, P_KEEP = 0.1, 1.0, 20.0, 0.2
+
+
+@pytest.fixture(scope="module")
+def planted():
+    """
+    w = β·u₀₀ + γ·u₇₇ (u_kl the DCT basis images), margin 4εβ on 8 images of mean 0.5 with low-frequency content
+    only. The ε-ball's best low-band perturbation, −ε everywhere, moves every draw's margin by −8εβ (twice the
+    margin); PGD+EOT's mean gradient is ≈ 0.2·γ·u₇₇ + β·u₀₀, whose sign is u₇₇'s on all but 4 pixels, so it breaks
+    the 20 % of draws that keep u₇₇ and leaves the 80 % that drop it almost where they were.
+    """
+    u = lambda k, l: torch.outer(D8[k], D8[l])  # noqa: E731
+    w = BETA * u(0, 0) + GAMMA * u(7, 7)
+    model = Linear2(w, 4 * EPS * BETA - BETA * 4.0)  # u₀₀ · x = 8 · mean(x) = 4
+    g = torch.Generator().manual_seed(0)
+    c = torch.zeros(8, 1, 8, 8)
+    c[..., 0, 1:3] = 0.05 * torch.randn(8, 1, 2, generator=g)
+    c[..., 1, 0:2] = 0.05 * torch.randn(8, 1, 2, generator=g)
+    x = (0.5 + D8.T @ c @ D8).numpy().astype(np.float32)
+    purifier = PlantedPurifier(P_KEEP, torch.Generator().manual_seed(1))
+    est = PyTorchClassifier(model, torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=2,
+                            clip_values=(0, 1), preprocessing_defences=[purifier], device_type="cpu")
+    return est, purifier, x, np.zeros(8, np.int64)
+
+
+def judged(est, purifier, x_adv):
+    """(accuracy of single draws, accuracy of the majority vote of 25 draws), with the same draws for every attack."""
+    purifier.generator.manual_seed(5)
+    judge = EOTClassifier(est, ensemble_size=25, aggregate="vote")
+    draws = judge.draw_logits(x_adv).argmax(-1).numpy()
+    purifier.generator.manual_seed(5)
+    vote = judge.predict(x_adv).argmax(1)
+    return float((draws == 0).mean()), float((vote == 0).mean())
+
+
+def test_pgd_eot_loses_the_vote_of_the_planted_purifier_and_the_systemic_attack_wins_it(planted):
+    est, purifier, x, y = planted
+    assert judged(est, purifier, x) == (1.0, 1.0)
+    budget = dict(eps=EPS, eps_step=EPS / 4, max_iter=20)
+    for gradient in ("full", "bpda"):
+        x_pgd = PGDEOT(est, gradient=gradient, eot_samples=16, **budget).generate(x, y)
+        draw_acc, vote_acc = judged(est, purifier, x_pgd)
+        assert np.abs(x_pgd - x).max() <= EPS + 1e-6
+        assert draw_acc < 0.9 and vote_acc == 1.0, (gradient, draw_acc)  # breaks the draws keeping u₇₇, not the vote
+    x_sys = SystemicLowFrequency(est, eot_samples=16, **budget).generate(x, y)  # the registry's defaults otherwise
+    assert np.abs(x_sys - x).max() <= EPS + 1e-6
+    assert judged(est, purifier, x_sys) == (0.0, 0.0)
+    # the low band is what wins: without it (cutoff 1, the whole basis) and without the cap, the same loop loses
+    ablations = {(1.0, None): 1.0, (0.5, None): 0.0}
+    for (cutoff, confidence), vote in ablations.items():
+        x_abl = SystemicLowFrequency(est, eot_samples=16, cutoff=cutoff, confidence=confidence, **budget).generate(x, y)
+        assert judged(est, purifier, x_abl)[1] == vote, (cutoff, confidence)
+
+
+# -- every purifier family in both gradient modes, the memory budget -----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def nets():
+    torch.manual_seed(0)
+    unet = DenoiserUNet(1, channels=(4, 8), emb_dim=8).eval()
+    score = NCSNv2(1, 8, ngf=4).eval()
+    clf = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10)).eval()
+    x = torch.rand(3, 1, 8, 8, generator=torch.Generator().manual_seed(1)).numpy()
+    return unet, score, clf, x
+
+
+FAMILIES = {
+    "adp": lambda unet, score, g, gradient: ADPPurifier(score, sigma=0.1, steps=1, generator=g, gradient=gradient,
+                                                        device_type="cpu"),
+    "reverse-diffusion": lambda unet, score, g, gradient: ReverseDiffusionPurifier(
+        unet, sigma=0.3, steps=2, generator=g, gradient=gradient, device_type="cpu"),
+    "denoised-smoothing": lambda unet, score, g, gradient: DenoisedSmoothingPurifier(
+        unet, sigma=0.3, generator=g, gradient=gradient, device_type="cpu"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("gradient, norm, eps", [("full", np.inf, 0.1), ("bpda", 2, 0.5)])
+def test_every_purifier_family_in_both_gradient_modes(nets, family, gradient, norm, eps):
+    unet, score, clf, x = nets
+    purifier = FAMILIES[family](unet, score, torch.Generator().manual_seed(2), "bpda" if gradient == "full" else "full")
+    est = PyTorchClassifier(clf, torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=10,
+                            clip_values=(0, 1), preprocessing_defences=[purifier], device_type="cpu")
+    seen = []
+    attack = SystemicLowFrequency(est, gradient=gradient, norm=norm, eps=eps, eps_step=eps / 2, max_iter=2,
+                                  eot_samples=2)
+    draws = attack._draws
+    attack._draws = lambda *a: seen.append(purifier.gradient) or draws(*a)  # the mode while attacking
+    x_adv = attack.generate(x, y=np.array([0, 1, 2]))
+    assert seen == [gradient] * 2 and purifier.gradient != gradient  # set while attacking, restored after
+    delta = (x_adv - x).reshape(3, -1)
+    size = np.abs(delta).max(1) if norm == np.inf else np.linalg.norm(delta, axis=1)
+    assert x_adv.dtype == x.dtype and (size <= eps + 1e-5).all() and (size > 0).all()
+    assert x_adv.min() >= 0 and x_adv.max() <= 1
+
+
+def test_the_memory_budget_changes_the_blocks_not_the_result(nets):
+    unet, score, clf, x = nets
+    outs = []
+    for budget in (None, 0.02):  # one row per block: a warning says so
+        purifier = FAMILIES["adp"](unet, score, torch.Generator().manual_seed(4), "bpda")
+        est = PyTorchClassifier(clf, torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=10,
+                                clip_values=(0, 1), preprocessing_defences=[purifier], device_type="cpu")
+        with pytest.warns(UserWarning, match="more than memory_budget") if budget else contextlib.nullcontext():
+            outs.append(SystemicLowFrequency(est, eps=0.1, eps_step=0.05, max_iter=2, eot_samples=3,
+                                             memory_budget=budget).generate(x, y=np.array([0, 1, 2])))
+    np.testing.assert_allclose(outs[1], outs[0], atol=1e-5)
+    assert np.abs(outs[0] - x).max() > 0
+
+
+# -- the registry and the card -------------------------------------------------------------------------------------
+
+
+def test_the_registry_builds_it_from_a_budget_and_prices_it(planted):
+    est = planted[0]
+    spec = REGISTRY["systemic-lowfreq"]
+    attack = spec.build(est, Budget(eps=0.1, eps_step=0.02, max_iter=7, eot_samples=3, cutoff=0.25, norm=2), 5)
+    assert type(attack) is SystemicLowFrequency and attack.name == "systemic-lowfreq"
+    assert (attack.gradient, attack.norm, attack.eps, attack.eps_step, attack.max_iter, attack.eot_samples,
+            attack.cutoff, attack.seed) == ("full", 2, 0.1, 0.02, 7, 3, 0.25, 5)
+    assert spec.fields == ("max_iter", "eot_samples", "cutoff") and spec.full and not spec.paper and not spec.croce
+    b = Budget(eps=0.1, eps_step=0.02, max_iter=40, eot_samples=15)
+    assert spec.cost(b, 1.0, 10.0) == 40 * 15 * 10.0 + 15 * 1.0  # 40 steps of 15 draws forward+backward, one vote
+    assert spec.describe(b) == "40 it of 0.02, EOT 15, DCT cutoff 0.5"
+
+
+def test_the_card_judged_by_majority_vote_names_it_strongest(planted, tmp_path):
+    """On the planted purifier, judged by single draws (S = 1) R = 15 times, the card's majority of R is the vote over
+    15 purifications: PGD+EOT breaks some draws (worst of R ≈ 0 %) and no vote; the systemic attack breaks the vote."""
+    from art_adp.apps.evaluation import EvalConfig, evaluate
+
+    est, purifier, x, y = planted
+    purifier.generator.manual_seed(7)
+    config = EvalConfig.preset("smoke", attacks=("full-pgd-eot", "systemic-lowfreq"), eps=EPS, max_iter=10,
+                               eot_samples=12, ensemble_size=1, repeats=15, n_examples=8, chunk_size=8, sanity=False,
+                               fixed_noise=False, compression_examples=0)
+    result = evaluate(est.model, [purifier], x, y, config=config, run_dir=tmp_path, progress=False,
+                      log=lambda line: None)
+    rows = {r["attack"]: r for r in result["card"]}
+    # an example stays correct in all 15 draws with probability 0.8^15 = 3.5 %: here 1 of 8
+    assert rows["full-pgd-eot"]["worst"]["value"] <= 0.25 and rows["full-pgd-eot"]["majority"]["value"] == 1.0
+    assert rows["systemic-lowfreq"]["majority"]["value"] == 0.0
+    assert result["strongest_majority_candidate"] == "systemic-lowfreq" and result["strongest_majority"] is None
+    assert rows["systemic-lowfreq"]["budget"] == f"10 it of {EPS / 4:.4g}, EOT 12, DCT cutoff 0.5"
