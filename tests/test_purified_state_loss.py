@@ -88,8 +88,8 @@ def test_the_classifier_loss_is_flat_and_the_deviation_moves_the_purified_state_
     assert (est.predict(x_old).argmax(1) == 0).all()  # no gradient: the old attack stays correct
     x_new = new(est).generate(x, y)
     assert np.abs(x_new - x).max() <= EPS + 1e-6
-    purified = torch.from_numpy(x_new) + SHIFT
-    assert (deviation(purified, torch.from_numpy(x)) > deviation(torch.from_numpy(x) + SHIFT, torch.from_numpy(x))).all()
+    clean = torch.from_numpy(x)
+    assert (deviation(torch.from_numpy(x_new) + SHIFT, clean) > deviation(clean + SHIFT, clean)).all()
     assert (est.predict(x_new).argmax(1) == 1).all()  # the state moved to mean 0.6 > 0.55: broken
 
 
