@@ -131,9 +131,17 @@ class DefendedModel(torch.nn.Module):
         Classifier logits after one purification of every row of ``x`` (rows are independent draws). Purified
         images are given to the classifier in the dtype of its parameters (float64 inputs meet a float32 model).
         """
+        return self.draw_states(x)[0]
+
+    def draw_states(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """
+        One draw of every row of ``x`` with its purified state: ``(logits, purified images)``, the logits those of
+        :meth:`draw_logits` and the purified images what the classifier was given (before its standardisation), both
+        with autograd (a loss on the purified state, :mod:`art_adp.attacks.purified_state_loss`, differentiates it).
+        """
         purified = self.purify(x)
         weight = next(self.classifier.parameters(), None)
-        return self.classifier(purified if weight is None else purified.to(weight.dtype))
+        return self.classifier(purified if weight is None else purified.to(weight.dtype)), purified
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """

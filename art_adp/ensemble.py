@@ -35,6 +35,7 @@ __all__ = [
     "blocks",
     "defences",
     "defend",
+    "draw_gradients",
     "eot_gradient",
     "eot_loss",
     "logits",
@@ -369,6 +370,39 @@ def aggregate_draws(logits: torch.Tensor, aggregate: str = "softmax") -> torch.T
     return torch.log((votes + log_mean_p.exp()) / (nb_samples + 1))
 
 
+def _block_gradients(
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    draws: int,
+    *,
+    batch_size: int | None,
+    memory_budget: float | None,
+) -> Iterator[tuple[int, torch.Tensor, torch.Tensor | None, torch.Tensor]]:
+    """The ``draws × N`` stacked rows in blocks of :class:`RowBlocks`: per block its first row ``a``, its images
+    ``idx``, the gradient of its loss with respect to its rows (None where nothing depends on them) and the loss,
+    detached (per row, or a batch loss weighted as :func:`eot_gradient` documents). One backward pass per block; the
+    block's graph is freed before the next is recorded."""
+    n = len(x)
+    plan = RowBlocks(n * draws, batch_size=batch_size, memory_budget=memory_budget, device=x.device)
+    for a, b in plan:
+        idx = torch.arange(a, b, device=x.device) % n
+        rows = x.detach()[idx].requires_grad_(True)
+        with torch.enable_grad(), GraphMemory() as graph:
+            lk = loss(fn(rows), y[idx])
+            if lk.ndim == 0:  # a batch loss: "mean" averages these rows, so weigh it by their share of a copy
+                objective = lk * (len(rows) / n) if getattr(loss, "reduction", "mean") == "mean" else lk
+            else:
+                objective = lk.sum()
+        plan.record(len(rows), graph.nbytes)
+        with torch.enable_grad():
+            (g,) = torch.autograd.grad(objective, rows, allow_unused=True)
+        out = objective.detach() if lk.ndim == 0 else lk.detach()
+        del lk, objective, rows  # the block's graph goes before the next block is recorded
+        yield a, idx, g, out
+
+
 def eot_gradient(
     fn: Callable[[torch.Tensor], torch.Tensor],
     x: torch.Tensor,
@@ -412,27 +446,48 @@ def eot_gradient(
     one_of("aggregate", aggregate, EOT_AGGREGATES)
     n = len(x)
     grad, losses, batch = torch.zeros_like(x), x.new_zeros(n), None
-    plan = RowBlocks(n * draws, batch_size=batch_size, memory_budget=memory_budget, device=x.device)
-    for a, b in plan:
-        idx = torch.arange(a, b, device=x.device) % n
-        rows = x.detach()[idx].requires_grad_(True)
-        with torch.enable_grad(), GraphMemory() as graph:
-            lk = loss(fn(rows), y[idx])
-            if lk.ndim == 0:  # a batch loss: "mean" averages these rows, so weigh it by their share of a copy
-                objective = lk * (len(rows) / n) if getattr(loss, "reduction", "mean") == "mean" else lk
-            else:
-                objective = lk.sum()
-        plan.record(len(rows), graph.nbytes)
-        with torch.enable_grad():
-            (g,) = torch.autograd.grad(objective, rows, allow_unused=True)
+    for _, idx, g, lk in _block_gradients(fn, x, y, loss, draws, batch_size=batch_size, memory_budget=memory_budget):
         if g is not None:
             grad.index_add_(0, idx, g.sign() if aggregate == "sign" else g)
         if lk.ndim == 0:
-            batch = objective.detach() if batch is None else batch + objective.detach()
+            batch = lk if batch is None else batch + lk
         else:
-            losses.index_add_(0, idx, lk.detach())
-        del lk, objective, g, rows  # the block's graph goes before the next block is recorded
+            losses.index_add_(0, idx, lk)
     return grad / draws, (losses if batch is None else batch) / draws
+
+
+def draw_gradients(
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    draws: int,
+    *,
+    batch_size: int | None = None,
+    memory_budget: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """
+    The gradient and the loss of every one of ``draws`` draws of a random ``fn``, kept apart (what
+    :func:`eot_gradient` averages): the draws stacked and run in the same blocks of rows, one backward pass per block,
+    so the autograd graph in memory is one block's whatever ``draws``; the result holds ``draws`` input-sized
+    gradients per image.
+
+    :param fn: ``M×C×H×W`` → ``M×K`` logits (or what ``loss`` takes), random.
+    :param y: Labels of ``x`` (``N`` indices or ``N×K``), stacked with it.
+    :param loss: ``(fn's output, labels) →`` per-example losses ``M`` (``reduction="none"``).
+    :param draws: Draws k ≥ 1.
+    :param batch_size, memory_budget: As in :func:`eot_gradient`.
+    :return: ``(gradients draws×N×C×H×W, losses draws×N)``: slice ``k`` is draw ``k`` of every input.
+    """
+    n = len(x)
+    grads, losses = x.new_zeros(draws * n, *x.shape[1:]), x.new_zeros(draws * n)
+    for a, idx, g, lk in _block_gradients(fn, x, y, loss, draws, batch_size=batch_size, memory_budget=memory_budget):
+        if lk.ndim != 1:
+            raise ValueError(f"loss must return one value per row (reduction 'none'), got shape {tuple(lk.shape)}.")
+        if g is not None:
+            grads[a : a + len(idx)] = g
+        losses[a : a + len(idx)] = lk
+    return grads.view(draws, n, *x.shape[1:]), losses.view(draws, n)
 
 
 def eot_loss(

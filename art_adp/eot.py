@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from art.estimators.classification import PyTorchClassifier
 
-from ._checks import memory_budget as check_memory_budget, one_of, positive_int
+from ._checks import boolean, memory_budget as check_memory_budget, one_of, positive_int
 from .defended import DefendedModel
 from .ensemble import AGGREGATES, GraphMemory, RowBlocks, aggregate_draws, eot_gradient, eot_loss, stack_draws
 
@@ -63,6 +63,7 @@ class EOTClassifier(PyTorchClassifier):
         "aggregate",
         "batch_size",
         "memory_budget",
+        "states",
     ]
 
     def __init__(
@@ -75,6 +76,7 @@ class EOTClassifier(PyTorchClassifier):
         batch_size: int = 512,
         loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
         memory_budget: float | None = None,
+        states: bool = False,
     ) -> None:
         """
         :param classifier: An ART :class:`PyTorchClassifier` whose preprocessing defences are random PyTorch
@@ -91,6 +93,9 @@ class EOTClassifier(PyTorchClassifier):
         :param memory_budget: MiB of autograd graph per block of draws in the gradients (None:
             :func:`art_adp.ensemble.default_memory_budget`, 512 MiB on a CPU, a quarter of a GPU's free memory);
             ``batch_size`` caps the block's rows as well.
+        :param states: The per-example ``loss`` takes each draw's ``(logits, purified images, inputs)`` instead of its
+            logits (:meth:`~art_adp.DefendedModel.draw_states`): a loss on the purified state, e.g.
+            :class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`. Needs ``loss``.
         """
         if not isinstance(classifier, PyTorchClassifier):
             raise ValueError(f"classifier must be an ART PyTorchClassifier, got {type(classifier).__name__}.")
@@ -104,6 +109,9 @@ class EOTClassifier(PyTorchClassifier):
         if loss is not None and not callable(loss):
             raise ValueError(f"loss must be a callable (logits, labels) -> losses or None, got {type(loss).__name__}.")
         check_memory_budget(memory_budget)
+        boolean("states", states)
+        if states and loss is None:
+            raise ValueError("states=True needs a per-example loss of (logits, purified images, inputs), labels.")
         model = DefendedModel.from_estimator(
             classifier,
             ensemble_size=eot_samples,
@@ -125,6 +133,7 @@ class EOTClassifier(PyTorchClassifier):
         self.aggregate = aggregate
         self.batch_size = batch_size
         self.memory_budget = memory_budget
+        self.states = states
         self._per_example = loss is not None
 
     @property
@@ -199,6 +208,12 @@ class EOTClassifier(PyTorchClassifier):
 
     # -- EOT gradients --------------------------------------------------------------------------------------
 
+    def _draw(self, rows: torch.Tensor):
+        """One draw of every row, as the loss takes it: its logits, or with ``states`` (logits, purified, rows)."""
+        if self.states:
+            return (*self.model.draw_states(rows), rows)
+        return self.model.draw_logits(rows)
+
     def loss_gradient(
         self, x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor, training_mode: bool = False, **kwargs
     ) -> np.ndarray | torch.Tensor:
@@ -218,7 +233,7 @@ class EOTClassifier(PyTorchClassifier):
         y_t = self._labels(y, len(x_t))
         self._model.eval()
         grads, _ = eot_gradient(
-            self.model.draw_logits,
+            self._draw,
             x_t,
             y_t,
             self._loss,
@@ -243,7 +258,7 @@ class EOTClassifier(PyTorchClassifier):
         x_t = self._inputs(x)
         self._model.eval()
         loss = eot_loss(
-            self.model.draw_logits,
+            self._draw,
             x_t,
             self._labels(y, len(x_t)),
             self._loss,

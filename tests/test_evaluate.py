@@ -7,6 +7,7 @@ NCSNv2(1, 8, ngf=4))."""
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -355,8 +356,54 @@ def test_presets_and_overrides_from_python():
     assert (croce.attacks, croce.apgd_max_iter, croce.apgd_eot_samples, croce.repeats) == (("apgd-eot",), 100, 200, 5)
     paper = EvalConfig.preset("paper")
     assert (paper.max_iter, paper.eot_samples, paper.spsa_samples_per_step, paper.ensemble_size, paper.step) == (40, 15, 1280, 10, 2 / 255)
-    with pytest.raises(ValueError, match="Unknown preset 'fast'; choose from \\('paper', 'croce', 'smoke'\\)"):
+    message = "Unknown preset 'fast'; choose from ('strongest', 'paper', 'croce', 'smoke')."
+    with pytest.raises(ValueError, match=re.escape(message)):
         EvalConfig.preset("fast")
+
+
+def test_the_strongest_preset_runs_the_strongest_of_each_protocol_at_the_reference_budgets():
+    from art_adp.apps.evaluation.config import judging_shortfalls, shortfalls
+
+    top = EvalConfig.preset("strongest")
+    assert top.attacks == ("full-pgd-eot", "apgd-eot", "apgd-eot-dev", "selective-eot")
+    assert (top.max_iter, top.eot_samples, top.apgd_max_iter, top.apgd_eot_samples) == (40, 15, 100, 200)
+    assert (top.ensemble_size, top.repeats) == (10, 10)  # DiffHammer's N = 10 resubmissions: the worst of R = 10
+    assert all(shortfalls(a, top) == [] for a in top.attacks) and judging_shortfalls(top) == []
+    assert judging_shortfalls(replace(top, repeats=5)) == ["R = 5 < 10"]  # selective EOT is judged by N = 10
+    assert judging_shortfalls(replace(top, repeats=5, attacks=("apgd-eot-dev",))) == []
+    names = [s.name for s in plan(top)]
+    assert names[:3] == ["main", "fixed", "sanity:flags"] and "sanity:eps=1" in names  # white box: full-pgd-eot
+    probe = {"forward": 1.0, "full": 3.0}
+    main = plan(top)[0]
+    judge = 10 * 10 * 1.0
+    assert _unit_cost(main, "selective-eot", top, probe) == 40 * 15 * 3.0 + judge
+    assert _unit_cost(main, "apgd-eot-dev", top, probe) == 2 * 100 * 200 * (3.0 + 1.0) + judge
+
+
+def test_cli_estimate_only_prices_the_strongest_preset(checkpoints, tmp_path, capsys):
+    from art_adp.apps.cli import main
+
+    argv = ["evaluate", *checkpoints, "--dataset", "digits", "--preset", "strongest", "--estimate-only", "--steps", "1",
+            "--n-examples", "4", "--threads", "1", "--run-dir", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "Estimated time on this device (cpu" in out
+    assert "Smaller: --preset paper, --preset croce, --preset smoke" in out
+    assert not (tmp_path / "records").exists()
+
+
+def test_the_card_names_the_strongest_among_the_new_attacks(tmp_path):
+    mlp, _, x, y = tiny_models()
+    config = EvalConfig.preset("smoke", attacks=("clf-pgd", "selective-eot", "full-pgd-eot-dev"), eps=0.2, max_iter=3,
+                               eot_samples=2, n_examples=6, chunk_size=6, sanity=False, fixed_noise=False,
+                               compression_examples=0)
+    result = evaluate(mlp, [Identity()], x, y, config=config, run_dir=tmp_path, **QUIET)
+    rows = {r["attack"]: r for r in result["card"]}
+    assert set(rows) == {"clean", "clf-pgd", "selective-eot", "full-pgd-eot-dev"}
+    assert rows["selective-eot"]["label"] == "Selective EOT (DiffHammer)"
+    worst = min(rows[a]["worst"]["value"] for a in rows if a != "clean")
+    assert result["strongest_candidate"] in rows and rows[result["strongest_candidate"]]["worst"]["value"] == worst
+    assert worst < rows["clean"]["worst"]["value"]
 
 
 def test_plan_and_the_time_estimate_count_what_runs():

@@ -34,8 +34,8 @@ def _estimator() -> PyTorchClassifier:
 
 def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
     assert ATTACKS == ("clf-pgd", "bpda-eot", "joint-score", "joint-full", "spsa", "full-pgd-eot", "apgd-eot",
-                       "systemic-lowfreq")
-    assert PAPER_ATTACKS == ATTACKS[:-2] and GRADIENT_ATTACKS == ("full-pgd-eot", "apgd-eot", "bpda-eot")
+                       "systemic-lowfreq", "full-pgd-eot-dev", "apgd-eot-dev", "selective-eot")
+    assert PAPER_ATTACKS == ATTACKS[:6] and GRADIENT_ATTACKS == ("full-pgd-eot", "apgd-eot", "bpda-eot")
     assert PRESETS["croce"].attacks == ("apgd-eot",)
     assert {a: budget_fields(a) for a in ("clean", *ATTACKS, "flags")} == {
         "clean": (), "clf-pgd": ("max_iter",), "bpda-eot": ("max_iter", "eot_samples", "eot_aggregate"),
@@ -43,12 +43,16 @@ def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
         "full-pgd-eot": ("max_iter", "eot_samples", "eot_aggregate"), "apgd-eot": ("apgd_max_iter", "apgd_eot_samples"),
         "spsa": ("spsa_max_iter", "spsa_samples_per_step"), "flags": (),
         "systemic-lowfreq": ("max_iter", "eot_samples", "cutoff"),
+        "full-pgd-eot-dev": ("max_iter", "eot_samples", "eot_aggregate"),
+        "apgd-eot-dev": ("apgd_max_iter", "apgd_eot_samples"), "selective-eot": ("max_iter", "eot_samples"),
     }
     assert report.LABELS["bpda-eot"] == "BPDA+EOT" and report.LABELS["clean"] == "Natural (clean)"
     assert report.BASELINE_ATTACK == {"clean": "clean", "clf-pgd": "clf-pgd", "bpda-eot": "clf-pgd",
                                       "joint-score": "clf-pgd", "joint-full": "clf-pgd", "spsa": "spsa",
                                       "full-pgd-eot": "clf-pgd", "apgd-eot": "apgd-eot",
-                                      "systemic-lowfreq": "systemic-lowfreq"}
+                                      "systemic-lowfreq": "systemic-lowfreq",
+                                      "full-pgd-eot-dev": "clf-pgd", "apgd-eot-dev": "apgd-eot",
+                                      "selective-eot": "clf-pgd"}
 
 
 @pytest.mark.parametrize("name, cls, expected", [
@@ -61,6 +65,10 @@ def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
     ("spsa", A.BlackBoxSPSA, {"max_iter": 2, "samples_per_step": 16, "eps_step": 0.01, "seed": 5}),
     ("systemic-lowfreq", A.SystemicLowFrequency, {"gradient": "full", "max_iter": 7, "eot_samples": 3, "cutoff": 0.25,
                                                   "seed": 5}),
+    ("full-pgd-eot-dev", A.PGDEOTDev, {"gradient": "full", "max_iter": 7, "eot_samples": 3, "dev_weight": 1.0}),
+    ("apgd-eot-dev", A.APGDEOTDev, {"max_iter": 9, "eot_samples": 4, "seed": 5, "dev_weight": 1.0}),
+    ("selective-eot", A.SelectiveEOT, {"gradient": "full", "max_iter": 7, "eot_samples": 3, "seed": 5, "em_steps": 3,
+                                       "em_lambda": 5.0, "eps_step": 0.01}),
 ])
 def test_each_record_builds_its_attack_from_the_configs_budget(name, cls, expected):
     c = EvalConfig(eps=0.1, eps_step=0.01, max_iter=7, eot_samples=3, eot_aggregate="sign", weight=0.25, cutoff=0.25,
@@ -78,10 +86,14 @@ def test_cost_model_and_budget_text_per_attack():
     judge = 2 * 3 * 1.0
     costs = {a: _unit_cost(main, a, c, probe) - judge for a in ATTACKS}
     assert costs == {"clf-pgd": 0.0, "bpda-eot": 12.0, "joint-score": 12.0, "joint-full": 12.0, "spsa": 32.0,
-                     "full-pgd-eot": 120.0, "apgd-eot": 220.0, "systemic-lowfreq": 4 * 3 * 10.0 + 3 * 1.0}
+                     "full-pgd-eot": 120.0, "apgd-eot": 220.0, "systemic-lowfreq": 4 * 3 * 10.0 + 3 * 1.0,
+                     "full-pgd-eot-dev": 120.0, "apgd-eot-dev": 220.0,
+                     "selective-eot": 120.0}  # selective EOT: 4 iterations x 3 draws x one full pass
     assert budget_text("apgd-eot", c) == "CE+DLR, 5 it/loss, EOT 2"
     assert budget_text("joint-full", c) == f"4 it of {c.step:.4g}, EOT 3, w = 0.5"
     assert budget_text("clean", c) == "-"
+    assert budget_text("selective-eot", c) == f"4 it of {c.step:.4g}, 3 draws, EM-weighted"
+    assert budget_text("apgd-eot-dev", c) == "CE+DLR + 1 deviation, 5 it/loss, EOT 2"
 
 
 def test_a_budget_has_the_attacks_parameter_names():
@@ -198,4 +210,16 @@ def test_the_registry_speaks_the_budgets_names_only():
     assert (c.budget("bpda-eot").max_iter, c.budget("bpda-eot").eot_samples) == (7, 3)
     assert (c.budget("apgd-eot").max_iter, c.budget("apgd-eot").eot_samples) == (9, 4)
     assert c.budget("full-pgd-eot").memory_budget == 64  # MiB, as the attacks take it
-    assert tuple(s.name for s in REGISTRY.values() if s.full) == ("full-pgd-eot", "apgd-eot", "systemic-lowfreq")
+    assert tuple(s.name for s in REGISTRY.values() if s.full) == ("full-pgd-eot", "apgd-eot", "systemic-lowfreq",
+                                                                  "full-pgd-eot-dev", "apgd-eot-dev", "selective-eot")
+
+
+def test_protocols_and_the_strongest_of_each():
+    from art_adp.attacks.registry import PROTOCOLS, names
+
+    assert {s.protocol for s in REGISTRY.values()} <= set(PROTOCOLS)
+    assert names(protocol="croce") == ("apgd-eot",) and names(protocol="diffattack") == ("full-pgd-eot-dev",
+                                                                                            "apgd-eot-dev")
+    assert names(strongest=True) == ("full-pgd-eot", "apgd-eot", "systemic-lowfreq", "apgd-eot-dev", "selective-eot")
+    for protocol in PROTOCOLS:  # every protocol has its strongest attack, and one only
+        assert len(names(protocol=protocol, strongest=True)) == 1, protocol

@@ -283,7 +283,7 @@ def test_the_registry_builds_it_from_a_budget_and_prices_it(planted):
     assert type(attack) is SystemicLowFrequency and attack.name == "systemic-lowfreq"
     assert (attack.gradient, attack.norm, attack.eps, attack.eps_step, attack.max_iter, attack.eot_samples,
             attack.cutoff, attack.seed) == ("full", 2, 0.1, 0.02, 7, 3, 0.25, 5)
-    assert spec.fields == ("max_iter", "eot_samples", "cutoff") and spec.full and not spec.paper and not spec.croce
+    assert spec.fields == ("max_iter", "eot_samples", "cutoff") and spec.full and spec.protocol == "diffbreak" and spec.strongest
     b = Budget(eps=0.1, eps_step=0.02, max_iter=40, eot_samples=15)
     assert spec.cost(b, 1.0, 10.0) == 40 * 15 * 10.0 + 15 * 1.0  # 40 steps of 15 draws forward+backward, one vote
     assert spec.describe(b) == "40 it of 0.02, EOT 15, DCT cutoff 0.5"

@@ -1,24 +1,28 @@
 """Attacks on ADP, one per module, as ART ``EvasionAttack`` subclasses (Table 1 of https://arxiv.org/abs/2106.06041,
-plus the strongest adaptive attacks of Croce et al. 2022, https://arxiv.org/abs/2202.13711, and DiffBreak's systemic
-low-frequency attack on the majority vote, Kassis et al. 2025, https://arxiv.org/abs/2411.16598).
+plus the strongest adaptive attacks of Croce et al. 2022, https://arxiv.org/abs/2202.13711, and of the later
+re-evaluations of diffusion purification: DiffAttack's purified-state loss, DiffHammer's selective EOT, DiffBreak's
+systemic low-frequency attack on the majority vote, Kassis et al. 2025, https://arxiv.org/abs/2411.16598).
 
 Every attack takes an ART ``PyTorchClassifier`` -- with ``preprocessing_defences=[ADPPurifier(...)]`` for the
 defended model -- sets the purifier gradient mode it needs while it runs and restores it, and returns inputs
 inside the ε-ball and ``clip_values``.
 """
 
-from .apgd_eot import APGDEOT
+from .apgd_eot import APGDEOT, APGDEOTDev
 from .classifier_pgd import ClassifierPGD
 from .fixed_noise_pgd import FixedNoisePGD
 from .joint_full import JointFull
 from .joint_score import JointScore
-from .pgd_eot import PGDEOT
+from .pgd_eot import PGDEOT, PGDEOTDev
+from .purified_state_loss import PurifiedStateLoss
+from .selective_eot import SelectiveEOT
 from .evade_detector import EvadeDetectorLoss
 from .spsa import BlackBoxSPSA
 from .systemic_lowfreq import SystemicLowFrequency
 
 __all__ = [
     "APGDEOT",
+    "APGDEOTDev",
     "BlackBoxSPSA",
     "ClassifierPGD",
     "EvadeDetectorLoss",
@@ -26,5 +30,8 @@ __all__ = [
     "JointFull",
     "JointScore",
     "PGDEOT",
+    "PGDEOTDev",
+    "PurifiedStateLoss",
+    "SelectiveEOT",
     "SystemicLowFrequency",
 ]

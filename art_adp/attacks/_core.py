@@ -144,6 +144,11 @@ class IterativeAttack(EvasionAttack):
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def _start(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The first iterate for a batch of clean inputs ``x``: ``x`` itself (a subclass may draw a random start,
+        or keep what its loss needs of the clean batch)."""
+        return x.clone()
+
     def generate(self, x: np.ndarray, y: np.ndarray | None = None, **kwargs) -> np.ndarray:
         """
         :param x: Inputs ``N×C×H×W`` in the estimator's ``clip_values``.
@@ -161,7 +166,7 @@ class IterativeAttack(EvasionAttack):
             for start in tqdm(range(0, len(x), self.batch_size), desc=type(self).__name__, disable=not self.verbose):
                 xb = torch.as_tensor(x[start : start + self.batch_size], dtype=torch.float32, device=device)
                 yb = torch.as_tensor(y[start : start + self.batch_size], device=device)
-                x_adv = xb.clone()
+                x_adv = self._start(xb, yb)
                 for _ in range(self.max_iter):
                     step = self.eps_step * self._direction(x_adv, yb)
                     x_adv = project(x_adv + step, xb, self.eps, self.norm, clip).detach()

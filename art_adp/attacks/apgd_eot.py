@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 from art.attacks.attack import EvasionAttack
 from art.estimators.classification import PyTorchClassifier
 
 from ..eot import EOTClassifier
-from .._checks import memory_budget as check_memory_budget, one_of, positive_int
+from .._checks import memory_budget as check_memory_budget, number, one_of, positive_int
 from ._core import GRADIENTS, check_norm, cross_entropy, dlr, gradient_mode, labels
+from .purified_state_loss import DEV_WEIGHT, PurifiedStateLoss
 
-__all__ = ["APGDEOT"]
+__all__ = ["APGDEOT", "APGDEOTDev"]
 
 LOSSES = {"ce": cross_entropy, "dlr": dlr}
 
@@ -44,6 +46,9 @@ class APGDEOT(EvasionAttack):
     :param seed: Seed of APGD's random start (ART draws it from numpy's global generator; it is seeded inside a
         saved-and-restored state, so the caller's numpy state is left as it was), or None to use that generator as
         it is. Purification noise comes from the purifiers' ``generator``.
+    :param dev_weight: λ ≥ 0: add λ × the deviation of each draw's purified image from the clean input to each loss
+        (DiffAttack, :class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`); 0, the default: the losses
+        alone. :class:`APGDEOTDev` is this attack with it on.
     :param verbose: Show ART's progress bars.
     """
 
@@ -61,6 +66,7 @@ class APGDEOT(EvasionAttack):
         "batch_size",
         "memory_budget",
         "seed",
+        "dev_weight",
         "verbose",
     ]
     _estimator_requirements = (PyTorchClassifier,)
@@ -79,6 +85,7 @@ class APGDEOT(EvasionAttack):
         batch_size: int = 512,
         memory_budget: float | None = None,
         seed: int | None = 0,
+        dev_weight: float = 0.0,
         verbose: bool = False,
     ) -> None:
         super().__init__(estimator=estimator)
@@ -92,6 +99,7 @@ class APGDEOT(EvasionAttack):
         self.batch_size = batch_size
         self.memory_budget = memory_budget
         self.seed = seed
+        self.dev_weight = dev_weight
         self.verbose = verbose
         self._check_params()
 
@@ -104,6 +112,7 @@ class APGDEOT(EvasionAttack):
         for name in ("max_iter", "eot_samples", "batch_size"):
             positive_int(name, getattr(self, name))
         check_memory_budget(self.memory_budget)
+        number("dev_weight", self.dev_weight, low=0)
 
     def generate(self, x: np.ndarray, y: np.ndarray | None = None, **kwargs) -> np.ndarray:
         """
@@ -124,13 +133,19 @@ class APGDEOT(EvasionAttack):
                 for name in self.losses:
                     if not todo.any():
                         break
+                    idx = np.flatnonzero(todo)
+                    loss = LOSSES[name]
+                    if self.dev_weight:  # each draw's loss plus its purified state's deviation from the clean input
+                        clean = torch.as_tensor(x[idx], dtype=torch.float32, device=self.estimator.device)
+                        loss = PurifiedStateLoss(loss, reference=clean, dev_weight=self.dev_weight)
                     view = EOTClassifier(
                         self.estimator,
                         ensemble_size=self.eot_samples,
                         eot_samples=self.eot_samples,
                         batch_size=self.batch_size,
-                        loss=LOSSES[name],
+                        loss=loss,
                         memory_budget=self.memory_budget,
+                        states=bool(self.dev_weight),
                     )
                     apgd = AutoProjectedGradientDescent(
                         view,
@@ -144,9 +159,24 @@ class APGDEOT(EvasionAttack):
                         loss_type=None,
                         verbose=self.verbose,
                     )
-                    idx = np.flatnonzero(todo)
                     x_adv[idx] = apgd.generate(x[idx].astype(np.float32), y=np.eye(view.nb_classes)[y[idx]])
                     todo[idx] = view.predict(x_adv[idx]).argmax(1) == y[idx]
         finally:
             np.random.set_state(state)
         return x_adv.astype(x.dtype, copy=False)
+
+
+class APGDEOTDev(APGDEOT):
+    """
+    :class:`APGDEOT` with DiffAttack's purified-state term on (``dev_weight`` =
+    :data:`~art_adp.attacks.purified_state_loss.DEV_WEIGHT` by default): each loss (CE, then DLR) plus λ ‖P(x') − x‖₂
+    per draw. Registered as ``"apgd-eot-dev"``; every other parameter is APGDEOT's.
+
+    | Paper link: Kang, Song & Li, NeurIPS 2023, https://arxiv.org/abs/2311.16124
+    """
+
+    #: The name of this attack in :data:`~art_adp.attacks.registry.REGISTRY`, its records and on the command line.
+    name = "apgd-eot-dev"
+
+    def __init__(self, estimator: PyTorchClassifier, *, dev_weight: float = DEV_WEIGHT, **kwargs) -> None:
+        super().__init__(estimator, dev_weight=dev_weight, **kwargs)

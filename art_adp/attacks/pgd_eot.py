@@ -6,11 +6,13 @@ import numpy as np
 import torch
 from art.estimators.classification import PyTorchClassifier
 
-from .._checks import memory_budget as check_memory_budget, one_of, positive_int
+from .._checks import memory_budget as check_memory_budget, number, one_of, positive_int
+from ..defended import DefendedModel
 from ..ensemble import eot_gradient, logits
 from ._core import GRADIENTS, IterativeAttack, cross_entropy, normalize
+from .purified_state_loss import DEV_WEIGHT, PurifiedStateLoss
 
-__all__ = ["PGDEOT"]
+__all__ = ["PGDEOT", "PGDEOTDev"]
 
 AGGREGATES = ("mean", "sign")
 
@@ -44,11 +46,20 @@ class PGDEOT(IterativeAttack):
         ``batch_size`` counts images per forward pass (examples × EOT copies).
     :param memory_budget: MiB of autograd graph per block of EOT draws (None:
         :func:`art_adp.ensemble.default_memory_budget`, 512 MiB on a CPU, a quarter of a GPU's free memory).
+    :param dev_weight: λ ≥ 0: add λ × the deviation of each draw's purified image from the clean input to the loss
+        (DiffAttack, :class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`); 0, the default: the
+        cross-entropy alone. :class:`PGDEOTDev` is this attack with it on.
     """
 
     #: The name in :data:`~art_adp.attacks.registry.REGISTRY` of each gradient mode (:attr:`name`).
     names = {"bpda": "bpda-eot", "full": "full-pgd-eot"}
-    attack_params = IterativeAttack.attack_params + ["gradient", "eot_samples", "aggregate", "memory_budget"]
+    attack_params = IterativeAttack.attack_params + [
+        "gradient",
+        "eot_samples",
+        "aggregate",
+        "memory_budget",
+        "dev_weight",
+    ]
 
     def __init__(
         self,
@@ -63,9 +74,12 @@ class PGDEOT(IterativeAttack):
         aggregate: str = "mean",
         batch_size: int = 512,
         memory_budget: float | None = None,
+        dev_weight: float = 0.0,
         verbose: bool = False,
     ) -> None:
         self.gradient = gradient
+        self.dev_weight = dev_weight
+        self._loss: PurifiedStateLoss | None = None
         self.memory_budget = memory_budget
         self.eot_samples = eot_samples
         self.aggregate = aggregate
@@ -90,16 +104,43 @@ class PGDEOT(IterativeAttack):
         positive_int("eot_samples", self.eot_samples)
         one_of("aggregate", self.aggregate, AGGREGATES)
         check_memory_budget(self.memory_budget)
+        number("dev_weight", self.dev_weight, low=0)
+
+    def _start(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        weight = self.dev_weight
+        self._loss = PurifiedStateLoss(cross_entropy, reference=x, dev_weight=weight) if weight else None
+        return x.clone()
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self._loss is None:
+            fn, loss = (lambda z: logits(self.estimator, z)), cross_entropy
+        else:  # the deviation term: each draw's logits with its purified state
+            model = DefendedModel.from_estimator(self.estimator, ensemble_size=1)
+            fn, loss = (lambda z: (*model.draw_states(z), z)), self._loss
         g, _ = eot_gradient(
-            lambda z: logits(self.estimator, z),
+            fn,
             x_adv,
             y,
-            cross_entropy,
+            loss,
             self.eot_samples,
             batch_size=self.batch_size,
             memory_budget=self.memory_budget,
             aggregate=self.aggregate,
         )
         return normalize(g, self.norm)
+
+
+class PGDEOTDev(PGDEOT):
+    """
+    :class:`PGDEOT` with DiffAttack's purified-state term on (``dev_weight`` =
+    :data:`~art_adp.attacks.purified_state_loss.DEV_WEIGHT` by default): L = CE + λ ‖P(x') − x‖₂ per draw. Registered
+    as ``"full-pgd-eot-dev"`` (``gradient="full"``); every other parameter is PGDEOT's.
+
+    | Paper link: Kang, Song & Li, NeurIPS 2023, https://arxiv.org/abs/2311.16124
+    """
+
+    #: The name in :data:`~art_adp.attacks.registry.REGISTRY` of each gradient mode (:attr:`name`).
+    names = {"bpda": "bpda-eot-dev", "full": "full-pgd-eot-dev"}
+
+    def __init__(self, estimator: PyTorchClassifier, *, dev_weight: float = DEV_WEIGHT, **kwargs) -> None:
+        super().__init__(estimator, dev_weight=dev_weight, **kwargs)

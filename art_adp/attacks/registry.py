@@ -17,11 +17,13 @@ from types import MappingProxyType
 
 from art.attacks.attack import EvasionAttack
 
-from .apgd_eot import APGDEOT
+from .apgd_eot import APGDEOT, APGDEOTDev
 from .classifier_pgd import ClassifierPGD
 from .joint_full import JointFull
 from .joint_score import JointScore
-from .pgd_eot import PGDEOT
+from .pgd_eot import PGDEOT, PGDEOTDev
+from .purified_state_loss import DEV_WEIGHT
+from .selective_eot import SelectiveEOT
 from .spsa import BlackBoxSPSA
 from .systemic_lowfreq import SystemicLowFrequency
 
@@ -33,6 +35,7 @@ __all__ = [
     "CLEAN_LABEL",
     "FULL_ATTACK",
     "LABELS",
+    "PROTOCOLS",
     "REGISTRY",
     "SWEEP_ATTACK",
     "gradient_attacks",
@@ -65,6 +68,9 @@ BLIND_ATTACK = registered_name(ClassifierPGD)
 SWEEP_ATTACK = registered_name(PGDEOT, "bpda")
 #: The MNIST recipe's default full-gradient row.
 FULL_ATTACK = registered_name(PGDEOT, "full")
+#: The published evaluations the attacks come from (:attr:`AttackSpec.protocol`): Yoon et al.'s Table 3, Croce et
+#: al. 2022, DiffAttack (Kang et al. 2023), DiffHammer (Wang et al. 2024).
+PROTOCOLS = ("paper", "croce", "diffattack", "diffhammer", "diffbreak")
 
 
 @dataclass(frozen=True)
@@ -119,8 +125,11 @@ class AttackSpec:
         forward pass and of one forward+backward pass through the purification.
     :param describe: ``budget -> str``, the budget in a table cell.
     :param gradient: Gradient-based on the defended model (white box); the sanity checks use such attacks.
-    :param paper: In the paper's Table 3 (the ``paper`` preset).
-    :param croce: In Croce et al.'s protocol (the ``croce`` preset).
+    :param protocol: The published evaluation the attack comes from, one of :data:`PROTOCOLS`: ``"paper"`` (the
+        paper's Table 3, the ``paper`` preset), ``"croce"`` (Croce et al. 2022, the ``croce`` preset), or a later
+        attack on diffusion purification.
+    :param strongest: The strongest attack of its protocol at the reference budget: the ``strongest`` preset runs
+        these.
     :param baseline: The attack an undefended (baseline) classifier gets for this row: the PGD family reduces to
         ``"clf-pgd"`` (:data:`BLIND_ATTACK`); APGD and SPSA run as they are.
     :param own_step: APGD chooses its step itself, starting at ``own_step × eps``; ``None``: ``budget.eps_step``.
@@ -143,8 +152,8 @@ class AttackSpec:
     cost: Callable[[Budget, float, float], float]
     describe: Callable[[Budget], str]
     gradient: bool = True
-    paper: bool = True
-    croce: bool = False
+    protocol: str = "paper"
+    strongest: bool = False
     baseline: str = BLIND_ATTACK
     own_step: float | None = None
     norms: tuple[float, ...] = (math.inf, 2)
@@ -194,13 +203,34 @@ def _joint(cls) -> Callable[..., EvasionAttack]:
     return build
 
 
+def _pgd_eot_dev(estimator, b: Budget, seed: int = 0) -> EvasionAttack:  # pylint: disable=unused-argument
+    return PGDEOTDev(
+        estimator,
+        gradient="full",
+        norm=b.norm,
+        eot_samples=b.eot_samples,
+        aggregate=b.eot_aggregate,
+        memory_budget=b.memory_budget,
+        **_steps(b),
+    )
+
+
+def _selective(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
+    return SelectiveEOT(
+        estimator, norm=b.norm, eot_samples=b.eot_samples, memory_budget=b.memory_budget, seed=seed, **_steps(b)
+    )
+
+
 def _clf_pgd(estimator, b: Budget, seed: int = 0) -> EvasionAttack:  # pylint: disable=unused-argument
     return ClassifierPGD(estimator, norm=b.norm, **_steps(b))
 
 
-def _apgd(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
-    steps = {k: v for k, v in _steps(b).items() if k != "eps_step"}  # APGD sets its own step
-    return APGDEOT(estimator, norm=b.norm, eot_samples=b.eot_samples, memory_budget=b.memory_budget, seed=seed, **steps)
+def _apgd(cls) -> Callable[..., EvasionAttack]:
+    def build(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
+        steps = {k: v for k, v in _steps(b).items() if k != "eps_step"}  # APGD sets its own step
+        return cls(estimator, norm=b.norm, eot_samples=b.eot_samples, memory_budget=b.memory_budget, seed=seed, **steps)
+
+    return build
 
 
 def _systemic(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
@@ -232,7 +262,12 @@ def _per_full_draw(b: Budget, forward: float, full: float) -> float:  # pylint: 
     return b.max_iter * b.eot_samples * full
 
 
+def _apgd_cost(b: Budget, forward: float, full: float) -> float:
+    return 2 * b.max_iter * b.eot_samples * (full + forward)  # CE then DLR, each draw forward + backward
+
+
 _CLF = ("max_iter",)
+_APGD = ("max_iter", "eot_samples")
 _PGD = ("max_iter", "eot_samples", "eot_aggregate")
 _JOINT = ("max_iter", "eot_samples", "weight")
 
@@ -256,23 +291,31 @@ ATTACKS: tuple[AttackSpec, ...] = (
         black_box=True,
     ),
     AttackSpec(
-        FULL_ATTACK, "Full-gradient PGD+EOT", _pgd_eot("full"), _PGD, _per_full_draw, _with_eot, sanity=0, full=True
+        FULL_ATTACK,
+        "Full-gradient PGD+EOT",
+        _pgd_eot("full"),
+        _PGD,
+        _per_full_draw,
+        _with_eot,
+        strongest=True,
+        sanity=0,
+        full=True,
     ),
     AttackSpec(
         registered_name(APGDEOT),
         "APGD-EOT (CE, then DLR)",
-        _apgd,
-        ("max_iter", "eot_samples"),
-        cost=lambda b, f, g: 2 * b.max_iter * b.eot_samples * (g + f),  # CE then DLR, each draw forward + backward
+        _apgd(APGDEOT),
+        _APGD,
+        cost=_apgd_cost,
         describe=lambda b: f"CE+DLR, {b.max_iter} it/loss, EOT {b.eot_samples}",
-        paper=False,
+        protocol="croce",
+        strongest=True,
         baseline=registered_name(APGDEOT),
         own_step=2.0,
         sanity=1,
-        own=("max_iter", "eot_samples"),
+        own=_APGD,
         short="apgd",
         full=True,
-        croce=True,
     ),
     AttackSpec(
         registered_name(SystemicLowFrequency),
@@ -282,8 +325,45 @@ ATTACKS: tuple[AttackSpec, ...] = (
         # each step: the draws forward + backward through the purification; then one vote of as many draws
         cost=lambda b, f, g: b.max_iter * b.eot_samples * g + b.eot_samples * f,
         describe=lambda b: f"{_iterations(b)}, EOT {b.eot_samples}, DCT cutoff {b.cutoff:g}",
-        paper=False,
+        protocol="diffbreak",
+        strongest=True,
         baseline=registered_name(SystemicLowFrequency),
+        full=True,
+    ),
+    AttackSpec(
+        registered_name(PGDEOTDev, "full"),
+        "Full-gradient PGD+EOT, purified-state loss (DiffAttack)",
+        _pgd_eot_dev,
+        _PGD,
+        _per_full_draw,
+        lambda b: f"{_with_eot(b)}, CE + {DEV_WEIGHT:g} deviation",
+        protocol="diffattack",
+        full=True,
+    ),
+    AttackSpec(
+        registered_name(APGDEOTDev),
+        "APGD-EOT, purified-state loss (DiffAttack)",
+        _apgd(APGDEOTDev),
+        _APGD,
+        cost=_apgd_cost,
+        describe=lambda b: f"CE+DLR + {DEV_WEIGHT:g} deviation, {b.max_iter} it/loss, EOT {b.eot_samples}",
+        protocol="diffattack",
+        strongest=True,
+        baseline=registered_name(APGDEOT),  # without a purifier APGD-EOT is the reduced attack
+        own_step=2.0,
+        own=_APGD,
+        short="apgd",
+        full=True,
+    ),
+    AttackSpec(
+        registered_name(SelectiveEOT),
+        "Selective EOT (DiffHammer)",
+        _selective,
+        ("max_iter", "eot_samples"),
+        _per_full_draw,
+        lambda b: f"{_iterations(b)}, {b.eot_samples} draws, EM-weighted",
+        protocol="diffhammer",
+        strongest=True,
         full=True,
     ),
 )
@@ -292,11 +372,15 @@ CLEAN_LABEL = "Natural (clean)"
 LABELS: Mapping[str, str] = MappingProxyType({"clean": CLEAN_LABEL, **{s.name: s.label for s in ATTACKS}})
 
 
-def names(*, paper: bool | None = None, full: bool | None = None, croce: bool | None = None) -> tuple[str, ...]:
-    """The attacks' names in table order (``paper=True``: those of the paper's table only; ``full=True``: the
-    full-gradient attacks only; ``croce=True``: those of Croce et al.'s protocol only)."""
+def names(
+    *, protocol: str | None = None, full: bool | None = None, strongest: bool | None = None
+) -> tuple[str, ...]:
+    """The attacks' names in table order (``protocol="paper"``: those of the paper's table only; ``full=True``: the
+    full-gradient attacks only; ``strongest=True``: the strongest of each protocol)."""
     return tuple(
-        s.name for s in ATTACKS if paper in (None, s.paper) and full in (None, s.full) and croce in (None, s.croce)
+        s.name
+        for s in ATTACKS
+        if protocol in (None, s.protocol) and full in (None, s.full) and strongest in (None, s.strongest)
     )
 
 

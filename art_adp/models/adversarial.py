@@ -250,13 +250,19 @@ def train_adversarial_classifier(
             start, order = _restore_state(path, model, optimizer, settings)
         for epoch in tqdm(range(start, epochs), initial=start, total=epochs, desc="Adversarial training epochs",
                           unit="epoch", disable=not verbose):  # fmt: skip
-            rng = np.random.RandomState()
-            rng.set_state(np.random.get_state())
-            shuffle = np.arange(len(x_np))
-            rng.shuffle(shuffle)  # the permutation ART's fit is about to draw
-            trainer.fit(x_np[order], y_np[order], batch_size=batch_size, nb_epochs=1)
-            order = order[shuffle]  # where ART's one multi-epoch fit would have its shuffled indices now
+            order = _one_epoch(trainer, x_np, y_np, order, batch_size)
             if path is not None:
                 done = {**settings, "epochs": epochs}
                 _save_state(path, model, optimizer, epoch=epoch + 1, order=order, settings=done)
     return model.eval()
+
+
+def _one_epoch(trainer, x_np: np.ndarray, y_np: np.ndarray, order: np.ndarray, batch_size: int) -> np.ndarray:
+    """One ART ``fit`` epoch on the data in ``order``; returns the order ART's one multi-epoch ``fit`` would have
+    reached after it (its shuffle drawn from the same global RNG), so epoch-by-epoch training equals one fit."""
+    rng = np.random.RandomState()
+    rng.set_state(np.random.get_state())
+    shuffle = np.arange(len(x_np))
+    rng.shuffle(shuffle)  # the permutation ART's fit is about to draw
+    trainer.fit(x_np[order], y_np[order], batch_size=batch_size, nb_epochs=1)
+    return order[shuffle]

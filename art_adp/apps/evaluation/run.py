@@ -644,7 +644,7 @@ def _log_estimate(estimator, x, config: EvalConfig, pending, n_units: int, dev, 
         p.set_params(generator=generator)
     est_seconds = estimate(pending, config, probe) / world
     sanity = sanity_cost(pending, config, probe, dev)
-    order = list(PRESETS)  # paper, croce (APGD only), smoke (CI-sized)
+    order = list(PRESETS)  # strongest, paper, croce (APGD only), smoke (CI-sized): largest first
     smaller = order[order.index(config.preset_name) + 1 :] if config.preset_name in order else order
     log(
         f"Estimated time on this device ({dev.type}, {torch.get_num_threads()} CPU threads): about "
