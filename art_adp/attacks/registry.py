@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+import torch
 from art.attacks.attack import EvasionAttack
 
 from .apgd_eot import APGDEOT
@@ -82,6 +83,8 @@ class Budget:
         ``aggregate``, not the ``aggregate`` of the S-draw ensemble, which averages predictions).
     :param weight: The Joint attacks' weight w.
     :param samples_per_step: SPSA's samples per step.
+    :param random_start: The PGD family (Clf-PGD, BPDA+EOT, full-gradient PGD+EOT) starts from a uniform draw in the
+        ε-ball, seeded by the ``seed`` its record builds it with (APGD always starts so, as ART's does).
     :param batch_size: Images per forward pass.
     :param memory_budget: MiB of autograd graph per block of EOT draws in the gradients of the attacks that take
         it (PGD+EOT, APGD-EOT; None: :func:`art_adp.ensemble.default_memory_budget`). It changes how the draws are
@@ -96,6 +99,7 @@ class Budget:
     eot_aggregate: str = "mean"
     weight: float = 0.5
     samples_per_step: int = 1280
+    random_start: bool = False
     batch_size: int = 512
     memory_budget: float | None = None
 
@@ -150,7 +154,7 @@ class AttackSpec:
 
 
 def _iterations(b: Budget) -> str:
-    return f"{b.max_iter} it of {b.eps_step:.4g}"
+    return f"{b.max_iter} it of {b.eps_step:.4g}" + (", random start" if b.random_start else "")
 
 
 def _with_eot(b: Budget) -> str:
@@ -166,8 +170,14 @@ def _steps(b: Budget) -> dict:
     return {"eps": b.eps, "eps_step": b.eps_step, "max_iter": b.max_iter, "batch_size": b.batch_size}
 
 
+def _start(b: Budget, seed: int) -> dict:
+    """The PGD family's random start: on or off, and the generator of its draw (seeded by ``seed``)."""
+    generator = torch.Generator().manual_seed(seed % 2**63) if b.random_start else None
+    return {"random_start": b.random_start, "generator": generator}
+
+
 def _pgd_eot(gradient: str) -> Callable[..., EvasionAttack]:
-    def build(estimator, b: Budget, seed: int = 0) -> EvasionAttack:  # pylint: disable=unused-argument
+    def build(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
         return PGDEOT(
             estimator,
             gradient=gradient,
@@ -175,6 +185,7 @@ def _pgd_eot(gradient: str) -> Callable[..., EvasionAttack]:
             eot_samples=b.eot_samples,
             aggregate=b.eot_aggregate,
             memory_budget=b.memory_budget,
+            **_start(b, seed),
             **_steps(b),
         )
 
@@ -188,8 +199,8 @@ def _joint(cls) -> Callable[..., EvasionAttack]:
     return build
 
 
-def _clf_pgd(estimator, b: Budget, seed: int = 0) -> EvasionAttack:  # pylint: disable=unused-argument
-    return ClassifierPGD(estimator, norm=b.norm, **_steps(b))
+def _clf_pgd(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
+    return ClassifierPGD(estimator, norm=b.norm, **_start(b, seed), **_steps(b))
 
 
 def _apgd(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
