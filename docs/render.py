@@ -454,6 +454,12 @@ def _training(name: str, facts: dict, eps_text: str) -> str:
     )
 
 
+def _who(c: dict, result: dict) -> str:
+    """The score model, and for a defence the classifier behind it."""
+    clf = c.get("classifier", result.get("classifier"))
+    return SCORE_LABELS.get(c["model"], c["model"]) + (f" → {clf}" if clf and c["model"] != "none" else "")
+
+
 def levers_page(result: dict, path: str) -> str:
     """A lever table of ``art-adp levers`` with its rows' labels (any data set): the paper's row beside the measured
     ones (one column per attack, adaptive rows worst of R), the four judgements of the adaptive rows, the
@@ -468,7 +474,7 @@ def levers_page(result: dict, path: str) -> str:
     groups: dict[tuple, dict] = {}
     for c in result["cells"]:
         if c.get("judge", "ensemble") == "ensemble":
-            who = SCORE_LABELS.get(c["model"], c["model"]) + (f" → {c['classifier']}" if "classifier" in c else "")
+            who = _who(c, result)
             groups.setdefault((who, c["setting"]), {})[c["attack"]] = c
     blind = next((a for a in attacks if a not in adaptive and a not in ("clean", AUTOATTACK)), None)
     paper = {"clean": f"**{PAPER_FASHION_MNIST[0]}**", blind: f"**{PAPER_FASHION_MNIST[1]}**"}
@@ -483,7 +489,7 @@ def levers_page(result: dict, path: str) -> str:
             j = c.get("judgements", {})
             short = [cell({**v, "n": c["n"]}).rsplit(" (", 1)[0] if v else "" for v in
                      (j.get("mean"), j.get("worst"), j.get("majority"))]  # fmt: skip
-            who = SCORE_LABELS.get(c["model"], c["model"]) + (f" → {c['classifier']}" if "classifier" in c else "")
+            who = _who(c, result)
             judged.append([who, c["setting"], labels[c["attack"]], c["n"], c.get("repeats", 1), *short,
                            cell(fixed).rsplit(" (", 1)[0] if fixed else ""])  # fmt: skip
     some = next((c for c in result["cells"] if c["attack"] in adaptive), None)

@@ -26,8 +26,7 @@ from .detect_demo import DEFENCES, DetectConfig, detect_command
 from .evaluation.command import EOT_SWEEP, SIGMA_SWEEP, evaluate_command
 from ..diffusion_purify import SAMPLERS
 from .evaluation.config import PRESETS, PURIFIERS, EvalConfig, presets_text
-from .levers import JUDGES, LeversConfig, levers_command, sigma_settings
-from .levers import PRESETS as LEVER_PRESETS
+from .levers import CLASSIFIER_NAMES, JUDGES, ROW_NAMES, SETTING_NAMES, LeversConfig, levers_command
 from .reproduce import STAGES, MnistRecipe, reproduce_command
 from .train_classifier import ClassifierTraining, train_classifier_command
 from .train_denoiser import DenoiserTraining, train_denoiser_command
@@ -163,15 +162,13 @@ def _levers(sub) -> None:
              "purified": "classifiers ADP is put in front of (default: the preset's)",
              "judges": "ensemble: S-run ensemble (R times); fixed: fixed noise", "eps": "l_inf radius (preset's)",
              "arch": "architecture of the classifier ADP defends (preset's)", "sigmas": "the sigma grid (preset's)",
-             "max_iter": "iterations of the adaptive rows (preset's)", "eps_step": "step of the adaptive rows"}  # fmt: skip
+             "max_iter": "iterations of the adaptive rows (preset's)",
+             "eps_step": "step of the adaptive rows"}  # fmt: skip
     many = {"nargs": "+", "type": str}  # setting names hold commas: one argument each
-    presets = LEVER_PRESETS.values()
-    rows = list(dict.fromkeys([r.name for p_ in presets for r in p_.rows] + list(registry.REGISTRY)))
-    clfs = list(dict.fromkeys(k for p_ in presets for k in p_.classifiers))
-    names = list(dict.fromkeys(s.name for p_ in presets for s in sigma_settings(p_.sigmas)))
     _fields(p, LeversConfig, helps, models={**many, "choices": ["oracle", "denoiser"]},
-            settings={**many, "choices": names}, attacks={**many, "choices": rows},
-            classifiers={"nargs": "*", "type": str, "choices": clfs}, purified={**many, "choices": clfs},
+            settings={**many, "choices": SETTING_NAMES}, attacks={**many, "choices": ROW_NAMES},
+            classifiers={"nargs": "*", "type": str, "choices": CLASSIFIER_NAMES},
+            purified={**many, "choices": CLASSIFIER_NAMES},
             judges={**many, "choices": list(JUDGES)}, arch={"choices": ["mlp", "cnn"]},
             sigmas={"nargs": "+", "type": float})  # fmt: skip
 

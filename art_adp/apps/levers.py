@@ -47,6 +47,10 @@ from .robust_baseline import train_until_plateau, white_box_pgd
 __all__ = [
     "ATTACK_ROWS",
     "AUTOATTACK",
+    "CLASSIFIER_NAMES",
+    "JUDGES",
+    "ROW_NAMES",
+    "SETTING_NAMES",
     "ClassifierRecipe",
     "LeversConfig",
     "PRESETS",
@@ -244,6 +248,10 @@ PRESETS: Mapping[str, Preset] = {"mnist": MNIST, "fashion-mnist": FASHION_MNIST}
 ROWS: tuple[Row, ...] = MNIST.rows
 ATTACK_ROWS = {row.name: row for row in ROWS}
 JUDGES = ("ensemble", "fixed")
+#: What the command line offers: every preset's rows and the registry's attacks, classifiers, settings.
+ROW_NAMES = tuple(dict.fromkeys([r.name for p in PRESETS.values() for r in p.rows] + list(REGISTRY)))
+CLASSIFIER_NAMES = tuple(dict.fromkeys(k for p in PRESETS.values() for k in p.classifiers))
+SETTING_NAMES = tuple(dict.fromkeys(s.name for p in PRESETS.values() for s in sigma_settings(p.sigmas)))
 
 
 def preset_for(dataset: str, *, eps=None, arch=None, sigmas=None, max_iter=None, eps_step=None) -> Preset:
@@ -490,7 +498,8 @@ def run_levers(
     base = preset.classifier
 
     def key(r: dict) -> tuple:
-        return (r.get("classifier", base), r["model"], r["setting"], r["attack"], r.get("judge", "ensemble"), r["index"])
+        judge = r.get("judge", "ensemble")
+        return (r.get("classifier", base), r["model"], r["setting"], r["attack"], judge, r["index"])
 
     done = {key(r) for r in read_jsonl(path)}
 
@@ -566,6 +575,7 @@ def run_levers(
                         record(name, model, s.name, r.name, idx, preds, {**extra, "repeats": 1}, judge="fixed")
     table = render_levers(read_jsonl(path), base=base)
     table["dataset"] = dataset
+    table["classifier"] = base
     table["eps"] = eps
     table["rows"] = [{**asdict(r), "label": row_label(r, eps), "adaptive": r.adaptive} for r in preset.rows]
     table["classifiers"] = {k: _training_facts(k, preset, run_dir) for k in clfs}
@@ -617,7 +627,7 @@ def table_markdown(table: dict) -> str:
     lines = ["| classifier | score model | setting | " + " | ".join(head) + " |", "|---|---|---|" + "---|" * len(cols)]
     groups: dict[tuple, dict] = {}
     for c in table["cells"]:
-        clf = c.get("classifier", "") if c["model"] != "none" else c["setting"]
+        clf = c.get("classifier", table.get("classifier", "")) if c["model"] != "none" else c["setting"]
         groups.setdefault((clf, c["model"], c["setting"]), {})[(c["attack"], c.get("judge", "ensemble"))] = c
     for (clf, model, setting), by in groups.items():
         cells = []
@@ -673,6 +683,7 @@ def levers_command(
     docs/fashion_mnist.md."""
     from ..data import load_dataset
 
-    table = run_levers(load_dataset(dataset, data_root), run_dir, dataset=dataset, denoiser_path=denoiser, **asdict(config),
-                       device=device or "cpu", progress=progress)  # fmt: skip
+    data = load_dataset(dataset, data_root)
+    table = run_levers(data, run_dir, dataset=dataset, denoiser_path=denoiser, **asdict(config), device=device or "cpu",
+                       progress=progress)  # fmt: skip
     print(table_markdown(table))
