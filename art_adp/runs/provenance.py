@@ -67,28 +67,13 @@ def code_diff() -> str:
         return ""
 
 
-def cpu_model() -> str:
-    """The processor's model name (``/proc/cpuinfo``'s first ``model name``; elsewhere ``platform.processor()``), or
-    "" when unknown."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 def device_description(device: str | torch.device | None = None) -> str:
-    """The device in words: the GPU's name, or the CPU (architecture, model name) with its thread count and the load
-    average when it ran."""
+    """The device in words: the GPU's name, or the CPU with its thread count and the load average when it ran."""
     dev = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
     if dev.type == "cuda":
         return f"{torch.cuda.get_device_name(dev)}, torch {torch.__version__}"
     load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
-    model = f" ({cpu_model()})" if cpu_model() else ""
-    return f"CPU {platform.machine()}{model}, {torch.get_num_threads()} thread(s){load}, torch {torch.__version__}"
+    return f"CPU {platform.machine()}, {torch.get_num_threads()} thread(s){load}, torch {torch.__version__}"
 
 
 def provenance(
