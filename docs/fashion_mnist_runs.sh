@@ -15,8 +15,12 @@ SIGMA=("one-step denoise" "σ 0.1, one-step" "σ 0.5, one-step")
 ADP=("released (T 10, λ 0.05)" "T 10, λ 0.5" "T 30, λ 0.5, τ 0" "σ 0.1, T 10, λ 0.5" "σ 0.5, T 10, λ 0.5")
 # 1. the baselines: the SmallCNN (trained here, 20 epochs) and its PGD-adversarially trained twin (trained until the
 #    robust accuracy on 300 held-out training images stops rising, patience 5), white-box PGD and AutoAttack
-"${L[@]}" --models oracle --settings "one-step denoise" --attacks clean clf-pgd clf-pgd-strong autoattack \
+"${L[@]}" --models oracle --settings "one-step denoise" --attacks clean clf-pgd clf-pgd-strong \
     --classifiers cnn adv-cnn --purified cnn --n-examples 943
+# AutoAttack's Square attack runs 5 × 5,000 queries on every image still robust (about 14 iterations/s on this CPU
+# even for 20 images): on 200 images first, more later by a larger --n-examples
+"${L[@]}" --models oracle --settings "one-step denoise" --attacks autoattack --classifiers cnn adv-cnn --purified cnn \
+    --n-examples 200
 # 2. the paper's attack (Clf-PGD as foolbox LinfPGD(rel_stepsize=0.25) ran it: 40 × ε/4, random start) and the
 #    stronger one, every setting, both score models, on the SmallCNN
 "${L[@]}" --models oracle denoiser --settings "${SIGMA[@]}" "${ADP[@]}" --attacks clean clf-pgd clf-pgd-strong \
@@ -25,9 +29,13 @@ ADP=("released (T 10, λ 0.05)" "T 10, λ 0.5" "T 30, λ 0.5, τ 0" "σ 0.1, T 1
 #    noise: the one-step denoise on 200 images, the multi-step settings on 100
 "${L[@]}" --models oracle denoiser --settings "${SIGMA[@]}" --attacks bpda-eot full-pgd-eot apgd-eot \
     --classifiers --judges ensemble fixed --repeats 2 --eot-samples 8 --n-examples 200
-"${L[@]}" --models oracle denoiser --settings "released (T 10, λ 0.05)" "T 10, λ 0.5" \
+"${L[@]}" --models oracle --settings "released (T 10, λ 0.05)" "T 10, λ 0.5" \
     --attacks bpda-eot full-pgd-eot apgd-eot --classifiers --judges ensemble fixed --repeats 2 --eot-samples 8 \
     --n-examples 100
+# the trained model's multi-step rows cost T × 2 UNet passes (and their backward) per draw: time one image first
+# "${L[@]}" --models denoiser --settings "released (T 10, λ 0.05)" "T 10, λ 0.5" \
+#     --attacks bpda-eot full-pgd-eot apgd-eot --classifiers --judges ensemble fixed --repeats 2 --eot-samples 8 \
+#     --n-examples 100
 # 4. ADP in front of the adversarially trained SmallCNN: Clf-PGD against it, and the adaptive attacks
 "${L[@]}" --models oracle denoiser --settings "one-step denoise" "released (T 10, λ 0.05)" --purified adv-cnn \
     --attacks clean clf-pgd clf-pgd-strong --classifiers --n-examples 943
