@@ -82,6 +82,8 @@ ALLOWED: list[tuple[str, str, str, str]] = [
     ("docs/threat_models.md", "(16.7 % at 40, 33.3 % at 100 iterations)", "result", "card-digits-paper-20-page"),
     # cited papers
     ("*", "98.07 %", "paper", "Yoon et al. 2021, MNIST: ADP clean accuracy"),
+    ("*", "93.19 %", "paper", "Yoon et al. 2021, appendix (more datasets): ADP clean accuracy on Fashion-MNIST"),
+    ("*", "86.62 %", "paper", "Yoon et al. 2021, appendix (more datasets): ADP under Clf-PGD on Fashion-MNIST"),
     ("*", "96.41 %", "paper", "Yoon et al. 2021, MNIST: ADP under Clf-PGD"),
     ("*", "86.14 %", "paper", "Yoon et al. 2021, Table 2: ADP clean accuracy on CIFAR-10"),
     ("*", "80.24 %", "paper", "Yoon et al. 2021, Table 3: Clf-PGD"),

@@ -452,13 +452,8 @@ def mnist_levers(path: str) -> str:
     attacks = [a for a in order if any(c["attack"] == a for c in result["cells"])]
     groups: dict[tuple, dict] = {}
     for c in result["cells"]:
-        groups.setdefault((c["model"], c["setting"]), {})[c["attack"]] = c
-
-    def cell(c) -> str:
-        if c is None:
-            return ""
-        lo, hi = c["ci95"]
-        return f"{pct(c['accuracy'])} [{pct(lo, 0)}–{pct(hi, 0)}] ({c['n']})"
+        if c.get("judge", "ensemble") == "ensemble" and "classifier" not in c:
+            groups.setdefault((c["model"], c["setting"]), {})[c["attack"]] = c
 
     from art_adp.apps.levers import SETTINGS
 
@@ -480,11 +475,101 @@ def mnist_levers(path: str) -> str:
     ])  # fmt: skip
 
 
+def cell(c) -> str:
+    """An accuracy cell of the lever tables: % [95 % Wilson interval] (images)."""
+    if c is None:
+        return ""
+    lo, hi = c["ci95"]
+    return f"{pct(c['accuracy'])} [{pct(lo, 0)}–{pct(hi, 0)}] ({c['n']})"
+
+
+#: The paper's Fashion-MNIST row (appendix, "more datasets"): ADP, ε = 8/255, clean / preprocessor-blind PGD.
+PAPER_FASHION_MNIST = (93.19, 86.62)
+SCORE_LABELS = {"none": "no purification", "oracle": "oracle (exact score)", "denoiser": "DenoiserUNet"}
+
+
+def _training(name: str, facts: dict, eps_text: str) -> str:
+    arch = {"cnn": "SmallCNN", "mlp": "MLP (2 × 512)"}.get(facts.get("arch"), facts.get("arch"))
+    at = facts.get("adversarial_training")
+    if not at:
+        return f"`{name}`: {arch}, trained on the training images ({facts.get('epochs', '?')} epochs)"
+    return (
+        f"`{name}`: {arch}, PGD adversarial training at ε {eps_text} ({at['max_iter']} steps of {at['eps_step']:.4g} "
+        f"per batch) on {at['n_train']:,} training images, {at['n_validation']:,} held out to stop on robust accuracy "
+        f"({at['validation_attack']}; patience {at['patience']}): best epoch {at['best_epoch']} of "
+        f"{at['epochs_trained']}, kept"
+    )
+
+
+def _who(c: dict, result: dict) -> str:
+    """The score model, and for a defence the classifier behind it."""
+    clf = c.get("classifier", result.get("classifier"))
+    return SCORE_LABELS.get(c["model"], c["model"]) + (f" → {clf}" if clf and c["model"] != "none" else "")
+
+
+def levers_page(result: dict, path: str) -> str:
+    """A lever table of ``art-adp levers`` with its rows' labels (any data set): the paper's row beside the measured
+    ones (one column per attack, adaptive rows worst of R), the four judgements of the adaptive rows, the
+    classifiers' training, the provenance."""
+    from art_adp.apps.levers import AUTOATTACK
+
+    eps = result["eps"]
+    eps_text = f"{eps * 255:g}/255" if abs(eps * 255 - round(eps * 255)) < 1e-6 else f"{eps:g}"
+    labels = {r["name"]: r["label"] for r in result["rows"]}
+    adaptive = {r["name"] for r in result["rows"] if r["adaptive"]}
+    attacks = [r["name"] for r in result["rows"] if any(c["attack"] == r["name"] for c in result["cells"])]
+    groups: dict[tuple, dict] = {}
+    for c in result["cells"]:
+        if c.get("judge", "ensemble") == "ensemble":
+            who = _who(c, result)
+            groups.setdefault((who, c["setting"]), {})[c["attack"]] = c
+    blind = next((a for a in attacks if a not in adaptive and a not in ("clean", AUTOATTACK)), None)
+    paper = {"clean": f"**{PAPER_FASHION_MNIST[0]}**", blind: f"**{PAPER_FASHION_MNIST[1]}**"}
+    rows = [["paper (NCSNv2, 60,000 training images)", "ADP σ 0.25", *(paper.get(a, "") for a in attacks)]]
+    rows += [[who, setting, *(cell(by.get(a)) for a in attacks)] for (who, setting), by in groups.items()]
+    judged = []
+    for c in result["cells"]:
+        if c["attack"] in adaptive and c.get("judge", "ensemble") == "ensemble":
+            fixed = next((f for f in result["cells"] if f.get("judge") == "fixed" and f["attack"] == c["attack"]
+                          and f["model"] == c["model"] and f["setting"] == c["setting"]
+                          and f.get("classifier") == c.get("classifier")), None)  # fmt: skip
+            j = c.get("judgements", {})
+            short = [cell({**v, "n": c["n"]}).rsplit(" (", 1)[0] if v else "" for v in
+                     (j.get("mean"), j.get("worst"), j.get("majority"))]  # fmt: skip
+            who = _who(c, result)
+            judged.append([who, c["setting"], labels[c["attack"]], c["n"], c.get("repeats", 1), *short,
+                           cell(fixed).rsplit(" (", 1)[0] if fixed else ""])  # fmt: skip
+    some = next((c for c in result["cells"] if c["attack"] in adaptive), None)
+    note = (f" Adaptive attacks: EOT {some['eot_samples']} draws per gradient; the table's cell is the worst of "
+            f"R = {some.get('repeats', 1)} judgements." if some else "")  # fmt: skip
+    out = [
+        f"Accuracy in % [95 % Wilson interval] (images), ℓ∞ ε = {eps_text}; the defences judged on the S = "
+        f"{result['cells'][-1].get('ensemble_size', 10)} ensemble (mean softmax); the undefended rows under "
+        f"white-box attacks on that classifier.{note}", "",
+        *table(["score model → classifier", "setting", *(labels[a] for a in attacks)], rows), "",
+    ]  # fmt: skip
+    if judged:
+        out += ["The adaptive rows under each judgement (R fresh S-ensembles: mean, worst and majority of R; fixed "
+                "noise: one frozen draw shared by the attack, run with EOT 1, and the judge):", "",
+                *table(["score model → classifier", "setting", "attack", "images", "R", "mean", "worst of R",
+                        "majority of R", "fixed noise"], judged), ""]  # fmt: skip
+    facts = result.get("classifiers", {})
+    if facts:
+        out += ["Classifiers: " + "; ".join(_training(k, v, eps_text) for k, v in facts.items()) + ".", ""]
+    return "\n".join([*out, source(path, result)])
+
+
+def fashion_mnist_levers(path: str) -> str:
+    """docs/fashion_mnist.md: ADP lever by lever on Fashion-MNIST at ε = 8/255 (art-adp levers)."""
+    return levers_page(load(path), path)
+
+
 FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "demo": ("docs/results/demo.json", demo),
     "purifiers-digits-smoke": ("docs/cards/digits_purifiers_smoke.json", purifier_comparison),
     "denoiser-mnist": ("docs/results/denoiser_mnist.json", denoiser_training),
     "mnist-levers": ("docs/results/mnist_levers.json", mnist_levers),
+    "fashion-mnist-levers": ("docs/results/fashion_mnist_levers.json", fashion_mnist_levers),
     "card-digits-paper-20": ("docs/cards/digits_paper_20.json", card_table),
     "card-digits-paper-20-page": ("docs/cards/digits_paper_20.json", card_page),
     "card-digits-smoke-page": ("docs/cards/digits_smoke.json", card_page),

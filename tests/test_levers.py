@@ -1,12 +1,30 @@
-"""The lever-by-lever MNIST measurement (art-adp levers) on a tiny synthetic 28×28 data set."""
+"""The lever-by-lever measurement (art-adp levers: MNIST, Fashion-MNIST presets) on a tiny synthetic 28×28 data
+set."""
 
+import importlib.util
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
+from art_adp.apps import levers, robust_baseline
 from art_adp.apps.evaluation.report import wilson
-from art_adp.apps.levers import SETTINGS, Setting, render_levers, run_levers, table_markdown
+from art_adp.apps.levers import (
+    PRESETS,
+    SETTINGS,
+    ClassifierRecipe,
+    Preset,
+    Row,
+    Setting,
+    preset_for,
+    render_levers,
+    row_label,
+    run_levers,
+    table_markdown,
+)
+from art_adp.attacks.registry import BLIND_ATTACK, FULL_ATTACK, REGISTRY, SWEEP_ATTACK
 from art_adp.data import Dataset
 
 
@@ -72,7 +90,7 @@ def test_the_command_line_takes_setting_names_with_commas(monkeypatch):
 
     seen = {}
     monkeypatch.setattr(levers, "run_levers", lambda data, run_dir, **kw: seen.update(kw, run_dir=run_dir) or {"cells": []})
-    monkeypatch.setattr("art_adp.data.load_mnist", lambda root: root)
+    monkeypatch.setattr("art_adp.data.load_mnist", lambda root: root)  # load_dataset("mnist", root) reads it
     argv = ["levers", "--data-root", "D", "--denoiser", "d.safetensors", "--models", "oracle", "--settings",
             "T 10, λ 0.5", "one-step denoise", "--attacks", "clean", "clf-pgd-eps/256", "--n-examples", "7", "--quiet"]
     assert cli.main(argv) == 0
@@ -81,3 +99,223 @@ def test_the_command_line_takes_setting_names_with_commas(monkeypatch):
     assert seen["denoiser_path"] == "d.safetensors" and seen["run_dir"] == "runs/levers"
     with pytest.raises(SystemExit):  # argparse refuses an unknown setting
         cli.build_parser().parse_args(["levers", "--data-root", "D", "--settings", "T 99"])
+
+
+# --- presets -------------------------------------------------------------------------------------------------------
+
+
+def test_the_sigma_grid_gives_mnists_settings_in_their_order():
+    assert [s.name for s in SETTINGS] == [
+        "released (T 10, λ 0.05)", "T 10, λ 0.2", "T 10, λ 0.5", "T 30, λ 0.05", "T 30, λ 0.5, τ 0",
+        "one-step denoise", "σ 0.1, T 10, λ 0.5", "σ 0.5, T 10, λ 0.5", "σ 0.1, one-step", "σ 0.5, one-step",
+    ]  # fmt: skip
+    assert SETTINGS[-1] == Setting("σ 0.5, one-step", sigma=0.5, one_step=True)
+
+
+def test_mnist_preset_is_the_committed_table():
+    p, rows = preset_for("mnist"), {r.name: r for r in preset_for("mnist").rows}
+    assert (p.eps, p.classifier, p.classifiers["mlp"].arch, p.baselines) == (0.3, "mlp", "mlp", ("mlp", "adv-mlp"))
+    blind = rows[BLIND_ATTACK]
+    assert (blind.eps_step, blind.max_iter, blind.random_start) == (0.01, 40, False)
+    assert (rows["clf-pgd-strong"].eps_step, rows["clf-pgd-strong"].max_iter) == (0.025, 100)
+    assert rows["clf-pgd-eps/256"].eps_step == 0.3 / 256 / 4 and rows[SWEEP_ATTACK].eps_step == 0.01
+    assert not rows[FULL_ATTACK].random_start and rows[f"{FULL_ATTACK} (rs)"].random_start
+
+
+def test_fashion_mnist_preset_runs_clf_pgd_as_foolbox_linfpgd_rel_stepsize_quarter():
+    """foolbox 3's LinfPGD: steps=40, random_start=True, abs step = rel_stepsize · ε (every 3.x release)."""
+    p = preset_for("fashion-mnist")
+    rows = {r.name: r for r in p.rows}
+    eps = 8 / 255
+    assert p.eps == eps and p.classifiers[p.classifier].arch == "cnn" and p.sigmas == (0.1, 0.25, 0.5)
+    assert (rows[BLIND_ATTACK].max_iter, rows[BLIND_ATTACK].eps_step, rows[BLIND_ATTACK].random_start) == (
+        40, 0.25 * eps, True)  # fmt: skip
+    assert (rows["clf-pgd-strong"].max_iter, rows["clf-pgd-strong"].eps_step) == (100, eps / 8)
+    for name in (SWEEP_ATTACK, FULL_ATTACK):
+        assert (rows[name].max_iter, rows[name].eps_step, rows[name].random_start, rows[name].adaptive) == (
+            40, eps / 4, True, True)  # fmt: skip
+    assert not rows[BLIND_ATTACK].adaptive and p.classifiers["adv-cnn"].adversarial
+    assert row_label(rows[BLIND_ATTACK], eps).endswith(", 40 × ε/4, random start")
+    assert preset_for("cifar10") == p  # a data set without a preset of its own: the paper's ε = 8/255
+
+
+def test_preset_overrides():
+    p = preset_for("fashion-mnist", eps=16 / 255, arch="mlp", sigmas=(0.2, 0.25), max_iter=7, eps_step=0.01)
+    rows = {r.name: r for r in p.rows}
+    assert p.eps == 16 / 255 and p.classifiers["cnn"].arch == "mlp" and p.classifiers["adv-cnn"].arch == "cnn"
+    assert rows[BLIND_ATTACK].eps_step == pytest.approx(16 / 255 / 4) and rows[BLIND_ATTACK].max_iter == 40
+    assert (rows[SWEEP_ATTACK].max_iter, rows[SWEEP_ATTACK].eps_step) == (7, 0.01)
+    names = [s.name for s in levers.sigma_settings(p.sigmas)]
+    assert "σ 0.2, one-step" in names and "σ 0.1, one-step" not in names
+
+
+# --- judgements ------------------------------------------------------------------------------------------------------
+
+
+def test_each_judgement_from_hand_made_per_draw_records():
+    preds = [[1, 1, 1], [1, 0, 1], [0, 2, 1], [2, 0, 0]]  # label 1, R = 3
+    records = [{"model": "m", "setting": "s", "attack": "a", "index": i, "label": 1, "pred": p,
+                "correct": all(v == 1 for v in p)} for i, p in enumerate(preds)]  # fmt: skip
+    records += [{"model": "m", "setting": "s", "attack": "a", "index": i, "label": 1, "pred": [p], "correct": p == 1,
+                 "judge": "fixed"} for i, p in enumerate([1, 0, 1, 1])]  # fmt: skip
+    cells = {c.get("judge", "ensemble"): c for c in render_levers(records)["cells"]}
+    j = cells["ensemble"]["judgements"]
+    # mean over 12 draws: 3 + 2 + 1 + 0 = 6 correct; worst: image 0 only; majority: images 0 and 1 (2 of 3 votes)
+    assert (j["mean"]["accuracy"], j["worst"]["accuracy"], j["majority"]["accuracy"]) == (0.5, 0.25, 0.5)
+    assert cells["ensemble"]["accuracy"] == 0.25  # the headline cell: correct in every judgement
+    assert j["majority"]["ci95"] == pytest.approx(list(wilson(0.5, 4)))
+    assert cells["fixed"]["accuracy"] == 0.75 and "judgements" not in cells["fixed"]  # one draw
+
+
+def test_a_tie_counts_against_the_defence():
+    records = [{"model": "m", "setting": "s", "attack": "a", "index": 0, "label": 1, "pred": [1, 2], "correct": False}]
+    (cell,) = render_levers(records)["cells"]
+    assert cell["judgements"]["majority"]["accuracy"] == 0.0 and cell["judgements"]["mean"]["accuracy"] == 0.5
+
+
+# --- the robust baseline: early stopping ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "curve, patience, expected",
+    [
+        ([0.1, 0.2, 0.3], 2, (2, False)),
+        ([0.1, 0.3, 0.2, 0.25], 2, (1, True)),
+        ([0.1, 0.3, 0.3, 0.3], 2, (1, True)),  # equal is not higher: the first best stays
+        ([0.1, 0.3, 0.2, 0.31], 3, (3, False)),
+    ],
+)
+def test_plateau_rule(curve, patience, expected):
+    assert robust_baseline.plateau(curve, patience) == expected
+
+
+def test_training_stops_on_a_scripted_validation_curve_keeps_the_best_epoch_and_resumes(tmp_path, monkeypatch):
+    curve = [0.2, 0.4, 0.5, 0.45, 0.48, 0.3, 0.9]  # best at epoch 3; patience 3 stops after epoch 6
+    scripted = lambda m, x, y, **kw: (1.0, curve[int(m.net[-1].bias[0]) - 1])  # the bias counts the epochs
+    monkeypatch.setattr(robust_baseline, "robust_accuracy", scripted)
+    x, y = np.zeros((20, 1, 2, 2), np.float32), np.zeros(20, np.int64)
+    seen = []
+
+    def epoch(model, xt, yt, k):  # the model's bias counts its epochs
+        seen.append((k, len(xt)))
+        if k == 5 and len(seen) == 5:
+            raise KeyboardInterrupt  # interrupted during epoch 5
+        with torch.no_grad():
+            model.net[-1].bias.fill_(k)
+
+    from art_adp.models import MLP
+
+    def fresh():
+        return MLP(1, 2, 2, hidden=())
+
+    path = tmp_path / "adv.safetensors"
+    kw = dict(eps=0.1, patience=3, val_fraction=0.1, train_epoch=epoch, progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        robust_baseline.train_until_plateau(fresh(), x, y, path, **kw)
+    model, facts = robust_baseline.train_until_plateau(fresh(), x, y, path, **kw)  # resumes at epoch 5
+    assert [k for k, _ in seen] == [1, 2, 3, 4, 5, 5, 6] and seen[0][1] == 18  # 10 % held out
+    assert (facts["best_epoch"], facts["epochs_trained"], facts["n_validation"]) == (3, 6, 2)
+    assert [c["robust"] for c in facts["curve"]] == curve[:6]
+    assert model.net[-1].bias.tolist() == [3.0, 3.0]  # the best epoch's weights
+    again, _ = robust_baseline.train_until_plateau(fresh(), x, y, path, **kw)  # finished: loaded, not trained
+    assert len(seen) == 7 and again.net[-1].bias.tolist() == [3.0, 3.0]
+
+
+# --- baselines and the Fashion-MNIST preset, wired through a run ---------------------------------------------------
+
+
+def test_baseline_rows_wiring(tiny, tmp_path, one_thread, monkeypatch):
+    """Undefended classifiers get clean, white-box PGD and AutoAttack; ADP goes in front of the robust one; adaptive
+    rows start at random and are judged R times and with fixed noise."""
+    eps = 8 / 255
+    preset = Preset(
+        eps=eps, classifier="cnn",
+        classifiers={"cnn": ClassifierRecipe("cnn", epochs=1),
+                     "adv-cnn": ClassifierRecipe("cnn", adversarial=True, epochs=2, patience=1, max_iter=1)},
+        baselines=("cnn", "adv-cnn"), sigmas=(0.25,),
+        rows=(Row("clean"), Row(BLIND_ATTACK, BLIND_ATTACK, eps / 4, 2, True),
+              levers.adaptive_row(FULL_ATTACK, eps / 4, max_iter=1), Row(levers.AUTOATTACK, levers.AUTOATTACK)),
+        attacks=("clean", BLIND_ATTACK),
+    )  # fmt: skip
+    monkeypatch.setitem(PRESETS, "tiny", preset)
+    monkeypatch.setattr(robust_baseline, "robust_accuracy", lambda *a, **k: (1.0, 0.5))
+    calls = []
+    monkeypatch.setattr(levers, "_autoattack", lambda model, x, y, e, seed, device: calls.append(e) or x)
+    table = run_levers(tiny, tmp_path, dataset="tiny", models=("oracle",), settings=["one-step denoise"],
+                       attacks=("clean", BLIND_ATTACK, FULL_ATTACK, levers.AUTOATTACK), purified=("adv-cnn",),
+                       judges=("ensemble", "fixed"), n_examples=2, ensemble_size=1, repeats=2, eot_samples=1,
+                       progress=False)  # fmt: skip
+    cells = {(c.get("classifier", c["setting"]), c["attack"], c.get("judge", "ensemble")): c for c in table["cells"]}
+    assert calls == [eps, eps]  # AutoAttack on the two undefended classifiers only
+    assert {k for k in cells if k[0] in ("cnn", "adv-cnn") and cells[k]["n"] == 2} >= {
+        ("cnn", "clean", "ensemble"), ("adv-cnn", levers.AUTOATTACK, "ensemble"),
+        ("adv-cnn", FULL_ATTACK, "ensemble"), ("adv-cnn", FULL_ATTACK, "fixed"), ("adv-cnn", "clean", "fixed")}
+    assert ("adv-cnn", BLIND_ATTACK, "fixed") not in cells  # fixed noise: clean and adaptive rows
+    assert cells[("adv-cnn", FULL_ATTACK, "ensemble")]["repeats"] == 2
+    assert "judgements" in cells[("adv-cnn", FULL_ATTACK, "ensemble")]
+    assert (tmp_path / f"{BLIND_ATTACK}@adv-cnn.npy").exists()  # Clf-PGD against the robust classifier itself
+    facts = table["classifiers"]["adv-cnn"]["adversarial_training"]
+    assert (facts["best_epoch"], facts["epochs_trained"]) == (1, 2) and table["eps"] == eps
+    assert {r["name"]: r["label"] for r in table["rows"]}[BLIND_ATTACK].endswith("2 × ε/4, random start")
+
+
+def test_a_random_start_row_starts_inside_the_ball_seeded_by_its_record(tiny):
+    from art_adp.attacks.registry import Budget
+
+    budget = Budget(eps=0.05, eps_step=1e-6, max_iter=1, random_start=True, eot_samples=1)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 10))
+    attack = REGISTRY[BLIND_ATTACK].build(levers._estimator(model), budget, 3)
+    x = tiny.x_test[:2]
+    again = REGISTRY[BLIND_ATTACK].build(levers._estimator(model), budget, 3)
+    a, b = attack.generate(x, tiny.y_test[:2]), again.generate(x, tiny.y_test[:2])
+    inside = np.abs(a - x).max() <= 0.05 + 1e-6 and ((a >= 0) & (a <= 1)).all()
+    assert inside and np.abs(a - x).max() > 0.04 and np.array_equal(a, b)  # seeded by the record's seed
+
+
+def test_the_command_line_takes_a_data_set_and_overrides(monkeypatch):
+    from art_adp.apps import cli
+
+    seen = {}
+    monkeypatch.setattr(levers, "run_levers", lambda data, run_dir, **kw: seen.update(kw, data=data) or {"cells": []})
+    monkeypatch.setattr("art_adp.data.load_fashion_mnist", lambda root: f"fmnist:{root}")
+    argv = ["levers", "--dataset", "fashion-mnist", "--data-root", "D", "--models", "oracle", "--eps", "0.1",
+            "--sigmas", "0.1", "0.25", "--arch", "mlp", "--judges", "ensemble", "fixed", "--purified", "adv-cnn",
+            "--attacks", "clean", APGD, "--quiet"]  # fmt: skip
+    assert cli.main(argv) == 0
+    assert seen["data"] == "fmnist:D" and seen["dataset"] == "fashion-mnist" and seen["eps"] == 0.1
+    assert seen["sigmas"] == (0.1, 0.25) and seen["arch"] == "mlp" and seen["judges"] == ("ensemble", "fixed")
+    assert seen["purified"] == ("adv-cnn",) and seen["attacks"] == ("clean", APGD) and seen["classifiers"] is None
+
+
+APGD = levers.APGD_ATTACK
+
+
+def test_render_of_a_fake_fashion_mnist_result():
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("render", root / "docs" / "render.py")
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+    eps = 8 / 255
+    rows = [{"name": r.name, "label": row_label(r, eps), "adaptive": r.adaptive} for r in PRESETS["fashion-mnist"].rows]
+    cell = lambda **kw: {"accuracy": 0.5, "n": 4, "ci95": list(wilson(0.5, 4)), "ensemble_size": 10, **kw}
+    j = {k: {"accuracy": 0.25, "ci95": list(wilson(0.25, 4))} for k in ("mean", "worst", "majority")}
+    result = {
+        "eps": eps, "rows": rows, "dataset": "fashion-mnist",
+        "classifiers": {"cnn": {"arch": "cnn"}, "adv-cnn": {"arch": "cnn", "adversarial_training": {
+            "best_epoch": 7, "epochs_trained": 12, "n_train": 2700, "n_validation": 300, "max_iter": 10,
+            "eps_step": eps / 4, "patience": 5, "validation_attack": "PGD 20"}}},
+        "cells": [cell(model="none", setting="cnn", attack="clean"),
+                  cell(model="oracle", setting="released (T 10, λ 0.05)", attack=BLIND_ATTACK),
+                  cell(model="none", setting="adv-cnn", attack=levers.AUTOATTACK),
+                  cell(model="oracle", setting="one-step denoise", attack=FULL_ATTACK, repeats=2, eot_samples=8,
+                       judgements=j),
+                  cell(model="oracle", setting="one-step denoise", attack=FULL_ATTACK, judge="fixed"),
+                  cell(model="denoiser", setting="one-step denoise", attack="clean", classifier="adv-cnn")],
+        "provenance": {"command": "art-adp levers", "code_version": "x", "models": {}, "device": "CPU",
+                       "wall_time_s": 3.0},
+    }  # fmt: skip
+    text = render.levers_page(result, "docs/results/x.json")
+    assert "93.19" in text and "86.62" in text  # the paper's row beside the measured ones
+    assert "best epoch 7 of 12" in text and "AutoAttack (ART, standard)" in text
+    assert "| 25.0 [5–70] | 25.0 [5–70] | 25.0 [5–70] | 50.0 [15–85] |" in text  # mean, worst, majority, fixed
+    assert "DenoiserUNet → adv-cnn" in text

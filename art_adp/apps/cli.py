@@ -27,7 +27,7 @@ from .detect_demo import DEFENCES, DetectConfig, detect_command
 from .evaluation.command import EOT_SWEEP, SIGMA_SWEEP, evaluate_command
 from ..diffusion_purify import SAMPLERS
 from .evaluation.config import PRESETS, PURIFIERS, EvalConfig, presets_text
-from .levers import ATTACK_ROWS, SETTINGS, LeversConfig, levers_command
+from .levers import CLASSIFIER_NAMES, JUDGES, ROW_NAMES, SETTING_NAMES, LeversConfig, levers_command
 from .reproduce import STAGES, MnistRecipe, reproduce_command
 from .train_classifier import ClassifierTraining, train_classifier_command
 from .train_denoiser import DenoiserTraining, train_denoiser_command
@@ -156,16 +156,28 @@ def _train_denoiser(sub) -> None:
 
 
 def _levers(sub) -> None:
-    help_ = "the paper's MNIST row lever by lever (exact-score oracle and trained denoiser)"
+    help_ = "the paper's row on a data set lever by lever (exact-score oracle and trained denoiser, baselines)"
     p = sub.add_parser("levers", description=levers_command.__doc__, help=help_)
     _common(p, levers_command, settings=LeversConfig)
-    p.add_argument("--data-root", required=True, help="folder with the four MNIST idx(.gz) files")
+    p.add_argument("--dataset", default="mnist", choices=[d for d in cmd.DATASETS if d != "digits"],
+                   help="the data set and its preset (default: mnist)")  # fmt: skip
+    p.add_argument("--data-root", required=True, help="folder with the data set's files (MNIST: four idx(.gz) files)")
     p.add_argument("--denoiser", default=None, help="a train-denoiser checkpoint (denoiser.safetensors)")
-    helps = {"ensemble_size": "S, purifications averaged", "repeats": "R, judgements of the adaptive rows"}
+    helps = {"ensemble_size": "S, purifications averaged", "repeats": "R, judgements of the adaptive rows",
+             "attacks": "rows of the preset, or attack registry names (adaptive rows); default: the preset's",
+             "classifiers": "undefended classifiers measured (default: the preset's)",
+             "purified": "classifiers ADP is put in front of (default: the preset's)",
+             "judges": "ensemble: S-run ensemble (R times); fixed: fixed noise", "eps": "l_inf radius (preset's)",
+             "arch": "architecture of the classifier ADP defends (preset's)", "sigmas": "the sigma grid (preset's)",
+             "max_iter": "iterations of the adaptive rows (preset's)",
+             "eps_step": "step of the adaptive rows"}  # fmt: skip
     many = {"nargs": "+", "type": str}  # setting names hold commas: one argument each
     _fields(p, LeversConfig, helps, models={**many, "choices": ["oracle", "denoiser"]},
-            settings={**many, "choices": [s.name for s in SETTINGS]},
-            attacks={**many, "choices": list(ATTACK_ROWS)})  # fmt: skip
+            settings={**many, "choices": SETTING_NAMES}, attacks={**many, "choices": ROW_NAMES},
+            classifiers={"nargs": "*", "type": str, "choices": CLASSIFIER_NAMES},
+            purified={**many, "choices": CLASSIFIER_NAMES},
+            judges={**many, "choices": list(JUDGES)}, arch={"choices": ["mlp", "cnn"]},
+            sigmas={"nargs": "+", "type": float})  # fmt: skip
 
 
 def _train_classifier(sub) -> None:

@@ -1,7 +1,7 @@
-"""The paper's MNIST row measured lever by lever: which of score quality, schedule, noise level and attack decides
-ADP's accuracy on real digits.
+"""The paper's row on a data set, measured lever by lever: which of score quality, schedule, noise level and attack
+decides ADP's accuracy on real images, against the baselines a user would pick instead.
 
-Two score models are measured side by side on the same digits, attacks and judging:
+Two score models are measured side by side on the same images, attacks and judging:
 
 - ``oracle``: :class:`~art_adp.KernelScore` over the training split -- the exact optimum of denoising score matching
   on those images, at the level h is taken at: what a *perfectly trained* score model would do;
@@ -9,45 +9,61 @@ Two score models are measured side by side on the same digits, attacks and judgi
   :class:`~art_adp.EDMScore` at the same level.
 
 Each *setting* is a purification: ADP (σ, T, λ, τ; the score taken at level σ) or the one-step denoise
-x̂ = clip(x₀ + σ·h_σ(x₀)) -- Tweedie's estimate, ADP with one step of fixed size σ. Each is judged on the S-run
-ensemble (mean softmax of S purifications) under: clean inputs; Clf-PGD, PGD on the bare classifier blind to the
-purifier (the paper's MNIST attack), at ε 0.3 as 40 × 0.01 without random start and as 100 × 0.025 with one; the
-same attack at ε 0.3/256 (the radius the authors' released attack code passes to foolbox, ``ptb/256``); and, on
-fewer digits, BPDA+EOT and full-gradient PGD+EOT through the purification, judged worst of R.
+x̂ = clip(x₀ + σ·h_σ(x₀)) -- Tweedie's estimate, ADP with one step of fixed size σ -- in front of a classifier (the
+data set's, or the adversarially trained one). Each *row* is an attack: clean inputs; Clf-PGD, PGD on the bare
+classifier blind to the purifier (the paper's attack); adaptive attacks through the purification from the attack
+registry (BPDA+EOT, full-gradient PGD+EOT, APGD-EOT; any registry attack is a row by its name); ART's AutoAttack
+(standard version) on the undefended classifiers. A data set's :class:`Preset` holds the radius, the rows' budgets,
+the classifiers and the σ grid; MNIST's is the table of ``docs/mnist.md``, Fashion-MNIST's the paper's ε = 8/255.
 
-Beside them: the undefended classifier (the paper's MLP, 2 × 512 ReLU) and the adversarial-training baseline (ART's
-``AdversarialTrainer``, PGD ε 0.3), each under white-box PGD. Records go to ``RUN_DIR/records.jsonl`` one per
-(setting, attack, digit), so a run resumes and more digits can be added later; ``table.json`` and ``table.md``
-hold the accuracies with Wilson intervals and the provenance.
+Judgements: clean and Clf-PGD rows on the S-run ensemble (mean softmax of S purifications); adaptive rows R times
+(fresh noise each: the mean, the worst case and the majority vote over R, from the evaluation's report), and, with
+``judges`` holding ``"fixed"``, with the purifier's randomness fixed (the attack and the judge see one frozen draw,
+EOT 1: the evaluation's fixed-noise view). Records go to ``RUN_DIR/records.jsonl`` one per (classifier, score
+model, setting, attack, judge, image), so a run resumes and more images can be added later; ``table.json`` and
+``table.md`` hold the accuracies with Wilson intervals, the rows' budgets, the classifiers' training and the
+provenance.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from ..attacks.registry import BLIND_ATTACK, FULL_ATTACK, SWEEP_ATTACK
+from ..attacks.registry import BLIND_ATTACK, FULL_ATTACK, REGISTRY, SWEEP_ATTACK, Budget, registered_name
+from ..attacks.apgd_eot import APGDEOT
 from ..runs.provenance import provenance
 from ..runs.records import append_records, read_jsonl
 from ..runs.seeds import derive_seed
-from .evaluation.report import wilson
+from .evaluation.report import judgements, wilson
+from .robust_baseline import train_until_plateau, white_box_pgd
 
 __all__ = [
     "ATTACK_ROWS",
+    "AUTOATTACK",
+    "CLASSIFIER_NAMES",
+    "JUDGES",
+    "ROW_NAMES",
+    "SETTING_NAMES",
+    "ClassifierRecipe",
     "LeversConfig",
+    "PRESETS",
+    "Preset",
     "ROWS",
     "Row",
     "SETTINGS",
     "Setting",
     "levers_command",
     "render_levers",
+    "row_label",
     "run_levers",
+    "sigma_settings",
 ]
 
 
@@ -68,48 +84,216 @@ class Setting:
         return {"sigma": self.sigma, "steps": self.steps, "lam": self.lam, "tau": self.tau}
 
 
-#: The levers: the released schedule, converged schedules (a T × λ grid, τ off), the one-step denoise, σ.
-SETTINGS: tuple[Setting, ...] = (
-    Setting("released (T 10, λ 0.05)"),
-    Setting("T 10, λ 0.2", lam=0.2),
-    Setting("T 10, λ 0.5", lam=0.5),
-    Setting("T 30, λ 0.05", steps=30),
-    Setting("T 30, λ 0.5, τ 0", steps=30, lam=0.5, tau=0.0),
-    Setting("one-step denoise", one_step=True),
-    Setting("σ 0.1, T 10, λ 0.5", sigma=0.1, lam=0.5),
-    Setting("σ 0.5, T 10, λ 0.5", sigma=0.5, lam=0.5),
-    Setting("σ 0.1, one-step", sigma=0.1, one_step=True),
-    Setting("σ 0.5, one-step", sigma=0.5, one_step=True),
-)
+#: ADP's noise level in the released code, where the schedule's levers are measured.
+SIGMA = 0.25
 
-EPS = 0.3
+
+def sigma_settings(sigmas: Sequence[float]) -> tuple[Setting, ...]:
+    """
+    The levers at ADP's σ 0.25: the released schedule, converged schedules (a T × λ grid, τ off), the one-step
+    denoise; then for every other σ of ``sigmas``, converged ADP (T 10, λ 0.5) and the one-step denoise.
+    """
+    others = [float(s) for s in sigmas if float(s) != SIGMA]
+    return (
+        Setting("released (T 10, λ 0.05)"),
+        Setting("T 10, λ 0.2", lam=0.2),
+        Setting("T 10, λ 0.5", lam=0.5),
+        Setting("T 30, λ 0.05", steps=30),
+        Setting("T 30, λ 0.5, τ 0", steps=30, lam=0.5, tau=0.0),
+        Setting("one-step denoise", one_step=True),
+        *(Setting(f"σ {s:g}, T 10, λ 0.5", sigma=s, lam=0.5) for s in others),
+        *(Setting(f"σ {s:g}, one-step", sigma=s, one_step=True) for s in others),
+    )
+
+
+#: MNIST's settings (the σ grid 0.1, 0.25, 0.5).
+SETTINGS: tuple[Setting, ...] = sigma_settings((0.1, 0.25, 0.5))
+
+#: ART's AutoAttack (standard version: APGD-CE, APGD-DLR, DeepFool, Square), white box on the undefended classifiers.
+AUTOATTACK = "autoattack"
+APGD_ATTACK = registered_name(APGDEOT)
 
 
 @dataclass(frozen=True)
 class Row:
-    """One attack row: ``max_iter`` steps of ``eps_step`` in the ℓ∞ ball of ``eps`` (``max_iter`` 0: clean inputs);
-    an ``adaptive`` row is the registry's attack of that name through the purification (EOT, worst of R), the others
-    are PGD on the bare classifier (Clf-PGD)."""
+    """
+    One attack row: ``max_iter`` steps of ``eps_step`` in the ℓ∞ ball of ε · ``eps_scale`` (steps given at the
+    preset's ε, scaled with an overridden one), from a uniform random start when ``random_start``.
+
+    :param name: The row's name in records and tables.
+    :param attack: The attack registry's name (``""``: clean inputs; :data:`AUTOATTACK`: ART's AutoAttack). The
+        registry's Clf-PGD is PGD on the bare classifier, judged on the defended one; the other registry attacks
+        run through the purification (EOT, judged R times).
+    """
 
     name: str
-    eps: float = EPS
-    eps_step: float = 0.01
-    max_iter: int = 40
+    attack: str = ""
+    eps_step: float = 0.0
+    max_iter: int = 0
     random_start: bool = False
-    adaptive: bool = False
+    eps_scale: float = 1.0
+
+    @property
+    def adaptive(self) -> bool:
+        """Through the purification (a registry attack other than Clf-PGD)."""
+        return self.attack not in ("", BLIND_ATTACK, AUTOATTACK)
 
 
-#: The rows: clean; Clf-PGD at ε 0.3 as 40 × 0.01 and as 100 × 0.025 with a random start; Clf-PGD at ε 0.3/256
-#: (the radius the authors' attack code passes to foolbox); BPDA+EOT and full-gradient PGD+EOT (registry attacks).
-ROWS: tuple[Row, ...] = (
-    Row("clean", max_iter=0),
-    Row(BLIND_ATTACK),
-    Row("clf-pgd-strong", eps_step=0.025, max_iter=100, random_start=True),
-    Row("clf-pgd-eps/256", eps=EPS / 256, eps_step=EPS / 256 / 4),
-    Row(SWEEP_ATTACK, adaptive=True),
-    Row(FULL_ATTACK, adaptive=True),
+def adaptive_row(attack: str, eps_step: float, max_iter: int = 40, random_start: bool = True) -> Row:
+    """A registry attack through the purification, as a row named after it (the hook for new attacks)."""
+    return Row(attack, attack, eps_step, max_iter, random_start)
+
+
+@dataclass(frozen=True)
+class ClassifierRecipe:
+    """
+    How a classifier of a preset is trained on the training split.
+
+    :param arch: ``"mlp"`` (2 × 512 ReLU) or ``"cnn"`` (:class:`~art_adp.models.SmallCNN`: 5×5, stride 1, padding 2).
+    :param adversarial: PGD adversarial training at the preset's ε (``max_iter`` steps of 2.5 ε / ``max_iter``).
+    :param epochs: Epochs (with ``patience``: the most epochs).
+    :param patience: Early stopping: epochs without a higher validation robust accuracy
+        (:func:`~art_adp.apps.robust_baseline.train_until_plateau`); None: ``epochs`` epochs.
+    """
+
+    arch: str
+    adversarial: bool = False
+    epochs: int = 20
+    patience: int | None = None
+    batch_size: int = 64
+    max_iter: int = 10
+
+
+@dataclass(frozen=True)
+class Preset:
+    """
+    A data set's lever table: the radius, the classifiers, the σ grid and the attack rows.
+
+    :param eps: ℓ∞ radius.
+    :param classifier: The classifier ADP is put in front of (a key of ``classifiers``).
+    :param classifiers: Name → recipe.
+    :param baselines: The undefended classifiers measured by default.
+    :param sigmas: The σ grid (:func:`sigma_settings`).
+    :param rows: The attack rows; the first adaptive one's budget is the default of a registry attack asked by name.
+    :param attacks: The rows measured by default.
+    """
+
+    eps: float
+    classifier: str
+    classifiers: Mapping[str, ClassifierRecipe]
+    baselines: tuple[str, ...]
+    sigmas: tuple[float, ...]
+    rows: tuple[Row, ...]
+    attacks: tuple[str, ...]
+
+
+MNIST_EPS = 0.3
+FMNIST_EPS = 8 / 255
+
+#: MNIST: the table of docs/mnist.md (ε 0.3, the paper's MLP; Clf-PGD 40 × 0.01 without random start as measured
+#: there, 100 × 0.025 with one, and at ε 0.3/256; adaptive 40 × 0.01), the stronger adaptive rows (40 × 0.03, random
+#: start) and the adversarially trained SmallCNN.
+MNIST = Preset(
+    eps=MNIST_EPS,
+    classifier="mlp",
+    classifiers={
+        "mlp": ClassifierRecipe("mlp"),
+        "adv-mlp": ClassifierRecipe("mlp", adversarial=True, batch_size=128),
+        "adv-cnn": ClassifierRecipe("cnn", adversarial=True, epochs=100, patience=5, batch_size=128),
+    },
+    baselines=("mlp", "adv-mlp"),
+    sigmas=(0.1, 0.25, 0.5),
+    rows=(
+        Row("clean"),
+        Row(BLIND_ATTACK, BLIND_ATTACK, 0.01, 40),
+        Row("clf-pgd-strong", BLIND_ATTACK, 0.025, 100, True),
+        Row("clf-pgd-eps/256", BLIND_ATTACK, MNIST_EPS / 256 / 4, 40, eps_scale=1 / 256),
+        Row(SWEEP_ATTACK, SWEEP_ATTACK, 0.01, 40),
+        Row(FULL_ATTACK, FULL_ATTACK, 0.01, 40),
+        Row(f"{SWEEP_ATTACK} (rs)", SWEEP_ATTACK, 0.03, 40, True),
+        Row(f"{FULL_ATTACK} (rs)", FULL_ATTACK, 0.03, 40, True),
+        Row(APGD_ATTACK, APGD_ATTACK, 0.0, 40, True),
+        Row(AUTOATTACK, AUTOATTACK),
+    ),
+    attacks=("clean", BLIND_ATTACK, "clf-pgd-strong"),
 )
+
+#: Fashion-MNIST at the paper's ε = 8/255: SmallCNN; Clf-PGD as the authors' code ran it (foolbox 3
+#: ``LinfPGD(rel_stepsize=0.25)``: 40 steps of ε/4 from a random start) and a stronger one (100 × ε/8, random start);
+#: adaptive rows 40 × ε/4 from a random start; σ ∈ {0.1, 0.25, 0.5}.
+FASHION_MNIST = Preset(
+    eps=FMNIST_EPS,
+    classifier="cnn",
+    classifiers={
+        "cnn": ClassifierRecipe("cnn"),
+        "adv-cnn": ClassifierRecipe("cnn", adversarial=True, epochs=100, patience=5, batch_size=128),
+    },
+    baselines=("cnn", "adv-cnn"),
+    sigmas=(0.1, 0.25, 0.5),
+    rows=(
+        Row("clean"),
+        Row(BLIND_ATTACK, BLIND_ATTACK, FMNIST_EPS / 4, 40, True),
+        Row("clf-pgd-strong", BLIND_ATTACK, FMNIST_EPS / 8, 100, True),
+        adaptive_row(SWEEP_ATTACK, FMNIST_EPS / 4),
+        adaptive_row(FULL_ATTACK, FMNIST_EPS / 4),
+        adaptive_row(APGD_ATTACK, 0.0),  # APGD sets its own step (2ε, halved at checkpoints)
+        Row(AUTOATTACK, AUTOATTACK),
+    ),
+    attacks=("clean", BLIND_ATTACK, "clf-pgd-strong"),
+)
+
+PRESETS: Mapping[str, Preset] = {"mnist": MNIST, "fashion-mnist": FASHION_MNIST}
+
+#: MNIST's rows (the table of docs/mnist.md).
+ROWS: tuple[Row, ...] = MNIST.rows
 ATTACK_ROWS = {row.name: row for row in ROWS}
+JUDGES = ("ensemble", "fixed")
+#: What the command line offers: every preset's rows and the registry's attacks, classifiers, settings.
+ROW_NAMES = tuple(dict.fromkeys([r.name for p in PRESETS.values() for r in p.rows] + list(REGISTRY)))
+CLASSIFIER_NAMES = tuple(dict.fromkeys(k for p in PRESETS.values() for k in p.classifiers))
+SETTING_NAMES = tuple(dict.fromkeys(s.name for p in PRESETS.values() for s in sigma_settings(p.sigmas)))
+
+
+def preset_for(dataset: str, *, eps=None, arch=None, sigmas=None, max_iter=None, eps_step=None) -> Preset:
+    """
+    ``dataset``'s preset (another data set: Fashion-MNIST's, the paper's ε = 8/255), with the overrides given:
+    the radius (the rows' steps scale with it), the architecture of the classifier ADP is put in front of, the σ
+    grid, and the adaptive rows' iterations and step.
+    """
+    p = PRESETS.get(dataset, FASHION_MNIST)
+    rows = p.rows
+    if eps is not None:
+        scale = float(eps) / p.eps
+        rows = tuple(replace(r, eps_step=r.eps_step * scale) for r in rows)
+    rows = tuple(
+        replace(r, **({} if max_iter is None else {"max_iter": int(max_iter)}),
+                **({} if eps_step is None else {"eps_step": float(eps_step)})) if r.adaptive else r
+        for r in rows
+    )  # fmt: skip
+    classifiers = dict(p.classifiers)
+    if arch is not None:
+        classifiers[p.classifier] = replace(classifiers[p.classifier], arch=arch)
+    return replace(p, eps=p.eps if eps is None else float(eps), rows=rows, classifiers=classifiers,
+                   sigmas=p.sigmas if sigmas is None else tuple(float(s) for s in sigmas))  # fmt: skip
+
+
+def _step_text(eps_step: float, eps: float) -> str:
+    k = eps / eps_step
+    return f"ε/{round(k)}" if abs(k - round(k)) < 1e-6 else f"{eps_step:.4g}"
+
+
+def row_label(row: Row, eps: float) -> str:
+    """The row's title: the registry's label and the budget (steps as fractions of ε where they are)."""
+    if not row.attack:
+        return "clean"
+    if row.attack == AUTOATTACK:
+        return "AutoAttack (ART, standard)"
+    label = REGISTRY[row.attack].label
+    radius = "" if row.eps_scale == 1 else f" at ε·{row.eps_scale:g}"
+    if row.attack == APGD_ATTACK:
+        return f"{label}, {row.max_iter} it/loss"
+    rs = ", random start" if row.random_start else ""
+    return f"{label}, {row.max_iter} × {_step_text(row.eps_step, eps * row.eps_scale)}{rs}{radius}"
 
 
 def _estimator(model, purifier=None, device: str = "cpu"):
@@ -122,17 +306,23 @@ def _estimator(model, purifier=None, device: str = "cpu"):
     )  # fmt: skip
 
 
-def _pgd(model, x, y, row: str, seed: int, device: str = "cpu") -> np.ndarray:
+def _pgd(model, x, y, r: Row, eps: float, seed: int, device: str = "cpu") -> np.ndarray:
     """White-box PGD on ``model`` itself (for a defended one: Clf-PGD against its bare classifier)."""
-    from art.attacks.evasion import ProjectedGradientDescent
+    return white_box_pgd(model, x, y, eps=eps * r.eps_scale, eps_step=r.eps_step, max_iter=r.max_iter,
+                         random_start=r.random_start, seed=derive_seed(seed, "pgd", r.name), device=device)  # fmt: skip
 
-    r = ATTACK_ROWS[row]
-    np.random.seed(derive_seed(seed, "pgd", row) % 2**32)  # ART draws its random start from NumPy's global RNG
-    attack = ProjectedGradientDescent(
-        _estimator(model, device=device), eps=r.eps, eps_step=r.eps_step, max_iter=r.max_iter,
-        num_random_init=int(r.random_start), batch_size=250, verbose=False,
-    )  # fmt: skip
-    return attack.generate(x, y=y).astype(np.float32)
+
+def _autoattack(model, x, y, eps: float, seed: int, device: str) -> np.ndarray:
+    """ART's AutoAttack, standard version (its default attacks), APGD's first step 2ε as Croce & Hein's."""
+    from art.attacks.evasion import AutoAttack
+
+    state = np.random.get_state()
+    try:
+        np.random.seed(derive_seed(seed, AUTOATTACK) % 2**32)
+        attack = AutoAttack(_estimator(model, device=device), eps=eps, eps_step=2 * eps, batch_size=250)
+        return attack.generate(x.astype(np.float32), y=y).astype(np.float32)
+    finally:
+        np.random.set_state(state)
 
 
 def _score_model(kind: str, level: float, x_train, denoiser, device: str = "cpu"):
@@ -143,83 +333,132 @@ def _score_model(kind: str, level: float, x_train, denoiser, device: str = "cpu"
     return EDMScore(denoiser, sigma=level, data_range=(0.0, 1.0))
 
 
-def _classifiers(data, run_dir: Path, seed: int, progress: bool):
-    """The paper's MLP and its adversarially trained twin, trained once on the training split and kept."""
-    from ..models import MLP, load_classifier, save_classifier, train_adversarial_classifier, train_classifier
+def _classifier(name: str, preset: Preset, data, run_dir: Path, seed: int, progress: bool):
+    """The preset's classifier ``name``, trained once on the training split and kept (``NAME.safetensors``)."""
+    from .. import models
+    from .commands import CLASSIFIERS
 
-    out = {}
-    for name in ("mlp", "adv-mlp"):
-        path = run_dir / f"{name}.safetensors"
-        if path.exists():
-            out[name] = load_classifier(path).eval()
-            continue
-        torch.manual_seed(seed)
-        model = MLP(1, 28, 10, hidden=(512, 512))
-        if name == "mlp":
-            train_classifier(model, data.x_train, data.y_train, epochs=20, batch_size=64, lr=1e-3, seed=seed,
-                             progress=progress)  # fmt: skip
-        else:
-            train_adversarial_classifier(model, data.x_train, data.y_train, eps=EPS, max_iter=10, epochs=20,
-                                         seed=seed, verbose=progress)  # fmt: skip
-        save_classifier(model, path)
-        out[name] = model.eval()
-    return out
+    path = run_dir / f"{name}.safetensors"
+    recipe = preset.classifiers[name]
+    if path.exists() and not recipe.patience:
+        return models.load_classifier(path).eval()
+    torch.manual_seed(seed)
+    model = getattr(models, CLASSIFIERS[recipe.arch])(1, 28, 10)
+    if recipe.patience:
+        return train_until_plateau(model, data.x_train, data.y_train, path, eps=preset.eps, max_iter=recipe.max_iter,
+                                   patience=recipe.patience, max_epochs=recipe.epochs, batch_size=recipe.batch_size,
+                                   seed=seed, progress=progress)[0]  # fmt: skip
+    if recipe.adversarial:
+        models.train_adversarial_classifier(model, data.x_train, data.y_train, eps=preset.eps, max_iter=recipe.max_iter,
+                                            epochs=recipe.epochs, seed=seed, verbose=progress)  # fmt: skip
+    else:
+        models.train_classifier(model, data.x_train, data.y_train, epochs=recipe.epochs, batch_size=recipe.batch_size,
+                                lr=1e-3, seed=seed, progress=progress)  # fmt: skip
+    models.save_classifier(model, path)
+    return model.eval()
+
+
+def _training_facts(name: str, preset: Preset, run_dir: Path) -> dict:
+    from ..serialization import read_checkpoint
+
+    facts = {**asdict(preset.classifiers[name])}
+    header = read_checkpoint(run_dir / f"{name}.safetensors")[1]
+    if "adversarial_training" in header:
+        facts["adversarial_training"] = header["adversarial_training"]
+    return facts
 
 
 def _judge(classifier, purifier, x, y, *, ensemble_size: int, repeats: int, seed: int, device: str) -> np.ndarray:
-    """Correct on the S-run ensemble (mean softmax), every one of ``repeats`` fresh draws (worst of R)."""
+    """The S-run ensemble's (mean softmax) prediction, ``repeats`` times with fresh noise: ``repeats × N``."""
     from ..eot import EOTClassifier
 
     ensemble = EOTClassifier(_estimator(classifier, purifier, device), ensemble_size=ensemble_size, batch_size=500)
-    ok = np.ones(len(x), dtype=bool)
+    preds = []
     for r in range(repeats):
         purifier.generator.manual_seed(derive_seed(seed, "judge", r))
-        ok &= ensemble.predict(x).argmax(1) == y
-    return ok
+        preds.append(ensemble.predict(x).argmax(1))
+    return np.stack(preds)
 
 
-def _adaptive(classifier, purifier, x, y, row: str, *, eot_samples: int, seed: int, device: str) -> np.ndarray:
-    from ..attacks.registry import REGISTRY, Budget
+def _budget(r: Row, eps: float, eot_samples: int, batch_size: int = 50) -> Budget:
+    return Budget(eps=eps * r.eps_scale, eps_step=r.eps_step or eps, max_iter=r.max_iter, eot_samples=eot_samples,
+                  random_start=r.random_start, batch_size=batch_size)  # fmt: skip
 
-    r = ATTACK_ROWS[row]
-    purifier.generator.manual_seed(derive_seed(seed, "attack", row))
-    budget = Budget(eps=r.eps, eps_step=r.eps_step, max_iter=r.max_iter, eot_samples=eot_samples, batch_size=50)
+
+def _adaptive(classifier, purifier, x, y, r: Row, eps: float, *, eot_samples: int, seed: int, device) -> np.ndarray:
+    purifier.generator.manual_seed(derive_seed(seed, "attack", r.name))
     estimator = _estimator(classifier, purifier, device)
-    return REGISTRY[row].build(estimator, budget, seed).generate(x, y=y).astype(np.float32)
+    attack = REGISTRY[r.attack].build(estimator, _budget(r, eps, eot_samples), derive_seed(seed, r.name))
+    return attack.generate(x, y=y).astype(np.float32)
+
+
+def _fixed(classifier, purifier, x, y, r: Row, eps: float, *, seed: int, device, chunk: int = 50) -> np.ndarray:
+    """The fixed-noise view: the purifier's randomness frozen (one draw, the same for the attack and the judge), the
+    attack with EOT 1; the prediction of that one draw, in chunks the attack and the judge share."""
+    from ..eot import EOTClassifier
+    from .evaluation.run import frozen_noise
+
+    estimator = _estimator(classifier, purifier, device)
+    preds = []
+    for start in range(0, len(x), chunk):
+        xb, yb = x[start : start + chunk], y[start : start + chunk]
+        with frozen_noise(estimator, derive_seed(seed, "fixed", start)):
+            if r.adaptive:
+                budget = _budget(r, eps, 1, batch_size=chunk)
+                xb = REGISTRY[r.attack].build(estimator, budget, derive_seed(seed, r.name)).generate(xb, y=yb)
+            fixed = EOTClassifier(estimator, ensemble_size=1, batch_size=chunk)
+            preds.append(fixed.predict(xb.astype(np.float32)).argmax(1))
+    return np.concatenate(preds)[None]
 
 
 def run_levers(
     data,
     run_dir: str | Path,
     *,
+    dataset: str = "mnist",
     models: Sequence[str] = ("oracle", "denoiser"),
     denoiser_path: str | Path | None = None,
     settings: Sequence[str] | None = None,
-    attacks: Sequence[str] = ("clean", BLIND_ATTACK, "clf-pgd-strong"),
+    attacks: Sequence[str] | None = None,
+    classifiers: Sequence[str] | None = None,
+    purified: Sequence[str] | None = None,
+    judges: Sequence[str] = ("ensemble",),
     n_examples: int = 1000,
     ensemble_size: int = 10,
     repeats: int = 1,
     eot_samples: int = 5,
+    eps: float | None = None,
+    arch: str | None = None,
+    sigmas: Sequence[float] | None = None,
+    max_iter: int | None = None,
+    eps_step: float | None = None,
     seed: int = 0,
     device: str = "cpu",
     progress: bool = True,
 ) -> dict:
     """
-    Measure ``attacks`` × ``settings`` × ``models`` on the first ``n_examples`` test digits; resumes from
-    ``RUN_DIR/records.jsonl`` (digits already measured are skipped), then writes ``table.json`` / ``table.md``.
+    Measure ``attacks`` × ``settings`` × ``models`` × ``purified`` classifiers, and the undefended ``classifiers``,
+    on the first ``n_examples`` test images; resumes from ``RUN_DIR/records.jsonl`` (images already measured are
+    skipped), then writes ``table.json`` / ``table.md``.
 
-    :param data: A :class:`~art_adp.data.Dataset` of 28×28 digits (MNIST).
+    :param data: A :class:`~art_adp.data.Dataset` of 28×28 grey images (MNIST, Fashion-MNIST).
     :param run_dir: The run folder (classifiers, adversarial examples, records, table).
+    :param dataset: The preset's data set (:data:`PRESETS`; another name: Fashion-MNIST's preset).
     :param models: ``"oracle"`` and/or ``"denoiser"``.
     :param denoiser_path: The :class:`~art_adp.DenoiserUNet` checkpoint (for ``"denoiser"``).
-    :param settings: Names from :data:`SETTINGS` (default: all).
-    :param attacks: Rows from :data:`ATTACK_ROWS`; the adaptive ones (BPDA+EOT, full-gradient PGD+EOT) attack
-        through the purification with ``eot_samples`` draws per gradient.
-    :param n_examples: Test digits (the first ones of the test split).
+    :param settings: Setting names (default: all of the σ grid's).
+    :param attacks: Row names of the preset, or any attack registry name (an adaptive row at the preset's adaptive
+        budget); default: the preset's.
+    :param classifiers: The undefended classifiers measured (default: the preset's baselines; ``()``: none).
+    :param purified: The classifiers ADP is put in front of (default: the preset's classifier).
+    :param judges: ``"ensemble"`` (S-run ensemble; adaptive rows R times) and/or ``"fixed"`` (fixed noise: clean and
+        adaptive rows).
+    :param n_examples: Test images (the first ones of the test split).
     :param ensemble_size: S, purifications averaged per prediction (the paper's 10).
-    :param repeats: R: a digit counts as correct only if all R judgements (fresh noise) are.
+    :param repeats: R, judgements of the adaptive rows (fresh noise each).
     :param eot_samples: EOT draws per gradient of the adaptive attacks.
-    :param seed: Seed of every draw (ART's PGD random starts, purification noise, training).
+    :param eps, arch, sigmas, max_iter, eps_step: Overrides of the preset (:func:`preset_for`).
+    :param seed: Seed of every draw (random starts, purification noise, training).
     :param device: Where the networks run (``"cpu"`` or ``"cuda"``).
     :param progress: Print one line per measured cell.
     """
@@ -229,148 +468,222 @@ def run_levers(
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    unknown = set(attacks) - set(ATTACK_ROWS)
+    preset = preset_for(dataset, eps=eps, arch=arch, sigmas=sigmas, max_iter=max_iter, eps_step=eps_step)
+    eps = preset.eps
+    known = {r.name: r for r in preset.rows}
+    adaptive_default = next(r for r in preset.rows if r.adaptive)
+    attacks = tuple(preset.attacks if attacks is None else attacks)
+    unknown = [a for a in attacks if a not in known and a not in REGISTRY]
     if unknown:
-        raise ValueError(f"Unknown attack rows {sorted(unknown)}; choose from {list(ATTACK_ROWS)}.")
-    chosen = [s for s in SETTINGS if settings is None or s.name in settings]
+        raise ValueError(f"Unknown attack rows {sorted(unknown)}; choose from {list(known)} or {list(REGISTRY)}.")
+    rows = [known.get(a) or replace(adaptive_default, name=a, attack=a) for a in attacks]
+    all_settings = sigma_settings(preset.sigmas)
+    chosen = [s for s in all_settings if settings is None or s.name in settings]
     if settings is not None and len(chosen) != len(set(settings)):
-        raise ValueError(f"Unknown settings {sorted(set(settings) - {s.name for s in SETTINGS})}; see SETTINGS.")
+        raise ValueError(f"Unknown settings {sorted(set(settings) - {s.name for s in all_settings})}; see SETTINGS.")
+    classifiers = preset.baselines if classifiers is None else tuple(classifiers)
+    purified = (preset.classifier,) if purified is None else tuple(purified)
+    bad = sorted((set(classifiers) | set(purified)) - set(preset.classifiers))
+    if bad:
+        raise ValueError(f"Unknown classifiers {bad}; choose from {list(preset.classifiers)}.")
+    if set(judges) - set(JUDGES) or not judges:
+        raise ValueError(f"judges must be a non-empty subset of {JUDGES}, got {tuple(judges)}.")
     if "denoiser" in models and denoiser_path is None:
         raise ValueError("models includes 'denoiser': give denoiser_path (a train-denoiser checkpoint).")
     denoiser = load_score_model(denoiser_path, device) if denoiser_path is not None else None
-    kind = "gpu" if device == "cuda" else "cpu"  # ART's device_type
     x, y = data.x_test[:n_examples], data.y_test[:n_examples]
-    clfs = {k: m.to(device) for k, m in _classifiers(data, run_dir, seed, progress).items()}
+    names = dict.fromkeys([*classifiers, *purified])
+    clfs = {k: _classifier(k, preset, data, run_dir, seed, progress).to(device) for k in names}
     path = run_dir / "records.jsonl"
-    done = {(r["model"], r["setting"], r["attack"], r["index"]) for r in read_jsonl(path)}
-    judged = {"ensemble_size": ensemble_size, "eot_samples": eot_samples}
+    base = preset.classifier
 
-    def record(model, setting, attack, idx, ok, extra=None):
-        rows = [
+    def key(r: dict) -> tuple:
+        judge = r.get("judge", "ensemble")
+        return (r.get("classifier", base), r["model"], r["setting"], r["attack"], judge, r["index"])
+
+    done = {key(r) for r in read_jsonl(path)}
+
+    def todo(clf, model, setting, attack, judge="ensemble") -> list[int]:
+        return [i for i in range(len(x)) if (clf, model, setting, attack, judge, i) not in done]
+
+    def record(clf, model, setting, attack, idx, preds, extra=None, judge="ensemble"):
+        ok = (preds == y[idx]).all(0)
+        more = {**({"classifier": clf} if clf != base and model != "none" else {}),
+                **({"judge": judge} if judge != "ensemble" else {})}  # fmt: skip
+        rows_ = [
             {"model": model, "setting": setting, "attack": attack, "index": int(i), "correct": bool(c),
-             **judged, **(extra or {})}
-            for i, c in zip(idx, ok)
+             "label": int(y[i]), "pred": [int(p) for p in preds[:, j]], "ensemble_size": ensemble_size,
+             "eot_samples": eot_samples, **more, **(extra or {})}
+            for j, (i, c) in enumerate(zip(idx, ok))
         ]  # fmt: skip
-        append_records(path, rows)
+        append_records(path, rows_)
         if progress:
-            print(f"{model:>9} | {setting:<24} | {attack:<15} | {np.mean(ok):6.1%} of {len(ok)}", flush=True)
+            where = f"{clf} ← {model}" if model != "none" else model
+            print(f"{where:>18} | {setting:<24} | {attack:<16} | {judge:<8} | {np.mean(ok):6.1%} of {len(ok)}",
+                  flush=True)  # fmt: skip
 
-    clf_rows = [a for a in attacks if not ATTACK_ROWS[a].adaptive and a != "clean"]
-    for name, clf in clfs.items():  # the undefended classifiers under white-box PGD
-        for attack in ["clean", *clf_rows]:
-            todo = [i for i in range(len(x)) if ("none", name, attack, i) not in done]
-            if todo:
-                xa = x[todo] if attack == "clean" else _pgd(clf, x[todo], y[todo], attack, seed, device)
-                with torch.no_grad():
-                    ok = clf(torch.as_tensor(xa, device=device)).argmax(1).cpu().numpy() == y[todo]
-                record("none", name, attack, todo, ok)
-    adv = {}
-    for attack in clf_rows:  # Clf-PGD examples against the MLP, made once, shared by every defence
-        cache = run_dir / f"{attack.replace('/', '_')}.npy"
-        held = np.load(cache) if cache.exists() else x[:0]
-        if len(held) < len(x):  # more digits than last time: attack the new ones only
-            held = np.concatenate([held, _pgd(clfs["mlp"], x[len(held) :], y[len(held) :], attack, seed, device)])
-            np.save(cache, held)
-        adv[attack] = held[: len(x)]
-    for model in models:
-        for s in chosen:
-            score = _score_model(model, s.sigma, data.x_train, denoiser, device)
-            gen = torch.Generator(device).manual_seed(seed)
-            purifier = ADPPurifier(score, gradient="bpda", batch_size=500, generator=gen, device_type=kind,
-                                   **s.purifier_kwargs())  # fmt: skip
-            for attack in attacks:
-                todo = [i for i in range(len(x)) if (model, s.name, attack, i) not in done]
-                if not todo:
-                    continue
-                if ATTACK_ROWS[attack].adaptive:
-                    purifier.set_params(gradient="full" if attack == FULL_ATTACK else "bpda")
-                    xa = _adaptive(clfs["mlp"], purifier, x[todo], y[todo], attack, eot_samples=eot_samples, seed=seed,
-                                   device=device)  # fmt: skip
-                    purifier.set_params(gradient="bpda")
-                    r = repeats
-                else:
-                    xa, r = (x[todo] if attack == "clean" else adv[attack][todo]), 1
-                ok = _judge(clfs["mlp"], purifier, xa, y[todo], ensemble_size=ensemble_size, repeats=r, seed=seed,
-                            device=device)  # fmt: skip
-                record(model, s.name, attack, todo, ok, {"repeats": r, "purifier": asdict(s)})
-    table = render_levers(read_jsonl(path))
-    table["provenance"] = provenance(
-        wall_time_s=time.monotonic() - started, device="cpu",
-        models={"denoiser": denoiser_path, **{k: run_dir / f"{k}.safetensors" for k in clfs}}
-        if denoiser_path else {k: run_dir / f"{k}.safetensors" for k in clfs},
-    )  # fmt: skip
+    white = [r for r in rows if not r.adaptive]
+    for name in classifiers:  # the undefended classifiers under white-box attacks
+        clf = clfs[name]
+        for r in white:
+            idx = todo(base, "none", name, r.name)
+            if not idx:
+                continue
+            xi, yi = x[idx], y[idx]
+            xa = (xi if not r.attack else _autoattack(clf, xi, yi, eps, seed, device) if r.attack == AUTOATTACK
+                  else _pgd(clf, xi, yi, r, eps, seed, device))  # fmt: skip
+            with torch.no_grad():
+                preds = clf(torch.as_tensor(xa, device=device)).argmax(1).cpu().numpy()[None]
+            record(base, "none", name, r.name, idx, preds)
+    adv: dict = {}
+    for name in purified:  # Clf-PGD examples against the bare classifier, made once, shared by every defence
+        for r in (r for r in white if r.attack == BLIND_ATTACK):
+            suffix = "" if name == base else f"@{name}"
+            cache = run_dir / f"{r.name.replace('/', '_')}{suffix}.npy"
+            held = np.load(cache) if cache.exists() else x[:0]
+            if len(held) < len(x):  # more images than last time: attack the new ones only
+                held = np.concatenate([held, _pgd(clfs[name], x[len(held) :], y[len(held) :], r, eps, seed, device)])
+                np.save(cache, held)
+            adv[(name, r.name)] = held[: len(x)]
+    for name in purified:
+        clf = clfs[name]
+        for model in models:
+            for s in chosen:
+                score = _score_model(model, s.sigma, data.x_train, denoiser, device)
+                gen = torch.Generator(device).manual_seed(seed)
+                purifier = ADPPurifier(score, gradient="bpda", batch_size=500, generator=gen,
+                                       device_type="gpu" if device == "cuda" else "cpu",
+                                       **s.purifier_kwargs())  # fmt: skip
+                extra = {"purifier": asdict(s)}
+                for r in rows:
+                    if r.attack == AUTOATTACK:
+                        continue  # a deterministic white-box attack: APGD-EOT is its randomized counterpart
+                    idx = todo(name, model, s.name, r.name)
+                    if idx and "ensemble" in judges:
+                        if r.adaptive:
+                            xa = _adaptive(clf, purifier, x[idx], y[idx], r, eps, eot_samples=eot_samples, seed=seed,
+                                           device=device)  # fmt: skip
+                            k = repeats
+                        else:
+                            xa, k = (x[idx] if not r.attack else adv[(name, r.name)][idx]), 1
+                        preds = _judge(clf, purifier, xa, y[idx], ensemble_size=ensemble_size, repeats=k, seed=seed,
+                                       device=device)  # fmt: skip
+                        record(name, model, s.name, r.name, idx, preds, {**extra, "repeats": k})
+                    idx = todo(name, model, s.name, r.name, "fixed")
+                    if idx and "fixed" in judges and (r.adaptive or not r.attack):
+                        preds = _fixed(clf, purifier, x[idx], y[idx], r, eps, seed=seed, device=device)
+                        record(name, model, s.name, r.name, idx, preds, {**extra, "repeats": 1}, judge="fixed")
+    table = render_levers(read_jsonl(path), base=base)
+    table["dataset"] = dataset
+    table["classifier"] = base
+    table["eps"] = eps
+    table["rows"] = [{**asdict(r), "label": row_label(r, eps), "adaptive": r.adaptive} for r in preset.rows]
+    table["classifiers"] = {k: _training_facts(k, preset, run_dir) for k in clfs}
+    hashes = {k: run_dir / f"{k}.safetensors" for k in clfs}
+    table["provenance"] = provenance(wall_time_s=time.monotonic() - started, device=device,
+                                     models={"denoiser": denoiser_path, **hashes} if denoiser_path else hashes)
     (run_dir / "table.json").write_text(json.dumps(table, indent=1))
     (run_dir / "table.md").write_text(table_markdown(table))
     return table
 
 
-def render_levers(records: list[dict]) -> dict:
-    """Accuracy, n and the Wilson interval per (model, setting, attack) from the records."""
-    cells: dict[tuple, list[bool]] = {}
-    meta: dict[tuple, dict] = {}
+def render_levers(records: list[dict], base: str | None = None) -> dict:
+    """
+    Per (classifier, score model, setting, attack, judge): accuracy (correct in every judgement: the worst of R),
+    n and its Wilson interval; where records hold R ≥ 2 predictions, the mean, worst and majority of R with theirs.
+    """
+    cells: dict[tuple, list[dict]] = {}
     for r in records:
-        key = (r["model"], r["setting"], r["attack"])
-        cells.setdefault(key, []).append(bool(r["correct"]))
-        meta[key] = {k: r[k] for k in ("ensemble_size", "eot_samples", "repeats") if k in r}
-    rows = []
-    for (model, setting, attack), ok in cells.items():
-        p = float(np.mean(ok))
-        lo, hi = wilson(p, len(ok))
-        rows.append({"model": model, "setting": setting, "attack": attack, "accuracy": p, "n": len(ok),
-                     "ci95": [lo, hi], **meta[(model, setting, attack)]})  # fmt: skip
-    return {"cells": rows}
+        key = (r.get("classifier", base), r["model"], r["setting"], r["attack"], r.get("judge", "ensemble"))
+        cells.setdefault(key, []).append(r)
+    out = []
+    for (clf, model, setting, attack, judge), rs in cells.items():
+        p = float(np.mean([bool(r["correct"]) for r in rs]))
+        lo, hi = wilson(p, len(rs))
+        last = rs[-1]
+        cell = {"model": model, "setting": setting, "attack": attack, "accuracy": p, "n": len(rs), "ci95": [lo, hi],
+                **{k: last[k] for k in ("ensemble_size", "eot_samples", "repeats") if k in last}}  # fmt: skip
+        if "classifier" in last:
+            cell["classifier"] = clf
+        if judge != "ensemble":
+            cell["judge"] = judge
+        with_preds = [r for r in rs if len(r.get("pred", ())) >= 2 and "label" in r]
+        if len(with_preds) == len(rs):
+            cell["judgements"] = {k: {"accuracy": v, "ci95": list(wilson(v, len(rs)))}
+                                  for k, v in judgements(rs).items()}  # fmt: skip
+        out.append(cell)
+    return {"cells": out}
 
 
 def table_markdown(table: dict) -> str:
-    """One line per (model, setting), one column per attack: accuracy % (n) [95 % interval]."""
-    attacks = [a for a in ATTACK_ROWS if any(c["attack"] == a for c in table["cells"])]
-    lines = ["| score model | setting | " + " | ".join(attacks) + " |", "|---|---|" + "---|" * len(attacks)]
+    """One line per (classifier, score model, setting), one column per attack and judge: accuracy % (n) [95 %
+    interval] (worst of R for the adaptive rows)."""
+    cols: list[tuple[str, str]] = []
+    for c in table["cells"]:
+        col = (c["attack"], c.get("judge", "ensemble"))
+        if col not in cols:
+            cols.append(col)
+    head = [a if j == "ensemble" else f"{a} ({j})" for a, j in cols]
+    lines = ["| classifier | score model | setting | " + " | ".join(head) + " |", "|---|---|---|" + "---|" * len(cols)]
     groups: dict[tuple, dict] = {}
     for c in table["cells"]:
-        groups.setdefault((c["model"], c["setting"]), {})[c["attack"]] = c
-    for (model, setting), by in groups.items():
+        clf = c.get("classifier", table.get("classifier", "")) if c["model"] != "none" else c["setting"]
+        groups.setdefault((clf, c["model"], c["setting"]), {})[(c["attack"], c.get("judge", "ensemble"))] = c
+    for (clf, model, setting), by in groups.items():
         cells = []
-        for a in attacks:
-            c = by.get(a)
+        for col in cols:
+            c = by.get(col)
             cells.append(
                 ""
                 if c is None
                 else f"{100 * c['accuracy']:.1f} ({c['n']}) [{100 * c['ci95'][0]:.0f}–{100 * c['ci95'][1]:.0f}]"
             )
-        lines.append(f"| {model} | {setting} | " + " | ".join(cells) + " |")
+        lines.append(f"| {clf} | {model} | {setting} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)
 class LeversConfig:
-    """Settings of ``art-adp levers`` (see :func:`run_levers` for each)."""
+    """Settings of ``art-adp levers`` (see :func:`run_levers` for each; None: the data set's preset)."""
 
     models: tuple[str, ...] = ("oracle", "denoiser")
     settings: tuple[str, ...] | None = None
-    attacks: tuple[str, ...] = ("clean", BLIND_ATTACK, "clf-pgd-strong")
+    attacks: tuple[str, ...] | None = None
+    classifiers: tuple[str, ...] | None = None
+    purified: tuple[str, ...] | None = None
+    judges: tuple[str, ...] = ("ensemble",)
     n_examples: int = 1000
     ensemble_size: int = 10
     repeats: int = 1
     eot_samples: int = 5
+    eps: float | None = None
+    arch: str | None = None
+    sigmas: tuple[float, ...] | None = None
+    max_iter: int | None = None
+    eps_step: float | None = None
     seed: int = 0
 
 
 def levers_command(
     config: LeversConfig,
     *,
+    dataset: str = "mnist",
     data_root: str = "",
     denoiser: str | None = None,
     run_dir: str = "runs/levers",
     device: str | None = None,
     progress: bool = True,
 ) -> None:
-    """The paper's MNIST row lever by lever: ADP with the exact-score oracle (KernelScore over the training split)
-    and a trained DenoiserUNet (--denoiser, from train-denoiser), at the released schedule, converged schedules, the
-    one-step denoise and three noise levels, under Clf-PGD (two strengths and the authors' eps/256 scaling) and
-    adaptive attacks, beside the undefended MLP and the adversarial-training baseline; resumable, and more digits
-    can be added later. See docs/mnist.md."""
-    from ..data import load_mnist
+    """The paper's row on a data set lever by lever: ADP with the exact-score oracle (KernelScore over the training
+    split) and a trained DenoiserUNet (--denoiser, from train-denoiser), at the released schedule, converged
+    schedules, the one-step denoise and the σ grid, in front of the data set's classifier or the adversarially
+    trained one, under Clf-PGD and adaptive attacks, beside the undefended and adversarially trained classifiers
+    (white-box PGD, AutoAttack); the radius, the rows' budgets, the classifiers and the σ grid come from the data
+    set's preset, each overridable; resumable, and more images can be added later. See docs/mnist.md and
+    docs/fashion_mnist.md."""
+    from ..data import load_dataset
 
-    table = run_levers(load_mnist(data_root), run_dir, denoiser_path=denoiser, **asdict(config), device=device or "cpu",
+    data = load_dataset(dataset, data_root)
+    table = run_levers(data, run_dir, dataset=dataset, denoiser_path=denoiser, **asdict(config), device=device or "cpu",
                        progress=progress)  # fmt: skip
     print(table_markdown(table))

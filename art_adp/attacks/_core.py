@@ -103,10 +103,21 @@ def labels(estimator: PyTorchClassifier, x: np.ndarray, y: np.ndarray | None) ->
 class IterativeAttack(EvasionAttack):
     """
     The projected loop every attack of Table 1 shares (x_{i+1} = Π_{B(x₀, ε)}(x_i + α d_i), clipped), in batches;
-    a subclass supplies the direction d_i (:meth:`_direction`) and the purifier gradient mode it needs.
+    a subclass supplies the direction d_i (:meth:`_direction`) and the purifier gradient mode it needs. With
+    ``random_start`` the loop starts from a uniform draw in the ε-ball (Madry et al.; foolbox's and torchattacks'
+    ``random_start``), drawn from ``generator``, else from x₀ itself.
     """
 
-    attack_params = EvasionAttack.attack_params + ["norm", "eps", "eps_step", "max_iter", "batch_size", "verbose"]
+    attack_params = EvasionAttack.attack_params + [
+        "norm",
+        "eps",
+        "eps_step",
+        "max_iter",
+        "random_start",
+        "generator",
+        "batch_size",
+        "verbose",
+    ]
     _estimator_requirements = (PyTorchClassifier,)
 
     @property
@@ -122,6 +133,8 @@ class IterativeAttack(EvasionAttack):
         eps: float = 8 / 255,
         eps_step: float = 2 / 255,
         max_iter: int = 40,
+        random_start: bool = False,
+        generator: torch.Generator | None = None,
         batch_size: int = 512,
         verbose: bool = False,
     ) -> None:
@@ -130,6 +143,8 @@ class IterativeAttack(EvasionAttack):
         self.eps = eps
         self.eps_step = eps_step
         self.max_iter = max_iter
+        self.random_start = random_start
+        self.generator = generator
         self.batch_size = batch_size
         self.verbose = verbose
         self._check_params()
@@ -140,14 +155,26 @@ class IterativeAttack(EvasionAttack):
             number(name, getattr(self, name), low=0, low_open=True)
         for name in ("max_iter", "batch_size"):
             positive_int(name, getattr(self, name))
+        if not isinstance(self.random_start, bool):
+            raise ValueError(f"random_start must be True or False, got {self.random_start!r}.")
+
+    def _start(self, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float]) -> torch.Tensor:
+        """The first iterate for a batch of clean inputs ``x`` (labels ``y``): ``x`` itself, or with ``random_start``
+        a point drawn uniformly from the ε-ball around it (ℓ∞: the box; ℓ2: the ball), clipped, drawn on the CPU from
+        ``generator`` (default: torch's). A subclass may keep what its loss needs of the clean batch here."""
+        if not self.random_start:
+            return x.clone()
+        u = torch.rand(x.shape, generator=self.generator)
+        if self.norm == np.inf:
+            delta = (2 * u - 1) * self.eps
+        else:  # a uniform direction, radius ε·r^(1/d) with r uniform: uniform in the ℓ2 ball
+            d = torch.randn(x.shape, generator=self.generator).flatten(1)
+            r = u.flatten(1)[:, :1] ** (1 / d.shape[1])
+            delta = (d / d.norm(dim=1, keepdim=True).clamp_min(1e-12) * r * self.eps).view_as(x)
+        return project(x + delta.to(x.device), x, self.eps, self.norm, clip)
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
-
-    def _start(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """The first iterate for a batch of clean inputs ``x``: ``x`` itself (a subclass may draw a random start,
-        or keep what its loss needs of the clean batch)."""
-        return x.clone()
 
     def generate(self, x: np.ndarray, y: np.ndarray | None = None, **kwargs) -> np.ndarray:
         """
@@ -166,7 +193,7 @@ class IterativeAttack(EvasionAttack):
             for start in tqdm(range(0, len(x), self.batch_size), desc=type(self).__name__, disable=not self.verbose):
                 xb = torch.as_tensor(x[start : start + self.batch_size], dtype=torch.float32, device=device)
                 yb = torch.as_tensor(y[start : start + self.batch_size], device=device)
-                x_adv = self._start(xb, yb)
+                x_adv = self._start(xb, yb, clip)
                 for _ in range(self.max_iter):
                     step = self.eps_step * self._direction(x_adv, yb)
                     x_adv = project(x_adv + step, xb, self.eps, self.norm, clip).detach()

@@ -42,8 +42,8 @@ class PGDEOT(IterativeAttack):
     :param eot_samples: Purifications per gradient (15 in the paper).
     :param aggregate: ``"mean"`` (mean of the EOT gradients, the expected loss's gradient) or ``"sign"`` (the
         authors' code: a vote, Σ_k sign ∇_k).
-    :param norm, eps, eps_step, max_iter, batch_size, verbose: As in :class:`~art_adp.attacks.ClassifierPGD`;
-        ``batch_size`` counts images per forward pass (examples × EOT copies).
+    :param norm, eps, eps_step, max_iter, random_start, generator, batch_size, verbose: As in
+        :class:`~art_adp.attacks.ClassifierPGD`; ``batch_size`` counts images per forward pass (examples × EOT copies).
     :param memory_budget: MiB of autograd graph per block of EOT draws (None:
         :func:`art_adp.ensemble.default_memory_budget`, 512 MiB on a CPU, a quarter of a GPU's free memory).
     :param dev_weight: λ ≥ 0: add λ × the deviation of each draw's purified image from the clean input to the loss
@@ -72,6 +72,8 @@ class PGDEOT(IterativeAttack):
         max_iter: int = 40,
         eot_samples: int = 15,
         aggregate: str = "mean",
+        random_start: bool = False,
+        generator: torch.Generator | None = None,
         batch_size: int = 512,
         memory_budget: float | None = None,
         dev_weight: float = 0.0,
@@ -84,7 +86,15 @@ class PGDEOT(IterativeAttack):
         self.eot_samples = eot_samples
         self.aggregate = aggregate
         super().__init__(
-            estimator, norm=norm, eps=eps, eps_step=eps_step, max_iter=max_iter, batch_size=batch_size, verbose=verbose
+            estimator,
+            norm=norm,
+            eps=eps,
+            eps_step=eps_step,
+            max_iter=max_iter,
+            random_start=random_start,
+            generator=generator,
+            batch_size=batch_size,
+            verbose=verbose,
         )
 
     @property
@@ -106,10 +116,10 @@ class PGDEOT(IterativeAttack):
         check_memory_budget(self.memory_budget)
         number("dev_weight", self.dev_weight, low=0)
 
-    def _start(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def _start(self, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float]) -> torch.Tensor:
         weight = self.dev_weight
         self._loss = PurifiedStateLoss(cross_entropy, reference=x, dev_weight=weight) if weight else None
-        return x.clone()
+        return super()._start(x, y, clip)
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if self._loss is None:

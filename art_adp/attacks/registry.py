@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+import torch
 from art.attacks.attack import EvasionAttack
 
 from .apgd_eot import APGDEOT, APGDEOTDev
@@ -91,6 +92,8 @@ class Budget:
     :param cutoff: The systemic low-frequency attack's band: the fraction of the DCT frequencies along each side its
         perturbation lives in.
     :param samples_per_step: SPSA's samples per step.
+    :param random_start: The PGD family (Clf-PGD, BPDA+EOT, full-gradient PGD+EOT) starts from a uniform draw in the
+        ε-ball, seeded by the ``seed`` its record builds it with (APGD always starts so, as ART's does).
     :param batch_size: Images per forward pass.
     :param memory_budget: MiB of autograd graph per block of EOT draws in the gradients of the attacks that take
         it (PGD+EOT, APGD-EOT; None: :func:`art_adp.ensemble.default_memory_budget`). It changes how the draws are
@@ -106,6 +109,7 @@ class Budget:
     weight: float = 0.5
     cutoff: float = 0.5
     samples_per_step: int = 1280
+    random_start: bool = False
     batch_size: int = 512
     memory_budget: float | None = None
 
@@ -165,7 +169,7 @@ class AttackSpec:
 
 
 def _iterations(b: Budget) -> str:
-    return f"{b.max_iter} it of {b.eps_step:.4g}"
+    return f"{b.max_iter} it of {b.eps_step:.4g}" + (", random start" if b.random_start else "")
 
 
 def _with_eot(b: Budget) -> str:
@@ -181,8 +185,14 @@ def _steps(b: Budget) -> dict:
     return {"eps": b.eps, "eps_step": b.eps_step, "max_iter": b.max_iter, "batch_size": b.batch_size}
 
 
+def _start(b: Budget, seed: int) -> dict:
+    """The PGD family's random start: on or off, and the generator of its draw (seeded by ``seed``)."""
+    generator = torch.Generator().manual_seed(seed % 2**63) if b.random_start else None
+    return {"random_start": b.random_start, "generator": generator}
+
+
 def _pgd_eot(gradient: str) -> Callable[..., EvasionAttack]:
-    def build(estimator, b: Budget, seed: int = 0) -> EvasionAttack:  # pylint: disable=unused-argument
+    def build(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
         return PGDEOT(
             estimator,
             gradient=gradient,
@@ -190,6 +200,7 @@ def _pgd_eot(gradient: str) -> Callable[..., EvasionAttack]:
             eot_samples=b.eot_samples,
             aggregate=b.eot_aggregate,
             memory_budget=b.memory_budget,
+            **_start(b, seed),
             **_steps(b),
         )
 
@@ -203,7 +214,7 @@ def _joint(cls) -> Callable[..., EvasionAttack]:
     return build
 
 
-def _pgd_eot_dev(estimator, b: Budget, seed: int = 0) -> EvasionAttack:  # pylint: disable=unused-argument
+def _pgd_eot_dev(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
     return PGDEOTDev(
         estimator,
         gradient="full",
@@ -211,6 +222,7 @@ def _pgd_eot_dev(estimator, b: Budget, seed: int = 0) -> EvasionAttack:  # pylin
         eot_samples=b.eot_samples,
         aggregate=b.eot_aggregate,
         memory_budget=b.memory_budget,
+        **_start(b, seed),
         **_steps(b),
     )
 
@@ -221,8 +233,8 @@ def _selective(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
     )
 
 
-def _clf_pgd(estimator, b: Budget, seed: int = 0) -> EvasionAttack:  # pylint: disable=unused-argument
-    return ClassifierPGD(estimator, norm=b.norm, **_steps(b))
+def _clf_pgd(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
+    return ClassifierPGD(estimator, norm=b.norm, **_start(b, seed), **_steps(b))
 
 
 def _apgd(cls) -> Callable[..., EvasionAttack]:

@@ -134,8 +134,8 @@ class SelectiveEOT(IterativeAttack):
         self._generator = torch.Generator(self.estimator.device).manual_seed(self.seed)
         return super().generate(x, y)
 
-    def _start(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """A random start in the ε-ball (clipped)."""
+    def _start(self, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float]) -> torch.Tensor:
+        """A random start in the ε-ball (clipped), always (DiffHammer's), from the attack's own seeded generator."""
         if self._generator is None:
             self._generator = torch.Generator(x.device).manual_seed(self.seed)
         shape = (len(x), *x.shape[1:])
@@ -145,8 +145,7 @@ class SelectiveEOT(IterativeAttack):
             radius = self.eps * torch.rand(len(x), generator=self._generator, device=x.device)
             delta = normalize(torch.randn(shape, generator=self._generator, device=x.device), 2)
             delta = delta * radius.view(-1, *([1] * (x.ndim - 1)))
-        clip = self.estimator.clip_values if self.estimator.clip_values is not None else (-np.inf, np.inf)
-        return project(x + delta.to(x.dtype), x, self.eps, self.norm, (float(clip[0]), float(clip[1])))
+        return project(x + delta.to(x.dtype), x, self.eps, self.norm, clip)
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         grads, losses = draw_gradients(

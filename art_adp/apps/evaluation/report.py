@@ -19,7 +19,18 @@ from ...attacks import registry
 from . import sanity
 from .config import budget_fields, budget_text, judging_shortfalls, shortfalls, white_box_fields
 
-__all__ = ["LABELS", "SCHEMA", "build", "clopper_pearson", "markdown", "summarize", "wilson", "write"]
+__all__ = [
+    "LABELS",
+    "SCHEMA",
+    "build",
+    "clopper_pearson",
+    "judgements",
+    "majority_correct",
+    "markdown",
+    "summarize",
+    "wilson",
+    "write",
+]
 
 SCHEMA = "art-adp/evaluation-card/1"
 LEVEL = 0.95
@@ -53,11 +64,24 @@ def wilson(p: float, n: int, level: float = LEVEL) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _majority(preds: list[int], label: int) -> bool:
+def majority_correct(preds: list[int], label: int) -> bool:
     """The label is the unique most frequent of the R predictions (a tie counts against the defence)."""
     values, counts = np.unique(preds, return_counts=True)
     top = counts.max()
     return bool(counts[values == label].sum() == top and (counts == top).sum() == 1)
+
+
+def judgements(rows: list[dict]) -> dict[str, float]:
+    """
+    The three judgements of R predictions per example (each row: ``pred``, the R predictions, and ``label``): the
+    mean over examples and R, the worst case over R (correct in all R), the majority vote over R.
+    """
+    correct = np.array([[p == r["label"] for p in r["pred"]] for r in rows], dtype=bool)
+    return {
+        "mean": float(correct.mean()),
+        "worst": float(correct.all(1).mean()),
+        "majority": float(np.mean([majority_correct(r["pred"], r["label"]) for r in rows])),
+    }
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -68,10 +92,10 @@ def summarize(rows: list[dict]) -> dict:
     """
     n = len(rows)
     correct = np.array([[p == r["label"] for p in r["pred"]] for r in rows], dtype=bool)
-    worst = int(correct.all(1).sum())
-    majority = sum(_majority(r["pred"], r["label"]) for r in rows)
+    judged = judgements(rows)
+    worst, majority = round(judged["worst"] * n), round(judged["majority"] * n)
     undefended = sum(r["undefended_pred"] == r["label"] for r in rows)
-    mean = float(correct.mean())
+    mean = judged["mean"]
     return {
         "n": n,
         "repeats": int(correct.shape[1]),

@@ -1,0 +1,194 @@
+"""The baseline a user would pick instead of ADP: PGD adversarial training (Madry et al.) of the same classifier,
+trained as well as the data allows -- epoch after epoch until its robust accuracy on a held-out validation split stops
+rising -- and kept at its best epoch.
+
+Each epoch is one call of :func:`~art_adp.models.train_adversarial_classifier` (ART's ``AdversarialTrainer``); the
+run resumes per epoch from ``NAME.last.safetensors`` (the last epoch's weights, the validation curve in its header)
+and keeps the best epoch's weights in ``NAME.best.safetensors``; the finished classifier is ``NAME.safetensors``
+(the best epoch's weights, the curve and the split in its header). Each call builds its own Adam, so the optimiser's
+moments restart every epoch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..runs.seeds import derive_seed
+
+__all__ = ["plateau", "robust_accuracy", "split_validation", "train_until_plateau", "white_box_pgd"]
+
+
+def plateau(curve: Sequence[float], patience: int) -> tuple[int, bool]:
+    """
+    The early-stopping rule: the best epoch is the first with the highest validation robust accuracy; training stops
+    once ``patience`` epochs have followed it without a higher one.
+
+    :param curve: Validation robust accuracy after each epoch so far (epoch 1 first).
+    :param patience: Epochs without improvement that end training (≥ 1).
+    :return: ``(best, stop)``: the 0-based index of the best epoch, and whether to stop.
+    """
+    if not curve:
+        raise ValueError("curve must hold at least one epoch's validation accuracy.")
+    best = max(range(len(curve)), key=lambda i: (curve[i], -i))
+    return best, len(curve) - 1 - best >= patience
+
+
+def split_validation(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(train, validation)`` indices of ``n`` training images: a seeded permutation, ``round(fraction · n)`` held
+    out (at least one)."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"fraction must lie in (0, 1), got {fraction!r}.")
+    order = np.random.default_rng(derive_seed(seed, "validation") % 2**32).permutation(n)
+    k = max(1, round(fraction * n))
+    return np.sort(order[k:]), np.sort(order[:k])
+
+
+def white_box_pgd(
+    model: torch.nn.Module,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    eps: float,
+    eps_step: float,
+    max_iter: int,
+    random_start: bool,
+    seed: int,
+    device: str = "cpu",
+    batch_size: int = 250,
+) -> np.ndarray:
+    """ART's ℓ∞ ``ProjectedGradientDescent`` on ``model`` itself (for a defended one: Clf-PGD against its bare
+    classifier); ART draws the random start from NumPy's global RNG, seeded here with ``seed`` and restored after."""
+    from art.attacks.evasion import ProjectedGradientDescent
+    from art.estimators.classification import PyTorchClassifier
+
+    with torch.no_grad():
+        nb_classes = int(model(torch.as_tensor(x[:1], device=device)).shape[1])
+    estimator = PyTorchClassifier(
+        model, torch.nn.CrossEntropyLoss(), input_shape=tuple(x.shape[1:]), nb_classes=nb_classes,
+        clip_values=(0.0, 1.0), device_type="gpu" if device == "cuda" else "cpu",
+    )  # fmt: skip
+    state = np.random.get_state()
+    try:
+        np.random.seed(seed % 2**32)
+        attack = ProjectedGradientDescent(
+            estimator, eps=eps, eps_step=eps_step, max_iter=max_iter, num_random_init=int(random_start),
+            batch_size=batch_size, verbose=False,
+        )  # fmt: skip
+        return attack.generate(x, y=y).astype(np.float32)
+    finally:
+        np.random.set_state(state)
+
+
+def robust_accuracy(model: torch.nn.Module, x: np.ndarray, y: np.ndarray, **pgd) -> tuple[float, float]:
+    """``(clean, robust)`` accuracy of ``model`` on ``x``, robust under :func:`white_box_pgd` with ``pgd``."""
+    device = pgd.get("device", "cpu")
+    model.eval()
+    xa = white_box_pgd(model, x, y, **pgd)
+    with torch.no_grad():
+        clean = model(torch.as_tensor(x, device=device)).argmax(1).cpu().numpy() == y
+        robust = model(torch.as_tensor(xa, device=device)).argmax(1).cpu().numpy() == y
+    return float(clean.mean()), float(robust.mean())
+
+
+def train_until_plateau(
+    model: torch.nn.Module,
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    path: str | Path,
+    *,
+    eps: float,
+    max_iter: int = 10,
+    eps_step: float | None = None,
+    val_fraction: float = 0.1,
+    val_max_iter: int = 20,
+    patience: int = 5,
+    max_epochs: int = 100,
+    batch_size: int = 128,
+    lr: float = 1e-3,
+    seed: int = 0,
+    device: str = "cpu",
+    progress: bool = True,
+    train_epoch=None,
+) -> tuple[torch.nn.Module, dict]:
+    """
+    PGD adversarial training of ``model`` (in place) until its robust accuracy on a validation split stops rising
+    (:func:`plateau`), resumable per epoch; returns the best epoch's model and the training facts.
+
+    :param model: A classifier of :mod:`art_adp.models` (saved by :func:`~art_adp.models.save_classifier`), with
+        its initial weights.
+    :param x_train: Training images ``N×C×H×W`` in [0, 1]; ``val_fraction`` of them are held out.
+    :param y_train: Their labels.
+    :param path: The finished classifier's file; ``.last`` and ``.best`` beside it while training.
+    :param eps: ℓ∞ radius of the training attack and of the validation attack.
+    :param max_iter: PGD steps per training batch.
+    :param eps_step: Training PGD step (None: ``2.5 ε / max_iter``, Madry et al.).
+    :param val_fraction: Training images held out to decide when to stop.
+    :param val_max_iter: Steps of the validation attack (random start, step ``2.5 ε / val_max_iter``).
+    :param patience: Epochs without a higher validation robust accuracy that end training.
+    :param max_epochs: The most epochs trained.
+    :param batch_size: Mini-batch of training and of its attack.
+    :param lr: Adam's learning rate.
+    :param seed: Seed of the split, the training attacks' starts and the batch order (each epoch its own).
+    :param device: Where it trains.
+    :param progress: Print one line per epoch.
+    :param train_epoch: ``(model, x, y, epoch) -> None``, one epoch of training (default: one epoch of
+        :func:`~art_adp.models.train_adversarial_classifier` with the arguments above); a test scripts it.
+    :return: ``(model at its best epoch, facts)``: facts holds the curve, the best epoch, the epochs trained, the
+        split and the training attack.
+    """
+    from ..models import load_classifier, save_classifier
+    from ..models.adversarial import default_eps_step, train_adversarial_classifier
+    from ..serialization import read_checkpoint
+
+    path = Path(path)
+    if path.exists():
+        return load_classifier(path, device), read_checkpoint(path)[1]["adversarial_training"]
+    last, best_path = path.with_suffix(".last.safetensors"), path.with_suffix(".best.safetensors")
+    eps_step = default_eps_step(eps, max_iter) if eps_step is None else eps_step
+    train, val = split_validation(len(x_train), val_fraction, seed)
+    facts: dict = {
+        "eps": eps, "eps_step": eps_step, "max_iter": max_iter, "batch_size": batch_size, "lr": lr, "seed": seed,
+        "patience": patience, "max_epochs": max_epochs, "n_train": len(train), "n_validation": len(val),
+        "validation_attack": f"PGD {val_max_iter} × {2.5 * eps / val_max_iter:.4g}, random start",
+        "curve": [],
+    }  # fmt: skip
+    if last.exists():
+        state = load_classifier(last, device)
+        model.load_state_dict(state.state_dict())
+        facts["curve"] = read_checkpoint(last)[1]["adversarial_training"]["curve"]
+    if train_epoch is None:
+
+        def train_epoch(m, x, y, epoch):
+            train_adversarial_classifier(
+                m, x, y, eps=eps, eps_step=eps_step, max_iter=max_iter, epochs=1, batch_size=batch_size, lr=lr,
+                seed=derive_seed(seed, "epoch", epoch) % 2**32,
+            )  # fmt: skip
+
+    pgd = {"eps": eps, "eps_step": 2.5 * eps / val_max_iter, "max_iter": val_max_iter, "random_start": True,
+           "device": device}  # fmt: skip
+    model.to(device)
+    while True:
+        curve = [c["robust"] for c in facts["curve"]]
+        if curve and (plateau(curve, patience)[1] or len(curve) >= max_epochs):
+            break
+        epoch, started = len(curve) + 1, time.monotonic()
+        model.train()
+        train_epoch(model, x_train[train], y_train[train], epoch)
+        clean, robust = robust_accuracy(model, x_train[val], y_train[val], seed=derive_seed(seed, "val", epoch), **pgd)
+        facts["curve"].append({"epoch": epoch, "clean": clean, "robust": robust,
+                               "seconds": round(time.monotonic() - started, 1)})  # fmt: skip
+        if plateau([*curve, robust], patience)[0] == epoch - 1:
+            save_classifier(model, best_path, adversarial_training={**facts, "epoch": epoch})
+        save_classifier(model, last, adversarial_training=facts)
+        if progress:
+            print(f"{path.stem}: epoch {epoch}: validation clean {clean:.1%}, robust {robust:.1%}", flush=True)
+    best, _ = plateau(curve, patience)
+    facts.update(best_epoch=best + 1, epochs_trained=len(curve))
+    model = load_classifier(best_path, device)
+    save_classifier(model, path, adversarial_training=facts)
+    return model.eval(), facts
