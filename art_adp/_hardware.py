@@ -163,8 +163,8 @@ def cgroup_cpu_quota(root: str | os.PathLike = CGROUP) -> float | None:
     """
     root = Path(root)
     try:
-        quota, period = (root / "cpu.max").read_text().split()[:2]
-        return None if quota == "max" else int(quota) / int(period)
+        text, period_text = (root / "cpu.max").read_text().split()[:2]
+        return None if text == "max" else int(text) / int(period_text)
     except (OSError, ValueError):
         pass
     for sub in ("cpu", "cpu,cpuacct", "cpuacct,cpu"):
@@ -196,14 +196,13 @@ def default_threads(
     total = cpu_count or os.cpu_count() or 1
     if affinity is None:
         affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else total
-    if quota == "read":
-        quota = cgroup_cpu_quota()
+    cgroup = cgroup_cpu_quota() if quota == "read" else quota
     if load is None:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    cores = max(1, min(affinity, math.floor(quota)) if quota is not None else affinity)
+    cores = max(1, min(affinity, math.floor(float(cgroup))) if cgroup is not None else affinity)
     busy = min(cores, math.floor(float(load) * cores / total + 0.5))
     threads = max(1, cores - busy)
-    limit = f"affinity {affinity}" + (f", cgroup quota {quota:g}" if quota is not None else "")
+    limit = f"affinity {affinity}" + (f", cgroup quota {cgroup:g}" if cgroup is not None else "")
     return threads, f"auto: {cores} core(s) for this process ({limit}), {busy} busy (load {float(load):.2f})"
 
 

@@ -163,7 +163,8 @@ def test_random_start_is_seeded_and_l2_ball_holds(one_thread):
     x = np.full((2, 1, 8, 8), 0.3, np.float32)
     kw = dict(norm=2, eps=0.5, eps_step=0.1, max_iter=1, eot_samples=2, em_steps=1)
     a, b = A.SelectiveEOT(est, seed=3, **kw), A.SelectiveEOT(est, seed=3, **kw)
-    np.testing.assert_array_equal(a._start(torch.from_numpy(x), None), b._start(torch.from_numpy(x), None))
+    xt = torch.from_numpy(x)
+    np.testing.assert_array_equal(a._start(xt, None, (0.0, 1.0)), b._start(xt, None, (0.0, 1.0)))
     x_adv = A.SelectiveEOT(est, seed=3, **kw).generate(x, np.zeros(2, np.int64))
     assert np.linalg.norm((x_adv - x).reshape(2, -1), axis=1).max() <= 0.5 + 1e-5
 

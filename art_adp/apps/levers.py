@@ -32,6 +32,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -265,11 +266,9 @@ def preset_for(dataset: str, *, eps=None, arch=None, sigmas=None, max_iter=None,
     if eps is not None:
         scale = float(eps) / p.eps
         rows = tuple(replace(r, eps_step=r.eps_step * scale) for r in rows)
-    rows = tuple(
-        replace(r, **({} if max_iter is None else {"max_iter": int(max_iter)}),
-                **({} if eps_step is None else {"eps_step": float(eps_step)})) if r.adaptive else r
-        for r in rows
-    )  # fmt: skip
+    changes: dict[str, Any] = {} if max_iter is None else {"max_iter": int(max_iter)}
+    changes.update({} if eps_step is None else {"eps_step": float(eps_step)})
+    rows = tuple(replace(r, **changes) if r.adaptive else r for r in rows)
     classifiers = dict(p.classifiers)
     if arch is not None:
         classifiers[p.classifier] = replace(classifiers[p.classifier], arch=arch)
@@ -580,8 +579,11 @@ def run_levers(
     table["rows"] = [{**asdict(r), "label": row_label(r, eps), "adaptive": r.adaptive} for r in preset.rows]
     table["classifiers"] = {k: _training_facts(k, preset, run_dir) for k in clfs}
     hashes = {k: run_dir / f"{k}.safetensors" for k in clfs}
-    table["provenance"] = provenance(wall_time_s=time.monotonic() - started, device=device,
-                                     models={"denoiser": denoiser_path, **hashes} if denoiser_path else hashes)
+    table["provenance"] = provenance(
+        wall_time_s=time.monotonic() - started,
+        device=device,
+        models={"denoiser": denoiser_path, **hashes} if denoiser_path else hashes,
+    )
     (run_dir / "table.json").write_text(json.dumps(table, indent=1))
     (run_dir / "table.md").write_text(table_markdown(table))
     return table

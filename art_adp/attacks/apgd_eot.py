@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from art.attacks.attack import EvasionAttack
@@ -134,7 +136,7 @@ class APGDEOT(EvasionAttack):
                     if not todo.any():
                         break
                     idx = np.flatnonzero(todo)
-                    loss = LOSSES[name]
+                    loss: Callable[..., torch.Tensor] = LOSSES[name]
                     if self.dev_weight:  # each draw's loss plus its purified state's deviation from the clean input
                         clean = torch.as_tensor(x[idx], dtype=torch.float32, device=self.estimator.device)
                         loss = PurifiedStateLoss(loss, reference=clean, dev_weight=self.dev_weight)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import torch
 from art.estimators.classification import PyTorchClassifier
@@ -122,6 +125,8 @@ class PGDEOT(IterativeAttack):
         return super()._start(x, y, clip)
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        fn: Callable[[torch.Tensor], Any]
+        loss: Callable[..., torch.Tensor]
         if self._loss is None:
             fn, loss = (lambda z: logits(self.estimator, z)), cross_entropy
         else:  # the deviation term: each draw's logits with its purified state

@@ -384,9 +384,7 @@ CLEAN_LABEL = "Natural (clean)"
 LABELS: Mapping[str, str] = MappingProxyType({"clean": CLEAN_LABEL, **{s.name: s.label for s in ATTACKS}})
 
 
-def names(
-    *, protocol: str | None = None, full: bool | None = None, strongest: bool | None = None
-) -> tuple[str, ...]:
+def names(*, protocol: str | None = None, full: bool | None = None, strongest: bool | None = None) -> tuple[str, ...]:
     """The attacks' names in table order (``protocol="paper"``: those of the paper's table only; ``full=True``: the
     full-gradient attacks only; ``strongest=True``: the strongest of each protocol)."""
     return tuple(

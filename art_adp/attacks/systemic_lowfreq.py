@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from art.estimators.classification import PyTorchClassifier
 
-from .._checks import boolean, integer, memory_budget as check_memory_budget, number, one_of, positive_int
+from .._checks import integer, memory_budget as check_memory_budget, number, one_of, positive_int
 from ..ensemble import eot_gradient, logits, stack_draws
 from ._core import GRADIENTS, IterativeAttack, gradient_mode, labels
 
@@ -96,7 +96,9 @@ class _Votes:
 
     def __call__(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         idx = (torch.arange(len(z), device=z.device) + self.seen) % self.n
-        self.counts.index_add_(0, idx, torch.nn.functional.one_hot(z.detach().argmax(1), z.shape[1]).to(self.counts.dtype))
+        self.counts.index_add_(
+            0, idx, torch.nn.functional.one_hot(z.detach().argmax(1), z.shape[1]).to(self.counts.dtype)
+        )
         self.seen += len(z)
         return vote_margin(z, y, self.confidence)
 
@@ -191,12 +193,12 @@ class SystemicLowFrequency(IterativeAttack):
         self.eot_samples = eot_samples
         self.cutoff = cutoff
         self.confidence = confidence
-        self.random_start = random_start
         self.seed = seed
         self.memory_budget = memory_budget
         super().__init__(
-            estimator, norm=norm, eps=eps, eps_step=eps_step, max_iter=max_iter, batch_size=batch_size, verbose=verbose
-        )
+            estimator, norm=norm, eps=eps, eps_step=eps_step, max_iter=max_iter, random_start=random_start,
+            batch_size=batch_size, verbose=verbose,
+        )  # fmt: skip
 
     @property
     def mode(self) -> str:
@@ -209,7 +211,6 @@ class SystemicLowFrequency(IterativeAttack):
         positive_int("eot_samples", self.eot_samples)
         number("cutoff", self.cutoff, low=0, high=1, low_open=True)
         number("confidence", self.confidence, low=0, optional=True)
-        boolean("random_start", self.random_start)
         if self.seed is not None:
             integer("seed", self.seed, low=0, high=2**63 - 1)
         check_memory_budget(self.memory_budget)
@@ -221,7 +222,6 @@ class SystemicLowFrequency(IterativeAttack):
         p = basis.pixels(c).flatten(1)
         size = p.abs().amax(1) if self.norm == np.inf else p.norm(dim=1)
         return size.clamp_min(1e-12).view(-1, *([1] * (c.ndim - 1)))
-
 
     def _ascent(self, basis: LowFrequencyBasis, d: torch.Tensor) -> torch.Tensor:
         """
@@ -250,7 +250,9 @@ class SystemicLowFrequency(IterativeAttack):
                 c = basis.coefficients(boxed)
         return c * (self.eps / self._size(basis, c)).clamp(max=1.0)
 
-    def _start(self, basis: LowFrequencyBasis, x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    def _start_coefficients(
+        self, basis: LowFrequencyBasis, x: torch.Tensor, generator: torch.Generator | None
+    ) -> torch.Tensor:
         """Zero coefficients, or (``random_start``) Gaussian ones scaled to a radius uniform in [0, ε], projected."""
         c = torch.zeros(*x.shape[:-2], basis.kh, basis.kw, dtype=x.dtype, device=x.device)
         if not self.random_start:
@@ -291,7 +293,7 @@ class SystemicLowFrequency(IterativeAttack):
     def _attack(self, x: torch.Tensor, y: torch.Tensor, basis: LowFrequencyBasis, clip, generator) -> torch.Tensor:
         """One batch: ``max_iter`` steps from the (random) start; per example the iterate whose vote was furthest
         from ``y`` (ties: the higher loss)."""
-        c = self._start(basis, x, generator)
+        c = self._start_coefficients(basis, x, generator)
         best = best_lead = best_loss = None
         for i in range(self.max_iter + 1):
             c = c.detach().requires_grad_(True)
@@ -301,7 +303,7 @@ class SystemicLowFrequency(IterativeAttack):
                 g, loss, lead = self._draws(x_adv.detach(), y)
             else:  # the last iterate is scored, not stepped from
                 loss, lead = self._final_lead(x_adv.detach(), y)
-            if best is None:
+            if best is None or best_lead is None or best_loss is None:
                 best, best_lead, best_loss = x_adv.detach().clone(), lead, loss
             else:
                 better = (lead < best_lead) | ((lead == best_lead) & (loss > best_loss))
@@ -310,6 +312,7 @@ class SystemicLowFrequency(IterativeAttack):
                 with torch.enable_grad():
                     (d,) = torch.autograd.grad(x_adv, c, grad_outputs=g)  # through clip(x + B c): the exact chain rule
                 c = self._project(basis, c.detach() + self.eps_step * self._ascent(basis, d))
+        assert best is not None  # max_iter >= 1: at least one iterate was scored
         return best
 
     def generate(self, x: np.ndarray, y: np.ndarray | None = None, **kwargs) -> np.ndarray:

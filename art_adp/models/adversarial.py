@@ -135,8 +135,8 @@ def _save_state(path, model, optimizer, *, epoch: int, order: np.ndarray, settin
     """The checkpoint after ``epoch`` epochs: weights, Adam's state, the global RNGs, ART's shuffled order."""
     tensors = {f"{TRAIN_PREFIX}optim/{i}/{name}": torch.as_tensor(value)
                for i, state in optimizer.state_dict()["state"].items() for name, value in state.items()}  # fmt: skip
-    _, key, pos, has_gauss, gauss = np.random.get_state()
-    tensors[f"{TRAIN_PREFIX}numpy_rng"] = torch.from_numpy(key.astype(np.int64))
+    _, key, pos, has_gauss, gauss = np.random.get_state(legacy=True)  # type: ignore[misc]
+    tensors[f"{TRAIN_PREFIX}numpy_rng"] = torch.from_numpy(np.asarray(key).astype(np.int64))
     tensors[f"{TRAIN_PREFIX}torch_rng"] = torch.get_rng_state()
     tensors[f"{TRAIN_PREFIX}order"] = torch.from_numpy(order.astype(np.int64))
     groups = optimizer.state_dict()["param_groups"]
@@ -240,20 +240,19 @@ def train_adversarial_classifier(
     _check_labels(model, x, y, "y_train", device)
     pgd["batch_size"] = batch_size
     trainer, optimizer = _madry_trainer(model, x, device, pgd, ratio=ratio, lr=lr, clip_values=(low, high))
-    x_np = x.cpu().numpy().astype(np.float32, copy=False)
-    y_np = y.cpu().numpy().astype(np.int64, copy=False)
+    x_np, y_np = x.cpu().numpy().astype(np.float32, copy=False), y.cpu().numpy().astype(np.int64, copy=False)
     settings = {**pgd, "ratio": float(ratio), "lr": lr, "seed": int(seed), "n_train": len(x_np)}
     path = None if checkpoint_path is None else Path(checkpoint_path)
     with _seeded_global_rngs(int(seed)), _art_trainer_progress(False):
-        start, order = 0, np.arange(len(x_np))
-        if path is not None and resume and path.exists():
-            start, order = _restore_state(path, model, optimizer, settings)
+        resumed = path is not None and resume and path.exists()
+        start, order = _restore_state(path, model, optimizer, settings) if resumed else (0, np.arange(len(x_np)))
         for epoch in tqdm(range(start, epochs), initial=start, total=epochs, desc="Adversarial training epochs",
                           unit="epoch", disable=not verbose):  # fmt: skip
             order = _one_epoch(trainer, x_np, y_np, order, batch_size)
             if path is not None:
-                done = {**settings, "epochs": epochs}
-                _save_state(path, model, optimizer, epoch=epoch + 1, order=order, settings=done)
+                _save_state(
+                    path, model, optimizer, epoch=epoch + 1, order=order, settings={**settings, "epochs": epochs}
+                )
     return model.eval()
 
 
