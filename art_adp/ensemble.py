@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 import torch.utils.checkpoint
@@ -404,10 +405,10 @@ def _block_gradients(
 
 
 def eot_gradient(
-    fn: Callable[[torch.Tensor], torch.Tensor],
+    fn: Callable[[torch.Tensor], Any],
     x: torch.Tensor,
     y: torch.Tensor,
-    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    loss: Callable[[Any, torch.Tensor], torch.Tensor],
     draws: int,
     *,
     batch_size: int | None = None,
@@ -429,7 +430,8 @@ def eot_gradient(
     concatenation. Elsewhere (other sizes, CUDA's Philox offsets) the draws are other, equally distributed
     independent draws: equal in distribution, not bitwise.
 
-    :param fn: ``M×C×H×W`` → ``M×K`` logits, random (e.g. :func:`logits` of an estimator with an ADPPurifier).
+    :param fn: ``M×C×H×W`` → ``M×K`` logits (or what ``loss`` takes: e.g. logits with purified states), random (e.g.
+        :func:`logits` of an estimator with an ADPPurifier).
     :param y: Labels of ``x`` (``N`` indices or ``N×K``), stacked with it.
     :param loss: ``(logits, labels) →`` per-example losses ``M``, or a batch loss (a scalar, ART's convention: with
         ``reduction="mean"`` (or no ``reduction``) the mean over the rows it is given, else their sum).

@@ -1,6 +1,6 @@
 """What the example notebooks share: the digits models (trained with the demo's recipe of art-adp 0.1, NCSNv2 ngf 16
-for 1,000 steps, into a folder keyed by their settings and data, then loaded), run folders keyed by their settings and data, writing example files only into empty
-folders, and saving figures.
+for 1,000 steps, into a folder keyed by their settings and data, then loaded), run folders keyed by their settings
+and data, writing example files only into empty folders, and saving figures.
 
 The notebooks import it as ``_common``: Jupyter runs a notebook in its own folder (``examples/``), which is on the
 kernel's ``sys.path``, and ``examples/execute.py`` puts that folder on the kernel's ``PYTHONPATH`` wherever the
