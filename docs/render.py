@@ -70,6 +70,9 @@ def wall(seconds) -> str:
 # command already said DIR), from what that folder's own notes say it holds.
 DATA_SPLITS = {
     "mnist-subset": "MNIST test images 0–5,999 for training and 6,000–7,999 for measuring, the development split",
+    "fashion-mnist-subset": (
+        "Fashion-MNIST test images 0–2,999 for training and 3,000–3,942 for measuring, the development split"
+    ),
 }
 _DATA_ROOT = re.compile(r"(--data-root[= ])(\S+)")
 # A device string names its processor when it names a CPU or GPU model; otherwise the line says it was not recorded,
@@ -426,7 +429,8 @@ def purifier_comparison(path: str) -> str:
 
 
 def denoiser_training(path: str) -> str:
-    """docs/mnist.md: the DenoiserUNet's one-step denoising MSE per milestone (art-adp train-denoiser)."""
+    """docs/mnist.md, docs/fashion_mnist.md: a DenoiserUNet's one-step denoising MSE per milestone (art-adp
+    train-denoiser)."""
     result = load(path)
     curve = [r for r in result["curve"] if "mse" in r]
     levels = list(curve[0]["mse"])
@@ -435,8 +439,8 @@ def denoiser_training(path: str) -> str:
     s = result["settings"]
     return "\n".join([
         f"DenoiserUNet{tuple(s['channels'])}, {result['parameters']:,} parameters, trained on {s['n_train']:,} "
-        f"training digits (batch {s['batch_size']}, Adam {s['lr']:g}, {s['precision']}); one-step denoising MSE "
-        "on the first 500 test digits, [0, 1] pixels.", "",
+        f"training images (batch {s['batch_size']}, Adam {s['lr']:g}, {s['precision']}); one-step denoising MSE "
+        "on the first 500 test images, [0, 1] pixels.", "",
         *table(["step", "samples", "training time", "samples/s", *(f"MSE at σ {k}" for k in levels)], rows), "",
         source(path, result),
     ])  # fmt: skip
@@ -568,6 +572,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "demo": ("docs/results/demo.json", demo),
     "purifiers-digits-smoke": ("docs/cards/digits_purifiers_smoke.json", purifier_comparison),
     "denoiser-mnist": ("docs/results/denoiser_mnist.json", denoiser_training),
+    "denoiser-fashion-mnist": ("docs/results/denoiser_fashion_mnist.json", denoiser_training),
     "mnist-levers": ("docs/results/mnist_levers.json", mnist_levers),
     "fashion-mnist-levers": ("docs/results/fashion_mnist_levers.json", fashion_mnist_levers),
     "card-digits-paper-20": ("docs/cards/digits_paper_20.json", card_table),
