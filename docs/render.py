@@ -568,6 +568,28 @@ def fashion_mnist_levers(path: str) -> str:
     return levers_page(load(path), path)
 
 
+def gpu_throughput(path: str) -> str:
+    """benchmarks/README.md: ``benchmarks/gpu.py`` on a GPU -- purification images/s per path, against the forward floors."""
+    r = load(path)
+    n, runs, steps = r["images"], r["runs"], r["steps"]
+    names = {"baseline": "the released code's loop", "ours": "purify, fp32", "compact": "purify, compact",
+             "channels_last": "purify, fp32, channels_last", "jvp": "purify, JVP step, fp32",
+             "bfloat16_channels_last": "purify, JVP step, bf16 autocast, channels_last",
+             "compiled_bfloat16_channels_last": "the same, torch.compile"}  # fmt: skip
+    rows = [[names.get(k, k), f"{v:.1f}"] for k, v in r["images_per_s"].items()]
+    sec = r["seconds"]
+    floors = [f"fp32 {n / r['floor_s']:.1f} images/s (a forward {sec['forward_batch_1000']:.3f} s)"]
+    if "floor_bfloat16_s" in r:
+        floors.append(f"bf16 with channels_last {n / r['floor_bfloat16_s']:.1f} images/s (a forward "
+                      f"{sec['forward_batch_1000_bfloat16_channels_last']:.3f} s)")  # fmt: skip
+    return "\n".join([
+        f"{r['network']}, {n} images × S {runs} × T {steps} (τ = {r['tau']:g}: every sample takes all T steps). The "
+        f"floor of any implementation at two network forwards per step (batch {n * runs}): {'; '.join(floors)}.", "",
+        *table(["path", "images/s"], rows), "",
+        source(path, r),
+    ])  # fmt: skip
+
+
 FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "demo": ("docs/results/demo.json", demo),
     "purifiers-digits-smoke": ("docs/cards/digits_purifiers_smoke.json", purifier_comparison),
@@ -593,6 +615,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "upstream-checks": ("upstream/results/pinned_tests_torch2.8.0.json", upstream_checks),
     "eot-memory": ("benchmarks/results/eot_memory.json", eot_memory),
     "train-speed": ("benchmarks/results/train_speed_cpu.json", train_speed),
+    "gpu-h100": ("benchmarks/results/device_run_h100_2026-11-27_gpu.json", gpu_throughput),
 }
 
 
