@@ -1,6 +1,7 @@
 """The prepared GPU run (benchmarks/device_run.py) end to end on the CPU at tiny sizes, so that no GPU minute is
 spent finding a typo: both parts, every CLI command, training, the trainer state split and resumed, curve,
-diagnostics, table, gpu.py and the optional stages."""
+diagnostics, table, gpu.py and the optional stages. The two smoke runs are end to end (marked ``e2e``: CI runs them
+after the suite, ``python -m pytest -m e2e``); the command lines and the state unpacking are checked in the suite."""
 
 import json
 import subprocess
@@ -26,6 +27,7 @@ def smoke(tmp_path_factory):
     return cmd, data, out, work, state, first
 
 
+@pytest.mark.e2e
 def test_part_one_runs_every_cli_command_trains_and_returns_the_state(smoke):
     _, _, out, _, _, first = smoke
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
@@ -38,6 +40,7 @@ def test_part_one_runs_every_cli_command_trains_and_returns_the_state(smoke):
     assert sorted(p.name for p in out.glob("state.tar.part*")) == ["state.tar.part00"]
 
 
+@pytest.mark.e2e
 def test_part_two_resumes_from_the_parts_alone_and_measures_everything(smoke, tmp_path):
     cmd, data, out, work1, state, _ = smoke
     for part in out.glob("state.tar.part*"):  # what `collect` does: the parts are all the next run gets

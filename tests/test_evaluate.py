@@ -1,8 +1,8 @@
-"""The evaluation harness: records survive a SIGKILL and a re-run completes them exactly; torchrun with 2 gloo
-processes gives the 1-process records; records know their settings (a changed setting is refused, by name); the
-card's statistics and confidence intervals match hand computations; every sanity check is tripped by a planted
-defence and left alone by a benign one; the header says what ran. Tiny models (an MLP trained on digits,
-NCSNv2(1, 8, ngf=4))."""
+"""The evaluation harness: records survive a SIGKILL and a re-run completes them exactly, and torchrun with 2 gloo
+processes gives the 1-process records (both end to end, marked ``e2e``: CI runs them after the suite); records know
+their settings (a changed setting is refused, by name); the card's statistics and confidence intervals match hand
+computations; every sanity check is tripped by a planted defence and left alone by a benign one; the header says
+what ran. Tiny models (an MLP trained on digits, NCSNv2(1, 8, ngf=4))."""
 
 import json
 import math
@@ -92,6 +92,7 @@ def test_one_process_run_writes_every_record_once_and_the_card(baseline):
     assert spsa["defences"][0]["sigma"] == 0.1 and len(spsa["classifier_sha256"]) == 64
 
 
+@pytest.mark.e2e  # the CLI in its own interpreter, killed (CI: python -m pytest -m e2e)
 def test_killed_run_resumes_to_the_same_records_and_table(baseline, checkpoints, tmp_path, capsys):
     from art_adp.apps.cli import main
 
@@ -113,6 +114,7 @@ def test_killed_run_resumes_to_the_same_records_and_table(baseline, checkpoints,
     assert (tmp_path / "report.md").read_text() == (baseline / "report.md").read_text()
 
 
+@pytest.mark.e2e  # a whole torchrun launch (CI: python -m pytest -m e2e)
 def test_torchrun_two_gloo_processes_give_the_one_process_records(baseline, checkpoints, tmp_path):
     launcher = (sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
                 "art_adp", "evaluate")

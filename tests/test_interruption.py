@@ -1,4 +1,6 @@
-"""A training killed with SIGKILL leaves a valid checkpoint, and re-running the same command resumes from it."""
+"""A training killed with SIGKILL leaves a valid checkpoint, and re-running the same command resumes from it (end to
+end: the CLI in its own interpreter, killed; marked ``e2e``, which CI runs after the suite); a train-denoiser run
+interrupted before its first milestone resumes."""
 
 import os
 import signal
@@ -24,6 +26,7 @@ def step_of(path) -> int | None:
         return None
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")
 def test_sigkill_mid_training_then_resume_equals_an_uninterrupted_run(tmp_path):
     killed_dir, clean_dir = tmp_path / "killed", tmp_path / "clean"

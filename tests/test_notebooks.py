@@ -1,5 +1,7 @@
 """The example notebooks run top to bottom at small settings (their parameters cell overridden) and print what
-they claim; they are stored without outputs, each with one cell tagged ``parameters``."""
+they claim; they are stored without outputs, each with one cell tagged ``parameters``. Executing them is end to end
+(marked ``e2e``: CI runs it after the suite, ``python -m pytest -m e2e``); the checks on their sources, the run
+folders and the model cache are not."""
 
 import gzip
 import hashlib
@@ -169,6 +171,7 @@ def run_again_with_other_eps_and_sigma(path, cwd, tiny_models, first):
 RUN_AGAIN = {"05_your_own_data": run_again_on_other_images, "06_evaluation_card": run_again_with_other_eps_and_sigma}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_at_small_settings(path, tmp_path, tiny_models):
     """Each notebook prints what it claims; 05 and 06 also run a second time with other data or settings."""
@@ -303,6 +306,7 @@ def snapshot(root: Path) -> dict:
             for p in [root, *sorted(root.rglob("*"))]}
 
 
+@pytest.mark.e2e
 def test_notebook_05_never_writes_into_folders_of_your_own(tmp_path, tiny_models):
     """Pointed at a read-only folder of class sub-folders (colour 12x12 PNGs) and a writable folder of MNIST idx
     files, notebook 05 reads them and writes, overwrites or removes nothing in either (modes, times and bytes

@@ -88,6 +88,7 @@ def test_an_unknown_flag_is_caught(capsys):
     assert "unrecognized arguments: --no-such-flag" in capsys.readouterr().err
 
 
+@pytest.mark.e2e  # a whole program in its own interpreter; tests/test_rendered.py checks the same pages in the suite
 @pytest.mark.parametrize("cmd", ["python docs/render.py --check"])
 def test_cheap_recipes_run_as_printed(cmd):
     assert any(cmd == c for _, _, c in recipes()), f"`{cmd}` is no longer printed in README or docs"

@@ -289,6 +289,7 @@ def test_compile_keeps_the_checkpoint_keys_and_the_training(tiny, tmp_path):
     assert load_score_model(path).training_info["step"] == 2
 
 
+@pytest.mark.e2e  # the whole benchmark script (CI: python -m pytest -m e2e)
 def test_train_speed_smoke(tmp_path, monkeypatch):
     out = tmp_path / "speed.json"
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
