@@ -236,8 +236,7 @@ def train_adversarial_classifier(
 
     x, y = _images_and_labels(x_train, y_train, "x_train", "y_train", value_range=(low, high))
     device = _device(model, None)
-    model.to(device)
-    _check_labels(model, x, y, "y_train", device)
+    _check_labels(model.to(device), x, y, "y_train", device)
     pgd["batch_size"] = batch_size
     trainer, optimizer = _madry_trainer(model, x, device, pgd, ratio=ratio, lr=lr, clip_values=(low, high))
     x_np, y_np = x.cpu().numpy().astype(np.float32, copy=False), y.cpu().numpy().astype(np.int64, copy=False)
@@ -250,9 +249,8 @@ def train_adversarial_classifier(
                           unit="epoch", disable=not verbose):  # fmt: skip
             order = _one_epoch(trainer, x_np, y_np, order, batch_size)
             if path is not None:
-                _save_state(
-                    path, model, optimizer, epoch=epoch + 1, order=order, settings={**settings, "epochs": epochs}
-                )
+                done = {**settings, "epochs": epochs}
+                _save_state(path, model, optimizer, epoch=epoch + 1, order=order, settings=done)
     return model.eval()
 
 
