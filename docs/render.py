@@ -519,9 +519,15 @@ def levers_page(result: dict, path: str) -> str:
 
     eps = result["eps"]
     eps_text = f"{eps * 255:g}/255" if abs(eps * 255 - round(eps * 255)) < 1e-6 else f"{eps:g}"
+    from art_adp.attacks.registry import LABELS
+
     labels = {r["name"]: r["label"] for r in result["rows"]}
     adaptive = {r["name"] for r in result["rows"] if r["adaptive"]}
-    attacks = [r["name"] for r in result["rows"] if any(c["attack"] == r["name"] for c in result["cells"])]
+    # the registry's attacks run as adaptive rows beyond the preset's (--attacks NAME): in the judgements table only
+    attacks = [r["name"] for r in result["rows"] if any(c["attack"] == r["name"] for c in result["cells"])
+               and not r.get("registry_row")]  # fmt: skip
+    for name in dict.fromkeys(c["attack"] for c in result["cells"] if c["attack"] not in labels):
+        labels[name], adaptive = LABELS.get(name, name), adaptive | {name}  # a table written before registry_row
     groups: dict[tuple, dict] = {}
     for c in result["cells"]:
         if c.get("judge", "ensemble") == "ensemble":

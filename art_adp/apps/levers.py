@@ -289,7 +289,7 @@ def row_label(row: Row, eps: float) -> str:
         return "AutoAttack (ART, standard)"
     label = REGISTRY[row.attack].label
     radius = "" if row.eps_scale == 1 else f" at ε·{row.eps_scale:g}"
-    if row.attack == APGD_ATTACK:
+    if REGISTRY[row.attack].own_step is not None:  # APGD and its variants choose their own step
         return f"{label}, {row.max_iter} it/loss"
     rs = ", random start" if row.random_start else ""
     return f"{label}, {row.max_iter} × {_step_text(row.eps_step, eps * row.eps_scale)}{rs}{radius}"
@@ -470,7 +470,10 @@ def run_levers(
     preset = preset_for(dataset, eps=eps, arch=arch, sigmas=sigmas, max_iter=max_iter, eps_step=eps_step)
     eps = preset.eps
     known = {r.name: r for r in preset.rows}
-    adaptive_default = next(r for r in preset.rows if r.adaptive)
+    # an attack of the registry named in --attacks runs at the preset's first adaptive budget with a random start
+    adaptive_default = next((r for r in preset.rows if r.adaptive and r.random_start), None) or next(
+        r for r in preset.rows if r.adaptive
+    )
     attacks = tuple(preset.attacks if attacks is None else attacks)
     unknown = [a for a in attacks if a not in known and a not in REGISTRY]
     if unknown:
@@ -577,6 +580,11 @@ def run_levers(
     table["classifier"] = base
     table["eps"] = eps
     table["rows"] = [{**asdict(r), "label": row_label(r, eps), "adaptive": r.adaptive} for r in preset.rows]
+    measured = dict.fromkeys(c["attack"] for c in table["cells"])
+    table["rows"] += [  # the registry's attacks measured as adaptive rows (by any call on this folder)
+        {**asdict(r), "label": row_label(r, eps), "adaptive": True, "registry_row": True}
+        for r in (replace(adaptive_default, name=a, attack=a) for a in measured if a not in known and a in REGISTRY)
+    ]
     table["classifiers"] = {k: _training_facts(k, preset, run_dir) for k in clfs}
     hashes = {k: run_dir / f"{k}.safetensors" for k in clfs}
     table["provenance"] = provenance(
