@@ -604,6 +604,26 @@ def gpu_throughput(path: str) -> str:
     ])  # fmt: skip
 
 
+def first_hour(path: str) -> str:
+    """benchmarks/README.md: the README's two set-up commands on a fresh clone, each phase timed (first_hour.py)."""
+    r = json.loads((ROOT / path).read_text(encoding="utf-8"))
+    p = r["provenance"]
+    rows = []
+    for run in r["runs"]:
+        low, high = run["load_avg_1min"]
+        for (phase, _), (key, sec) in zip(run["phases"], run["seconds"].items()):
+            rows.append([f"`{run['command'].split('&& ')[-1]}`: {phase}", wall(sec), f"{low:.1f} → {high:.1f}"])
+    load = r["load"]
+    setup = ("a busy loop pinned to one core" if load["busy_loop_on_one_core"] else "no busy loop; the machine's "
+             "other jobs as the load average shows") + (", an empty pip cache" if load["fresh_pip_cache"] else "")
+    return "\n".join([
+        f"A fresh clone of {r['commit'][:9]}, {setup}. Budgets: the demo 5 minutes, pytest 8 minutes.", "",
+        *table(["command: phase", "wall time", "load average (1 min) before → after"], rows), "",
+        f"<sub>Rendered from `{path}` by `docs/render.py`: `{p['command']}` · {p['device']} · wall time "
+        f"{wall(p['wall_time_s'])} · code {p['code_version']}.</sub>",
+    ])  # fmt: skip
+
+
 FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "demo": ("docs/results/demo.json", demo),
     "purifiers-digits-smoke": ("docs/cards/digits_purifiers_smoke.json", purifier_comparison),
@@ -631,6 +651,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "upstream-checks": ("upstream/results/pinned_tests_torch2.8.0.json", upstream_checks),
     "eot-memory": ("benchmarks/results/eot_memory.json", eot_memory),
     "train-speed": ("benchmarks/results/train_speed_cpu.json", train_speed),
+    "first-hour-epyc": ("benchmarks/results/first_hour_amd-epyc.json", first_hour),
     "gpu-h100": ("benchmarks/results/device_run_h100_2026-11-27_gpu.json", gpu_throughput),
 }
 
