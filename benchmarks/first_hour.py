@@ -188,6 +188,7 @@ def run(args: argparse.Namespace) -> dict:
         "provenance": {
             "command": " ".join(["python", *sys.argv]),
             "code_version": f"art-adp {commit[:9]}",
+            "models": {},  # it times commands; the models the demo trains are not kept
             "device": f"CPU {cpu['model']} ({', '.join(cpu['isa']) or 'no AVX2'}), {cpu['cores_usable']} of "
             f"{cpu['cores']} cores usable, OMP_NUM_THREADS={threads or 'unset'}, Python {platform.python_version()}",
             "wall_time_s": round(time.perf_counter() - start, 1),
