@@ -75,6 +75,7 @@ DATA_SPLITS = {
     ),
 }
 _DATA_ROOT = re.compile(r"(--data-root[= ])(\S+)")
+_ABSOLUTE_OUT = re.compile(r"(?<= )/(?:root|tmp|work|home)/\S*/([\w.-]+\.json)\b")
 # A device string names its processor when it names a CPU or GPU model; otherwise the line says it was not recorded,
 # with what the result itself shows about it where it shows something (no processor is ever guessed by name).
 _PROCESSOR = re.compile(r"AMD|Intel|EPYC|Xeon|Ryzen|Core\(TM\)|Apple M\d|Graviton|Neoverse|NVIDIA|Tesla|GeForce|Radeon")
@@ -86,8 +87,10 @@ PROCESSOR_NOTES = {
 
 
 def command(result: dict) -> str:
-    """The command of a result as a user would type it: any data folder as ``--data-root DIR``."""
-    return _DATA_ROOT.sub(r"\1DIR", result["provenance"]["command"])
+    """The command of a result as a user would type it: any data folder as ``--data-root DIR``, an output file that
+    was written under a machine's absolute path (a lent GPU's ``$OUT``) by its name alone."""
+    text = _DATA_ROOT.sub(r"\1DIR", result["provenance"]["command"])
+    return _ABSOLUTE_OUT.sub(r"\1", text)
 
 
 def data_split(result: dict) -> str | None:

@@ -130,3 +130,10 @@ def test_a_device_without_its_processor_says_so():
     assert "· NVIDIA H200, torch 2.13.0 ·" in _line("c", device="NVIDIA H200, torch 2.13.0")
     denoiser = _line("c", path="docs/results/denoiser_mnist.json")
     assert "(processor not recorded: an x86-64 with native bf16, as its bf16 speed shows" in denoiser
+
+
+def test_an_output_file_under_a_machines_absolute_path_renders_by_its_name():
+    result = {"provenance": {"command": "python benchmarks/gpu.py /root/out/gpu.json --budget 130.0"}}
+    assert render.command(result) == "python benchmarks/gpu.py gpu.json --budget 130.0"
+    kept = {"provenance": {"command": "python benchmarks/gpu.py benchmarks/results/gpu.json"}}
+    assert render.command(kept) == "python benchmarks/gpu.py benchmarks/results/gpu.json"  # relative: as typed
