@@ -17,8 +17,8 @@ ADP=("released (T 10, λ 0.05)" "T 10, λ 0.5" "T 30, λ 0.5, τ 0" "σ 0.1, T 1
 #    robust accuracy on 300 held-out training images stops rising, patience 5), white-box PGD and AutoAttack
 "${L[@]}" --models oracle --settings "one-step denoise" --attacks clean clf-pgd clf-pgd-strong \
     --classifiers cnn adv-cnn --purified cnn --n-examples 943
-# AutoAttack's Square attack runs 5 × 5,000 queries on every image still robust (about 14 iterations/s on this CPU
-# even for 20 images): on 200 images first, more later by a larger --n-examples
+# AutoAttack, standard version (torchattacks' port: APGD-CE, APGD-T, FAB-T, Square 5,000 queries, each on the images
+# still robust): about 15 minutes per 200 images of the robust CNN on one core; more later by a larger --n-examples
 "${L[@]}" --models oracle --settings "one-step denoise" --attacks autoattack --classifiers cnn adv-cnn --purified cnn \
     --n-examples 200
 # 2. the paper's attack (Clf-PGD as foolbox LinfPGD(rel_stepsize=0.25) ran it: 40 × ε/4, random start) and the

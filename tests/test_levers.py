@@ -69,6 +69,37 @@ def test_a_run_measures_resumes_and_extends(tiny, tmp_path, one_thread):
     assert len((tmp_path / "records.jsonl").read_text().splitlines()) == len(records)
     table = run_levers(tiny, tmp_path, n_examples=5, **kwargs)  # two more digits per cell
     assert {c["n"] for c in table["cells"]} == {5}
+    with pytest.raises(ValueError, match=r"holds \[\('bpda-eot', 1\)\] measured at other EOT draws"):
+        run_levers(tiny, tmp_path, n_examples=5, **{**kwargs, "eot_samples": 2})  # another budget: its own folder
+
+
+def test_a_cell_never_mixes_eot_budgets():
+    records = [{"model": "m", "setting": "s", "attack": "a", "index": i, "correct": True, "eot_samples": 4 + 4 * i}
+               for i in range(2)]  # fmt: skip
+    with pytest.raises(ValueError, match=r"mix EOT draws \[4, 8\]"):
+        render_levers(records)
+
+
+def test_autoattack_row_is_the_standard_version_seeded_inside_the_ball(tiny):
+    pytest.importorskip("torchattacks")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 10))
+    x, y = tiny.x_test, tiny.y_test
+    y = model(torch.as_tensor(x)).argmax(1).numpy()  # every image correct before the attack
+    state = torch.random.get_rng_state()
+    a = levers._autoattack(model, x, y, 0.3, 1, "cpu")
+    assert torch.equal(torch.random.get_rng_state(), state)  # the caller's draws are untouched
+    assert np.abs(a - x).max() <= 0.3 + 1e-6 and a.min() >= 0 and a.max() <= 1
+    assert (model(torch.as_tensor(a)).argmax(1).numpy() != y).all()  # ε 0.3 breaks a random linear model
+    assert np.array_equal(a, levers._autoattack(model, x, y, 0.3, 1, "cpu"))
+    assert row_label(Row(levers.AUTOATTACK, levers.AUTOATTACK), 0.3).startswith("AutoAttack (standard: APGD-CE, APGD-T")
+
+
+def test_autoattack_without_torchattacks_names_the_install(tiny, tmp_path, monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "torchattacks" else real(n, *a))
+    with pytest.raises(ImportError, match=r"pip install --no-deps torchattacks==3.5.1"):
+        run_levers(tiny, tmp_path, models=("oracle",), attacks=("clean", levers.AUTOATTACK), progress=False)
 
 
 @pytest.mark.parametrize(
@@ -316,6 +347,6 @@ def test_render_of_a_fake_fashion_mnist_result():
     }  # fmt: skip
     text = render.levers_page(result, "docs/results/x.json")
     assert "93.19" in text and "86.62" in text  # the paper's row beside the measured ones
-    assert "best epoch 7 of 12" in text and "AutoAttack (ART, standard)" in text
+    assert "best epoch 7 of 12" in text and "AutoAttack (standard: APGD-CE, APGD-T, FAB-T, Square)" in text
     assert "| 25.0 [5–70] | 25.0 [5–70] | 25.0 [5–70] | 50.0 [15–85] |" in text  # mean, worst, majority, fixed
     assert "DenoiserUNet → adv-cnn" in text
