@@ -553,11 +553,12 @@ def levers_page(result: dict, path: str) -> str:
             short = [cell({**v, "n": c["n"]}).rsplit(" (", 1)[0] if v else "" for v in
                      (j.get("mean"), j.get("worst"), j.get("majority"))]  # fmt: skip
             who = _who(c, result)
-            judged.append([who, c["setting"], labels[c["attack"]], c["n"], c.get("repeats", 1), *short,
-                           cell(fixed).rsplit(" (", 1)[0] if fixed else ""])  # fmt: skip
-    some = next((c for c in result["cells"] if c["attack"] in adaptive), None)
-    note = (f" Adaptive attacks: EOT {some['eot_samples']} draws per gradient; the table's cell is the worst of "
-            f"R = {some.get('repeats', 1)} judgements." if some else "")  # fmt: skip
+            judged.append([who, c["setting"], labels[c["attack"]], c["n"], c.get("eot_samples", ""),
+                           c.get("repeats", 1), *short, cell(fixed).rsplit(" (", 1)[0] if fixed else ""])  # fmt: skip
+    some = [c for c in result["cells"] if c["attack"] in adaptive and c.get("judge", "ensemble") == "ensemble"]
+    eots = " or ".join(str(e) for e in sorted({c.get("eot_samples", 0) for c in some}))
+    note = (f" Adaptive attacks: EOT {eots} draws per gradient (each row's in the second table); the table's cell is "
+            f"the worst of R = {some[0].get('repeats', 1)} judgements." if some else "")  # fmt: skip
     out = [
         f"Accuracy in % [95 % Wilson interval] (images), ℓ∞ ε = {eps_text}; the defences judged on the S = "
         f"{result['cells'][-1].get('ensemble_size', 10)} ensemble (mean softmax); the undefended rows under "
@@ -567,7 +568,7 @@ def levers_page(result: dict, path: str) -> str:
     if judged:
         out += ["The adaptive rows under each judgement (R fresh S-ensembles: mean, worst and majority of R; fixed "
                 "noise: one frozen draw shared by the attack, run with EOT 1, and the judge):", "",
-                *table(["score model → classifier", "setting", "attack", "images", "R", "mean", "worst of R",
+                *table(["score model → classifier", "setting", "attack", "images", "EOT", "R", "mean", "worst of R",
                         "majority of R", "fixed noise"], judged), ""]  # fmt: skip
     facts = result.get("classifiers", {})
     if facts:

@@ -348,5 +348,6 @@ def test_render_of_a_fake_fashion_mnist_result():
     text = render.levers_page(result, "docs/results/x.json")
     assert "93.19" in text and "86.62" in text  # the paper's row beside the measured ones
     assert "best epoch 7 of 12" in text and "AutoAttack (standard: APGD-CE, APGD-T, FAB-T, Square)" in text
-    assert "| 25.0 [5–70] | 25.0 [5–70] | 25.0 [5–70] | 50.0 [15–85] |" in text  # mean, worst, majority, fixed
+    assert "| 4 | 8 | 2 | 25.0 [5–70] | 25.0 [5–70] | 25.0 [5–70] | 50.0 [15–85] |" in text  # n, EOT, R, 4 judges
+    assert "Adaptive attacks: EOT 8 draws per gradient" in text
     assert "DenoiserUNet → adv-cnn" in text
