@@ -507,7 +507,9 @@ def _training(name: str, facts: dict, eps_text: str) -> str:
         f"per batch) on {at['n_train']:,} training images, {at['n_validation']:,} held out to stop on robust accuracy "
         f"({at['validation_attack']}; patience {at['patience']}): best epoch {at['best_epoch']} of "
         f"{at['epochs_trained']}, kept"
-    )
+        + (f" (stopped by the cap of {at['max_epochs']} epochs, not by a plateau: a lower bound on what more epochs "
+           "give)" if at.get("stopped_by") == "max_epochs" else "")
+    )  # fmt: skip
 
 
 def _who(c: dict, result: dict) -> str:

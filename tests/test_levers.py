@@ -250,6 +250,15 @@ def test_training_stops_on_a_scripted_validation_curve_keeps_the_best_epoch_and_
     assert model.net[-1].bias.tolist() == [3.0, 3.0]  # the best epoch's weights
     again, _ = robust_baseline.train_until_plateau(fresh(), x, y, path, **kw)  # finished: loaded, not trained
     assert len(seen) == 7 and again.net[-1].bias.tolist() == [3.0, 3.0]
+    assert facts["stopped_by"] == "plateau"
+    capped = tmp_path / "capped.safetensors"
+    model, facts = robust_baseline.train_until_plateau(fresh(), x, y, capped, **{**kw, "max_epochs": 2})
+    assert (facts["best_epoch"], facts["epochs_trained"], facts["stopped_by"]) == (2, 2, "max_epochs")
+
+
+def test_max_epochs_caps_only_the_adversarially_trained_classifiers():
+    p, default = preset_for("fashion-mnist", max_epochs=3), PRESETS["fashion-mnist"]
+    assert p.classifiers["adv-cnn"].epochs == 3 and p.classifiers["cnn"] == default.classifiers["cnn"]
 
 
 # --- baselines and the Fashion-MNIST preset, wired through a run ---------------------------------------------------
@@ -351,3 +360,7 @@ def test_render_of_a_fake_fashion_mnist_result():
     assert "| 4 | 8 | 2 | 25.0 [5–70] | 25.0 [5–70] | 25.0 [5–70] | 50.0 [15–85] |" in text  # n, EOT, R, 4 judges
     assert "Adaptive attacks: EOT 8 draws per gradient" in text
     assert "DenoiserUNet → adv-cnn" in text
+    capped = {**result["classifiers"]["adv-cnn"]["adversarial_training"], "stopped_by": "max_epochs", "max_epochs": 12}
+    assert "stopped by the cap of 12 epochs, not by a plateau" in render._training(
+        "adv-cnn", {"arch": "cnn", "adversarial_training": capped}, "8/255"
+    )

@@ -170,7 +170,9 @@ def _levers(sub) -> None:
              "judges": "ensemble: S-run ensemble (R times); fixed: fixed noise", "eps": "l_inf radius (preset's)",
              "arch": "architecture of the classifier ADP defends (preset's)", "sigmas": "the sigma grid (preset's)",
              "max_iter": "iterations of the adaptive rows (preset's)",
-             "eps_step": "step of the adaptive rows"}  # fmt: skip
+             "eps_step": "step of the adaptive rows",
+             "max_epochs": "cap on the adversarially trained classifiers' epochs (preset's: 100; they stop earlier "
+                           "when validation robust accuracy plateaus)"}  # fmt: skip
     many = {"nargs": "+", "type": str}  # setting names hold commas: one argument each
     _fields(p, LeversConfig, helps, models={**many, "choices": ["oracle", "denoiser"]},
             settings={**many, "choices": SETTING_NAMES}, attacks={**many, "choices": ROW_NAMES},

@@ -261,11 +261,14 @@ CLASSIFIER_NAMES = tuple(dict.fromkeys(k for p in PRESETS.values() for k in p.cl
 SETTING_NAMES = tuple(dict.fromkeys(s.name for p in PRESETS.values() for s in sigma_settings(p.sigmas)))
 
 
-def preset_for(dataset: str, *, eps=None, arch=None, sigmas=None, max_iter=None, eps_step=None) -> Preset:
+def preset_for(
+    dataset: str, *, eps=None, arch=None, sigmas=None, max_iter=None, eps_step=None, max_epochs=None
+) -> Preset:
     """
     ``dataset``'s preset (another data set: Fashion-MNIST's, the paper's ε = 8/255), with the overrides given:
     the radius (the rows' steps scale with it), the architecture of the classifier ADP is put in front of, the σ
-    grid, and the adaptive rows' iterations and step.
+    grid, the adaptive rows' iterations and step, and the cap on the adversarially trained classifiers' epochs
+    (they stop earlier on a plateau of their validation robust accuracy).
     """
     p = PRESETS.get(dataset, FASHION_MNIST)
     rows = p.rows
@@ -278,6 +281,8 @@ def preset_for(dataset: str, *, eps=None, arch=None, sigmas=None, max_iter=None,
     classifiers = dict(p.classifiers)
     if arch is not None:
         classifiers[p.classifier] = replace(classifiers[p.classifier], arch=arch)
+    if max_epochs is not None:
+        classifiers = {k: replace(c, epochs=int(max_epochs)) if c.patience else c for k, c in classifiers.items()}
     return replace(p, eps=p.eps if eps is None else float(eps), rows=rows, classifiers=classifiers,
                    sigmas=p.sigmas if sigmas is None else tuple(float(s) for s in sigmas))  # fmt: skip
 
@@ -435,6 +440,7 @@ def run_levers(
     sigmas: Sequence[float] | None = None,
     max_iter: int | None = None,
     eps_step: float | None = None,
+    max_epochs: int | None = None,
     seed: int = 0,
     device: str = "cpu",
     progress: bool = True,
@@ -460,7 +466,7 @@ def run_levers(
     :param ensemble_size: S, purifications averaged per prediction (the paper's 10).
     :param repeats: R, judgements of the adaptive rows (fresh noise each).
     :param eot_samples: EOT draws per gradient of the adaptive attacks.
-    :param eps, arch, sigmas, max_iter, eps_step: Overrides of the preset (:func:`preset_for`).
+    :param eps, arch, sigmas, max_iter, eps_step, max_epochs: Overrides of the preset (:func:`preset_for`).
     :param seed: Seed of every draw (random starts, purification noise, training).
     :param device: Where the networks run (``"cpu"`` or ``"cuda"``).
     :param progress: Print one line per measured cell.
@@ -471,7 +477,8 @@ def run_levers(
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    preset = preset_for(dataset, eps=eps, arch=arch, sigmas=sigmas, max_iter=max_iter, eps_step=eps_step)
+    preset = preset_for(dataset, eps=eps, arch=arch, sigmas=sigmas, max_iter=max_iter, eps_step=eps_step,
+                        max_epochs=max_epochs)  # fmt: skip
     eps = preset.eps
     known = {r.name: r for r in preset.rows}
     # an attack of the registry named in --attacks runs at the preset's first adaptive budget with a random start
@@ -688,6 +695,7 @@ class LeversConfig:
     sigmas: tuple[float, ...] | None = None
     max_iter: int | None = None
     eps_step: float | None = None
+    max_epochs: int | None = None
     seed: int = 0
 
 

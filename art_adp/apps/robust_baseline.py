@@ -187,8 +187,8 @@ def train_until_plateau(
         save_classifier(model, last, adversarial_training=facts)
         if progress:
             print(f"{path.stem}: epoch {epoch}: validation clean {clean:.1%}, robust {robust:.1%}", flush=True)
-    best, _ = plateau(curve, patience)
-    facts.update(best_epoch=best + 1, epochs_trained=len(curve))
+    best, stopped = plateau(curve, patience)
+    facts.update(best_epoch=best + 1, epochs_trained=len(curve), stopped_by="plateau" if stopped else "max_epochs")
     model = load_classifier(best_path, device)
     save_classifier(model, path, adversarial_training=facts)
     return model.eval(), facts
