@@ -25,3 +25,24 @@ ALL=(clean clf-pgd clf-pgd-strong clf-pgd-eps/256)
 "${L[@]}" --models denoiser --settings "released (T 10, λ 0.05)" --attacks clf-pgd-eps/256 --n-examples 300
 "${L[@]}" --models denoiser --settings "T 10, λ 0.2" "σ 0.1, T 10, λ 0.5" "σ 0.5, T 10, λ 0.5" --attacks clean clf-pgd \
     --n-examples 200
+# The attacks of the later re-evaluations and the stronger adaptive budget (40 × 0.03 from a random start, EOT 4,
+# R 2, fixed noise too) on the first 200 digits, in their own folder (docs/results/mnist_new_attacks.json): the exact
+# score's one-step denoise and the fp32 DenoiserUNet's (docs/results/denoiser_mnist_fp32.json)
+N=(art-adp levers --dataset mnist --data-root "$DATA" --run-dir runs/levers-mnist --threads 1 --classifiers
+   --purified mlp --judges ensemble fixed --repeats 2 --eot-samples 4 --n-examples 200)
+"${N[@]}" --models oracle --settings "one-step denoise" --attacks clean "full-pgd-eot (rs)" selective-eot \
+    systemic-lowfreq apgd-eot-dev
+"${N[@]}" --denoiser runs/denoiser-mnist-fp32/denoiser.safetensors --models denoiser --settings "one-step denoise" \
+    --attacks clean "full-pgd-eot (rs)" "bpda-eot (rs)"
+# The SmallCNN adversarially trained at ε 0.3 (PGD 10 × 0.075 per batch; 5,400 digits, 600 held out; stopped by the
+# session's time at 24 epochs, still rising) under white-box PGD and AutoAttack (standard version), and ADP in front of
+# it (docs/results/mnist_adv_cnn.json)
+M=(art-adp levers --dataset mnist --data-root "$DATA" --run-dir runs/levers-mnist-adv --threads 1 --max-epochs 24)
+"${M[@]}" --models oracle --settings "one-step denoise" --attacks clean clf-pgd clf-pgd-strong --classifiers adv-cnn \
+    --purified adv-cnn --n-examples 1000
+"${M[@]}" --models oracle --settings "one-step denoise" "released (T 10, λ 0.05)" --attacks clean clf-pgd \
+    clf-pgd-strong --classifiers --purified adv-cnn --n-examples 1000
+"${M[@]}" --models oracle --settings "one-step denoise" --purified adv-cnn --attacks autoattack --classifiers adv-cnn \
+    --n-examples 200
+"${M[@]}" --models oracle --settings "one-step denoise" --purified adv-cnn --classifiers --attacks "full-pgd-eot (rs)" \
+    --judges ensemble fixed --repeats 2 --eot-samples 4 --n-examples 200
