@@ -45,4 +45,5 @@ M=(art-adp levers --dataset mnist --data-root "$DATA" --run-dir runs/levers-mnis
 "${M[@]}" --models oracle --settings "one-step denoise" --purified adv-cnn --attacks autoattack --classifiers adv-cnn \
     --n-examples 200
 "${M[@]}" --models oracle --settings "one-step denoise" --purified adv-cnn --classifiers --attacks "full-pgd-eot (rs)" \
+    "bpda-eot (rs)" \
     --judges ensemble fixed --repeats 2 --eot-samples 4 --n-examples 200

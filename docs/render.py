@@ -522,17 +522,19 @@ def levers_page(result: dict, path: str) -> str:
     """A lever table of ``art-adp levers`` with its rows' labels (any data set): the paper's row beside the measured
     ones (one column per attack, adaptive rows worst of R), the four judgements of the adaptive rows, the
     classifiers' training, the provenance."""
-    from art_adp.apps.levers import AUTOATTACK
+    from art_adp.apps.levers import AUTOATTACK, WORST_CASE
 
     eps = result["eps"]
     eps_text = f"{eps * 255:g}/255" if abs(eps * 255 - round(eps * 255)) < 1e-6 else f"{eps:g}"
     from art_adp.attacks.registry import LABELS
 
     labels = {r["name"]: r["label"] for r in result["rows"]}
+    labels[WORST_CASE] = "**worst over every attack measured** (per image)"
     adaptive = {r["name"] for r in result["rows"] if r["adaptive"]}
     # the registry's attacks run as adaptive rows beyond the preset's (--attacks NAME): in the judgements table only
     attacks = [r["name"] for r in result["rows"] if any(c["attack"] == r["name"] for c in result["cells"])
                and not r.get("registry_row")]  # fmt: skip
+    attacks += [WORST_CASE] if any(c["attack"] == WORST_CASE for c in result["cells"]) else []
     for name in dict.fromkeys(c["attack"] for c in result["cells"] if c["attack"] not in labels):
         labels[name], adaptive = LABELS.get(name, name), adaptive | {name}  # a table written before registry_row
     groups: dict[tuple, dict] = {}
@@ -561,6 +563,10 @@ def levers_page(result: dict, path: str) -> str:
     eots = " or ".join(str(e) for e in sorted({c.get("eot_samples", 0) for c in some}))
     note = (f" Adaptive attacks: EOT {eots} draws per gradient (each row's in the second table); the table's cell is "
             f"the worst of R = {some[0].get('repeats', 1)} judgements." if some else "")  # fmt: skip
+    if WORST_CASE in attacks:
+        note += (" The last column counts an image as robust only if no attack of its line broke it, over the images "
+                 "every one of those attacks was measured on (AutoAttack's rule; the line's attacks include those of "
+                 "the second table).")  # fmt: skip
     out = [
         f"Accuracy in % [95 % Wilson interval] (images), ℓ∞ ε = {eps_text}; the defences judged on the S = "
         f"{result['cells'][-1].get('ensemble_size', 10)} ensemble (mean softmax); the undefended rows under "

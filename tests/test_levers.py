@@ -73,6 +73,20 @@ def test_a_run_measures_resumes_and_extends(tiny, tmp_path, one_thread):
         run_levers(tiny, tmp_path, n_examples=5, **{**kwargs, "eot_samples": 2})  # another budget: its own folder
 
 
+def test_worst_over_attacks_counts_an_image_robust_only_if_every_attack_left_it():
+    rec = lambda attack, i, ok, **kw: {"model": "m", "setting": "s", "attack": attack, "index": i, "correct": ok, **kw}
+    records = [rec("clean", i, True) for i in range(4)]
+    records += [rec("a", 0, True), rec("a", 1, False), rec("a", 2, True), rec("a", 3, True)]
+    records += [rec("b", 0, True), rec("b", 1, True), rec("b", 2, False)]  # image 3 not measured by b
+    records += [rec("b", 0, False, judge="fixed")]  # another judgement: not counted
+    records += [rec("c", 0, True, classifier="x")]  # another classifier's line: alone, no worst case
+    cells = {(c.get("classifier"), c["attack"]): c for c in render_levers(records)["cells"]}
+    worst = cells[(None, levers.WORST_CASE)]
+    assert (worst["n"], worst["accuracy"], worst["attacks"]) == (3, 1 / 3, ["a", "b"])  # images 0-2; only 0 survives
+    assert worst["ci95"] == pytest.approx(list(wilson(1 / 3, 3)))
+    assert ("x", levers.WORST_CASE) not in cells
+
+
 def test_a_cell_never_mixes_eot_budgets():
     records = [{"model": "m", "setting": "s", "attack": "a", "index": i, "correct": True, "eot_samples": 4 + 4 * i}
                for i in range(2)]  # fmt: skip
@@ -350,7 +364,8 @@ def test_render_of_a_fake_fashion_mnist_result():
                   cell(model="oracle", setting="one-step denoise", attack=FULL_ATTACK, repeats=2, eot_samples=8,
                        judgements=j),
                   cell(model="oracle", setting="one-step denoise", attack=FULL_ATTACK, judge="fixed"),
-                  cell(model="denoiser", setting="one-step denoise", attack="clean", classifier="adv-cnn")],
+                  cell(model="denoiser", setting="one-step denoise", attack="clean", classifier="adv-cnn"),
+                  {**cell(model="oracle", setting="one-step denoise", attack=levers.WORST_CASE), "accuracy": 0.25}],
         "provenance": {"command": "art-adp levers", "code_version": "x", "models": {}, "device": "CPU",
                        "wall_time_s": 3.0},
     }  # fmt: skip
@@ -359,6 +374,8 @@ def test_render_of_a_fake_fashion_mnist_result():
     assert "best epoch 7 of 12" in text and "AutoAttack (standard: APGD-CE, APGD-T, FAB-T, Square)" in text
     assert "| 4 | 8 | 2 | 25.0 [5–70] | 25.0 [5–70] | 25.0 [5–70] | 50.0 [15–85] |" in text  # n, EOT, R, 4 judges
     assert "Adaptive attacks: EOT 8 draws per gradient" in text
+    assert "**worst over every attack measured** (per image) |" in text and "no attack of its line broke it" in text
+    assert text.count("| 25.0 [") == 4 and "| 25.0 [15–85] (4) |" in text  # the worst case: main table only
     assert "DenoiserUNet → adv-cnn" in text
     capped = {**result["classifiers"]["adv-cnn"]["adversarial_training"], "stopped_by": "max_epochs", "max_epochs": 12}
     assert "stopped by the cap of 12 epochs, not by a plateau" in render._training(

@@ -50,6 +50,7 @@ from .robust_baseline import train_until_plateau, white_box_pgd
 __all__ = [
     "ATTACK_ROWS",
     "AUTOATTACK",
+    "WORST_CASE",
     "CLASSIFIER_NAMES",
     "JUDGES",
     "ROW_NAMES",
@@ -646,7 +647,35 @@ def render_levers(records: list[dict], base: str | None = None) -> dict:
             cell["judgements"] = {k: {"accuracy": v, "ci95": list(wilson(v, len(rs)))}
                                   for k, v in judgements(rs).items()}  # fmt: skip
         out.append(cell)
-    return {"cells": out}
+    return {"cells": out + worst_over_attacks(cells)}
+
+
+#: The column of the per-image worst case over every attack measured on an image (the evaluation's rule: an image
+#: counts as robust only if no attack broke it).
+WORST_CASE = "worst-case"
+
+
+def worst_over_attacks(cells: Mapping[tuple, list[dict]]) -> list[dict]:
+    """
+    Per (classifier, score model, setting) with two or more attacks judged on the S-ensemble: the images every one
+    of those attacks was measured on, correct only where each attack left them correct (adaptive rows: worst of R).
+    """
+    groups: dict[tuple, dict[str, dict[int, bool]]] = {}
+    named: set[tuple] = set()  # groups whose records name their classifier (ADP in front of another one)
+    for (clf, model, setting, attack, judge), rs in cells.items():
+        if attack and attack != "clean" and judge == "ensemble":
+            groups.setdefault((clf, model, setting), {})[attack] = {r["index"]: bool(r["correct"]) for r in rs}
+            named |= {(clf, model, setting)} if "classifier" in rs[-1] else set()
+    out = []
+    for (clf, model, setting), by in groups.items():
+        shared = sorted(set.intersection(*(set(v) for v in by.values())))
+        if len(by) < 2 or not shared:
+            continue
+        p = float(np.mean([all(v[i] for v in by.values()) for i in shared]))
+        cell = {"model": model, "setting": setting, "attack": WORST_CASE, "accuracy": p, "n": len(shared),
+                "ci95": list(wilson(p, len(shared))), "attacks": sorted(by)}  # fmt: skip
+        out.append({**cell, "classifier": clf} if (clf, model, setting) in named else cell)
+    return out
 
 
 def table_markdown(table: dict) -> str:
