@@ -517,10 +517,10 @@ def run_levers(
         judge = r.get("judge", "ensemble")
         return (r.get("classifier", base), r["model"], r["setting"], r["attack"], judge, r["index"])
 
-    held = read_jsonl(path)
-    done = {key(r) for r in held}
+    on_file = read_jsonl(path)
+    done = {key(r) for r in on_file}
     adaptive_names = {a.name for a in rows if a.adaptive}
-    other_eot = sorted({(r["attack"], r["eot_samples"]) for r in held if r["attack"] in adaptive_names
+    other_eot = sorted({(r["attack"], r["eot_samples"]) for r in on_file if r["attack"] in adaptive_names
                         and r.get("eot_samples", eot_samples) != eot_samples})  # fmt: skip
     if other_eot:
         raise ValueError(f"{path} holds {other_eot} measured at other EOT draws than eot_samples={eot_samples}; "
