@@ -1,0 +1,181 @@
+"""The best iterate, judged on fresh draws: the one rule by which every iterative attack of :mod:`art_adp.attacks`
+chooses what it returns (AutoAttack's and APGD's best point, DiffHammer's ``x_adv_best`` by N-evaluation, DiffBreak's
+best vote).
+
+Against a randomized purifier the last iterate is a poor output: an image broken at step 12 may be lucky at step 40.
+At checkpoints an attack offers its current iterates to :class:`BestIterate`, which judges them on purification draws
+of its own -- a generator seeded once per attack is put into every purifier of the estimator for the judgement and
+taken out again, so the draws that made the gradients are neither reused nor disturbed -- by the judgement the attack
+is aimed at (:data:`JUDGEMENTS`), and keeps, per image, the iterate that judgement finds most broken. Every
+judgement of one :class:`BestIterate` replays the same draws (the generator is re-seeded each time), so two iterates
+of an image offered at the same position are compared on common noise. The table's own judgement is a further,
+separate set of draws.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from art.estimators.classification import PyTorchClassifier
+
+from .._checks import non_negative_int, one_of, positive_int
+from ..ensemble import defences, logits, stack_draws
+
+__all__ = ["BestIterate", "JUDGEMENTS", "judged_noise", "judgement_scores", "probability_margin"]
+
+#: The judgements an attack can aim at: ``"mean"`` (the S-draw ensemble's mean softmax, the paper's eq. 12),
+#: ``"worst"`` (N-evaluation: broken when any of the draws fails, DiffHammer's), ``"majority"`` (the vote of the
+#: draws, DiffBreak's).
+JUDGEMENTS = ("mean", "worst", "majority")
+
+
+def probability_margin(p: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``p_y − max_{j≠y} p_j`` over the last axis of ``p`` (``…×K``) for labels ``y`` (broadcast to ``p``'s
+    leading shape): negative exactly when ``y`` is not the top class."""
+    y = y.expand(p.shape[:-1])
+    p_y = p.gather(-1, y[..., None])[..., 0]
+    others = p.scatter(-1, y[..., None], float("-inf"))
+    return p_y - others.amax(-1)
+
+
+def judgement_scores(z: torch.Tensor, y: torch.Tensor, judgement: str) -> torch.Tensor:
+    """
+    How far each image is from broken under ``judgement``, from the logits of its draws: lower is more broken, and
+    negative exactly when the judgement calls it broken.
+
+    - ``"mean"``: the margin of the mean softmax over the draws.
+    - ``"worst"``: broken when any draw is misclassified; a broken image scores minus the fraction of its draws that
+      fail (more failing draws: more broken), an unbroken one the smallest margin of its draws.
+    - ``"majority"``: the vote's lead of ``y`` over the next class (a fraction of the draws; broken at a lead ≤ 0,
+      a tie being no win), plus the mean-softmax margin scaled below one vote (it orders images of equal lead).
+
+    :param z: ``D×N×K`` logits of ``D`` draws of ``N`` images.
+    :param y: ``N`` labels.
+    :param judgement: One of :data:`JUDGEMENTS`.
+    :return: ``N`` scores.
+    """
+    one_of("judgement", judgement, JUDGEMENTS)
+    p = torch.softmax(z.float(), dim=-1)
+    mean = probability_margin(p.mean(0), y)
+    if judgement == "mean":
+        return mean
+    if judgement == "worst":
+        per_draw = probability_margin(p, y)  # D×N
+        failing = (per_draw < 0).float().mean(0)
+        return torch.where(failing > 0, -failing, per_draw.amin(0))
+    draws = z.shape[0]
+    votes = torch.nn.functional.one_hot(z.argmax(-1), z.shape[-1]).float().mean(0)  # N×K
+    lead = probability_margin(votes, y)
+    return torch.where(lead > 0, lead, lead - 1 / (2 * draws)) + mean / (4 * draws)
+
+
+@contextlib.contextmanager
+def judged_noise(estimator: PyTorchClassifier, generator: torch.Generator, seed: int) -> Iterator[None]:
+    """
+    Within the block, every preprocessing defence of ``estimator`` that draws from a ``generator`` attribute (the
+    purifiers of art_adp) draws from ``generator`` re-seeded with ``seed``, and torch's global generators (which the
+    others draw from) are forked and seeded with ``seed``; afterwards each defence has its own generator back and the
+    global ones their state, as they were left.
+    """
+    saved = [(d, d.generator) for d in defences(estimator) if hasattr(d, "generator")]
+    generator.manual_seed(seed)
+    devices = [estimator.device] if estimator.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        try:
+            for d, _ in saved:
+                d.generator = generator
+            yield
+        finally:
+            for d, own in saved:
+                d.generator = own
+
+
+class BestIterate:
+    """
+    Per image, the iterate its judgement found most broken so far, judged on draws of its own.
+
+        best = BestIterate(estimator, y, judgement="mean", draws=10, seed=s)
+        best.offer(x_start)
+        ... every k iterations and after the last: best.offer(x_adv)
+        return best.x
+
+    :param estimator: The attacked ``PyTorchClassifier`` (its whole preprocessing chain, as the attack sees it).
+    :param y: ``N`` labels of the images, on the estimator's device.
+    :param judgement: One of :data:`JUDGEMENTS`.
+    :param draws: Purification draws per judgement (one when the estimator has no purifier: nothing is random).
+    :param seed: Seed of the judgement's draws (the same draws at every offer: iterates compared on common noise).
+    :param batch_size: Images per forward pass (images × draws).
+    :param defended: False judges the bare classifier (the preprocessor-blind attack's aim).
+    """
+
+    def __init__(
+        self,
+        estimator: PyTorchClassifier,
+        y: torch.Tensor,
+        *,
+        judgement: str = "mean",
+        draws: int = 10,
+        seed: int = 0,
+        batch_size: int = 512,
+        defended: bool = True,
+    ) -> None:
+        one_of("judgement", judgement, JUDGEMENTS)
+        positive_int("draws", draws)
+        non_negative_int("seed", seed)
+        positive_int("batch_size", batch_size)
+        self.estimator, self.y, self.judgement, self.seed = estimator, y, judgement, seed
+        self.batch_size, self.defended = batch_size, defended
+        self.draws = draws if defended and defences(estimator) else 1
+        self.generator = torch.Generator(estimator.device)
+        self.x: torch.Tensor | None = None
+        self.score: torch.Tensor | None = None
+
+    def judge(self, x_adv: torch.Tensor) -> torch.Tensor:
+        """The scores (:func:`judgement_scores`) of ``x_adv`` (``N×…``) on this judgement's draws."""
+        with torch.no_grad(), judged_noise(self.estimator, self.generator, self.seed):
+            z = stack_draws(
+                lambda rows: logits(self.estimator, rows, defended=self.defended),
+                x_adv,
+                self.draws,
+                batch_size=self.batch_size,
+            )
+        return judgement_scores(z, self.y, self.judgement)
+
+    def offer(self, x_adv: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """
+        Judge ``x_adv`` and keep it for every image it scores lower than the best so far (all of them at the first
+        offer).
+
+        :param x_adv: Iterates of all ``N`` images, or of the images ``rows`` (indices) only.
+        :param rows: Which images ``x_adv`` holds (None: all, in order).
+        :return: The improved images' mask over ``x_adv``'s rows.
+        """
+        x_adv = x_adv.detach()
+        if self.x is None or self.score is None:
+            if rows is not None:
+                raise ValueError("The first offer to a BestIterate must hold every image (rows=None).")
+            self.x, self.score = x_adv.clone(), self.judge(x_adv)
+            return torch.ones(len(x_adv), dtype=torch.bool, device=x_adv.device)
+        idx = torch.arange(len(self.x), device=x_adv.device) if rows is None else rows
+        if len(idx) == 0:
+            return torch.zeros(0, dtype=torch.bool, device=x_adv.device)
+        y = self.y
+        try:
+            self.y = y[idx]
+            score = self.judge(x_adv)
+        finally:
+            self.y = y
+        better = score < self.score[idx]
+        self.x[idx[better]] = x_adv[better]
+        self.score[idx[better]] = score[better]
+        return better
+
+    @property
+    def broken(self) -> torch.Tensor:
+        """Per image: the kept iterate is broken under the judgement (score < 0)."""
+        if self.score is None:
+            raise ValueError("Nothing offered yet: call offer(x_start) first.")
+        return self.score < 0
