@@ -198,7 +198,7 @@ class ADPPurifier(PurifierPyTorch):
                 attacked = self.detector.flag(x)
             kwargs["sigma"] = self.sigma * torch.where(attacked, 1.0, self.beta).to(x.dtype)
         if self.leave_out is not None:  # each input without its own reference image (training behind the oracle)
-            with self.score_model.leaving_out(x, self.leave_out):
+            with getattr(self.score_model, "leaving_out")(x, self.leave_out):
                 return purify(self._network(), x, **kwargs, generator=self.generator)
         return purify(self._network(), x, **kwargs, generator=self.generator)
 

@@ -3,8 +3,10 @@ with ART's own ``apply_fit`` / ``AdversarialTrainer``; the checkpoint records th
 purifier warns, a resumed run equals an uninterrupted one, and the oracle leaves each training image out of its own
 purification. On scikit-learn's digits (8×8) with tiny models, and on a tiny 28×28 set for ``art-adp levers``."""
 
+import importlib.util
 import json
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -180,8 +182,20 @@ def test_the_command_records_the_purifier_and_loading_without_it_warns(tmp_path,
 
 
 def test_the_command_line_hands_over_the_purifier_flags():
-    command, config, keywords = cli.parse(["train-classifier", "--purifier", "denoiser", "--denoiser", "d.safetensors",
-                                           "--setting", "σ 0.1, one-step", "--adversarial-training", "--eps", "0.1"])
+    command, config, keywords = cli.parse(
+        [
+            "train-classifier",
+            "--purifier",
+            "denoiser",
+            "--denoiser",
+            "d.safetensors",
+            "--setting",
+            "σ 0.1, one-step",
+            "--adversarial-training",
+            "--eps",
+            "0.1",
+        ]
+    )
     assert command is train_classifier_command and keywords["denoiser"] == "d.safetensors"
     assert (config.purifier, config.setting, config.adversarial_training) == ("denoiser", "σ 0.1, one-step", True)
 
@@ -204,7 +218,10 @@ def tiny():
     rng = np.random.default_rng(0)
     protos = (rng.random((10, 1, 28, 28)) > 0.7).astype(np.float32)
     y_train, y_test = np.arange(40) % 10, np.arange(4) % 10
-    noisy = lambda y: np.clip(protos[y] + 0.1 * rng.standard_normal((len(y), 1, 28, 28)), 0, 1).astype(np.float32)
+
+    def noisy(y):
+        return np.clip(protos[y] + 0.1 * rng.standard_normal((len(y), 1, 28, 28)), 0, 1).astype(np.float32)
+
     return Dataset("tiny", noisy(y_train), y_train, noisy(y_test), y_test, tuple(map(str, range(10))))
 
 
@@ -245,7 +262,19 @@ def test_levers_trains_measures_and_names_the_classifiers_behind_the_purifier(ti
     facts = table["classifiers"]
     assert facts["cnn-oracle"]["training"]["validation"] == "clean accuracy through the purifier"
     assert facts["adv-cnn-oracle"]["purifier"]["mode"] == "adversarial"
-    assert facts["cnn-oracle"]["purifier"]["leave_out"] == 0.0 and facts["adv-cnn-oracle"]["purifier"]["leave_out"] == eps
+    assert (
+        facts["cnn-oracle"]["purifier"]["leave_out"] == 0.0 and facts["adv-cnn-oracle"]["purifier"]["leave_out"] == eps
+    )
+    spec = importlib.util.spec_from_file_location("render", Path(__file__).resolve().parents[1] / "docs" / "render.py")
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+    page = render.levers_page(table, "table.json")
+    assert (
+        "`cnn-oracle`: SmallCNN, trained on purified inputs behind the oracle (exact score)'s one-step denoise (σ "
+        "0.25; each training image left out of its own purification), each epoch purified afresh"
+    ) in page
+    assert "`adv-cnn-oracle`: SmallCNN, PGD adversarial training at ε 8/255 through the purifier behind the " in page
+    assert "| oracle (exact score) → adv-cnn-oracle | one-step denoise |" in page
 
 
 def test_the_presets_hold_the_classifiers_behind_the_purifier():

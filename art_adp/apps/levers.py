@@ -407,11 +407,12 @@ def _classifier(name: str, preset: Preset, data, run_dir: Path, seed: int, progr
         mode = "adversarial" if recipe.adversarial else "plain"
         purifier = training_purifier(kind, setting, data.x_train, denoiser, adversarial=recipe.adversarial,
                                      eps=preset.eps, device=device)  # fmt: skip
+        names = {"model": kind, "setting": setting.name, "mode": mode}
         return train_until_plateau(model, data.x_train, data.y_train, path, eps=preset.eps, max_iter=recipe.max_iter,
                                    patience=recipe.patience or 5, max_epochs=recipe.epochs,
                                    batch_size=recipe.batch_size, seed=seed, progress=progress, device=device,
                                    purifier=purifier, adversarial=recipe.adversarial,
-                                   purifier_names={"model": kind, "setting": setting.name, "mode": mode})[0]  # fmt: skip
+                                   purifier_names=names)[0]  # fmt: skip
     if recipe.patience:
         return train_until_plateau(model, data.x_train, data.y_train, path, eps=preset.eps, max_iter=recipe.max_iter,
                                    patience=recipe.patience, max_epochs=recipe.epochs, batch_size=recipe.batch_size,
@@ -565,7 +566,7 @@ def run_levers(
     if set(judges) - set(JUDGES) or not judges:
         raise ValueError(f"judges must be a non-empty subset of {JUDGES}, got {tuple(judges)}.")
     names = dict.fromkeys([*classifiers, *purified])
-    behind = {k: preset.classifiers[k].purifier for k in names if preset.classifiers[k].purifier}
+    behind = {k: own for k in names if (own := preset.classifiers[k].purifier) is not None}
     if ("denoiser" in models or any(m == "denoiser" for m, _ in behind.values())) and denoiser_path is None:
         raise ValueError("models includes 'denoiser' (or a classifier trained behind it): give denoiser_path (a "
                          "train-denoiser checkpoint).")  # fmt: skip

@@ -225,7 +225,7 @@ def train_until_plateau(
                                         purifier=purifier, attack=adversarial, **pgd)  # fmt: skip
         facts["curve"].append({"epoch": epoch, "clean": clean, "robust": robust,
                                "seconds": round(time.monotonic() - started, 1)})  # fmt: skip
-        judged = robust if adversarial else clean
+        judged = robust if adversarial and robust is not None else clean
         if plateau([*curve, judged], patience)[0] == epoch - 1:
             save_classifier(model, best_path, **{key: {**facts, "epoch": epoch}}, **header)
         save_classifier(model, last, **{key: facts}, **header)

@@ -8,6 +8,7 @@ import inspect
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .commands import CLASSIFIERS
 from .levers import ONE_STEP, SETTING_NAMES
@@ -27,7 +28,10 @@ HELPS = {
     "setting": "the purification (art-adp levers' names: the one-step denoise at sigma, ADP's schedules)",
 }  # fmt: skip
 #: The flags' choices.
-OPTIONS = {"purifier": {"choices": ["oracle", "denoiser"]}, "setting": {"choices": SETTING_NAMES, "type": str}}
+OPTIONS: dict[str, dict[str, Any]] = {
+    "purifier": {"choices": ["oracle", "denoiser"]},
+    "setting": {"choices": SETTING_NAMES, "type": str},
+}
 
 
 @dataclass(frozen=True)
@@ -182,12 +186,13 @@ def _train_behind(c: ClassifierTraining, model, data, run_dir: Path, denoiser: s
 
     setting = setting_named(c.setting, FASHION_MNIST.sigmas)  # the σ grid of both presets
     score = load_score_model(denoiser, device) if denoiser is not None else None
-    adversarial = c.adversarial_training
-    purifier = training_purifier(c.purifier, setting, data.x_train, score, adversarial=adversarial,
+    adversarial, kind = c.adversarial_training, str(c.purifier)
+    purifier = training_purifier(kind, setting, data.x_train, score, adversarial=adversarial,
                                  eps=c.eps or 0.0, device=device)  # fmt: skip
     name = "adv_classifier" if adversarial else "classifier"
-    common = {"epochs": c.epochs, "batch_size": c.batch_size, "lr": c.lr, "seed": c.seed, "verbose": progress,
-              "checkpoint_path": run_dir / f"{name}.train.safetensors"}  # fmt: skip
+    checkpoint = run_dir / f"{name}.train.safetensors"
+    common: dict[str, Any] = {"epochs": c.epochs, "batch_size": c.batch_size, "lr": c.lr, "seed": c.seed,
+                              "verbose": progress, "checkpoint_path": checkpoint}  # fmt: skip
     if adversarial:
         assert c.eps is not None  # checked by the command
         max_iter = 10 if c.max_iter is None else c.max_iter
@@ -209,5 +214,7 @@ def _train_behind(c: ClassifierTraining, model, data, run_dir: Path, denoiser: s
     facts = {"test_accuracy_behind_purifier": behind, "test_accuracy_bare": bare, "arch": c.arch, "training": settings,
              "purifier": record}  # fmt: skip
     (run_dir / f"{name}.json").write_text(json.dumps(facts))
-    print(f"classifier trained behind {record['describe']} ({c.purifier}, {mode}): {path} (test accuracy behind it "
-          f"{100 * behind:.2f} %, bare {100 * bare:.2f} %)")
+    print(
+        f"classifier trained behind {record['describe']} ({c.purifier}, {mode}): {path} (test accuracy behind it "
+        f"{100 * behind:.2f} %, bare {100 * bare:.2f} %)"
+    )

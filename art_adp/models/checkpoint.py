@@ -64,7 +64,9 @@ def purifier_record(purifier: Any, **extra: Any) -> dict[str, Any]:
 def _name(record: dict) -> str:
     sha = (record.get("score_sha256") or "")[:12]
     named = ", ".join(f"{k} {record[k]}" for k in ("model", "setting", "mode") if k in record)
-    return f"{record.get('describe')} (score model {record.get('score_model')} sha256 {sha}{', ' if named else ''}{named})"
+    return (
+        f"{record.get('describe')} (score model {record.get('score_model')} sha256 {sha}{', ' if named else ''}{named})"
+    )
 
 
 def check_purifier(record: dict | None, purifier: Any = None, *, what: str = "this classifier") -> bool:
