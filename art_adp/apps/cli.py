@@ -29,6 +29,8 @@ from ..diffusion_purify import SAMPLERS
 from .evaluation.config import PRESETS, PURIFIERS, EvalConfig, presets_text
 from .levers import CLASSIFIER_NAMES, JUDGES, ROW_NAMES, SETTING_NAMES, LeversConfig, levers_command
 from .reproduce import STAGES, MnistRecipe, reproduce_command
+from .train_classifier import HELPS as CLASSIFIER_HELPS
+from .train_classifier import OPTIONS as CLASSIFIER_OPTIONS
 from .train_classifier import ClassifierTraining, train_classifier_command
 from .train_denoiser import DenoiserTraining, train_denoiser_command
 from .train_score import ScoreTraining, train_score_command
@@ -183,15 +185,12 @@ def _levers(sub) -> None:
 
 
 def _train_classifier(sub) -> None:
-    p = sub.add_parser("train-classifier", help="train one of the paper's classifiers")
+    p = sub.add_parser("train-classifier", help="train one of the paper's classifiers, bare or behind a purifier",
+                       description=train_classifier_command.__doc__)  # fmt: skip
     _common(p, train_classifier_command, settings=ClassifierTraining)
     _dataset(p)
-    helps = {"adversarial_training": "l_inf PGD adversarial training (Madry et al.; ART AdversarialTrainer), the "
-             "baseline defence; saves adv_classifier.safetensors",
-             "eps": "l_inf radius of the training attack (with --adversarial-training; demo: 0.175)",
-             "eps_step": "PGD step (None: 2.5 eps / max-iter)", "max_iter": "PGD steps per batch (None: 10)",
-             "ratio": "fraction of each batch made adversarial (None: 1)"}  # fmt: skip
-    _fields(p, ClassifierTraining, helps, arch={"choices": sorted(cmd.CLASSIFIERS)})
+    p.add_argument("--denoiser", default=None, help="a train-denoiser checkpoint (with --purifier denoiser)")
+    _fields(p, ClassifierTraining, CLASSIFIER_HELPS, arch={"choices": sorted(cmd.CLASSIFIERS)}, **CLASSIFIER_OPTIONS)
 
 
 def _detect(sub) -> None:
