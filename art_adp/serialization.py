@@ -141,6 +141,8 @@ def check_state_dict(model: torch.nn.Module, weights: Mapping[str, torch.Tensor]
     """
     Check that ``weights`` has exactly the names and shapes of ``model.state_dict()``.
 
+    :param model: The network the weights are for.
+    :param weights: A state dict.
     :param what: The start of the error message, e.g. ``"w.safetensors does not match Net()"``.
     :raises ValueError: ``"<what>: missing [...], unexpected [...], wrong shapes [...]."`` (five of each at most).
     """

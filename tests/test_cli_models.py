@@ -23,7 +23,7 @@ from art_adp.apps.loading import Standardised, load_classifier_arg, load_score_a
 from art_adp.data import load_digits
 from art_adp.score import DiffusersScore, load_score_model, score_at
 
-USER_MODULE = '''
+USER_MODULE = """
 import torch
 from torch import nn
 
@@ -48,7 +48,7 @@ def needs_width(width):
 
 def not_a_module():
     return "a string"
-'''
+"""
 N = 24  # test digits evaluated
 RUN = ["--dataset", "digits", "--preset", "smoke", "--n-examples", str(N), "--chunk-size", str(N), "--attacks",
        "clf-pgd", "--max-iter", "1", "--ensemble-size", "1", "--repeats", "1", "--no-sanity", "--no-fixed-noise",
@@ -223,8 +223,18 @@ def test_bad_classifiers_are_refused_with_the_fix(user_files, user_path, tmp_pat
 
 def test_a_pickled_module_as_weights_is_refused_without_running_it(user_files, user_path, tmp_path, capsys):
     torch.save(torch.nn.Sequential(torch.nn.Linear(2, 2)), tmp_path / "whole_model.pt")  # torch.load would run code
-    argv = ["evaluate", *RUN, "--score", str(user_files[0] / "score.safetensors"), "--classifier",
-            "usermodels:make_cnn", "--weights", str(tmp_path / "whole_model.pt"), "--run-dir", str(tmp_path)]
+    argv = [
+        "evaluate",
+        *RUN,
+        "--score",
+        str(user_files[0] / "score.safetensors"),
+        "--classifier",
+        "usermodels:make_cnn",
+        "--weights",
+        str(tmp_path / "whole_model.pt"),
+        "--run-dir",
+        str(tmp_path),
+    ]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert "was refused: torch.load(weights_only=True) met something other than tensors and plain containers" in err
@@ -302,23 +312,31 @@ def test_evaluate_defends_with_a_diffusers_folder(diffusers_models, user_files, 
 def test_bad_score_folders_are_refused_with_the_fix(diffusers_models, tmp_path):
     folder = diffusers_models[0]
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ValueError, match=r"is not a diffusers model folder \(no unet/config.json or config.json\): "
-                                         r"give a pipeline folder \(model_index.json, unet/, scheduler/"):
+    with pytest.raises(
+        ValueError,
+        match=r"is not a diffusers model folder \(no unet/config.json or config.json\): "
+        r"give a pipeline folder \(model_index.json, unet/, scheduler/",
+    ):
         load_score_arg(str(tmp_path / "empty"))
     lonely = tmp_path / "lonely"
     lonely.mkdir()
     (lonely / "config.json").write_text((folder / "flat" / "config.json").read_text())
-    with pytest.raises(ValueError, match=r"has a UNet .* but no scheduler config \(scheduler_config.json in it or in "
-                                         r"a scheduler/ folder beside it\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"has a UNet .* but no scheduler config \(scheduler_config.json in it or in "
+        r"a scheduler/ folder beside it\)",
+    ):
         load_score_arg(str(lonely))
     latent = tmp_path / "latent"
     latent.mkdir()
     (latent / "config.json").write_text(json.dumps({"_class_name": "UNet2DConditionModel"}))
-    with pytest.raises(ValueError, match=r"describes a UNet2DConditionModel; ADP reads unconditional pixel-space "
-                                         r"UNet2DModels"):
+    with pytest.raises(
+        ValueError, match=r"describes a UNet2DConditionModel; ADP reads unconditional pixel-space " r"UNet2DModels"
+    ):
         load_score_arg(str(latent))
-    with pytest.raises(ValueError, match=r"--score-config is the YAML config of an NCSNv2 reference checkpoint; .* "
-                                         r"is not one\."):
+    with pytest.raises(
+        ValueError, match=r"--score-config is the YAML config of an NCSNv2 reference checkpoint; .* " r"is not one\."
+    ):
         load_score_arg(str(folder / "flat"), config="cifar10.yml")
 
 
@@ -328,8 +346,12 @@ def test_an_ncsnv2_reference_checkpoint_is_imported_on_the_fly(tmp_path):
 
     torch.save(reference_checkpoint(), tmp_path / "checkpoint_5000.pth")
     (tmp_path / "cifar10.yml").write_text(yaml.safe_dump(reference_config()))
-    with pytest.raises(ValueError, match=re.escape("it needs its YAML config: pass --score-config FILE "
-                                                   "(configs/cifar10.yml) or put config.yml beside it.")):
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "it needs its YAML config: pass --score-config FILE " "(configs/cifar10.yml) or put config.yml beside it."
+        ),
+    ):
         load_score_arg(str(tmp_path / "checkpoint_5000.pth"))
     given, what = load_score_arg(str(tmp_path / "checkpoint_5000.pth"), config=str(tmp_path / "cifar10.yml"))
     (tmp_path / "config.yml").write_text((tmp_path / "cifar10.yml").read_text())

@@ -10,10 +10,11 @@ factory is called with no arguments and returns an ``nn.Module``, into which ``-
 standardisation): :class:`Standardised`.
 
 ``--score`` is an art-adp score checkpoint (``train-score``, ``train-denoiser``, ``import-ncsnv2``, or a diffusers
-model saved with :func:`~art_adp.save_score_model`), a checkpoint of the NCSNv2 reference code (``checkpoint_<step>.pth``,
-imported on the fly with ``import-ncsnv2``'s checks; its YAML config from ``--score-config`` or the ``config.yml``
-beside it) or a diffusers folder (:func:`~art_adp.score.diffusers_folder.load_diffusers`). Nothing is ever
-unpickled beyond ``torch.load(weights_only=True)``.
+model saved with :func:`~art_adp.save_score_model`), a checkpoint of the NCSNv2 reference code
+(``checkpoint_<step>.pth``, imported on the fly with ``import-ncsnv2``'s checks; its YAML config from
+``--score-config`` or the ``config.yml`` beside it) or a diffusers folder
+(:func:`~art_adp.score.diffusers_folder.load_diffusers`). Nothing is ever unpickled beyond
+``torch.load(weights_only=True)``.
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ class Standardised(nn.Module):
     ``clip_values``), then standardisation, then the network.
     """
 
+    mean: torch.Tensor  # 1×C×1×1 buffers
+    std: torch.Tensor
+
     def __init__(self, model: nn.Module, mean: Sequence[float], std: Sequence[float]) -> None:
         """
         :param model: The classifier, which expects standardised inputs.
@@ -107,8 +111,10 @@ def load_classifier_arg(
     """
     The classifier ``--classifier spec`` names (see the module's description), on the CPU in eval mode.
 
+    :param spec: A file (art-adp checkpoint, TorchScript) or ``package.module:factory``.
     :param weights: ``--weights``: the state dict for a factory's model.
-    :param mean, std: ``--mean``, ``--std``: wrap the classifier in :class:`Standardised` (both or neither).
+    :param mean: ``--mean``: wrap the classifier in :class:`Standardised` (with ``std``).
+    :param std: ``--std`` (with ``mean``).
     :return: ``(classifier, what it is in words, with the SHA-256 of the file read)``.
     :raises ValueError: For a file that is none of the formats, a factory that cannot be imported or called, weights
         whose names or shapes do not match, or ``--weights`` / ``--mean`` / ``--std`` where they do not apply.
@@ -134,9 +140,8 @@ def load_classifier_arg(
 
 
 def _not_a_classifier(spec: str) -> str:
-    if ":" not in spec and re.fullmatch(r"[A-Za-z_][\w.]*\.[A-Za-z_]\w*", spec) and not Path(spec).suffix[1:] in (
-        "pt", "pth", "safetensors", "ts"
-    ):  # fmt: skip
+    dotted = re.fullmatch(r"[A-Za-z_][\w.]*\.[A-Za-z_]\w*", spec)
+    if dotted and Path(spec).suffix not in (".pt", ".pth", ".safetensors", ".ts"):  # "usermodels.make_cnn"
         module, _, name = spec.rpartition(".")
         return (
             f"--classifier {spec}: no such file, and not package.module:factory (a ':' separates the module from "
@@ -240,6 +245,7 @@ def load_score_arg(spec: str, *, config: str | None = None) -> tuple[nn.Module, 
     model comes at the first step of its schedule: the commands put every score model at their σ with
     :func:`~art_adp.score.diffusion.score_at`.
 
+    :param spec: An art-adp checkpoint, an NCSNv2 reference checkpoint or a diffusers folder.
     :param config: ``--score-config``: the YAML config of an NCSNv2 reference checkpoint.
     :return: ``(score model, what it is in words)``.
     :raises ValueError: For a path that is none of the formats, or what the importers refuse.
@@ -248,10 +254,9 @@ def load_score_arg(spec: str, *, config: str | None = None) -> tuple[nn.Module, 
     from ..score import import_ncsnv2, load_diffusers, load_score_model
 
     path = Path(spec)
+    model: nn.Module
     if not path.exists():
-        raise ValueError(
-            f"--score {spec}: no such file or folder. Give {SCORE_HELP}{DEMO_HINT}."
-        )
+        raise ValueError(f"--score {spec}: no such file or folder. Give {SCORE_HELP}{DEMO_HINT}.")
     if config is not None and (path.is_dir() or is_safetensors(path)):
         raise ValueError(f"--score-config is the YAML config of an NCSNv2 reference checkpoint; {spec} is not one.")
     if path.is_dir():
@@ -267,5 +272,5 @@ def load_score_arg(spec: str, *, config: str | None = None) -> tuple[nn.Module, 
             "of the NCSNv2 reference code it needs its YAML config: pass --score-config FILE (configs/cifar10.yml) "
             "or put config.yml beside it."
         )
-    model = import_ncsnv2(path, config or beside)
-    return model, f"{path} (NCSNv2 reference checkpoint, imported; sha256 {_sha(path)})"
+    imported = import_ncsnv2(path, config or beside)
+    return imported, f"{path} (NCSNv2 reference checkpoint, imported; sha256 {_sha(path)})"

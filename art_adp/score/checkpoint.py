@@ -7,6 +7,7 @@ the raw weights, optimiser and RNG state under ``train/`` for resuming.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import torch
 
@@ -22,7 +23,7 @@ ARCHITECTURES: dict[str, type[torch.nn.Module]] = {
     "DenoiserUNet": DenoiserUNet,
     "DiffusersScore": DiffusersScore,  # a diffusers UNet2DModel at one step of its schedule (needs diffusers)
 }
-BUILDERS = {**ARCHITECTURES, "DiffusersScore": DiffusersScore.from_config}  # a UNet from its config, not a module
+BUILDERS: dict[str, Callable[..., torch.nn.Module]] = {**ARCHITECTURES, "DiffusersScore": DiffusersScore.from_config}  # a UNet from its config, not a module
 
 
 def save_score_model(

@@ -185,7 +185,7 @@ class VPScore(DiffusionScore):
         if (sigma is None) == (timestep is None):
             raise ValueError(f"Give exactly one of sigma and timestep, got sigma={sigma!r}, timestep={timestep!r}.")
         if timestep is None:
-            timestep = _nearest_step(levels, sigma, (lo, hi))
+            timestep = _nearest_step(levels, cast(float, sigma), (lo, hi))
         timestep = integer("timestep", timestep, low=0, high=len(table) - 1)
         super().__init__(model, sigma=float(levels[timestep]) / (hi - lo), data_range=(lo, hi))
         self.timestep = timestep
