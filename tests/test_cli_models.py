@@ -72,12 +72,15 @@ def user_files(tmp_path_factory):
         sys.path.remove(str(folder))
         sys.modules.pop("usermodels", None)
     data = load_digits(seed=0)
-    x, y = torch.as_tensor(data.x_train), torch.as_tensor(data.y_train)
-    optimiser = torch.optim.Adam(model.parameters(), lr=1e-2)
-    for _ in range(60):
+    x, y = torch.as_tensor(data.x_train[:512]), torch.as_tensor(data.y_train[:512])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    optimiser = torch.optim.Adam(model.parameters(), lr=2e-2)
+    for _ in range(20):
         optimiser.zero_grad()
         torch.nn.functional.cross_entropy(model(x), y).backward()
         optimiser.step()
+    torch.set_num_threads(threads)
     model.eval()
     save_file(model.state_dict(), folder / "weights.safetensors")
     torch.save(model.state_dict(), folder / "weights.pt")
@@ -394,3 +397,20 @@ def test_an_explicit_eps_or_step_wins_over_the_dataset():
     assert (c.eps, c.step) == (0.3, 0.01) and c.overridden == ("eps_step",)
     _, config, keywords = cli.parse(["evaluate", "--dataset", "mnist", "--eps", "0.3"])
     assert "eps" not in with_eps(config, keywords["eps"], keywords["dataset"]).overridden  # the data set's own
+
+
+def test_detect_and_certify_take_a_users_classifier_and_a_diffusers_score(user_files, user_path, diffusers_models,
+                                                                           tmp_path):  # fmt: skip
+    folder = user_files[0]
+    user = ["--classifier", "usermodels:make_cnn", "--weights", str(folder / "weights.pt"), "--mean", "0.5", "--std",
+            "0.25", "--device", "cpu", "--threads", "1", "--quiet"]  # fmt: skip
+    detect = ["detect", "--score", str(folder / "score.safetensors"), "--attacks", "--auc-eps", "--n-calibration", "8",
+              "--n-examples", "8", "--steps", "1", "--run-dir", str(tmp_path / "detect"), *user]  # fmt: skip
+    assert cli.main(detect) == 0
+    assert json.loads((tmp_path / "detect" / "detect.json").read_text())["n_examples"] == 8
+    certify = ["certify", "--score", str(diffusers_models[0] / "pipeline"), "--sigmas", "0.25", "--n0", "4", "--n",
+               "8", "--n-approximate", "4", "--n-examples", "2", "--steps", "1", "--run-dir", str(tmp_path / "certify"),
+               *user]  # fmt: skip
+    assert cli.main(certify) == 0
+    settings = json.loads((tmp_path / "certify" / "certify_settings.json").read_text())
+    assert (settings["mean"], settings["std"]) == ([0.5], [0.25]) and len(settings["classifier_sha256"]) == 64
