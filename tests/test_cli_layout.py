@@ -18,18 +18,8 @@ from art_adp.purify import DEFAULTS
 from test_registry import _estimator  # pylint: disable=wrong-import-order
 
 SOURCE = Path(cli.__file__).read_text()
-COMMANDS = [
-    "demo",
-    "train-score",
-    "train-denoiser",
-    "train-classifier",
-    "detect",
-    "certify",
-    "corruptions",
-    "evaluate",
-    "import-ncsnv2",
-    "reproduce",
-]
+COMMANDS = ["demo", "train-score", "train-denoiser", "train-classifier", "detect", "certify", "corruptions", "evaluate",
+            "import-ncsnv2", "reproduce"]
 
 
 def _subparsers():
@@ -40,9 +30,7 @@ def _subparsers():
 
 def test_cli_is_short_and_has_no_handler_over_15_lines():
     assert len(SOURCE.splitlines()) < 60 + 30 * len(cli.COMMANDS)  # parsing only: about 30 lines a command
-    assert (
-        len(SOURCE.splitlines()) <= 350
-    )  # the flag machinery lives in apps/flags.py, model loading in apps/loading.py
+    assert len(SOURCE.splitlines()) <= 350  # the flag machinery lives in apps/flags.py, model loading in apps/loading.py
     builders = {f.__name__ for f in cli.COMMANDS}
     long = [
         f"{node.name}: {node.end_lineno - node.lineno + 1} lines"
@@ -53,34 +41,11 @@ def test_cli_is_short_and_has_no_handler_over_15_lines():
     # the parser builders only add arguments: no call into the library, no file or model touched
     for node in ast.parse(SOURCE).body:
         if isinstance(node, ast.FunctionDef) and node.name in builders:
-            called = {
-                c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "?")
-                for c in ast.walk(node)
-                if isinstance(c, ast.Call)
-            }
-            assert called <= {
-                "add_parser",
-                "add",
-                "add_argument",
-                "set_defaults",
-                "_common",
-                "_dataset",
-                "_trained",
-                "_threads",
-                "_fields",
-                "_split",
-                "list",
-                "sorted",
-                "join",
-                "names",
-                "presets_text",
-                "signature",
-                "type",
-                "items",
-                "fields",
-                "replace",
-                "startswith",
-            }, (node.name, called)
+            called = {c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "?")
+                      for c in ast.walk(node) if isinstance(c, ast.Call)}
+            assert called <= {"add_parser", "add", "add_argument", "set_defaults", "_common", "_dataset", "_trained",
+                              "_threads", "_fields", "_split", "list", "sorted", "join", "names", "presets_text",
+                              "signature", "type", "items", "fields", "replace", "startswith"}, (node.name, called)
 
 
 def test_no_copied_field_lists_and_no_name_matching_fill():

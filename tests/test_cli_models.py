@@ -399,8 +399,9 @@ def test_an_explicit_eps_or_step_wins_over_the_dataset():
     assert "eps" not in with_eps(config, keywords["eps"], keywords["dataset"]).overridden  # the data set's own
 
 
-def test_detect_and_certify_take_a_users_classifier_and_a_diffusers_score(user_files, user_path, diffusers_models,
-                                                                           tmp_path):  # fmt: skip
+def test_detect_and_certify_take_a_users_classifier_and_a_diffusers_score(
+    user_files, user_path, diffusers_models, tmp_path
+):
     folder = user_files[0]
     user = ["--classifier", "usermodels:make_cnn", "--weights", str(folder / "weights.pt"), "--mean", "0.5", "--std",
             "0.25", "--device", "cpu", "--threads", "1", "--quiet"]  # fmt: skip
