@@ -255,6 +255,11 @@ def load_score_arg(spec: str, *, config: str | None = None) -> tuple[nn.Module, 
 
     path = Path(spec)
     model: nn.Module
+    if not path.exists() and re.fullmatch(r"[\w.-]+/[\w.-]+", spec) and not path.suffix:  # a Hub id, say
+        raise ValueError(
+            f"--score {spec}: no such folder. art-adp reads diffusers models from disk and downloads nothing; if "
+            f"{spec} is a Hub id: hf download {spec} --local-dir {path.name}, then --score {path.name}."
+        )
     if not path.exists():
         raise ValueError(f"--score {spec}: no such file or folder. Give {SCORE_HELP}{DEMO_HINT}.")
     if config is not None and (path.is_dir() or is_safetensors(path)):
