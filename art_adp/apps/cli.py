@@ -13,12 +13,14 @@ import dataclasses
 import inspect
 import math
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from .._hardware import PRECISION_CHOICES
 from ..attacks import registry
 from . import commands as cmd
+from .flags import CONFIG, add_fields as _fields, split as _split
+from .loading import CLASSIFIER_HELP, SCORE_HELP, STANDARDISATION_HELP
 from .certify_run import CertifyConfig, certify_command
 from .corruption_table import VARIANTS, CorruptionConfig, corruptions_command
 from .demo import DemoConfig, run_demo
@@ -37,49 +39,6 @@ from .train_score import ScoreTraining, train_score_command
 
 __all__ = ["build_parser", "main"]
 
-CONFIG = "config."  # the dest prefix of a flag that sets a field of the command's settings
-
-
-def _split(kind: Callable[[str], Any]) -> Callable[[str], tuple]:
-    """A parser of comma-separated values: ``"1,2,"`` -> ``(1, 2)``."""
-    return lambda text: tuple(kind(v.strip()) for v in text.split(",") if v.strip())
-
-
-def _kind(annotation: str) -> Callable[[str], Any]:
-    """The parser of a settings field from its annotation: ``"int | None"`` -> int, ``"tuple[float, ...]"`` ->
-    comma-separated floats."""
-    base = {"int": int, "float": float}
-    first = next((k for k in ("int", "float") if k in annotation), None)
-    if annotation.startswith("tuple"):
-        return _split(base[first] if first else str)
-    return base[first] if first and annotation.split()[0] in base else str
-
-
-def _fields(p, cls: type, helps: Mapping[str, str] = {}, *, skip=(), **options: dict) -> None:
-    """One flag per field of the settings dataclass ``cls`` (but ``skip``): ``--max-iter`` sets ``max_iter``; its
-    default, shown in the help, is the field's (read from ``cls`` alone); ``options[name]`` are further keywords of
-    ``add_argument`` (choices, nargs, action, flag)."""
-    defaults = cls()
-    for f in dataclasses.fields(cls):
-        if f.name not in skip:
-            default, extra = getattr(defaults, f.name), _options(f, getattr(defaults, f.name), options.get(f.name, {}))
-            shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-            text = f"{helps.get(f.name, '')} (default: {shown})".strip()
-            flag = extra.pop("flag", "--" + f.name.replace("_", "-"))
-            p.add_argument(flag, dest=CONFIG + f.name, default=argparse.SUPPRESS, help=text, **extra)
-
-
-def _options(f: dataclasses.Field, default: Any, given: Mapping) -> dict:
-    """``add_argument``'s keywords for the field ``f``: a switch for a boolean, else a parser from its annotation."""
-    extra = dict(given)
-    if "action" not in extra and "nargs" not in extra and isinstance(default, bool):
-        extra["action"] = "store_true"
-    elif "action" not in extra:
-        extra.setdefault("type", _kind(str(f.type)))
-    if "choices" not in extra and extra.get("action") not in ("store_true", "store_false"):
-        extra.setdefault("metavar", f.name.upper())
-    return extra
-
 
 def _common(p, command: Callable, **defaults) -> None:
     """The run folder (default: the command's), the device and the progress bars."""
@@ -97,8 +56,13 @@ def _dataset(p) -> None:
 
 
 def _trained(p) -> None:
-    p.add_argument("--score", default=cmd.DEMO_SCORE, help="score model (default: the demo's)")
-    p.add_argument("--classifier", default=cmd.DEMO_CLASSIFIER, help="classifier (default: the demo's)")
+    add = p.add_argument
+    add("--score", default=cmd.DEMO_SCORE, help=f"score model: {SCORE_HELP} (default: %(default)s, the demo's)")
+    add("--score-config", help="the YAML config of an NCSNv2 reference checkpoint given as --score")
+    add("--classifier", default=cmd.DEMO_CLASSIFIER, help=f"{CLASSIFIER_HELP} (default: %(default)s, the demo's)")
+    add("--weights", help="the factory's weights: safetensors, or a torch.save state dict (read weights_only)")
+    add("--mean", type=_split(float), help="per-channel mean, e.g. 0.4914,0.4822,0.4465: " + STANDARDISATION_HELP)
+    add("--std", type=_split(float), help="per-channel standard deviation (with --mean)")
 
 
 THREADS_HELP = (
@@ -257,9 +221,9 @@ def _evaluate(sub) -> None:
     add = p.add_argument
     add("--preset", dest=CONFIG + "name", choices=sorted(PRESETS), default="paper", help="budgets (default: paper)")
     add("--estimate-only", action="store_true", help="print the estimated time on this device and stop")
-    add("--score", default=keywords["score"].default, help="score-model checkpoint (default: %(default)s)")
-    add("--classifier", default=keywords["classifier"].default, help="classifier checkpoint (default: %(default)s)")
-    add("--eps", type=float, help=f"radius (default: 8/255; digits {cmd.DATASET_EPS['digits']})")
+    _trained(p)
+    eps = ", ".join(f"{k} {v:.4g}" for k, v in cmd.DATASET_EPS.items())
+    add("--eps", type=float, help=f"radius (default: the --dataset's: {eps}); the steps follow it")
     defence = {"sigma": "noise level: ADP's sigma, sigma* of reverse diffusion, sigma of denoised smoothing",
                "steps": "steps: ADP's T, reverse diffusion's K", "purify_batch_size": "images per purifier chunk",
                "adv_epochs": "adversarial-training epochs",
