@@ -6,6 +6,7 @@ import os
 
 import torch
 
+from ..pretrained import bundled_file
 from ..serialization import load_module, save_module
 from .cnn import DigitsCNN, SmallCNN
 from .mlp import MLP
@@ -22,5 +23,9 @@ def save_classifier(model: torch.nn.Module, path: str | os.PathLike, **header) -
 
 
 def load_classifier(path: str | os.PathLike, device: str | torch.device | None = None) -> torch.nn.Module:
-    """Rebuild a classifier saved by :func:`save_classifier`, in eval mode. Never unpickles anything."""
-    return load_module(path, ARCHITECTURES, device)[0]
+    """Rebuild a classifier saved by :func:`save_classifier`, or one shipped with the package by name (``"digits"``;
+    :mod:`art_adp.pretrained`), in eval mode. Never unpickles anything.
+
+    :raises FileNotFoundError: For a path that does not exist and is no bundled name (the message lists the names).
+    """
+    return load_module(bundled_file(path, "classifier"), ARCHITECTURES, device)[0]
