@@ -65,6 +65,8 @@ _ENDS = ("&&", "||", "|", ";", "#")
 def build_parser() -> argparse.ArgumentParser:
     """Today's command line (built once: parsing leaves it unchanged)."""
     return cli.build_parser()
+
+
 _PLACEHOLDER = re.compile(r"invalid (int|float|count_or_all|learning_rate) value: '[A-Z]+'")
 
 
@@ -243,5 +245,7 @@ DEVELOPMENT_WORDS = ("this machine", "this session", "the machines this ran on",
 
 
 def test_user_pages_say_nothing_of_the_development_machines_or_sessions():
-    found = [f"{p.relative_to(ROOT)}: {w}" for p in PAGES for w in DEVELOPMENT_WORDS if w in p.read_text("utf-8").lower()]
+    found = [
+        f"{p.relative_to(ROOT)}: {w}" for p in PAGES for w in DEVELOPMENT_WORDS if w in p.read_text("utf-8").lower()
+    ]
     assert found == []
