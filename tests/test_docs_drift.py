@@ -249,3 +249,9 @@ def test_user_pages_say_nothing_of_the_development_machines_or_sessions():
         f"{p.relative_to(ROOT)}: {w}" for p in PAGES for w in DEVELOPMENT_WORDS if w in p.read_text("utf-8").lower()
     ]
     assert found == []
+
+
+def test_the_readme_says_truly_whether_the_demo_table_measured_the_bundled_models():
+    bundled = json.loads((ROOT / "art_adp" / "pretrained" / "bundled.json").read_text("utf-8"))["models"]["digits"]
+    same = {k: v["weights_sha256"] for k, v in bundled.items()} == _models("docs/results/demo.json")
+    assert ("so the table is not a measurement of them" in (ROOT / "README.md").read_text("utf-8")) == (not same)
