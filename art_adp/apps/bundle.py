@@ -53,7 +53,8 @@ def bundle_digits(run_dir: str | Path, out_dir: str | Path = HERE) -> dict:
         "about": {
             "digits": "the digits demo's models (art_adp.apps.demo.DemoConfig, seed 0): an NCSNv2(ngf=8) score model, "
             "600 DSM steps of 64 on 12 levels from 1.0 to 0.01, and a DigitsCNN, 15 epochs, on scikit-learn's "
-            "bundled 8x8 digits (load_digits(seed=0): 1,437 training images of a stratified split; its 360 test images were not trained on)"
+            "bundled 8x8 digits (load_digits(seed=0): 1,437 training images of a stratified split; its 360 test "
+            "images were not trained on)"
         },
     }
     (out_dir / "bundled.json").write_text(json.dumps(record, indent=2) + "\n")
