@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Release check: build the wheel and sdist, `twine check` them, check what they carry (the licence in both, no tests
 # in the sdist), install the wheel (not editable) into a fresh venv, and run `import art_adp` and a quick
-# `art-adp demo` from it, outside the source tree.
+# `art-adp demo` from it, outside the source tree, after loading the bundled digits models by name.
 # Needs the release extra in the calling environment (pip install -e ".[release]").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +22,9 @@ with zipfile.ZipFile(wheel) as z:
     assert z.read(found[0]).decode() == licence, f"{found[0]} differs from LICENSE"
     metadata = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert "License-File: LICENSE" in metadata, "the wheel's METADATA names no License-File"
+    shipped = {"art_adp/pretrained/bundled.json", "art_adp/pretrained/digits_score.safetensors",
+               "art_adp/pretrained/digits_classifier.safetensors"}
+    assert shipped <= set(names), f"the wheel lacks the bundled models: {sorted(shipped - set(names))}"
 with tarfile.open(sdist) as t:
     names = t.getnames()
     top = names[0].split("/")[0]
@@ -36,6 +39,8 @@ python3 -m venv "$work/venv"
 cd "$work"
 "$work/venv/bin/python" -c "import art_adp; assert not art_adp.__file__.startswith('$repo'); \
 print('import art_adp', art_adp.__version__, 'from', art_adp.__file__)"
+"$work/venv/bin/python" -c "from art_adp import load_score_model; from art_adp.models import load_classifier; \
+load_score_model('digits'); load_classifier('digits'); print('the bundled digits models load by name')"
 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" "$work/venv/bin/art-adp" demo --run-dir "$work/demo" --score-iterations 20 \
   --ngf 8 --n-examples 20 --max-iter 2 --ensemble-size 2 --quiet
 test -s "$work/demo/digits.png" && test -s "$work/demo/results.json"

@@ -8,13 +8,13 @@ The library only: the applications that write run folders (the evaluation harnes
 demos, the command line) live in :mod:`art_adp.apps` and are imported from there.
 """
 
-from .certify import certify, certify_approximate
+from .certification import certify, certify_approximate
 from .defended import DefendedModel
 from .diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
 from .detect import ScoreNormDetector
 from .eot import EOTClassifier
 from .preprocessor import ADPPurifier
-from .purify import purify
+from .purification import purify
 from .score import (
     DenoiserUNet,
     EDMScore,

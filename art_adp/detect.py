@@ -19,7 +19,7 @@ import torch
 from art.defences.detector.evasion import EvasionDetector
 
 from ._checks import number, positive_int, probability
-from .purify import check_images
+from .purification import check_images
 
 __all__ = ["ScoreNormDetector", "ScoreNormHead", "score_norms", "roc_auc"]
 

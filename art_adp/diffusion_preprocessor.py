@@ -20,7 +20,7 @@ import torch
 from ._checks import boolean, number, one_of, positive_int
 from .diffusion_purify import SAMPLERS, one_shot_denoise, reverse_diffusion
 from .preprocessor import GRADIENTS, PurifierPyTorch
-from .purify import DEFAULTS, _fmt
+from .purification import DEFAULTS, _fmt
 from .score.denoiser import Denoiser
 
 __all__ = ["DenoisedSmoothingPurifier", "ReverseDiffusionPurifier"]
@@ -164,7 +164,7 @@ class DenoisedSmoothingPurifier(_DiffusionPurifier):
     | Paper link: https://arxiv.org/abs/2206.10550 (Carlini, Tramèr, Dvijotham, Rice, Sun & Kolter, ICLR 2023)
 
     As a purifier it adds the noise itself. As the base of randomized smoothing, whose draws already carry the
-    noise, use ``add_noise=False`` -- :func:`~art_adp.certify.denoised_smoothing_classifier` builds that base for
+    noise, use ``add_noise=False`` -- :func:`~art_adp.certification.denoised_smoothing_classifier` builds that base for
     :func:`~art_adp.certify`.
     """
 

@@ -19,7 +19,7 @@ import torch
 import torch.utils.checkpoint
 
 from ._checks import one_of
-from .purify import check_images
+from .purification import check_images
 from .score.denoiser import Denoiser
 
 __all__ = ["SAMPLERS", "one_shot_denoise", "reverse_diffusion"]

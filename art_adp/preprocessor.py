@@ -10,7 +10,7 @@ from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 
 from ._checks import boolean, number, one_of, positive_int
 from ._fast_paths import check_speed_options
-from .purify import DEFAULTS, HYPERPARAMETERS, SPEED_OPTIONS, ADPParams, purify
+from .purification import DEFAULTS, HYPERPARAMETERS, SPEED_OPTIONS, ADPParams, purify
 
 __all__ = ["ADPPurifier", "PurifierPyTorch"]
 
@@ -137,7 +137,7 @@ class ADPPurifier(PurifierPyTorch):
         """
         :param score_model: Noise-level-free score network h: ``N×C×H×W`` in ``clip_values`` → same shape.
         :param sigma, steps, step_size, lam, delta, step_clamp, tau, clip_values: ADP's hyperparameters, declared and
-            checked once in :class:`~art_adp.purify.ADPParams`: σ (0.25 in the paper), T, the step rule (``"adaptive"``,
+            checked once in :class:`~art_adp.purification.ADPParams`: σ (0.25 in the paper), T, the step rule (``"adaptive"``,
             paper eq. 11; ``"adaptive-jvp"``; a constant α or a schedule), λ, δ (released code: 1e-3; paper text:
             1e-5), the α clamp, τ, and the input range.
         :param gradient: ``"bpda"`` (straight-through) or ``"full"`` (autograd through purification).

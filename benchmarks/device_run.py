@@ -3,8 +3,8 @@ session, the machine's start included), every stage under its own time limit, re
 
 Part 1: the suite's CUDA tests and every CLI command at tiny sizes on the GPU (fails loudly, ~1 min), then
         MNIST-recipe score training toward the paper's 25.6 M samples, resumable across sessions: the trainer
-        state comes back split into parts of at most 15 MiB (``state.tar.partNN``) and is kept, committed, in
-        ``gpu_state/mnist/`` until training is finished.
+        state comes back split into parts of at most 15 MiB (``state.tar.partNN``) and is kept, ignored by git, in
+        ``gpu_state/mnist/`` until training is finished (the run call carries it).
 Part 2: the learning curve and the diagnostics (every snapshot reached), the table at the latest snapshot
         (clean and Clf-PGD on all 2,000 test images, BPDA+EOT 40 × EOT 15 on 100, full-gradient PGD+EOT 40 × EOT 15
         on 20), ``benchmarks/gpu.py``, then -- if time remains -- the paper-budget digits card on 100 digits and the
@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-STATE_DIR = ROOT / "gpu_state" / "mnist"  # committed while training is unfinished
+STATE_DIR = ROOT / "gpu_state" / "mnist"  # ignored by git; carried to the GPU while training is unfinished
 DATA_DIR = ROOT / ".gpu-data"  # ignored; carried: mnist-subset/ and demo/ (the digits models)
 PART_BYTES = 15 * 2**20  # files come back at most 16 MiB each
 WHEELS = (
@@ -616,7 +616,7 @@ def collect(args) -> None:
             old.unlink()
         for part in parts:
             shutil.copy(part, STATE_DIR / part.name)
-        print(f"{len(parts)} state part(s) -> {STATE_DIR} (commit them)")
+        print(f"{len(parts)} state part(s) -> {STATE_DIR} (ignored; carry it in the next run call)")
     for name in ("results.json", "gpu.json", "measured.tar.gz", f"log{args.part}.txt", "learning_curve.png"):
         if (src / name).exists():
             dest = ROOT / "benchmarks" / "results" / f"device_run_part{args.part}_{name}"

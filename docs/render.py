@@ -66,8 +66,8 @@ def wall(seconds) -> str:
 # A data folder a command read, named in words: the provenance line prints the command as a user would type it
 # (``--data-root DIR``), never the development machine's path (a user's clone has no ``../shared``), and says which
 # split DIR held. A result that records its own ``description`` of the data (``art-adp corruptions --description``)
-# is named by it; otherwise by the folder's name (in the command, or recorded in the result's ``data`` where the
-# command already said DIR), from what that folder's own notes say it holds.
+# is named by it; otherwise by the folder's name (in the command, or, where the command already says DIR, recorded in
+# the provenance's ``data_root`` or the result's ``data``), from what that folder's own notes say it holds.
 DATA_SPLITS = {
     "mnist-subset": "MNIST test images 0–5,999 for training and 6,000–7,999 for measuring, the development split",
     "fashion-mnist-subset": (
@@ -75,7 +75,7 @@ DATA_SPLITS = {
     ),
 }
 _DATA_ROOT = re.compile(r"(--data-root[= ])(\S+)")
-_ABSOLUTE_OUT = re.compile(r"(?<= )/(?:root|tmp|work|home)/\S*/([\w.-]+\.json)\b")
+_ABSOLUTE_OUT = re.compile(r"(?<= )(?:/(?:root|tmp|work|home)/\S*/|\$OUT/)([\w.-]+\.json)\b")
 # A device string names its processor when it names a CPU or GPU model; otherwise the line says it was not recorded,
 # with what the result itself shows about it where it shows something (no processor is ever guessed by name).
 _PROCESSOR = re.compile(r"AMD|Intel|EPYC|Xeon|Ryzen|Core\(TM\)|Apple M\d|Graviton|Neoverse|NVIDIA|Tesla|GeForce|Radeon")
@@ -88,7 +88,7 @@ PROCESSOR_NOTES = {
 
 def command(result: dict) -> str:
     """The command of a result as a user would type it: any data folder as ``--data-root DIR``, an output file that
-    was written under a machine's absolute path (a lent GPU's ``$OUT``) by its name alone."""
+    was written under a machine's absolute path or ``$OUT`` (a lent GPU's output folder) by its name alone."""
     text = _DATA_ROOT.sub(r"\1DIR", result["provenance"]["command"])
     return _ABSOLUTE_OUT.sub(r"\1", text)
 
@@ -101,7 +101,9 @@ def data_split(result: dict) -> str | None:
     described = result.get("description")
     if isinstance(described, str) and described:
         return described
-    recorded = result.get("data", {}).get("root") if isinstance(result.get("data"), dict) else None
+    recorded = result["provenance"].get("data_root") or (
+        result.get("data", {}).get("root") if isinstance(result.get("data"), dict) else None
+    )
     names = [Path(root if root != "DIR" or not recorded else recorded).name for root in roots]
     return "; ".join(dict.fromkeys(DATA_SPLITS.get(name, "split not recorded") for name in names))
 
@@ -127,6 +129,10 @@ def source(path: str, result: dict) -> str:
     else:  # a note written when the hashes were not recorded: it says what it knows
         models = f"(SHA-256) {models}"
     split = f" (DIR: {data_split(result)})" if data_split(result) else ""
+    # A command recorded before flags were renamed is printed in today's names; the line says which it ran with.
+    renamed = p.get("flags_renamed") or {}
+    if renamed:
+        split += " (flags in today's names; it ran with the earlier " + ", ".join(f"`{old}`" for old in renamed) + ")"
     return (
         f"<sub>Rendered from `{path}` by `docs/render.py`: `{command(result)}`{split} · {device(path, result)} · "
         f"wall time {wall(p['wall_time_s'])} · code {p['code_version']} · models {models}.</sub>"

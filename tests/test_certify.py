@@ -13,7 +13,7 @@ from scipy.stats import binomtest, chi2_contingency, norm
 
 from art_adp import ADPPurifier, NCSNv2
 from art_adp.apps.certify_run import CertifyConfig, run_certify
-from art_adp.certify import (Certificate, _counts, adp_base_classifier, approximate_radius, certified_accuracy,
+from art_adp.certification import (Certificate, _counts, adp_base_classifier, approximate_radius, certified_accuracy,
                              certify, certify_approximate)
 
 SIGMA = 0.25

@@ -13,7 +13,7 @@ from art_adp.apps import cli, commands
 from art_adp.apps.evaluation import PRESETS, EvalConfig
 from art_adp.attacks import APGDEOT, PGDEOT
 from art_adp.attacks.registry import REGISTRY
-from art_adp.purify import DEFAULTS
+from art_adp.purification import DEFAULTS
 
 from test_registry import _estimator  # pylint: disable=wrong-import-order
 

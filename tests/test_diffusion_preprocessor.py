@@ -13,7 +13,7 @@ from scipy.stats import norm
 
 from art_adp import DenoisedSmoothingPurifier, EOTClassifier, ReverseDiffusionPurifier, certify
 from art_adp.attacks._core import gradient_mode, purifiers
-from art_adp.certify import denoised_smoothing_classifier
+from art_adp.certification import denoised_smoothing_classifier
 from art_adp.diffusion_purify import one_shot_denoise, reverse_diffusion
 from art_adp.score.unet import DenoiserUNet
 

@@ -21,3 +21,23 @@ def test_readme_has_exactly_two_setup_commands():
 def test_ci_runs_the_readme_test_command():
     ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
     assert setup_commands()[1] in ci_lines
+
+
+def quickstart() -> str:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Quickstart") :]
+    return re.search(r"```python\n(.*?)```", section, re.S)[1]
+
+
+def test_the_quickstart_runs_on_a_fresh_install_with_the_bundled_models(capsys, monkeypatch, tmp_path, one_thread):
+    """The README's quickstart, with no earlier command (no runs/demo: run from an empty folder), at a smaller size:
+    2 digits, 1 PGD step, S = 2."""
+    code = quickstart()
+    assert "runs/" not in code and 'load_classifier("digits")' in code and 'load_score_model("digits")' in code
+    small = code
+    for full, cut in (("[:20]", "[:2]"), ("max_iter=10", "max_iter=1"), ("ensemble_size=10", "ensemble_size=2")):
+        assert full in small, f"the quickstart changed: update this test's cut ({full})"
+        small = small.replace(full, cut)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(small, "README.md quickstart", "exec"), {})
+    assert re.fullmatch(r"clean \d+%, BPDA PGD \d+%\n", capsys.readouterr().out)

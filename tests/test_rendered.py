@@ -137,3 +137,11 @@ def test_an_output_file_under_a_machines_absolute_path_renders_by_its_name():
     assert render.command(result) == "python benchmarks/gpu.py gpu.json --budget 130.0"
     kept = {"provenance": {"command": "python benchmarks/gpu.py benchmarks/results/gpu.json"}}
     assert render.command(kept) == "python benchmarks/gpu.py benchmarks/results/gpu.json"  # relative: as typed
+
+
+def test_a_data_folder_named_in_the_provenance_and_renamed_flags_are_printed():
+    p = {"command": "art-adp levers --data-root DIR --ensemble-size 2", "code_version": "v", "device": "CPU",
+         "wall_time_s": 1.0, "models": {}, "data_root": "mnist-subset", "flags_renamed": {"--runs": "--ensemble-size"}}
+    line = render.source("r.json", {"provenance": p})
+    assert "(DIR: MNIST test images 0–5,999 for training" in line
+    assert "(flags in today's names; it ran with the earlier `--runs`)" in line

@@ -17,7 +17,7 @@ import art_adp.attacks as A
 from art_adp import ADPPurifier, DefendedModel, EOTClassifier, NCSNv2, purify
 from art_adp import _checks
 from art_adp.models import MLP, DigitsCNN, SmallCNN, WideResNet, load_classifier, save_classifier
-from art_adp.purify import DEFAULTS, HYPERPARAMETERS
+from art_adp.purification import DEFAULTS, HYPERPARAMETERS
 from art_adp.serialization import write_checkpoint
 
 

@@ -1,5 +1,5 @@
-"""The certification run (``art-adp certify``): :func:`~art_adp.certify.certify` and
-:func:`~art_adp.certify.certify_approximate` over a test set at several σ, one JSON line per input (resumable, the
+"""The certification run (``art-adp certify``): :func:`~art_adp.certification.certify` and
+:func:`~art_adp.certification.certify_approximate` over a test set at several σ, one JSON line per input (resumable, the
 settings guarded), then the certified-accuracy table and curves."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..certify import Certificate, _check, approximate_radius, certified_accuracy, certify, certify_approximate
-from ..purify import DEFAULTS
+from ..certification import Certificate, _check, approximate_radius, certified_accuracy, certify, certify_approximate
+from ..purification import DEFAULTS
 from ..runs.records import append_records, file_sha256, guard_settings, read_jsonl
 from ..runs.seeds import derive_seed
 from .plots import certified_accuracy_curve
@@ -68,7 +68,7 @@ def certify_command(
     ``score_config`` as for ``evaluate``) and the first ``config.n_examples`` test inputs, certify the ADP-smoothed
     classifier (:func:`run_certify`; the score at each smoothing σ, :func:`~art_adp.score.diffusion.score_at`) and
     print the table."""
-    from ..certify import adp_base_classifier
+    from ..certification import adp_base_classifier
     from ..data import load_dataset
     from ..runs.records import module_sha256
     from ..score import score_at

@@ -29,7 +29,7 @@ from ..corruptions import CORRUPTIONS, SEVERITIES, corruption_step_sizes, write_
 from ..data import load_cifar10c
 from ..defended import aggregate_draws
 from ..detect import ScoreNormDetector
-from ..purify import DEFAULTS, purify
+from ..purification import DEFAULTS, purify
 from ..runs.records import append_records, guard_settings, read_jsonl
 from ..runs.seeds import derive_seed
 

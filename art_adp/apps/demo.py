@@ -23,7 +23,7 @@ from ..eot import EOTClassifier
 from ..models import DigitsCNN, load_classifier, save_classifier, train_classifier
 from .plots import image_grid
 from ..preprocessor import ADPPurifier
-from ..purify import DEFAULTS
+from ..purification import DEFAULTS
 from ..runs.provenance import provenance
 from ..score import NCSNv2, geometric_sigmas, train_score_model
 

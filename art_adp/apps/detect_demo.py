@@ -38,7 +38,7 @@ from ..attacks.registry import BLIND_ATTACK, LABELS
 from ..detect import ScoreNormDetector, ScoreNormHead, roc_auc
 from .plots import score_norm_histogram
 from ..preprocessor import ADPPurifier
-from ..purify import DEFAULTS, purify
+from ..purification import DEFAULTS, purify
 
 __all__ = ["DetectConfig", "detect_command", "run_detect_demo"]
 

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from .._device import to_model
-from ..purify import purify
+from ..purification import purify
 from ..runs.records import append_records, read_jsonl
 from ..runs.seeds import derive_seed
 

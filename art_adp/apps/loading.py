@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..pretrained import BUNDLED, bundled_file
 from ..serialization import check_state_dict, is_safetensors, read_weights
 
 __all__ = [
@@ -50,7 +51,7 @@ CLASSIFIER_HELP = (
 SCORE_HELP = (
     "an art-adp score checkpoint (.safetensors), an NCSNv2 reference checkpoint (checkpoint_<step>.pth, imported as "
     "import-ncsnv2 does; config: --score-config or config.yml beside it), or a diffusers folder (model_index.json, "
-    "unet/, scheduler/; or a UNet2DModel folder with scheduler_config.json)"
+    "unet/, scheduler/; or a UNet2DModel folder with scheduler_config.json), or a bundled name (digits)"
 )
 STANDARDISATION_HELP = (
     "the classifier's input standardisation (x - mean) / std, applied after the purification as ART's "
@@ -120,6 +121,8 @@ def load_classifier_arg(
         whose names or shapes do not match, or ``--weights`` / ``--mean`` / ``--std`` where they do not apply.
     """
     path = Path(spec)
+    if not path.exists() and spec in BUNDLED and "classifier" in BUNDLED[spec]:  # a model shipped by name
+        path = bundled_file(spec, "classifier")
     if path.is_file():
         if weights is not None:
             raise ValueError(
@@ -254,6 +257,8 @@ def load_score_arg(spec: str, *, config: str | None = None) -> tuple[nn.Module, 
     from ..score import import_ncsnv2, load_diffusers, load_score_model
 
     path = Path(spec)
+    if not path.exists() and spec in BUNDLED and "score" in BUNDLED[spec]:  # a model shipped by name
+        path = bundled_file(spec, "score")
     model: nn.Module
     if not path.exists() and re.fullmatch(r"[\w.-]+/[\w.-]+", spec) and not path.suffix:  # a Hub id, say
         raise ValueError(

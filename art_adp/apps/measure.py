@@ -15,7 +15,7 @@ from ..attacks.registry import REGISTRY, Budget
 from .._device import to_model
 from ..eot import EOTClassifier
 from ..preprocessor import ADPPurifier
-from ..purify import purify
+from ..purification import purify
 from ..runs.seeds import derive_seed
 from .evaluation.report import wilson
 

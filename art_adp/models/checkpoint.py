@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from ..pretrained import bundled_file
 from ..serialization import load_module, save_module
 from .cnn import DigitsCNN, SmallCNN
 from .mlp import MLP
@@ -104,12 +105,15 @@ def load_classifier(
     path: str | os.PathLike, device: str | torch.device | None = None, *, purifier: Any = None
 ) -> torch.nn.Module:
     """
-    Rebuild a classifier saved by :func:`save_classifier`, in eval mode. Never unpickles anything.
+    Rebuild a classifier saved by :func:`save_classifier`, or one shipped with the package by name (``"digits"``;
+    :mod:`art_adp.pretrained`), in eval mode. Never unpickles anything.
 
     A classifier trained behind a purifier (its header's ``purifier``, kept on the model as ``trained_behind``) warns
     when ``purifier`` is not that one (:func:`check_purifier`): give the purifier it will be evaluated behind.
+
+    :raises FileNotFoundError: For a path that does not exist and is no bundled name (the message lists the names).
     """
-    model, header = load_module(path, ARCHITECTURES, device)
+    model, header = load_module(bundled_file(path, "classifier"), ARCHITECTURES, device)
     record = header.get("purifier")
     if record:
         model.trained_behind = record

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import torch
 
+from ..pretrained import bundled_file
 from ..serialization import load_module, save_module
 from .diffusion import DiffusersScore
 from .ncsnv2 import NCSNv2
@@ -49,15 +50,17 @@ def save_score_model(
 def load_score_model(path: str | os.PathLike, device: str | torch.device | None = None) -> torch.nn.Module:
     """
     Load a score network saved by :func:`save_score_model` or :func:`~art_adp.train_score_model` (its EMA
-    weights), or a diffusers model saved from :func:`~art_adp.from_diffusers` (needs diffusers). Never unpickles
+    weights), a diffusers model saved from :func:`~art_adp.from_diffusers` (needs diffusers), or one shipped with
+    the package by name (``"digits"``; :mod:`art_adp.pretrained`). Never unpickles
     anything.
 
-    :param path: The ``.safetensors`` checkpoint.
+    :param path: The ``.safetensors`` checkpoint, or a bundled model's name.
     :param device: Where to put the network (default CPU).
     :return: The network in eval mode, with ``training_info = {"sigmas": [...], "step": n}``.
+    :raises FileNotFoundError: For a path that does not exist and is no bundled name (the message lists the names).
     :raises ValueError: For a file that is not an art-adp safetensors checkpoint, an unknown architecture, or
         weights whose names or shapes do not match.
     """
-    model, header = load_module(path, BUILDERS, device)
+    model, header = load_module(bundled_file(path, "score"), BUILDERS, device)
     setattr(model, "training_info", {"sigmas": header.get("sigmas"), "step": header.get("step")})  # not a tensor
     return model

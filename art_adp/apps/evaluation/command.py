@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from ...purify import DEFAULTS
+from ...purification import DEFAULTS
 from ..commands import DATASET_EPS, DEMO_CLASSIFIER, DEMO_SCORE
 from .config import EvalConfig
 

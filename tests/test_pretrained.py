@@ -1,0 +1,47 @@
+"""The models shipped inside the package (art_adp.pretrained): the files are the ones recorded, with the command that
+made them, and load by name; a name that is neither a file nor a bundled model is refused with the names."""
+
+import hashlib
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from art_adp import load_score_model
+from art_adp.apps.bundle import COMMAND
+from art_adp.data import load_digits
+from art_adp.models import load_classifier
+from art_adp.pretrained import BUNDLED, HERE, RECORD, bundled_file
+from art_adp.runs.records import weights_sha256
+
+
+@pytest.mark.parametrize("kind", ["score", "classifier"])
+def test_the_bundled_files_are_the_recorded_ones(kind):
+    entry = RECORD["models"]["digits"][kind]
+    path = HERE / entry["file"]
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == entry["sha256"]
+    assert weights_sha256(path) == entry["weights_sha256"]  # what result files' provenance records
+    assert path.stat().st_size < 600_000  # small enough to ship: weights only, no training state
+    assert RECORD["command"] == COMMAND and COMMAND.startswith("art-adp demo ")
+
+
+def test_the_digits_models_load_by_name_and_work_together():
+    score, classifier = load_score_model("digits"), load_classifier("digits")
+    assert type(score).__name__ == "NCSNv2" and len(score.training_info["sigmas"]) == 12
+    digits = load_digits()
+    with torch.no_grad():
+        predicted = classifier(torch.from_numpy(digits.x_test)).argmax(1).numpy()
+    assert (predicted == digits.y_test).mean() > 0.9  # the held-out digits: a trained classifier, not random weights
+    assert bundled_file("digits", "score") == HERE / BUNDLED["digits"]["score"]
+
+
+def test_a_path_wins_over_a_name_and_an_unknown_name_lists_the_bundled_ones(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "digits").write_text("a file the user named digits")
+    assert bundled_file("digits", "score") == Path("digits")  # the relative path as given, not the bundled file
+    message = "No checkpoint at mnist, and no bundled score model of that name: give a checkpoint file, or one of the "
+    with pytest.raises(FileNotFoundError, match=re.escape(message + "bundled names ['digits'].")):
+        load_score_model("mnist")
+    with pytest.raises(FileNotFoundError, match=re.escape("no bundled classifier model of that name")):
+        load_classifier("runs/demo/classifier.safetensors")
