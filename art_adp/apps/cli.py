@@ -171,6 +171,8 @@ def _levers(sub) -> None:
              "arch": "architecture of the classifier ADP defends (preset's)", "sigmas": "the sigma grid (preset's)",
              "max_iter": "iterations of the adaptive rows (preset's)",
              "eps_step": "step of the adaptive rows",
+             "restarts": "K: each adaptive row with the best iterate and K runs, recorded as ROW-{N}it-r{K} (None: "
+                         "the rows as recorded before the rule: one run, the last iterate)",
              "max_epochs": "cap on the adversarially trained classifiers' epochs (preset's: 100; they stop earlier "
                            "when validation robust accuracy plateaus)"}  # fmt: skip
     many = {"nargs": "+", "type": str}  # setting names hold commas: one argument each
@@ -277,6 +279,9 @@ def _evaluate(sub) -> None:
         "max_iter": "PGD/BPDA/joint iterations", "eot_samples": "EOT draws of BPDA, joint and full-gradient PGD",
         "eot_aggregate": "mean of the EOT gradients or the authors' sign vote",
         "cutoff": "the systemic low-frequency attack's band: fraction of the DCT frequencies per side",
+        "num_random_init": "runs of every iterative attack, each after the first from a random start on the examples "
+        "still unbroken",
+        "check_every": "iterations between judgements of the best iterate (on S draws of its own); 0: the last iterate",
         "apgd_max_iter": f"APGD iterations per loss (croce: {croce.apgd_max_iter})",
         "apgd_eot_samples": f"APGD EOT draws (croce: {croce.apgd_eot_samples})",
         "ensemble_size": "S, purifications per judged prediction",
