@@ -22,9 +22,9 @@ STEP, PEAK, WIDTH = 0.01, 0.032, 0.003  # sign steps move the mean offset u by S
 
 class Overshoot(torch.nn.Module):
     """Two classes on 1×8×8 images of base value 0.3: class 1 wins only in a narrow band of the mean offset u around
-    PEAK (logit 1 − |u − PEAK|/WIDTH: never saturated on the way). Sign-PGD from u = 0 in steps of 0.01 reaches 0.03 (inside the band: broken)
-    at step 3, then the loss gradient points back and forth: 0.04 (robust), 0.03, 0.04, ... -- robust at every even
-    step, the last of six included."""
+    PEAK (logit 1 − |u − PEAK|/WIDTH: never saturated on the way). Sign-PGD from u = 0 in steps of 0.01 reaches 0.03
+    (inside the band: broken) at step 3, then the loss gradient points back and forth: 0.04 (robust), 0.03, 0.04,
+    ... -- robust at every even step, the last of six included."""
 
     def forward(self, x):
         u = x.flatten(1).mean(1) - 0.3
@@ -173,7 +173,9 @@ def test_one_default_gradient_mode():
     net = torch.nn.Identity()
     for cls in (ADPPurifier, ReverseDiffusionPurifier, DenoisedSmoothingPurifier):
         assert inspect.signature(cls).parameters["gradient"].default == DEFAULT_GRADIENT
-    with_gradient = [c for c in vars(A).values() if inspect.isclass(c) and "gradient" in inspect.signature(c).parameters]
+    with_gradient = [
+        c for c in vars(A).values() if inspect.isclass(c) and "gradient" in inspect.signature(c).parameters
+    ]
     assert {c.__name__ for c in with_gradient} >= {"PGDEOT", "APGDEOT", "SelectiveEOT", "SystemicLowFrequency"}
     for cls in with_gradient:
         assert inspect.signature(cls).parameters["gradient"].default == DEFAULT_GRADIENT, cls.__name__

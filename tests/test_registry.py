@@ -105,7 +105,8 @@ def test_cost_model_and_budget_text_per_attack():
     assert "check_every" not in attack_budget("full-pgd-eot", last)
     assert "num_random_init" not in attack_budget("full-pgd-eot", last)
     assert budget_text("full-pgd-eot", last) == f"4 it of {c.step:.4g}, last iterate, EOT 3 (mean)"
-    assert attack_budget("full-pgd-eot", r3)["num_random_init"] == 3 and attack_budget("full-pgd-eot", c)["check_every"] == 5
+    assert attack_budget("full-pgd-eot", r3)["num_random_init"] == 3
+    assert attack_budget("full-pgd-eot", c)["check_every"] == 5
     assert "check_every" not in attack_budget("apgd-eot", r3) and attack_budget("apgd-eot", r3)["num_random_init"] == 3
     assert "num_random_init" not in attack_budget("spsa", r3)
     assert budget_text("apgd-eot", c) == "CE+DLR, 5 it/loss, EOT 2"

@@ -293,7 +293,7 @@ class IterativeAttack(EvasionAttack):
                     rows = None if self._restart_whole_batch else unbroken
 
                 def offer(x_adv: torch.Tensor, step: int, rows=rows) -> None:
-                    if best is not None and (step == self.max_iter or (self.check_every and step % self.check_every == 0)):
+                    if best is not None and self._judged(step):
                         best.offer(x_adv, rows)
 
                 xs, ys = (x, y) if rows is None else (x[rows], y[rows])
@@ -301,6 +301,11 @@ class IterativeAttack(EvasionAttack):
         finally:
             self._run = 0
         return last if best is None or best.x is None else best.x
+
+    def _judged(self, step: int) -> bool:
+        """The iterate after ``step`` iterations is judged: the last, and every ``check_every``-th (the start
+        included)."""
+        return step == self.max_iter or (self.check_every > 0 and step % self.check_every == 0)
 
     def _loop(self, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float], offer: Offer) -> torch.Tensor:
         """One run of the projected loop from :meth:`_start`, offering every iterate."""

@@ -447,7 +447,9 @@ ATTACKS: tuple[AttackSpec, ...] = (
         _apgd(APGDEOTDev),
         _APGD,
         cost=_apgd_cost,
-        describe=lambda b: f"CE+DLR + {DEV_WEIGHT:g} deviation, {b.max_iter} it/loss, EOT {b.eot_samples}{_restarts(b)}",
+        describe=lambda b: (
+            f"CE+DLR + {DEV_WEIGHT:g} deviation, {b.max_iter} it/loss, EOT {b.eot_samples}{_restarts(b)}"
+        ),
         protocol="diffattack",
         strongest=True,
         baseline=registered_name(APGDEOT),  # without a purifier APGD-EOT is the reduced attack
