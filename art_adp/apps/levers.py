@@ -287,6 +287,19 @@ CLASSIFIER_NAMES = tuple(dict.fromkeys(k for p in PRESETS.values() for k in p.cl
 SETTING_NAMES = tuple(dict.fromkeys(s.name for p in PRESETS.values() for s in sigma_settings(p.sigmas)))
 
 
+def _row_named(name: str, known: Mapping[str, Row], adaptive_default: Row) -> Row | None:
+    """The row ``name``: a preset row (``known``), a registry attack at ``adaptive_default``'s budget, or either's
+    :func:`with_restarts` variant (:data:`VARIANT`); None for another name."""
+    m = VARIANT.match(name) if name not in known else None
+    if m is not None:
+        base = _row_named(m["row"], known, adaptive_default)
+        if base is not None and base.adaptive and not base.check_every:
+            return with_restarts(base, int(m["runs"]), int(m["max_iter"]))
+    if name in known:
+        return known[name]
+    return replace(adaptive_default, name=name, attack=name) if name in REGISTRY else None
+
+
 def preset_for(
     dataset: str, *, eps=None, arch=None, sigmas=None, max_iter=None, eps_step=None, max_epochs=None
 ) -> Preset:
@@ -524,21 +537,14 @@ def run_levers(
     )
     attacks = tuple(preset.attacks if attacks is None else attacks)
 
-    def base_row(a: str) -> Row | None:
-        return known.get(a) or (replace(adaptive_default, name=a, attack=a) if a in REGISTRY else None)
-
     def row_named(a: str) -> Row | None:
-        m = VARIANT.match(a)
-        base = base_row(m["row"]) if m and a not in known else None
-        if base is not None and base.adaptive and m is not None:
-            return with_restarts(base, int(m["runs"]), int(m["max_iter"]))
-        return base_row(a)
+        return _row_named(a, known, adaptive_default)
 
     unknown = [a for a in attacks if row_named(a) is None]
     if unknown:
         raise ValueError(f"Unknown attack rows {sorted(unknown)}; choose from {list(known)} or {list(REGISTRY)}, or "
                          "an adaptive one followed by -{N}it-r{K}.")  # fmt: skip
-    rows = [r for r in map(row_named, attacks) if r is not None]
+    rows = [r for r in (row_named(a) for a in attacks) if r is not None]
     if restarts is not None:
         rows = [with_restarts(r, restarts) if r.adaptive and not r.num_random_init > 1 and not r.check_every else r
                 for r in rows]  # fmt: skip

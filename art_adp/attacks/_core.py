@@ -234,8 +234,12 @@ class IterativeAttack(EvasionAttack):
         raise NotImplementedError
 
     def _best_iterate(self, y: torch.Tensor, batch: int) -> BestIterate:
-        """The best-iterate rule for the batch of labels ``y`` starting at image ``batch`` of the input: its own
-        draws, seeded from the attack's seed and the batch."""
+        """
+        The best-iterate rule of one batch: its own draws, seeded from the attack's seed and the batch.
+
+        :param y: The batch's labels.
+        :param batch: Index of the batch's first image in the input.
+        """
         return BestIterate(
             self.estimator,
             y,
@@ -284,23 +288,31 @@ class IterativeAttack(EvasionAttack):
         last = x
         try:
             for r in range(self.num_random_init):
-                self._run = r
-                rows = None
-                if r > 0 and best is not None:
-                    unbroken = torch.nonzero(~best.broken)[:, 0]
-                    if len(unbroken) == 0:
-                        break
-                    rows = None if self._restart_whole_batch else unbroken
-
-                def offer(x_adv: torch.Tensor, step: int, rows=rows) -> None:
-                    if best is not None and self._judged(step):
-                        best.offer(x_adv, rows)
-
-                xs, ys = (x, y) if rows is None else (x[rows], y[rows])
-                last = run(xs, ys, clip, offer)
+                ran = self._one_run(r, x, y, clip, run, best)
+                if ran is None:
+                    break
+                last = ran
         finally:
             self._run = 0
         return last if best is None or best.x is None else best.x
+
+    def _one_run(self, r: int, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float], run, best):
+        """Run ``r`` of :meth:`_best_of_runs`: the whole batch, or after the first the images ``best`` finds unbroken
+        (the whole batch for :attr:`_restart_whole_batch`); its last iterate, or None when every image is broken."""
+        self._run = r
+        rows = None
+        if r > 0 and best is not None:
+            unbroken = torch.nonzero(~best.broken)[:, 0]
+            if len(unbroken) == 0:
+                return None
+            rows = None if self._restart_whole_batch else unbroken
+
+        def offer(x_adv: torch.Tensor, step: int) -> None:
+            if best is not None and self._judged(step):
+                best.offer(x_adv, rows)
+
+        xs, ys = (x, y) if rows is None else (x[rows], y[rows])
+        return run(xs, ys, clip, offer)
 
     def _judged(self, step: int) -> bool:
         """The iterate after ``step`` iterations is judged: the last, and every ``check_every``-th (the start

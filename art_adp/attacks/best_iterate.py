@@ -35,7 +35,8 @@ JUDGEMENTS = ("mean", "worst", "majority")
 def derived_seed(*parts) -> int:
     """A 63-bit seed from ``parts`` (their ``str`` joined by ``|``, SHA-256; the applications' ``derive_seed``): an
     attack's judgement draws from its own seed, so they are reproducible and are not the draws of its gradients."""
-    return int.from_bytes(hashlib.sha256("|".join(map(str, parts)).encode()).digest()[:8], "little") >> 1
+    text = "|".join(str(p) for p in parts)
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
 
 
 def probability_margin(p: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

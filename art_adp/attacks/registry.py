@@ -348,7 +348,7 @@ def _per_draw(b: Budget, forward: float, full: float) -> float:  # pylint: disab
     return runs + _judged(b, forward, judgements(b))
 
 
-def _per_full_draw(b: Budget, forward: float, full: float) -> float:  # pylint: disable=unused-argument
+def _per_full_draw(b: Budget, forward: float, full: float) -> float:
     return b.num_random_init * b.max_iter * b.eot_samples * full + _judged(b, forward, judgements(b))
 
 
