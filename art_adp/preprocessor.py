@@ -109,6 +109,7 @@ class ADPPurifier(PurifierPyTorch):
         "detector",
         "beta",
         "clip_inputs",
+        "leave_out",
     ]
 
     def __init__(
@@ -134,6 +135,7 @@ class ADPPurifier(PurifierPyTorch):
         detector: Any | None = None,
         beta: float = 0.2,
         clip_inputs: bool = False,
+        leave_out: float | None = None,
         apply_fit: bool = False,
         apply_predict: bool = True,
         device_type: str = "gpu",
@@ -162,7 +164,13 @@ class ADPPurifier(PurifierPyTorch):
             10 % outside them: for inputs that already carry Gaussian noise, as in ART's
             ``PyTorchRandomizedSmoothing(..., preprocessing_defences=[ADPPurifier(..., sigma=0, clip_inputs=True)])``
             (denoised smoothing). This also lets mis-scaled (0–255) images through, clipped; NaN/Inf still raise.
-        :param apply_fit: Purify at training time.
+        :param leave_out: ``None``, or an ℓ∞ radius: the score model is a :class:`~art_adp.KernelScore` whose reference
+            set holds the inputs themselves (its training split, while a classifier trains behind it), and each input
+            is purified with the reference images within this radius of it left out (0: the clean image itself; the
+            training ε: the image an adversarial example was made from), as the oracle purifies unseen images
+            (:meth:`~art_adp.KernelScore.leaving_out`).
+        :param apply_fit: Purify at training time: ART's ``PyTorchClassifier.fit`` (and so ``AdversarialTrainer``)
+            then trains the classifier on purified batches -- training behind the purifier is this one argument.
         :param apply_predict: Purify at prediction time.
         :param device_type: ``"gpu"`` (CUDA when available, else CPU) or ``"cpu"``.
         """
@@ -176,6 +184,7 @@ class ADPPurifier(PurifierPyTorch):
         self.compact, self.amp, self.gradient_checkpointing = compact, amp, gradient_checkpointing  # speed options
         self.gradient, self.batch_size, self.generator, self.compile = gradient, batch_size, generator, compile
         self.channels_last, self.detector, self.beta, self.clip_inputs = channels_last, detector, beta, clip_inputs
+        self.leave_out = leave_out
         self._check_params()
 
     def describe(self) -> str:
@@ -195,6 +204,9 @@ class ADPPurifier(PurifierPyTorch):
             with torch.no_grad():
                 attacked = self.detector.flag(x)
             kwargs["sigma"] = self.sigma * torch.where(attacked, 1.0, self.beta).to(x.dtype)
+        if self.leave_out is not None:  # each input without its own reference image (training behind the oracle)
+            with getattr(self.score_model, "leaving_out")(x, self.leave_out):
+                return purify(self._network(), x, **kwargs, generator=self.generator)
         return purify(self._network(), x, **kwargs, generator=self.generator)
 
     def _network(self):
@@ -246,5 +258,12 @@ class ADPPurifier(PurifierPyTorch):
             )
         number("beta", self.beta, low=0, high=1)
         boolean("clip_inputs", self.clip_inputs)
+        if self.leave_out is not None:
+            number("leave_out", self.leave_out, low=0)
+            if not callable(getattr(self.score_model, "leaving_out", None)) or self.compact:
+                raise ValueError(
+                    "leave_out needs a KernelScore score model (whose reference holds the inputs) and compact=False, "
+                    f"got {type(self.score_model).__name__} with compact={self.compact}; pass leave_out=None."
+                )
         if self.generator is not None and not isinstance(self.generator, torch.Generator):
             raise ValueError(f"generator must be a torch.Generator or None, got {type(self.generator).__name__}.")

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import tempfile
+import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -21,7 +23,17 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-__all__ = ["write_checkpoint", "read_checkpoint", "save_module", "load_module", "TRAIN_PREFIX"]
+__all__ = [
+    "TRAIN_PREFIX",
+    "check_state_dict",
+    "is_safetensors",
+    "load_module",
+    "read_checkpoint",
+    "read_torch_file",
+    "read_weights",
+    "save_module",
+    "write_checkpoint",
+]
 
 FORMAT = "art_adp/1"
 TRAIN_PREFIX = "train/"
@@ -120,6 +132,20 @@ def load_module(
     except (TypeError, ValueError, KeyError) as err:
         raise ValueError(f"{path} has an invalid {arch} config {header.get('config')!r}: {err}") from None
     weights = {k: v for k, v in tensors.items() if not k.startswith(TRAIN_PREFIX)}
+    check_state_dict(model, weights, f"{path} does not match {arch}({header['config']})")
+    model.load_state_dict(weights)
+    return model.to(device or "cpu").eval(), header
+
+
+def check_state_dict(model: torch.nn.Module, weights: Mapping[str, torch.Tensor], what: str) -> None:
+    """
+    Check that ``weights`` has exactly the names and shapes of ``model.state_dict()``.
+
+    :param model: The network the weights are for.
+    :param weights: A state dict.
+    :param what: The start of the error message, e.g. ``"w.safetensors does not match Net()"``.
+    :raises ValueError: ``"<what>: missing [...], unexpected [...], wrong shapes [...]."`` (five of each at most).
+    """
     expected = model.state_dict()
     missing, unexpected = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
     wrong = [
@@ -128,9 +154,80 @@ def load_module(
         if k in weights and weights[k].shape != v.shape
     ]
     if missing or unexpected or wrong:
-        raise ValueError(
-            f"{path} does not match {arch}({header['config']}): missing {missing[:5]}, unexpected "
-            f"{unexpected[:5]}, wrong shapes {wrong[:5]}."
+        raise ValueError(f"{what}: missing {missing[:5]}, unexpected {unexpected[:5]}, wrong shapes {wrong[:5]}.")
+
+
+def is_safetensors(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a file that starts like a safetensors file (an 8-byte header length, then ``{``)."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    with open(path, "rb") as f:
+        head = f.read(9)
+    return len(head) == 9 and head[8:9] == b"{" and 0 < int.from_bytes(head[:8], "little") < path.stat().st_size
+
+
+def read_torch_file(path: str | os.PathLike) -> Any:
+    """
+    Read a ``torch.save`` file with ``torch.load(weights_only=True)``: tensors and plain containers only, so
+    nothing that could run code is ever unpickled.
+
+    :raises FileNotFoundError: If ``path`` does not exist.
+    :raises ValueError: For a file that is neither torch.save's zip format nor a pickle, or one that holds anything
+        but tensors and plain containers (a pickled ``nn.Module``, say), naming what was refused.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"No checkpoint at {path}.")
+    with open(path, "rb") as f:
+        head = f.read(2)
+    if not zipfile.is_zipfile(path) and head[:1] != b"\x80":  # torch.save's zip format, or a legacy pickle
+        raise ValueError(f"{path} is not a PyTorch checkpoint (neither torch.save's zip format nor a pickle).")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        detail = next(
+            (line for line in lines if line.startswith(("Trying to load", "Unsupported"))), type(err).__name__
         )
-    model.load_state_dict(weights)
-    return model.to(device or "cpu").eval(), header
+        raise ValueError(
+            f"{path} was refused: torch.load(weights_only=True) met something other than tensors and "
+            f"plain containers ({detail}). art-adp never fully unpickles a checkpoint, since that can "
+            "run code; save the weights as a plain state dict (model.state_dict(): tensors, dicts, lists, "
+            "numbers) or as safetensors."
+        ) from None
+    except (RuntimeError, EOFError, OSError) as err:
+        raise ValueError(f"{path} is not a PyTorch checkpoint torch.load can read ({err}).") from None
+
+
+def read_weights(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """
+    A state dict from a file: safetensors (an art-adp checkpoint's weights without its ``train/`` tensors), or a
+    ``torch.save`` file read by :func:`read_torch_file` holding a state dict -- bare, under ``"state_dict"``,
+    ``"model_state_dict"`` or ``"model"``, with or without DataParallel's ``module.`` prefix.
+
+    :raises ValueError: For a file that holds no state dict of tensors, naming what it holds.
+    """
+    if is_safetensors(path):
+        try:
+            with safe_open(str(path), framework="pt", device="cpu") as f:
+                ours = "art_adp" in (f.metadata() or {})
+                tensors = {k: f.get_tensor(k) for k in f.keys()}
+        except (SafetensorError, OSError, ValueError) as err:
+            raise ValueError(f"{path} is not a readable safetensors file ({err}).") from None
+        return {k: v for k, v in tensors.items() if not (ours and k.startswith(TRAIN_PREFIX))}
+    obj = read_torch_file(path)
+    if isinstance(obj, Mapping):
+        for key in ("state_dict", "model_state_dict", "model"):
+            if isinstance(obj.get(key), Mapping):
+                obj = obj[key]
+                break
+    if not (isinstance(obj, Mapping) and obj and all(isinstance(v, torch.Tensor) for v in obj.values())):
+        raise ValueError(
+            f"{path} holds a {type(obj).__name__}, not a state dict of tensors: save model.state_dict() with "
+            "torch.save or safetensors."
+        )
+    weights = {str(k): v for k, v in obj.items()}
+    if all(k.startswith("module.") for k in weights):  # saved from a DataParallel wrapper
+        weights = {k[len("module.") :]: v for k, v in weights.items()}
+    return weights

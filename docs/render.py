@@ -497,13 +497,31 @@ PAPER_ROWS = {"fashion-mnist": PAPER_FASHION_MNIST, "mnist": (98.07, 96.41)}
 SCORE_LABELS = {"none": "no purification", "oracle": "oracle (exact score)", "denoiser": "DenoiserUNet"}
 
 
+def _behind(purifier: dict | None) -> str:
+    """The purification a classifier was trained behind, in words (nothing for a bare one)."""
+    if not purifier:
+        return ""
+    left = "; each training image left out of its own purification" if purifier.get("leave_out") is not None else ""
+    model = SCORE_LABELS.get(purifier.get("model"), purifier.get("model"))
+    return f" behind the {model}'s {purifier.get('setting')} (σ {purifier['params']['sigma']:g}{left})"
+
+
 def _training(name: str, facts: dict, eps_text: str) -> str:
     arch = {"cnn": "SmallCNN", "mlp": "MLP (2 × 512)"}.get(facts.get("arch"), facts.get("arch"))
-    at = facts.get("adversarial_training")
+    at, purifier, plain = facts.get("adversarial_training"), facts.get("purifier"), facts.get("training")
+    if not at and purifier and plain:
+        return (
+            f"`{name}`: {arch}, trained on purified inputs{_behind(purifier)}, each epoch purified afresh, on "
+            f"{plain['n_train']:,} training images, {plain['n_validation']:,} held out to stop on clean accuracy "
+            f"through the purifier (patience {plain['patience']}): best epoch {plain['best_epoch']} of "
+            f"{plain['epochs_trained']}, kept"
+        )
     if not at:
         return f"`{name}`: {arch}, trained on the training images ({facts.get('epochs', '?')} epochs)"
+    through = f" through the purifier{_behind(purifier)}" if purifier else ""
     return (
-        f"`{name}`: {arch}, PGD adversarial training at ε {eps_text} ({at['max_iter']} steps of {at['eps_step']:.4g} "
+        f"`{name}`: {arch}, PGD adversarial training at ε {eps_text}{through} ({at['max_iter']} steps of "
+        f"{at['eps_step']:.4g} "
         f"per batch) on {at['n_train']:,} training images, {at['n_validation']:,} held out to stop on robust accuracy "
         f"({at['validation_attack']}; patience {at['patience']}): best epoch {at['best_epoch']} of "
         f"{at['epochs_trained']}, kept"

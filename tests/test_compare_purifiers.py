@@ -64,8 +64,9 @@ def test_a_score_model_at_one_level_serves_adp_only(models, tmp_path, capsys):
             "--run-dir", str(tmp_path / "run"), "--purifier", "reverse-diffusion"]
     assert main(argv) == 2
     assert capsys.readouterr().err == (
-        "art-adp evaluate: error: --purifier reverse-diffusion needs a sigma-conditional denoiser as --score "
-        "(train one with `art-adp train-denoiser`); NCSNv2 is a score model at one level, for adp only.\n")
+        "art-adp evaluate: error: --purifier reverse-diffusion needs a sigma-conditional denoiser (train one with "
+        "`art-adp train-denoiser`) or a diffusion model (a diffusers folder) as --score; NCSNv2 is a score model at "
+        "one level, for adp only.\n")
     assert main([*argv[:-1], "adp,diffpure"]) == 2
     assert capsys.readouterr().err == (
         "art-adp evaluate: error: purifier must name distinct families from adp, reverse-diffusion, "

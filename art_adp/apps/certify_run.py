@@ -54,36 +54,48 @@ def certify_command(
     *,
     score: str,
     classifier: str,
+    weights: str | None = None,
+    mean: tuple[float, ...] | None = None,
+    std: tuple[float, ...] | None = None,
+    score_config: str | None = None,
     dataset: str = "digits",
     data_root: str | None = None,
     run_dir: str = "runs/certify",
     device: str | None = None,
     progress: bool = True,
 ) -> dict:
-    """``art-adp certify``: load the models and the first ``config.n_examples`` test inputs, certify the
-    ADP-smoothed classifier (:func:`run_certify`) and print the table."""
+    """``art-adp certify``: load the models (:mod:`~art_adp.apps.loading`: ``weights``, ``mean``, ``std``,
+    ``score_config`` as for ``evaluate``) and the first ``config.n_examples`` test inputs, certify the ADP-smoothed
+    classifier (:func:`run_certify`; the score at each smoothing σ, :func:`~art_adp.score.diffusion.score_at`) and
+    print the table."""
     from ..certify import adp_base_classifier
     from ..data import load_dataset
-    from ..models import load_classifier
-    from ..score import load_score_model
+    from ..runs.records import module_sha256
+    from ..score import score_at
+    from .loading import load_classifier_arg, load_score_arg
 
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    score_model, model = load_score_model(score).to(dev), load_classifier(classifier).to(dev).eval()
+    score_model = load_score_arg(score, config=score_config)[0].to(dev)
+    model = load_classifier_arg(classifier, weights=weights, mean=mean, std=std)[0].to(dev).eval()
     data = load_dataset(dataset, data_root)
     x, y = torch.from_numpy(data.x_test[: config.n_examples]).to(dev), data.y_test[: config.n_examples]
 
     def model_for_sigma(sigma):
         return adp_base_classifier(
             model,
-            score_model,
+            score_at(score_model, sigma),
             steps=config.steps,
             batch_size=config.batch_size,
             channels_last=dev.type == "cpu",
             device_type="gpu" if dev.type == "cuda" else "cpu",
         )
 
-    checkpoints = {"score_sha256": file_sha256(score), "classifier_sha256": file_sha256(classifier)}
-    settings = {"steps": config.steps, **checkpoints, "dataset": dataset}
+    def sha256(spec: str, module: torch.nn.Module) -> str:  # a file's bytes, else the weights (a factory's, a folder's)
+        return file_sha256(spec) if Path(spec).is_file() else module_sha256(module)
+
+    checkpoints = {"score_sha256": sha256(score, score_model), "classifier_sha256": sha256(classifier, model)}
+    standardised = {} if mean is None else {"mean": list(mean), "std": list(std or ())}
+    settings = {"steps": config.steps, **checkpoints, "dataset": dataset, **standardised}
     results = run_certify(run_dir, model_for_sigma, x, y, config=config, progress=progress, settings=settings)
     print((Path(run_dir) / "certify.md").read_text())
     print(

@@ -13,12 +13,14 @@ import dataclasses
 import inspect
 import math
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from .._hardware import PRECISION_CHOICES
 from ..attacks import registry
 from . import commands as cmd
+from .flags import CONFIG, add_fields as _fields, split as _split
+from .loading import CLASSIFIER_HELP, SCORE_HELP, STANDARDISATION_HELP
 from .certify_run import CertifyConfig, certify_command
 from .corruption_table import VARIANTS, CorruptionConfig, corruptions_command
 from .demo import DemoConfig, run_demo
@@ -29,54 +31,13 @@ from ..diffusion_purify import SAMPLERS
 from .evaluation.config import PRESETS, PURIFIERS, EvalConfig, presets_text
 from .levers import CLASSIFIER_NAMES, JUDGES, ROW_NAMES, SETTING_NAMES, LeversConfig, levers_command
 from .reproduce import STAGES, MnistRecipe, reproduce_command
+from .train_classifier import HELPS as CLASSIFIER_HELPS
+from .train_classifier import OPTIONS as CLASSIFIER_OPTIONS
 from .train_classifier import ClassifierTraining, train_classifier_command
 from .train_denoiser import DenoiserTraining, train_denoiser_command
 from .train_score import ScoreTraining, train_score_command
 
 __all__ = ["build_parser", "main"]
-
-CONFIG = "config."  # the dest prefix of a flag that sets a field of the command's settings
-
-
-def _split(kind: Callable[[str], Any]) -> Callable[[str], tuple]:
-    """A parser of comma-separated values: ``"1,2,"`` -> ``(1, 2)``."""
-    return lambda text: tuple(kind(v.strip()) for v in text.split(",") if v.strip())
-
-
-def _kind(annotation: str) -> Callable[[str], Any]:
-    """The parser of a settings field from its annotation: ``"int | None"`` -> int, ``"tuple[float, ...]"`` ->
-    comma-separated floats."""
-    base = {"int": int, "float": float}
-    first = next((k for k in ("int", "float") if k in annotation), None)
-    if annotation.startswith("tuple"):
-        return _split(base[first] if first else str)
-    return base[first] if first and annotation.split()[0] in base else str
-
-
-def _fields(p, cls: type, helps: Mapping[str, str] = {}, *, skip=(), **options: dict) -> None:
-    """One flag per field of the settings dataclass ``cls`` (but ``skip``): ``--max-iter`` sets ``max_iter``; its
-    default, shown in the help, is the field's (read from ``cls`` alone); ``options[name]`` are further keywords of
-    ``add_argument`` (choices, nargs, action, flag)."""
-    defaults = cls()
-    for f in dataclasses.fields(cls):
-        if f.name not in skip:
-            default, extra = getattr(defaults, f.name), _options(f, getattr(defaults, f.name), options.get(f.name, {}))
-            shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-            text = f"{helps.get(f.name, '')} (default: {shown})".strip()
-            flag = extra.pop("flag", "--" + f.name.replace("_", "-"))
-            p.add_argument(flag, dest=CONFIG + f.name, default=argparse.SUPPRESS, help=text, **extra)
-
-
-def _options(f: dataclasses.Field, default: Any, given: Mapping) -> dict:
-    """``add_argument``'s keywords for the field ``f``: a switch for a boolean, else a parser from its annotation."""
-    extra = dict(given)
-    if "action" not in extra and "nargs" not in extra and isinstance(default, bool):
-        extra["action"] = "store_true"
-    elif "action" not in extra:
-        extra.setdefault("type", _kind(str(f.type)))
-    if "choices" not in extra and extra.get("action") not in ("store_true", "store_false"):
-        extra.setdefault("metavar", f.name.upper())
-    return extra
 
 
 def _common(p, command: Callable, **defaults) -> None:
@@ -95,8 +56,13 @@ def _dataset(p) -> None:
 
 
 def _trained(p) -> None:
-    p.add_argument("--score", default=cmd.DEMO_SCORE, help="score model (default: the demo's)")
-    p.add_argument("--classifier", default=cmd.DEMO_CLASSIFIER, help="classifier (default: the demo's)")
+    add = p.add_argument
+    add("--score", default=cmd.DEMO_SCORE, help=f"score model: {SCORE_HELP} (default: %(default)s, the demo's)")
+    add("--score-config", help="the YAML config of an NCSNv2 reference checkpoint given as --score")
+    add("--classifier", default=cmd.DEMO_CLASSIFIER, help=f"{CLASSIFIER_HELP} (default: %(default)s, the demo's)")
+    add("--weights", help="the factory's weights: safetensors, or a torch.save state dict (read weights_only)")
+    add("--mean", type=_split(float), help="per-channel mean, e.g. 0.4914,0.4822,0.4465: " + STANDARDISATION_HELP)
+    add("--std", type=_split(float), help="per-channel standard deviation (with --mean)")
 
 
 THREADS_HELP = (
@@ -170,9 +136,7 @@ def _levers(sub) -> None:
              "judges": "ensemble: S-run ensemble (R times); fixed: fixed noise", "eps": "l_inf radius (preset's)",
              "arch": "architecture of the classifier ADP defends (preset's)", "sigmas": "the sigma grid (preset's)",
              "max_iter": "iterations of the adaptive rows (preset's)",
-             "eps_step": "step of the adaptive rows",
-             "restarts": "K: each adaptive row with the best iterate and K runs, recorded as ROW-{N}it-r{K} (None: "
-                         "the rows as recorded before the rule: one run, the last iterate)",
+             "eps_step": "step of the adaptive rows", "restarts": "K: adaptive rows with the best iterate, K runs",
              "max_epochs": "cap on the adversarially trained classifiers' epochs (preset's: 100; they stop earlier "
                            "when validation robust accuracy plateaus)"}  # fmt: skip
     many = {"nargs": "+", "type": str}  # setting names hold commas: one argument each
@@ -185,15 +149,12 @@ def _levers(sub) -> None:
 
 
 def _train_classifier(sub) -> None:
-    p = sub.add_parser("train-classifier", help="train one of the paper's classifiers")
+    p = sub.add_parser("train-classifier", help="train one of the paper's classifiers, bare or behind a purifier",
+                       description=train_classifier_command.__doc__)  # fmt: skip
     _common(p, train_classifier_command, settings=ClassifierTraining)
     _dataset(p)
-    helps = {"adversarial_training": "l_inf PGD adversarial training (Madry et al.; ART AdversarialTrainer), the "
-             "baseline defence; saves adv_classifier.safetensors",
-             "eps": "l_inf radius of the training attack (with --adversarial-training; demo: 0.175)",
-             "eps_step": "PGD step (None: 2.5 eps / max-iter)", "max_iter": "PGD steps per batch (None: 10)",
-             "ratio": "fraction of each batch made adversarial (None: 1)"}  # fmt: skip
-    _fields(p, ClassifierTraining, helps, arch={"choices": sorted(cmd.CLASSIFIERS)})
+    p.add_argument("--denoiser", default=None, help="a train-denoiser checkpoint (with --purifier denoiser)")
+    _fields(p, ClassifierTraining, CLASSIFIER_HELPS, arch={"choices": sorted(cmd.CLASSIFIERS)}, **CLASSIFIER_OPTIONS)
 
 
 def _detect(sub) -> None:
@@ -260,9 +221,9 @@ def _evaluate(sub) -> None:
     add = p.add_argument
     add("--preset", dest=CONFIG + "name", choices=sorted(PRESETS), default="paper", help="budgets (default: paper)")
     add("--estimate-only", action="store_true", help="print the estimated time on this device and stop")
-    add("--score", default=keywords["score"].default, help="score-model checkpoint (default: %(default)s)")
-    add("--classifier", default=keywords["classifier"].default, help="classifier checkpoint (default: %(default)s)")
-    add("--eps", type=float, help=f"radius (default: 8/255; digits {cmd.DATASET_EPS['digits']})")
+    _trained(p)
+    eps = ", ".join(f"{k} {v:.4g}" for k, v in cmd.DATASET_EPS.items())
+    add("--eps", type=float, help=f"radius (default: the --dataset's: {eps}); the steps follow it")
     defence = {"sigma": "noise level: ADP's sigma, sigma* of reverse diffusion, sigma of denoised smoothing",
                "steps": "steps: ADP's T, reverse diffusion's K", "purify_batch_size": "images per purifier chunk",
                "adv_epochs": "adversarial-training epochs",
@@ -279,9 +240,7 @@ def _evaluate(sub) -> None:
         "max_iter": "PGD/BPDA/joint iterations", "eot_samples": "EOT draws of BPDA, joint and full-gradient PGD",
         "eot_aggregate": "mean of the EOT gradients or the authors' sign vote",
         "cutoff": "the systemic low-frequency attack's band: fraction of the DCT frequencies per side",
-        "num_random_init": "runs of every iterative attack, each after the first from a random start on the examples "
-        "still unbroken",
-        "check_every": "iterations between judgements of the best iterate (on S draws of its own); 0: the last iterate",
+        "num_random_init": "runs (restarts on the unbroken)", "check_every": "best-iterate check interval (0: last)",
         "apgd_max_iter": f"APGD iterations per loss (croce: {croce.apgd_max_iter})",
         "apgd_eot_samples": f"APGD EOT draws (croce: {croce.apgd_eot_samples})",
         "ensemble_size": "S, purifications per judged prediction",

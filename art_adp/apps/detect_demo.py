@@ -74,18 +74,23 @@ def detect_command(
     *,
     score: str,
     classifier: str,
+    weights: str | None = None,
+    mean: tuple[float, ...] | None = None,
+    std: tuple[float, ...] | None = None,
+    score_config: str | None = None,
     run_dir: str = "runs/detect",
     device: str | None = None,
     progress: bool = True,
 ) -> dict:
-    """``art-adp detect``: load the digits score model and classifier (checkpoint paths), then
-    :func:`run_detect_demo`."""
-    from ..models import load_classifier
-    from ..score import load_score_model
+    """``art-adp detect``: load the score model and the classifier (:mod:`~art_adp.apps.loading`: ``weights``,
+    ``mean``, ``std``, ``score_config`` as for ``evaluate``), put the score at ADP's σ, then
+    :func:`run_detect_demo` on digits."""
+    from ..score import score_at
+    from .loading import load_classifier_arg, load_score_arg
 
-    return run_detect_demo(
-        run_dir, load_score_model(score), load_classifier(classifier), config=config, progress=progress, device=device
-    )
+    score_model = score_at(load_score_arg(score, config=score_config)[0], config.sigma)
+    model = load_classifier_arg(classifier, weights=weights, mean=mean, std=std)[0]
+    return run_detect_demo(run_dir, score_model, model, config=config, progress=progress, device=device)
 
 
 def run_detect_demo(

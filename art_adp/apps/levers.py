@@ -43,6 +43,7 @@ import torch
 from ..attacks._core import CHECK_EVERY, JUDGE_DRAWS
 from ..attacks.registry import BLIND_ATTACK, FULL_ATTACK, REGISTRY, SWEEP_ATTACK, Budget, registered_name
 from ..attacks.apgd_eot import APGDEOT
+from ..models.checkpoint import check_purifier
 from ..runs.provenance import provenance
 from ..runs.records import append_records, read_jsonl
 from ..runs.seeds import derive_seed
@@ -69,7 +70,9 @@ __all__ = [
     "render_levers",
     "row_label",
     "run_levers",
+    "setting_named",
     "sigma_settings",
+    "training_purifier",
     "with_restarts",
 ]
 
@@ -186,7 +189,10 @@ class ClassifierRecipe:
     :param adversarial: PGD adversarial training at the preset's ε (``max_iter`` steps of 2.5 ε / ``max_iter``).
     :param epochs: Epochs (with ``patience``: the most epochs).
     :param patience: Early stopping: epochs without a higher validation robust accuracy
-        (:func:`~art_adp.apps.robust_baseline.train_until_plateau`); None: ``epochs`` epochs.
+        (:func:`~art_adp.apps.robust_baseline.train_until_plateau`; trained behind a purifier plainly: clean accuracy
+        through it); None: ``epochs`` epochs.
+    :param purifier: ``(score model, setting name)``: trained behind that purification (:func:`training_purifier`),
+        plainly or, with ``adversarial``, adversarially through it; measured behind it in ``purified``. None: bare.
     """
 
     arch: str
@@ -195,6 +201,17 @@ class ClassifierRecipe:
     patience: int | None = None
     batch_size: int = 64
     max_iter: int = 10
+    purifier: tuple[str, str] | None = None
+
+
+#: The classifiers trained behind a purification (issue 39), beside ``cnn`` and ``adv-cnn``: the exact score's and
+#: the trained DenoiserUNet's one-step denoise at σ 0.25, plainly and adversarially through it, stopped on a plateau.
+ONE_STEP = "one-step denoise"
+BEHIND: Mapping[str, ClassifierRecipe] = {
+    f"{prefix}cnn-{model}": ClassifierRecipe("cnn", adversarial=bool(prefix), epochs=100, patience=5, batch_size=128,
+                                             purifier=(model, ONE_STEP))
+    for model in ("oracle", "denoiser") for prefix in ("", "adv-")
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -233,6 +250,7 @@ MNIST = Preset(
         "mlp": ClassifierRecipe("mlp"),
         "adv-mlp": ClassifierRecipe("mlp", adversarial=True, batch_size=128),
         "adv-cnn": ClassifierRecipe("cnn", adversarial=True, epochs=100, patience=5, batch_size=128),
+        **BEHIND,
     },
     baselines=("mlp", "adv-mlp"),
     sigmas=(0.1, 0.25, 0.5),
@@ -260,6 +278,7 @@ FASHION_MNIST = Preset(
     classifiers={
         "cnn": ClassifierRecipe("cnn"),
         "adv-cnn": ClassifierRecipe("cnn", adversarial=True, epochs=100, patience=5, batch_size=128),
+        **BEHIND,
     },
     baselines=("cnn", "adv-cnn"),
     sigmas=(0.1, 0.25, 0.5),
@@ -383,8 +402,38 @@ def _score_model(kind: str, level: float, x_train, denoiser, device: str = "cpu"
     return EDMScore(denoiser, sigma=level, data_range=(0.0, 1.0))
 
 
-def _classifier(name: str, preset: Preset, data, run_dir: Path, seed: int, progress: bool):
-    """The preset's classifier ``name``, trained once on the training split and kept (``NAME.safetensors``)."""
+def training_purifier(model: str, setting: Setting, x_train, denoiser=None, *, adversarial: bool, eps: float,
+                      device: str = "cpu"):  # fmt: skip
+    """
+    The purifier a classifier trains behind (:class:`~art_adp.ADPPurifier` at ``setting``, ART's ``apply_fit`` on, its
+    own generator, which the training seeds): the ``model`` score at the setting's σ -- ``"oracle"``, the exact score
+    over ``x_train``, each training image purified with itself left out (within ``eps`` of an adversarial example's
+    input), as the oracle purifies unseen images; ``"denoiser"``, the trained DenoiserUNet -- with the full gradient
+    for adversarial training through it (PGD on the composed model, one draw per step).
+    """
+    from ..preprocessor import ADPPurifier
+
+    if model == "denoiser" and denoiser is None:
+        raise ValueError("training behind the denoiser needs a train-denoiser checkpoint: give --denoiser PATH.")
+    leave_out = (eps if adversarial else 0.0) if model == "oracle" else None
+    return ADPPurifier(_score_model(model, setting.sigma, x_train, denoiser, device), batch_size=500,
+                       gradient="full" if adversarial else "bpda", generator=torch.Generator(device),
+                       leave_out=leave_out, apply_fit=True, device_type="gpu" if device == "cuda" else "cpu",
+                       **setting.purifier_kwargs())  # fmt: skip
+
+
+def setting_named(name: str, sigmas: Sequence[float]) -> Setting:
+    """The setting of the σ grid ``sigmas`` called ``name``."""
+    found = {s.name: s for s in sigma_settings(sigmas)}
+    if name not in found:
+        raise ValueError(f"Unknown setting {name!r}; choose from {list(found)}.")
+    return found[name]
+
+
+def _classifier(name: str, preset: Preset, data, run_dir: Path, seed: int, progress: bool, denoiser=None,
+                device: str = "cpu"):  # fmt: skip
+    """The preset's classifier ``name``, trained once on the training split and kept (``NAME.safetensors``); one
+    trained behind a purifier comes back with it recorded (``trained_behind``)."""
     from .. import models
     from .commands import CLASSIFIERS
 
@@ -394,6 +443,17 @@ def _classifier(name: str, preset: Preset, data, run_dir: Path, seed: int, progr
         return models.load_classifier(path).eval()
     torch.manual_seed(seed)
     model = getattr(models, CLASSIFIERS[recipe.arch])(1, 28, 10)
+    if recipe.purifier:
+        kind, setting = recipe.purifier[0], setting_named(recipe.purifier[1], preset.sigmas)
+        mode = "adversarial" if recipe.adversarial else "plain"
+        purifier = training_purifier(kind, setting, data.x_train, denoiser, adversarial=recipe.adversarial,
+                                     eps=preset.eps, device=device)  # fmt: skip
+        names = {"model": kind, "setting": setting.name, "mode": mode}
+        return train_until_plateau(model, data.x_train, data.y_train, path, eps=preset.eps, max_iter=recipe.max_iter,
+                                   patience=recipe.patience or 5, max_epochs=recipe.epochs,
+                                   batch_size=recipe.batch_size, seed=seed, progress=progress, device=device,
+                                   purifier=purifier, adversarial=recipe.adversarial,
+                                   purifier_names=names)[0]  # fmt: skip
     if recipe.patience:
         return train_until_plateau(model, data.x_train, data.y_train, path, eps=preset.eps, max_iter=recipe.max_iter,
                                    patience=recipe.patience, max_epochs=recipe.epochs, batch_size=recipe.batch_size,
@@ -413,8 +473,9 @@ def _training_facts(name: str, preset: Preset, run_dir: Path) -> dict:
 
     facts = {**asdict(preset.classifiers[name])}
     header = read_checkpoint(run_dir / f"{name}.safetensors")[1]
-    if "adversarial_training" in header:
-        facts["adversarial_training"] = header["adversarial_training"]
+    for key in ("adversarial_training", "training", "purifier"):
+        if key in header:
+            facts[key] = header[key]
     return facts
 
 
@@ -561,12 +622,14 @@ def run_levers(
         raise ValueError(f"Unknown classifiers {bad}; choose from {list(preset.classifiers)}.")
     if set(judges) - set(JUDGES) or not judges:
         raise ValueError(f"judges must be a non-empty subset of {JUDGES}, got {tuple(judges)}.")
-    if "denoiser" in models and denoiser_path is None:
-        raise ValueError("models includes 'denoiser': give denoiser_path (a train-denoiser checkpoint).")
+    names = dict.fromkeys([*classifiers, *purified])
+    behind = {k: own for k in names if (own := preset.classifiers[k].purifier) is not None}
+    if ("denoiser" in models or any(m == "denoiser" for m, _ in behind.values())) and denoiser_path is None:
+        raise ValueError("models includes 'denoiser' (or a classifier trained behind it): give denoiser_path (a "
+                         "train-denoiser checkpoint).")  # fmt: skip
     denoiser = load_score_model(denoiser_path, device) if denoiser_path is not None else None
     x, y = data.x_test[:n_examples], data.y_test[:n_examples]
-    names = dict.fromkeys([*classifiers, *purified])
-    clfs = {k: _classifier(k, preset, data, run_dir, seed, progress).to(device) for k in names}
+    clfs = {k: _classifier(k, preset, data, run_dir, seed, progress, denoiser, device).to(device) for k in names}
     path = run_dir / "records.jsonl"
     base = preset.classifier
 
@@ -605,6 +668,7 @@ def run_levers(
     white = [r for r in rows if not r.adaptive]
     for name in classifiers:  # the undefended classifiers under white-box attacks
         clf = clfs[name]
+        check_purifier(getattr(clf, "trained_behind", None), None, what=f"levers classifier {name!r}")
         for r in white:
             idx = todo(base, "none", name, r.name)
             if not idx:
@@ -627,32 +691,34 @@ def run_levers(
             adv[(name, r.name)] = held[: len(x)]
     for name in purified:
         clf = clfs[name]
-        for model in models:
-            for s in chosen:
-                score = _score_model(model, s.sigma, data.x_train, denoiser, device)
-                gen = torch.Generator(device).manual_seed(seed)
-                purifier = ADPPurifier(score, gradient="bpda", batch_size=500, generator=gen,
-                                       device_type="gpu" if device == "cuda" else "cpu",
-                                       **s.purifier_kwargs())  # fmt: skip
-                extra = {"purifier": asdict(s)}
-                for r in rows:
-                    if r.attack == AUTOATTACK:
-                        continue  # a deterministic white-box attack: APGD-EOT is its randomized counterpart
-                    idx = todo(name, model, s.name, r.name)
-                    if idx and "ensemble" in judges:
-                        if r.adaptive:
-                            xa = _adaptive(clf, purifier, x[idx], y[idx], r, eps, eot_samples=eot_samples, seed=seed,
-                                           device=device, judge_draws=ensemble_size)  # fmt: skip
-                            k = repeats
-                        else:
-                            xa, k = (x[idx] if not r.attack else adv[(name, r.name)][idx]), 1
-                        preds = _judge(clf, purifier, xa, y[idx], ensemble_size=ensemble_size, repeats=k, seed=seed,
-                                       device=device)  # fmt: skip
-                        record(name, model, s.name, r.name, idx, preds, {**extra, "repeats": k})
-                    idx = todo(name, model, s.name, r.name, "fixed")
-                    if idx and "fixed" in judges and (r.adaptive or not r.attack):
-                        preds = _fixed(clf, purifier, x[idx], y[idx], r, eps, seed=seed, device=device)
-                        record(name, model, s.name, r.name, idx, preds, {**extra, "repeats": 1}, judge="fixed")
+        own = behind.get(name)  # a classifier trained behind a purification is measured behind that one only
+        pairs = [(own[0], setting_named(own[1], preset.sigmas))] if own else [(m, s) for m in models for s in chosen]
+        for model, s in pairs:
+            score = _score_model(model, s.sigma, data.x_train, denoiser, device)
+            gen = torch.Generator(device).manual_seed(seed)
+            purifier = ADPPurifier(score, gradient="bpda", batch_size=500, generator=gen,
+                                   device_type="gpu" if device == "cuda" else "cpu",
+                                   **s.purifier_kwargs())  # fmt: skip
+            check_purifier(getattr(clf, "trained_behind", None), purifier, what=f"levers classifier {name!r}")
+            extra = {"purifier": asdict(s)}
+            for r in rows:
+                if r.attack == AUTOATTACK:
+                    continue  # a deterministic white-box attack: APGD-EOT is its randomized counterpart
+                idx = todo(name, model, s.name, r.name)
+                if idx and "ensemble" in judges:
+                    if r.adaptive:
+                        xa = _adaptive(clf, purifier, x[idx], y[idx], r, eps, eot_samples=eot_samples, seed=seed,
+                                       device=device, judge_draws=ensemble_size)  # fmt: skip
+                        k = repeats
+                    else:
+                        xa, k = (x[idx] if not r.attack else adv[(name, r.name)][idx]), 1
+                    preds = _judge(clf, purifier, xa, y[idx], ensemble_size=ensemble_size, repeats=k, seed=seed,
+                                   device=device)  # fmt: skip
+                    record(name, model, s.name, r.name, idx, preds, {**extra, "repeats": k})
+                idx = todo(name, model, s.name, r.name, "fixed")
+                if idx and "fixed" in judges and (r.adaptive or not r.attack):
+                    preds = _fixed(clf, purifier, x[idx], y[idx], r, eps, seed=seed, device=device)
+                    record(name, model, s.name, r.name, idx, preds, {**extra, "repeats": 1}, judge="fixed")
     table = render_levers(read_jsonl(path), base=base)
     table["dataset"] = dataset
     table["classifier"] = base

@@ -7,6 +7,12 @@ run resumes per epoch from ``NAME.last.safetensors`` (the last epoch's weights, 
 and keeps the best epoch's weights in ``NAME.best.safetensors``; the finished classifier is ``NAME.safetensors``
 (the best epoch's weights, the curve and the split in its header). Each call builds its own Adam, so the optimiser's
 moments restart every epoch.
+
+Behind a purifier (``purifier``): the classifier trains on purified inputs, plainly
+(:func:`~art_adp.models.train_purified_classifier`, stopped on its clean validation accuracy through the purifier) or
+adversarially through it (:func:`~art_adp.models.train_adversarial_classifier` with the purifier: PGD on the composed
+model, stopped on its robust validation accuracy under PGD through the purifier); each epoch, and each validation, seeds
+the purifier's generator from ``seed``, so a resumed run equals an uninterrupted one; the header records the purifier.
 """
 
 from __future__ import annotations
@@ -60,9 +66,11 @@ def white_box_pgd(
     seed: int,
     device: str = "cpu",
     batch_size: int = 250,
+    purifier=None,
 ) -> np.ndarray:
     """ART's ℓ∞ ``ProjectedGradientDescent`` on ``model`` itself (for a defended one: Clf-PGD against its bare
-    classifier); ART draws the random start from NumPy's global RNG, seeded here with ``seed`` and restored after."""
+    classifier), or on the composed model behind ``purifier`` (its ``gradient`` decides the gradient); ART draws the
+    random start from NumPy's global RNG, seeded here with ``seed`` and restored after."""
     from art.attacks.evasion import ProjectedGradientDescent
     from art.estimators.classification import PyTorchClassifier
 
@@ -71,6 +79,7 @@ def white_box_pgd(
     estimator = PyTorchClassifier(
         model, torch.nn.CrossEntropyLoss(), input_shape=tuple(x.shape[1:]), nb_classes=nb_classes,
         clip_values=(0.0, 1.0), device_type="gpu" if device == "cuda" else "cpu",
+        preprocessing_defences=None if purifier is None else [purifier],
     )  # fmt: skip
     state = np.random.get_state()
     try:
@@ -84,15 +93,22 @@ def white_box_pgd(
         np.random.set_state(state)
 
 
-def robust_accuracy(model: torch.nn.Module, x: np.ndarray, y: np.ndarray, **pgd) -> tuple[float, float]:
-    """``(clean, robust)`` accuracy of ``model`` on ``x``, robust under :func:`white_box_pgd` with ``pgd``."""
+def robust_accuracy(
+    model: torch.nn.Module, x: np.ndarray, y: np.ndarray, *, purifier=None, attack: bool = True, **pgd
+) -> tuple[float, float | None]:
+    """``(clean, robust)`` accuracy of ``model`` (behind ``purifier``, one draw) on ``x``, robust under
+    :func:`white_box_pgd` with ``pgd`` (None without ``attack``)."""
     device = pgd.get("device", "cpu")
     model.eval()
-    xa = white_box_pgd(model, x, y, **pgd)
-    with torch.no_grad():
-        clean = model(torch.as_tensor(x, device=device)).argmax(1).cpu().numpy() == y
-        robust = model(torch.as_tensor(xa, device=device)).argmax(1).cpu().numpy() == y
-    return float(clean.mean()), float(robust.mean())
+
+    def correct(images: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            t = torch.as_tensor(images, device=device)
+            t = t if purifier is None else torch.cat([purifier.forward(c)[0] for c in t.split(500)])
+            return model(t).argmax(1).cpu().numpy() == y
+
+    clean = float(correct(x).mean())
+    return clean, float(correct(white_box_pgd(model, x, y, purifier=purifier, **pgd)).mean()) if attack else None
 
 
 def train_until_plateau(
@@ -114,10 +130,15 @@ def train_until_plateau(
     device: str = "cpu",
     progress: bool = True,
     train_epoch=None,
+    purifier=None,
+    adversarial: bool = True,
+    purifier_names: dict | None = None,
 ) -> tuple[torch.nn.Module, dict]:
     """
     PGD adversarial training of ``model`` (in place) until its robust accuracy on a validation split stops rising
-    (:func:`plateau`), resumable per epoch; returns the best epoch's model and the training facts.
+    (:func:`plateau`), resumable per epoch; returns the best epoch's model and the training facts. Behind a
+    ``purifier``: adversarially through it, or (``adversarial=False``) plainly on purified inputs until the clean
+    validation accuracy through it stops rising.
 
     :param model: A classifier of :mod:`art_adp.models` (saved by :func:`~art_adp.models.save_classifier`), with
         its initial weights.
@@ -137,58 +158,82 @@ def train_until_plateau(
     :param device: Where it trains.
     :param progress: Print one line per epoch.
     :param train_epoch: ``(model, x, y, epoch) -> None``, one epoch of training (default: one epoch of
-        :func:`~art_adp.models.train_adversarial_classifier` with the arguments above); a test scripts it.
+        :func:`~art_adp.models.train_adversarial_classifier` with the arguments above, or of
+        :func:`~art_adp.models.train_purified_classifier`); a test scripts it.
+    :param purifier: None, or the purifier to train behind (``apply_fit=True``, its own generator; for adversarial
+        training ``gradient="full"``): validated through it too, recorded in the header
+        (:func:`~art_adp.models.purifier_record`, with ``purifier_names``: the application's names for it).
+    :param adversarial: PGD adversarial training, stopped on validation robust accuracy; False (with a purifier):
+        plain training on purified inputs, stopped on clean validation accuracy.
     :return: ``(model at its best epoch, facts)``: facts holds the curve, the best epoch, the epochs trained, the
         split and the training attack.
     """
-    from ..models import load_classifier, save_classifier
-    from ..models.adversarial import default_eps_step, train_adversarial_classifier
+    from ..models import load_classifier, purifier_record, save_classifier
+    from ..models.adversarial import default_eps_step, train_adversarial_classifier, train_purified_classifier
     from ..serialization import read_checkpoint
 
-    path = Path(path)
+    if not adversarial and purifier is None:
+        raise ValueError("adversarial=False trains behind a purifier: give purifier (or adversarial=True).")
+    path, key = Path(path), "adversarial_training" if adversarial else "training"
+    record = None if purifier is None else purifier_record(purifier, **(purifier_names or {}))
+    header = {} if record is None else {"purifier": record}
     if path.exists():
-        return load_classifier(path, device), read_checkpoint(path)[1]["adversarial_training"]
+        return load_classifier(path, device, purifier=purifier), read_checkpoint(path)[1][key]
     last, best_path = path.with_suffix(".last.safetensors"), path.with_suffix(".best.safetensors")
     eps_step = default_eps_step(eps, max_iter) if eps_step is None else eps_step
     train, val = split_validation(len(x_train), val_fraction, seed)
     facts: dict = {
         "eps": eps, "eps_step": eps_step, "max_iter": max_iter, "batch_size": batch_size, "lr": lr, "seed": seed,
         "patience": patience, "max_epochs": max_epochs, "n_train": len(train), "n_validation": len(val),
-        "validation_attack": f"PGD {val_max_iter} × {2.5 * eps / val_max_iter:.4g}, random start",
+        "validation_attack": f"PGD {val_max_iter} × {2.5 * eps / val_max_iter:.4g}, random start"
+        + ("" if purifier is None else ", through the purifier"),
         "curve": [],
     }  # fmt: skip
+    if not adversarial:
+        facts.update(validation_attack=None, validation="clean accuracy through the purifier")
     if last.exists():
-        state = load_classifier(last, device)
+        state = load_classifier(last, device, purifier=purifier)
         model.load_state_dict(state.state_dict())
-        facts["curve"] = read_checkpoint(last)[1]["adversarial_training"]["curve"]
-    if train_epoch is None:
+        facts["curve"] = read_checkpoint(last)[1][key]["curve"]
+    if train_epoch is None and adversarial:
 
         def train_epoch(m, x, y, epoch):
             train_adversarial_classifier(
                 m, x, y, eps=eps, eps_step=eps_step, max_iter=max_iter, epochs=1, batch_size=batch_size, lr=lr,
-                seed=derive_seed(seed, "epoch", epoch) % 2**32,
+                seed=derive_seed(seed, "epoch", epoch) % 2**32, purifier=purifier,
             )  # fmt: skip
+
+    elif train_epoch is None:
+
+        def train_epoch(m, x, y, epoch):
+            train_purified_classifier(m, x, y, purifier, epochs=1, batch_size=batch_size, lr=lr,
+                                      seed=derive_seed(seed, "epoch", epoch) % 2**32)  # fmt: skip
 
     pgd = {"eps": eps, "eps_step": 2.5 * eps / val_max_iter, "max_iter": val_max_iter, "random_start": True,
            "device": device}  # fmt: skip
     model.to(device)
     while True:
-        curve = [c["robust"] for c in facts["curve"]]
+        curve = [c["robust" if adversarial else "clean"] for c in facts["curve"]]
         if curve and (plateau(curve, patience)[1] or len(curve) >= max_epochs):
             break
         epoch, started = len(curve) + 1, time.monotonic()
         model.train()
         train_epoch(model, x_train[train], y_train[train], epoch)
-        clean, robust = robust_accuracy(model, x_train[val], y_train[val], seed=derive_seed(seed, "val", epoch), **pgd)
+        if purifier is not None:  # the validation's purification draws: the epoch's own
+            purifier.generator.manual_seed(derive_seed(seed, "val-purify", epoch))
+        clean, robust = robust_accuracy(model, x_train[val], y_train[val], seed=derive_seed(seed, "val", epoch),
+                                        purifier=purifier, attack=adversarial, **pgd)  # fmt: skip
         facts["curve"].append({"epoch": epoch, "clean": clean, "robust": robust,
                                "seconds": round(time.monotonic() - started, 1)})  # fmt: skip
-        if plateau([*curve, robust], patience)[0] == epoch - 1:
-            save_classifier(model, best_path, adversarial_training={**facts, "epoch": epoch})
-        save_classifier(model, last, adversarial_training=facts)
+        judged = robust if adversarial and robust is not None else clean
+        if plateau([*curve, judged], patience)[0] == epoch - 1:
+            save_classifier(model, best_path, **{key: {**facts, "epoch": epoch}}, **header)
+        save_classifier(model, last, **{key: facts}, **header)
         if progress:
-            print(f"{path.stem}: epoch {epoch}: validation clean {clean:.1%}, robust {robust:.1%}", flush=True)
+            more = f", robust {robust:.1%}" if robust is not None else " (through the purifier)"
+            print(f"{path.stem}: epoch {epoch}: validation clean {clean:.1%}{more}", flush=True)
     best, stopped = plateau(curve, patience)
     facts.update(best_epoch=best + 1, epochs_trained=len(curve), stopped_by="plateau" if stopped else "max_epochs")
-    model = load_classifier(best_path, device)
-    save_classifier(model, path, adversarial_training=facts)
+    model = load_classifier(best_path, device, purifier=purifier)
+    save_classifier(model, path, **{key: facts}, **header)
     return model.eval(), facts

@@ -3,8 +3,8 @@ The classifiers of the ADP paper (plain ``nn.Module`` objects: images (N, C, H, 
 their training.
 """
 
-from art_adp.models.adversarial import train_adversarial_classifier
-from art_adp.models.checkpoint import load_classifier, save_classifier
+from art_adp.models.adversarial import train_adversarial_classifier, train_purified_classifier
+from art_adp.models.checkpoint import check_purifier, load_classifier, purifier_record, save_classifier
 from art_adp.models.cnn import DigitsCNN, SmallCNN
 from art_adp.models.mlp import MLP
 from art_adp.models.train import evaluate_accuracy, train_classifier
@@ -18,6 +18,9 @@ __all__ = [
     "train_classifier",
     "evaluate_accuracy",
     "train_adversarial_classifier",
+    "train_purified_classifier",
+    "check_purifier",
+    "purifier_record",
     "save_classifier",
     "load_classifier",
 ]

@@ -17,6 +17,15 @@ each epoch, a checkpoint (safetensors, atomic) with the weights, Adam's state, b
 permutation ART's shuffle has reached; a run that finds one continues from its epoch. Each epoch hands ART the data
 in the order its previous shuffles left it, so the epochs are ART's own, and an interrupted and resumed run ends with
 the weights of an uninterrupted one (on the CPU, bit for bit).
+
+Training behind a purifier is ART's own one-line choice: give the estimator ``preprocessing_defences=[purifier]``
+with the purifier's ``apply_fit=True``. :func:`train_purified_classifier` then trains on purified batches (ART's
+``PyTorchClassifier.fit`` purifies what it fits on), and :func:`train_adversarial_classifier` with ``purifier`` runs
+adversarial training of the composed model: ``AdversarialTrainer`` attacks whatever estimator it is given, so PGD
+differentiates through the purifier (its ``gradient="full"``: the full gradient, one noise draw per step) and the
+examples are purified again, with a fresh draw, before the classifier's step. The purifier's noise comes from its own
+generator, seeded with ``seed + 1`` and checkpointed with the rest, so a resumed run still equals an uninterrupted
+one; the checkpoint's header records the purifier (:func:`~art_adp.models.checkpoint.purifier_record`).
 """
 
 from __future__ import annotations
@@ -35,11 +44,11 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from art_adp._checks import integer, number, positive_int
-from art_adp.models.checkpoint import ARCHITECTURES
+from art_adp.models.checkpoint import ARCHITECTURES, purifier_record
 from art_adp.models.train import _check_labels, _device, _images_and_labels
 from art_adp.serialization import TRAIN_PREFIX, read_checkpoint, save_module
 
-__all__ = ["default_eps_step", "train_adversarial_classifier"]
+__all__ = ["default_eps_step", "train_adversarial_classifier", "train_purified_classifier"]
 
 
 def _positive_real(name: str, value: object) -> float:
@@ -110,41 +119,72 @@ def _attack_budget(eps, eps_step, max_iter, clip_values) -> tuple[tuple[float, f
     return (low, high), {"eps": eps, "eps_step": eps_step, "max_iter": max_iter}
 
 
-def _madry_trainer(model, x: torch.Tensor, device, pgd: dict, *, ratio: float, lr: float, clip_values):
-    """ART's ``AdversarialTrainer`` of ``model`` (Adam) with l_inf PGD (one random start) as the training attack."""
-    from art.attacks.evasion import ProjectedGradientDescent
-    from art.defences.trainer import AdversarialTrainer
+def _art_classifier(model, x: torch.Tensor, device, *, lr: float, clip_values, purifier=None):
+    """ART's ``PyTorchClassifier`` of ``model`` with Adam, behind ``purifier`` when one is given."""
     from art.estimators.classification import PyTorchClassifier
 
     with torch.no_grad():
         nb_classes = model.eval()(x[:1].to(device, torch.float32)).shape[1]
-    classifier = PyTorchClassifier(
+    return PyTorchClassifier(
         model=model,
         loss=nn.CrossEntropyLoss(),
         optimizer=torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=0.0),
         input_shape=tuple(x.shape[1:]),
         nb_classes=nb_classes,
         clip_values=clip_values,
+        preprocessing_defences=None if purifier is None else [purifier],
         device_type="gpu" if device.type == "cuda" else "cpu",
     )
+
+
+def _madry_trainer(model, x: torch.Tensor, device, pgd: dict, *, ratio: float, lr: float, clip_values, purifier=None):
+    """ART's ``AdversarialTrainer`` of ``model`` (Adam) with l_inf PGD (one random start) as the training attack, on
+    the classifier behind ``purifier`` when one is given (the composed model)."""
+    from art.attacks.evasion import ProjectedGradientDescent
+    from art.defences.trainer import AdversarialTrainer
+
+    classifier = _art_classifier(model, x, device, lr=lr, clip_values=clip_values, purifier=purifier)
     attack = ProjectedGradientDescent(classifier, norm=np.inf, num_random_init=1, verbose=False, **pgd)
     return AdversarialTrainer(classifier, attack, ratio=float(ratio)), classifier.optimizer
 
 
-def _save_state(path, model, optimizer, *, epoch: int, order: np.ndarray, settings: dict) -> None:
+def _check_purifier(purifier) -> dict | None:
+    """The record of a purifier to train behind (None: none), refusing one ART would not apply while fitting or
+    whose noise is not the run's own."""
+    if purifier is None:
+        return None
+    if not getattr(purifier, "apply_fit", False):
+        raise ValueError(
+            f"purifier.apply_fit is {getattr(purifier, 'apply_fit', None)}: ART's fit would train on unpurified "
+            "images; build the purifier with apply_fit=True."
+        )
+    if not isinstance(getattr(purifier, "generator", None), torch.Generator):
+        raise ValueError(
+            "the purifier needs its own torch.Generator (generator=torch.Generator()), which training seeds with "
+            "seed + 1 and checkpoints, so the run's noise is its own and resumes."
+        )
+    return purifier_record(purifier, gradient=getattr(purifier, "gradient", None))
+
+
+def _save_state(path, model, optimizer, *, epoch: int, order: np.ndarray, settings: dict, purifier=None,
+                key: str = "adversarial_training") -> None:  # fmt: skip
     """The checkpoint after ``epoch`` epochs: weights, Adam's state, the global RNGs, ART's shuffled order."""
     tensors = {f"{TRAIN_PREFIX}optim/{i}/{name}": torch.as_tensor(value)
                for i, state in optimizer.state_dict()["state"].items() for name, value in state.items()}  # fmt: skip
-    _, key, pos, has_gauss, gauss = np.random.get_state(legacy=True)  # type: ignore[misc]
-    tensors[f"{TRAIN_PREFIX}numpy_rng"] = torch.from_numpy(np.asarray(key).astype(np.int64))
+    _, mt_key, pos, has_gauss, gauss = np.random.get_state(legacy=True)  # type: ignore[misc]
+    tensors[f"{TRAIN_PREFIX}numpy_rng"] = torch.from_numpy(np.asarray(mt_key).astype(np.int64))
     tensors[f"{TRAIN_PREFIX}torch_rng"] = torch.get_rng_state()
     tensors[f"{TRAIN_PREFIX}order"] = torch.from_numpy(order.astype(np.int64))
+    if purifier is not None:
+        tensors[f"{TRAIN_PREFIX}purifier_rng"] = purifier.generator.get_state()
     groups = optimizer.state_dict()["param_groups"]
     train = {"epoch": epoch, "param_groups": groups, "numpy_rng": [int(pos), int(has_gauss), float(gauss)]}
-    save_module(model, path, ARCHITECTURES, tensors=tensors, adversarial_training=settings, train=train)
+    extra = {} if settings.get("purifier") is None else {"purifier": settings["purifier"]}
+    save_module(model, path, ARCHITECTURES, tensors=tensors, train=train, **{key: settings}, **extra)
 
 
-def _restore_state(path, model, optimizer, settings: dict) -> tuple[int, np.ndarray]:
+def _restore_state(path, model, optimizer, settings: dict, purifier=None,
+                   key: str = "adversarial_training") -> tuple[int, np.ndarray]:  # fmt: skip
     """Load the checkpoint at ``path`` into ``model``, ``optimizer`` and the global RNGs: ``(epoch, order)``."""
     tensors, header = read_checkpoint(path)
     if header.get("architecture") != type(model).__name__ or header.get("config") != dict(model.config):
@@ -152,7 +192,7 @@ def _restore_state(path, model, optimizer, settings: dict) -> tuple[int, np.ndar
             f"Cannot resume from {path}: it holds {header.get('architecture')}({header.get('config')}), not "
             f"{type(model).__name__}({model.config}). Use another checkpoint_path or resume=False."
         )
-    held = {k: v for k, v in (header.get("adversarial_training") or {}).items() if k != "epochs"}
+    held = {k: v for k, v in (header.get(key) or {}).items() if k != "epochs"}
     if "train" not in header or held != settings:
         raise ValueError(
             f"Cannot resume from {path}: it was trained with other settings ({held}, now {settings}) or holds no "
@@ -166,9 +206,11 @@ def _restore_state(path, model, optimizer, settings: dict) -> tuple[int, np.ndar
             state.setdefault(int(i), {})[name] = v
     optimizer.load_state_dict({"state": state, "param_groups": header["train"]["param_groups"]})
     pos, has_gauss, gauss = header["train"]["numpy_rng"]
-    key = tensors[f"{TRAIN_PREFIX}numpy_rng"].numpy().astype(np.uint32)
-    np.random.set_state(("MT19937", key, pos, has_gauss, gauss))
+    mt_key = tensors[f"{TRAIN_PREFIX}numpy_rng"].numpy().astype(np.uint32)
+    np.random.set_state(("MT19937", mt_key, pos, has_gauss, gauss))
     torch.set_rng_state(tensors[f"{TRAIN_PREFIX}torch_rng"])
+    if purifier is not None:
+        purifier.generator.set_state(tensors[f"{TRAIN_PREFIX}purifier_rng"])
     return int(header["train"]["epoch"]), tensors[f"{TRAIN_PREFIX}order"].numpy()
 
 
@@ -189,6 +231,7 @@ def train_adversarial_classifier(
     lr: float = 1e-3,
     checkpoint_path: str | os.PathLike | None = None,
     resume: bool = True,
+    purifier=None,
 ) -> nn.Module:
     """
     Train `model` in place by l_inf PGD adversarial training (Madry et al.) with ART's ``AdversarialTrainer``.
@@ -221,6 +264,9 @@ def train_adversarial_classifier(
         global RNG states, ART's shuffled order; loadable by :func:`~art_adp.models.load_classifier`), or None.
     :param resume: Continue from ``checkpoint_path`` if it exists (from its epoch up to `epochs`; its settings but
         `epochs` must be these).
+    :param purifier: None, or a PyTorch preprocessing defence with ``apply_fit=True`` and its own generator: adversarial
+        training of the composed model (PGD through the purifier, its ``gradient`` deciding the gradient; the
+        examples purified afresh before each step; see the module docstring).
     :return: The same `model`, trained, in eval mode.
     :raises ValueError: If an argument is invalid: `eps`/`eps_step`/`lr` not positive and finite, `eps` larger than
         the pixel range, non-positive `max_iter`/`epochs`/`batch_size`, `ratio` outside (0, 1], a bad `seed` or
@@ -234,27 +280,101 @@ def train_adversarial_classifier(
     integer("seed", seed, low=0, high=2**32 - 1)
     lr = _positive_real("lr", lr)
 
+    record = _check_purifier(purifier)
     x, y = _images_and_labels(x_train, y_train, "x_train", "y_train", value_range=(low, high))
     device = _device(model, None)
     _check_labels(model.to(device), x, y, "y_train", device)
     pgd["batch_size"] = batch_size
-    trainer, optimizer = _madry_trainer(model, x, device, pgd, ratio=ratio, lr=lr, clip_values=(low, high))
-    x_np, y_np = x.cpu().numpy().astype(np.float32, copy=False), y.cpu().numpy().astype(np.int64, copy=False)
-    settings = {**pgd, "ratio": float(ratio), "lr": lr, "seed": int(seed), "n_train": len(x_np)}
-    path = None if checkpoint_path is None else Path(checkpoint_path)
-    with _seeded_global_rngs(int(seed)), _art_trainer_progress(False):
-        resumed = path is not None and resume and path.exists()
-        start, order = _restore_state(path, model, optimizer, settings) if resumed else (0, np.arange(len(x_np)))
-        for epoch in tqdm(range(start, epochs), initial=start, total=epochs, desc="Adversarial training epochs",
-                          unit="epoch", disable=not verbose):  # fmt: skip
-            order = _one_epoch(trainer, x_np, y_np, order, batch_size)
-            if path is not None:
-                done = {**settings, "epochs": epochs}
-                _save_state(path, model, optimizer, epoch=epoch + 1, order=order, settings=done)
+    trainer, optimizer = _madry_trainer(model, x, device, pgd, ratio=ratio, lr=lr, clip_values=(low, high),
+                                        purifier=purifier)  # fmt: skip
+    settings = {**pgd, "ratio": float(ratio), "lr": lr, "seed": int(seed), "n_train": len(x),
+                **({} if record is None else {"purifier": record})}  # fmt: skip
+    fit = functools.partial(_one_epoch, trainer, batch_size=batch_size)
+    _epochs(fit, model, optimizer, x, y, settings, epochs=epochs, purifier=purifier, verbose=verbose,
+            path=checkpoint_path, resume=resume, key="adversarial_training")  # fmt: skip
     return model.eval()
 
 
-def _one_epoch(trainer, x_np: np.ndarray, y_np: np.ndarray, order: np.ndarray, batch_size: int) -> np.ndarray:
+def train_purified_classifier(
+    model: nn.Module,
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    purifier,
+    *,
+    epochs: int = 10,
+    batch_size: int = 128,
+    seed: int = 0,
+    verbose: bool = False,
+    clip_values: tuple[float, float] = (0.0, 1.0),
+    lr: float = 1e-3,
+    checkpoint_path: str | os.PathLike | None = None,
+    resume: bool = True,
+) -> nn.Module:
+    """
+    Train `model` in place on purified inputs: ART's ``PyTorchClassifier(model, preprocessing_defences=[purifier])``
+    with the purifier's ``apply_fit=True``, whose ``fit`` purifies what it trains on. One ``fit`` epoch at a time, so
+    every epoch purifies every training image with fresh noise (the purifier's generator, seeded with ``seed + 1``),
+    then cross-entropy and Adam (`lr`, betas (0.9, 0.999)) over shuffled mini-batches of `batch_size`.
+
+    Randomness and resume as :func:`train_adversarial_classifier`'s (``seed`` seeds ART's shuffle, restored after;
+    the checkpoint holds the weights, Adam's state, the RNG states and the purifier's generator).
+
+    :param model: Classifier mapping images of shape (N, C, H, W) in `clip_values` to logits of shape (N, K).
+    :param x_train: Training images of shape (N, C, H, W), floating point, values in `clip_values`.
+    :param y_train: Integer training labels of shape (N,) in [0, K).
+    :param purifier: A PyTorch preprocessing defence with ``apply_fit=True`` and its own ``torch.Generator``, e.g.
+        ``ADPPurifier(score_model, generator=torch.Generator(), apply_fit=True)``.
+    :param epochs, batch_size, seed, verbose, clip_values, lr, checkpoint_path, resume: As for
+        :func:`train_adversarial_classifier`.
+    :return: The same `model`, trained, in eval mode.
+    :raises ValueError: For the arguments :func:`train_adversarial_classifier` refuses, a purifier with
+        ``apply_fit=False`` or without its own generator.
+    """
+    low, high = _clip_values(clip_values)
+    epochs = positive_int("epochs", epochs)
+    batch_size = positive_int("batch_size", batch_size)
+    integer("seed", seed, low=0, high=2**32 - 1)
+    lr = _positive_real("lr", lr)
+    record = _check_purifier(purifier)
+    x, y = _images_and_labels(x_train, y_train, "x_train", "y_train", value_range=(low, high))
+    device = _device(model, None)
+    _check_labels(model.to(device), x, y, "y_train", device)
+    classifier = _art_classifier(model, x, device, lr=lr, clip_values=(low, high), purifier=purifier)
+    settings = {"batch_size": batch_size, "lr": lr, "seed": int(seed), "n_train": len(x), "purifier": record}
+
+    def fit(x_np: np.ndarray, y_np: np.ndarray, order: np.ndarray) -> np.ndarray:
+        classifier.fit(x_np, y_np, batch_size=batch_size, nb_epochs=1)  # shuffles with torch's (seeded) generator
+        return order
+
+    _epochs(fit, model, classifier.optimizer, x, y, settings, epochs=epochs, purifier=purifier, verbose=verbose,
+            path=checkpoint_path, resume=resume, key="training")  # fmt: skip
+    return model.eval()
+
+
+def _epochs(fit, model, optimizer, x, y, settings: dict, *, epochs: int, purifier, verbose: bool, path, resume: bool,
+            key: str) -> None:  # fmt: skip
+    """``fit(x, y, order) -> order`` epoch after epoch under the seeded global RNGs (and the purifier's generator,
+    seeded with ``seed + 1``), resuming from and checkpointing to ``path`` after each."""
+    x_np, y_np = x.cpu().numpy().astype(np.float32, copy=False), y.cpu().numpy().astype(np.int64, copy=False)
+    path = None if path is None else Path(path)
+    seed = settings["seed"]
+    if purifier is not None:
+        purifier.generator.manual_seed(seed + 1)
+    desc = "Adversarial training epochs" if key == "adversarial_training" else "Training epochs (purified)"
+    with _seeded_global_rngs(seed), _art_trainer_progress(False):
+        resumed = path is not None and resume and path.exists()
+        start, order = (_restore_state(path, model, optimizer, settings, purifier, key) if resumed
+                        else (0, np.arange(len(x_np))))  # fmt: skip
+        for epoch in tqdm(range(start, epochs), initial=start, total=epochs, desc=desc, unit="epoch",
+                          disable=not verbose):  # fmt: skip
+            order = fit(x_np, y_np, order)
+            if path is not None:
+                done = {**settings, "epochs": epochs}
+                _save_state(path, model, optimizer, epoch=epoch + 1, order=order, settings=done, purifier=purifier,
+                            key=key)  # fmt: skip
+
+
+def _one_epoch(trainer, x_np: np.ndarray, y_np: np.ndarray, order: np.ndarray, *, batch_size: int) -> np.ndarray:
     """One ART ``fit`` epoch on the data in ``order``; returns the order ART's one multi-epoch ``fit`` would have
     reached after it (its shuffle drawn from the same global RNG), so epoch-by-epoch training equals one fit."""
     rng = np.random.RandomState()

@@ -7,7 +7,8 @@ Nothing here knows about ART, attacks or the CLI; everything downstream sees onl
 
 from .checkpoint import load_score_model, save_score_model
 from .denoiser import Denoiser
-from .diffusion import DiffusionScore, EDMScore, VPScore, from_diffusers
+from .diffusers_folder import load_diffusers
+from .diffusion import DiffusersScore, DiffusionScore, EDMScore, VPScore, from_diffusers, score_at
 from .dsm import dsm_loss
 from .import_ncsnv2 import import_ncsnv2
 from .kernel import KernelScore
@@ -19,6 +20,7 @@ from .unet import DenoiserUNet
 __all__ = [
     "Denoiser",
     "DenoiserUNet",
+    "DiffusersScore",
     "DiffusionScore",
     "EDMScore",
     "KernelScore",
@@ -29,9 +31,11 @@ __all__ = [
     "geometric_sigmas",
     "import_ncsnv2",
     "large_batch_lr",
+    "load_diffusers",
     "load_score_model",
     "median_heuristic_sigma",
     "recommend_sigmas",
     "save_score_model",
+    "score_at",
     "train_score_model",
 ]

@@ -7,16 +7,23 @@ the raw weights, optimiser and RNG state under ``train/`` for resuming.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import torch
 
 from ..serialization import load_module, save_module
+from .diffusion import DiffusersScore
 from .ncsnv2 import NCSNv2
 from .unet import DenoiserUNet
 
 __all__ = ["save_score_model", "load_score_model", "ARCHITECTURES"]
 
-ARCHITECTURES: dict[str, type[torch.nn.Module]] = {"NCSNv2": NCSNv2, "DenoiserUNet": DenoiserUNet}
+ARCHITECTURES: dict[str, type[torch.nn.Module]] = {
+    "NCSNv2": NCSNv2,
+    "DenoiserUNet": DenoiserUNet,
+    "DiffusersScore": DiffusersScore,  # a diffusers UNet2DModel at one step of its schedule (needs diffusers)
+}
+BUILDERS: dict[str, Callable[..., torch.nn.Module]] = {**ARCHITECTURES, "DiffusersScore": DiffusersScore.from_config}  # a UNet from its config, not a module
 
 
 def save_score_model(
@@ -26,7 +33,8 @@ def save_score_model(
     Save a score network as safetensors weights + a JSON header (architecture, constructor arguments, σ
     schedule, training step). Written atomically.
 
-    :param model: An :class:`~art_adp.NCSNv2`.
+    :param model: An :class:`~art_adp.NCSNv2`, a :class:`~art_adp.DenoiserUNet` or a
+        :class:`~art_adp.score.diffusion.DiffusersScore` (:func:`~art_adp.from_diffusers`).
     :param path: Output file, conventionally ``*.safetensors``.
     :param sigmas: The training σ schedule (default: ``model.training_info["sigmas"]`` if present).
     :param step: The training step (default: ``model.training_info["step"]`` if present).
@@ -41,7 +49,8 @@ def save_score_model(
 def load_score_model(path: str | os.PathLike, device: str | torch.device | None = None) -> torch.nn.Module:
     """
     Load a score network saved by :func:`save_score_model` or :func:`~art_adp.train_score_model` (its EMA
-    weights). Never unpickles anything.
+    weights), or a diffusers model saved from :func:`~art_adp.from_diffusers` (needs diffusers). Never unpickles
+    anything.
 
     :param path: The ``.safetensors`` checkpoint.
     :param device: Where to put the network (default CPU).
@@ -49,6 +58,6 @@ def load_score_model(path: str | os.PathLike, device: str | torch.device | None 
     :raises ValueError: For a file that is not an art-adp safetensors checkpoint, an unknown architecture, or
         weights whose names or shapes do not match.
     """
-    model, header = load_module(path, ARCHITECTURES, device)
+    model, header = load_module(path, BUILDERS, device)
     setattr(model, "training_info", {"sigmas": header.get("sigmas"), "step": header.get("step")})  # not a tensor
     return model

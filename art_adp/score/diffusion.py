@@ -27,7 +27,8 @@ is which level of the network matches σ:
 
 Nothing here imports ``diffusers``: the adapters take any callable ``model(x, t)`` / ``denoiser(x, sigma)``.
 Only :func:`from_diffusers` reads a diffusers UNet and scheduler (their config: ``prediction_type``,
-``variance_type``, ``alphas_cumprod``), and nothing is ever downloaded.
+``variance_type``, ``alphas_cumprod``) into a :class:`DiffusersScore`, which saves and loads like the other score
+models, and nothing is ever downloaded (:func:`~art_adp.score.diffusers_folder.load_diffusers` reads a folder).
 
 | Paper link (ADP): https://arxiv.org/abs/2106.06041
 | Paper link (DDPM): https://arxiv.org/abs/2006.11239 ; (EDM): https://arxiv.org/abs/2206.00364 ;
@@ -36,16 +37,17 @@ Only :func:`from_diffusers` reads a diffusers UNet and scheduler (their config: 
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
 
 from .._checks import boolean, integer, number, one_of
 
-__all__ = ["DiffusionScore", "EDMScore", "PREDICTION_TYPES", "VPScore", "from_diffusers"]
+__all__ = ["DiffusersScore", "DiffusionScore", "EDMScore", "PREDICTION_TYPES", "VPScore", "from_diffusers", "score_at"]
 
 PREDICTION_TYPES = ("epsilon", "v_prediction", "sample")  # diffusers' names (scheduler.config.prediction_type)
 
@@ -96,6 +98,21 @@ class DiffusionScore(nn.Module):
 
     def extra_repr(self) -> str:
         return f"sigma={self.sigma:.6g}, data_range={self.data_range}"
+
+
+def _nearest_step(levels: torch.Tensor, sigma: float, data_range: tuple[float, float]) -> int:
+    """The step whose level ``levels[t]`` (on the network's scale) is nearest, in log, to ``sigma`` in [0, 1] pixel
+    units; a ``sigma`` outside the levels is refused."""
+    lo, hi = data_range
+    wanted = (hi - lo) * number("sigma", sigma, low=0, low_open=True)
+    low, high = float(levels[0]), float(levels[-1])
+    if not low * (1 - 1e-6) <= wanted <= high * (1 + 1e-6):
+        raise ValueError(
+            f"sigma={sigma!r} is outside the schedule's noise levels [{low / (hi - lo):.4g}, "
+            f"{high / (hi - lo):.4g}] in [0, 1] pixel units ({low:.4g} … {high:.4g} on the network's "
+            f"scale {(lo, hi)}); choose a sigma inside it or give timestep=."
+        )
+    return int((levels.log() - math.log(wanted)).abs().argmin())
 
 
 def _output(value: Any, x: torch.Tensor, learned_variance: bool) -> torch.Tensor:
@@ -168,15 +185,7 @@ class VPScore(DiffusionScore):
         if (sigma is None) == (timestep is None):
             raise ValueError(f"Give exactly one of sigma and timestep, got sigma={sigma!r}, timestep={timestep!r}.")
         if timestep is None:
-            wanted = (hi - lo) * number("sigma", sigma, low=0, low_open=True)
-            low, high = float(levels[0]), float(levels[-1])
-            if not low * (1 - 1e-6) <= wanted <= high * (1 + 1e-6):
-                raise ValueError(
-                    f"sigma={sigma!r} is outside the schedule's noise levels [{low / (hi - lo):.4g}, "
-                    f"{high / (hi - lo):.4g}] in [0, 1] pixel units ({low:.4g} … {high:.4g} on the network's "
-                    f"scale {(lo, hi)}); choose a sigma inside it or give timestep=."
-                )
-            timestep = int((levels.log() - math.log(wanted)).abs().argmin())
+            timestep = _nearest_step(levels, cast(float, sigma), (lo, hi))
         timestep = integer("timestep", timestep, low=0, high=len(table) - 1)
         super().__init__(model, sigma=float(levels[timestep]) / (hi - lo), data_range=(lo, hi))
         self.timestep = timestep
@@ -184,6 +193,20 @@ class VPScore(DiffusionScore):
         self.learned_variance = learned_variance
         self.alpha_cumprod = float(table[timestep])  # ᾱ_t
         self.alphas_cumprod = table  # the whole schedule (float64, CPU), for samplers that visit every level
+
+    def at(self, sigma: float) -> "VPScore":
+        """
+        The same network and schedule at noise level ``sigma`` (the nearest step, as the constructor picks it): a
+        shallow copy that shares the network's weights.
+
+        :raises ValueError: For a ``sigma`` outside the schedule's levels.
+        """
+        table = self.alphas_cumprod
+        timestep = _nearest_step(((1 - table) / table).sqrt(), sigma, self.data_range)
+        other = copy.copy(self)  # nn.Module's own copy: the submodules (the network) are shared
+        other.timestep, other.alpha_cumprod = timestep, float(table[timestep])
+        other.sigma = float(((1 - table[timestep]) / table[timestep]).sqrt()) / self.scale
+        return other
 
     def noise(self, x: torch.Tensor) -> torch.Tensor:
         return self.noise_at(x, self.timestep)
@@ -243,6 +266,105 @@ class _DiffusersUNet(nn.Module):
         return self.unet(x, t, return_dict=False)[0]
 
 
+def _diffusers(what: str = "from_diffusers") -> Any:
+    """The ``diffusers`` package, or an ImportError that says how to install it."""
+    try:
+        import diffusers
+    except ImportError as error:
+        raise ImportError(
+            f'{what} needs the optional diffusers package: pip install "art-adp[diffusion]" (or pass your network '
+            "to VPScore / EDMScore, which need no diffusers)."
+        ) from error
+    return diffusers
+
+
+def _check_unet(unet: Any, learned_variance: bool, reason: str) -> None:
+    """Refuse a network that is not an unconditional ``UNet2DModel`` with the output channels ``reason`` needs."""
+    if not isinstance(unet, _diffusers("DiffusersScore").UNet2DModel):
+        raise ValueError(
+            f"unet must be a diffusers UNet2DModel, got {type(unet).__name__}; for another network use "
+            "VPScore(model, alphas_cumprod, ...) or EDMScore(denoiser, ...)."
+        )
+    unet_config: Any = getattr(unet, "config")  # diffusers' FrozenDict of the constructor's arguments
+    if unet_config.class_embed_type is not None or unet_config.num_class_embeds is not None:
+        raise ValueError(
+            "unet is class-conditional (class_embed_type/num_class_embeds set); only unconditional "
+            "UNet2DModels are supported."
+        )
+    channels = unet_config.in_channels
+    if unet_config.out_channels != (2 if learned_variance else 1) * channels:
+        raise ValueError(
+            f"{reason} needs {(2 if learned_variance else 1) * channels} output channels for {channels} input "
+            f"channels; the UNet has {unet_config.out_channels}."
+        )
+
+
+class DiffusersScore(VPScore):
+    """
+    A :class:`VPScore` over an unconditional diffusers ``UNet2DModel`` (what :func:`from_diffusers` returns). It
+    saves and loads like the other score models: :func:`~art_adp.save_score_model` writes the UNet's weights as
+    safetensors and its constructor arguments (:attr:`config`: the UNet's config, the ᾱ table, the prediction type,
+    the pixel scale, the step) as the JSON header; :func:`~art_adp.load_score_model` rebuilds it
+    (:meth:`from_config`) without diffusers touching the disk.
+    """
+
+    def __init__(
+        self,
+        unet: nn.Module,
+        alphas_cumprod: torch.Tensor | Sequence[float],
+        *,
+        prediction_type: str,
+        data_range: tuple[float, float] = (-1.0, 1.0),
+        sigma: float | None = None,
+        timestep: int | None = None,
+        learned_variance: bool = False,
+    ) -> None:
+        """
+        :param unet: A diffusers ``UNet2DModel`` (unconditional; ``2C`` output channels with ``learned_variance``).
+        :param alphas_cumprod, prediction_type, data_range, sigma, timestep, learned_variance: As for
+            :class:`VPScore`.
+        :raises ValueError: For another network, a class-conditional UNet, or output channels that do not match.
+        """
+        _check_unet(unet, learned_variance, f"learned_variance={learned_variance}")
+        super().__init__(
+            _DiffusersUNet(unet),
+            alphas_cumprod,
+            prediction_type=prediction_type,
+            data_range=data_range,
+            sigma=sigma,
+            timestep=timestep,
+            learned_variance=learned_variance,
+        )
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The constructor's arguments as JSON values (the UNet as its config; its private ``_`` keys, which may
+        hold a local path, left out)."""
+        unet = cast(Any, self.model).unet
+        unet_config = {k: list(v) if isinstance(v, tuple) else v for k, v in unet.config.items() if k[0] != "_"}
+        return {
+            "unet": unet_config,
+            "alphas_cumprod": [float(a) for a in self.alphas_cumprod.tolist()],
+            "prediction_type": self.prediction_type,
+            "data_range": list(self.data_range),
+            "timestep": self.timestep,
+            "learned_variance": self.learned_variance,
+        }
+
+    @classmethod
+    def from_config(cls, unet: dict[str, Any], alphas_cumprod: Sequence[float], **kwargs: Any) -> "DiffusersScore":
+        """A :class:`DiffusersScore` with a fresh ``UNet2DModel`` built from its config ``unet`` (the weights are
+        the caller's to load): :attr:`config`'s inverse.
+
+        :raises ValueError: For a ``unet`` config that ``UNet2DModel`` refuses.
+        """
+        try:
+            network = _diffusers("DiffusersScore").UNet2DModel.from_config(dict(unet))
+        except (TypeError, ValueError, KeyError) as err:
+            raise ValueError(f"invalid UNet2DModel config: {err}") from None
+        return cls(network, alphas_cumprod, **kwargs)
+
+
 def from_diffusers(
     unet: nn.Module,
     scheduler: Any,
@@ -250,15 +372,16 @@ def from_diffusers(
     sigma: float | None = None,
     timestep: int | None = None,
     data_range: tuple[float, float] = (-1.0, 1.0),
-) -> VPScore:
+) -> DiffusersScore:
     """
     ADP's score model from a diffusers ``UNet2DModel`` and its DDPM-family scheduler, at one noise level.
 
     Reads the scheduler: ``alphas_cumprod`` (the VP schedule), ``config.prediction_type`` (``"epsilon"``,
     ``"v_prediction"`` or ``"sample"``) and ``config.variance_type`` (learned variances: the first half of the
-    output channels is the prediction). Nothing is downloaded: load both from one local folder yourself. From the
-    Hub's flat folder (``hf download google/ddpm-cifar10-32 --local-dir folder``: the UNet's ``config.json`` and
-    weights and ``scheduler_config.json`` at its root)::
+    output channels is the prediction). Nothing is downloaded: load both from one local folder yourself, or let
+    :func:`~art_adp.score.diffusers_folder.load_diffusers` read the folder. From the Hub's flat folder (``hf download
+    google/ddpm-cifar10-32 --local-dir folder``: the UNet's ``config.json`` and weights and ``scheduler_config.json``
+    at its root)::
 
         unet = UNet2DModel.from_pretrained(folder, local_files_only=True)
         scheduler = DDPMScheduler.from_pretrained(folder, local_files_only=True)
@@ -271,27 +394,10 @@ def from_diffusers(
         nearest step of the schedule is used (:attr:`VPScore.sigma` is the level realised).
     :param timestep: The time step t of h instead.
     :param data_range: The UNet's pixel scale; diffusers' pipelines train and sample on ``(-1.0, 1.0)``.
-    :return: A :class:`VPScore` (an ``nn.Module``) for :class:`~art_adp.ADPPurifier`, :func:`~art_adp.purify`, ….
+    :return: A :class:`DiffusersScore` (a :class:`VPScore`, an ``nn.Module``) for :class:`~art_adp.ADPPurifier`,
+        :func:`~art_adp.purify`, …; :func:`~art_adp.save_score_model` saves it.
     """
-    try:
-        from diffusers import UNet2DModel
-    except ImportError as error:
-        raise ImportError(
-            'from_diffusers needs the optional diffusers package: pip install "art-adp[diffusion]" (or pass your '
-            "network to VPScore / EDMScore, which need no diffusers)."
-        ) from error
-
-    if not isinstance(unet, UNet2DModel):
-        raise ValueError(
-            f"unet must be a diffusers UNet2DModel, got {type(unet).__name__}; for another network use "
-            "VPScore(model, alphas_cumprod, ...) or EDMScore(denoiser, ...)."
-        )
-    unet_config: Any = getattr(unet, "config")  # diffusers' FrozenDict of the constructor's arguments
-    if unet_config.class_embed_type is not None or unet_config.num_class_embeds is not None:
-        raise ValueError(
-            "unet is class-conditional (class_embed_type/num_class_embeds set); only unconditional "
-            "UNet2DModels are supported."
-        )
+    _diffusers("from_diffusers")
     config = getattr(scheduler, "config", None)
     if not hasattr(scheduler, "alphas_cumprod") or config is None or "prediction_type" not in config:
         raise ValueError(
@@ -300,14 +406,9 @@ def from_diffusers(
         )
     variance_type = config.get("variance_type")
     learned = variance_type in {"learned", "learned_range"}
-    channels = unet_config.in_channels
-    if unet_config.out_channels != (2 if learned else 1) * channels:
-        raise ValueError(
-            f"The scheduler's variance_type={variance_type!r} needs {(2 if learned else 1) * channels} output "
-            f"channels for {channels} input channels; the UNet has {unet_config.out_channels}."
-        )
-    return VPScore(
-        _DiffusersUNet(unet),
+    _check_unet(unet, learned, f"The scheduler's variance_type={variance_type!r}")
+    return DiffusersScore(
+        unet,
         scheduler.alphas_cumprod,
         prediction_type=config["prediction_type"],
         data_range=data_range,
@@ -315,3 +416,18 @@ def from_diffusers(
         timestep=timestep,
         learned_variance=learned,
     )
+
+
+def score_at(model: nn.Module, sigma: float) -> nn.Module:
+    """
+    ADP's score model h at noise level ``sigma`` (pixels) from any score model the package reads: a
+    :class:`VPScore` (a DDPM network, e.g. a :class:`DiffusersScore`) moved to the step nearest ``sigma``
+    (:meth:`VPScore.at`), a σ-conditional denoiser on [0, 1] pixels (``DenoiserUNet``) through :class:`EDMScore` at
+    ``sigma``, and any other (an :class:`~art_adp.NCSNv2`, whose h serves every level; an :class:`EDMScore`)
+    unchanged.
+    """
+    if isinstance(model, VPScore):
+        return model.at(sigma)
+    if getattr(model, "sigma_conditional", False) and not isinstance(model, DiffusionScore):
+        return EDMScore(model, sigma=sigma, data_range=(0.0, 1.0))
+    return model

@@ -27,15 +27,14 @@ from __future__ import annotations
 
 import math
 import os
-import pickle
 import re
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ..serialization import read_torch_file
 from .checkpoint import save_score_model
 from .ncsnv2 import NCSNv2
 
@@ -153,31 +152,6 @@ def reference_to_art_adp_name(name: str) -> str:
     """Map one reference parameter name (no ``module.`` prefix) to :class:`NCSNv2`'s, e.g.
     ``refine1.adapt_convs.0.2_1_conv.weight`` -> ``refine1.adapt_convs.0.blocks.1.0.weight``."""
     return _RCU.sub(lambda m: f".blocks.{int(m.group(1)) - 1}.{int(m.group(2)) - 1}.", name)
-
-
-def _load(checkpoint: str | os.PathLike) -> Any:
-    path = Path(checkpoint)
-    if not path.is_file():
-        raise FileNotFoundError(f"No checkpoint at {path}.")
-    with open(path, "rb") as f:
-        head = f.read(2)
-    if not zipfile.is_zipfile(path) and head[:1] != b"\x80":  # torch.save's zip format, or a legacy pickle
-        raise ValueError(f"{path} is not a PyTorch checkpoint (neither torch.save's zip format nor a pickle).")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:
-        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-        detail = next(
-            (line for line in lines if line.startswith(("Trying to load", "Unsupported"))), type(err).__name__
-        )
-        raise ValueError(
-            f"{path} was refused: torch.load(weights_only=True) met something other than tensors and "
-            f"plain containers ({detail}). art-adp never fully unpickles a checkpoint, since that can "
-            "run code; save the weights as a plain state dict or the reference's checkpoint list "
-            "(tensors, dicts, lists, numbers) and import that."
-        ) from None
-    except (RuntimeError, EOFError, OSError) as err:
-        raise ValueError(f"{path} is not a PyTorch checkpoint torch.load can read ({err}).") from None
 
 
 def _is_state_dict(obj: Any) -> bool:
@@ -307,7 +281,7 @@ def import_ncsnv2(
     :raises ValueError: If the file is refused by ``weights_only``, is not a reference checkpoint, the config
         describes a network or input transform art_adp cannot honour, or a name or shape does not match.
     """
-    model = convert_ncsnv2_checkpoint(_load(checkpoint), config, ema=ema)
+    model = convert_ncsnv2_checkpoint(read_torch_file(checkpoint), config, ema=ema)
     if output is not None:
         save_score_model(
             model,

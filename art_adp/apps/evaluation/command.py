@@ -22,15 +22,15 @@ EOT_SWEEP = (1, 3, 5, 10, 15, 30, 50)  # the paper's Table 6 (evaluate --eot-swe
 
 
 def with_eps(config: EvalConfig, eps: float | None, dataset: str) -> EvalConfig:
-    """``config`` at radius ``eps`` (an override of the preset), or at the data set's radius when None (a threat
-    model, not an override: the digits demo's 0.175, else the paper's 8/255)."""
-    if eps is not None:
-        return EvalConfig.preset(config.preset_name, **{**_overrides(config), "eps": eps})
-    return dataclasses.replace(config, eps=DATASET_EPS.get(dataset, 8 / 255))
-
-
-def _overrides(config: EvalConfig) -> dict:
-    return {k: getattr(config, k) for k in config.overridden}
+    """``config`` at the data set's radius (:data:`~art_adp.apps.commands.DATASET_EPS`: a threat model, not an
+    override), or at ``eps`` when given and different (an override, which the card lists). The steps follow ε
+    (``eps_step`` None: ε/4; APGD's own steps are fractions of ε) unless ``--eps-step`` set one."""
+    if dataset not in DATASET_EPS:
+        raise ValueError(f"Unknown dataset {dataset!r}; choose from {', '.join(DATASET_EPS)}.")
+    config = dataclasses.replace(config, eps=DATASET_EPS[dataset])
+    if eps is None or eps == config.eps:
+        return config
+    return dataclasses.replace(config, eps=eps, overridden=tuple(sorted({*config.overridden, "eps"})))
 
 
 def evaluate_command(
@@ -41,6 +41,10 @@ def evaluate_command(
     data_root: str | None = None,
     score: str = DEMO_SCORE,
     classifier: str = DEMO_CLASSIFIER,
+    weights: str | None = None,
+    mean: tuple[float, ...] | None = None,
+    std: tuple[float, ...] | None = None,
+    score_config: str | None = None,
     sigma: float = DEFAULTS.sigma,
     steps: int = DEFAULTS.steps,
     purify_batch_size: int = 4096,
@@ -60,8 +64,13 @@ def evaluate_command(
     :param config: The preset with the flags' overrides (the CLI builds it with :meth:`EvalConfig.preset`); its
         ``purifier`` and ``sampler`` choose the defences.
     :param eps: The radius (None: the data set's, :func:`with_eps`).
-    :param score, classifier: Checkpoints (default: the digits demo's). The diffusion families need a
-        σ-conditional denoiser as ``score`` (``art-adp train-denoiser``), which serves ADP too.
+    :param score, classifier: The models (default: the digits demo's), read by
+        :func:`~art_adp.apps.loading.load_score_arg` and :func:`~art_adp.apps.loading.load_classifier_arg`. The
+        diffusion families need a σ-conditional denoiser (``art-adp train-denoiser``) or a diffusion model (a
+        diffusers folder) as ``score``; either serves ADP too.
+    :param weights, mean, std: The classifier's weights (for ``package.module:factory``) and input standardisation,
+        applied after the purification as ART's ``preprocessing=(mean, std)``.
+    :param score_config: The YAML config of an NCSNv2 reference checkpoint given as ``score``.
     :param sigma, steps, purify_batch_size: The purifiers' noise level (ADP's σ, reverse diffusion's σ*, denoised
         smoothing's σ), steps (ADP's T, reverse diffusion's K) and batch size (:func:`build_purifier`).
     :param baseline: ``"adversarial-training"``: add the adversarially trained classifier (:func:`adversarial_baseline`,
@@ -71,27 +80,26 @@ def evaluate_command(
     import time
 
     from ...data import load_dataset
-    from ...models import load_classifier
+    from ...models.checkpoint import ARCHITECTURES
     from ...runs.provenance import provenance
-    from ...runs.records import file_sha256
-    from ...score import load_score_model
+    from ..loading import load_classifier_arg, load_score_arg
     from . import compare
     from .run import evaluate
 
     started = time.perf_counter()
     config = with_eps(config, eps, dataset)
     config.check()
-    score_path, clf_path = Path(score), Path(classifier)
-    for path, what in ((score_path, "--score"), (clf_path, "--classifier")):
-        if not path.exists():
-            raise ValueError(
-                f"{path} not found: train the digits models with `art-adp demo` (they land in runs/demo) "
-                f"or pass {what} PATH."
-            )
+    score_model, score_text = load_score_arg(score, config=score_config)
+    model, model_text = load_classifier_arg(classifier, weights=weights, mean=mean, std=std)
+    if baseline is not None and type(model) not in ARCHITECTURES.values():
+        raise ValueError(
+            f"--baseline {baseline} trains a fresh copy of an art-adp classifier architecture; {classifier} "
+            "is not one (or is standardised by --mean/--std): train your adversarially trained model yourself and "
+            "evaluate it as --classifier."
+        )
     data = load_dataset(dataset, data_root)
     n = len(data.x_test) if config.n_examples is None else min(config.n_examples, len(data.x_test))
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    score_model, model = load_score_model(score_path, "cpu"), load_classifier(clf_path, "cpu")
     defences = {
         family: build_purifier(
             family, score_model, sigma=sigma, steps=steps, sampler=config.sampler, batch_size=purify_batch_size,
@@ -101,8 +109,7 @@ def evaluate_command(
     }  # fmt: skip
     description = {
         "Data": f"{dataset}, first {n} test images",
-        "Models": f"score {score_path} ({type(score_model).__name__}, sha256 {file_sha256(score_path)[:12]}), "
-        f"classifier {clf_path} ({type(model).__name__}, sha256 {file_sha256(clf_path)[:12]})",
+        "Models": f"score {score_text}, classifier {model_text}",
         "Device": f"{device}" + (f", {torch.get_num_threads()} CPU threads" if device == "cpu" else ""),
     }
     baselines = {}
@@ -136,7 +143,7 @@ def evaluate_command(
         return None
     result = compare.compare(complete)
     result["provenance"] = provenance(
-        wall_time_s=time.perf_counter() - started, device=device, models={"classifier": clf_path, "score": score_path}
+        wall_time_s=time.perf_counter() - started, device=device, models={"classifier": model, "score": score_model}
     )
     compare.write(result, run_dir)
     if progress:
@@ -156,31 +163,31 @@ def build_purifier(
 ):
     """
     The purifier of ``family`` (``"adp"``, ``"reverse-diffusion"``, ``"denoised-smoothing"``) at noise level
-    ``sigma`` with ``steps`` steps. A σ-conditional denoiser (``DenoiserUNet``) serves all three, ADP through
-    ``EDMScore`` at σ; a score model at one level (NCSNv2) serves ADP only.
+    ``sigma`` with ``steps`` steps. A σ-conditional denoiser (``DenoiserUNet``) and a diffusion model (a
+    ``VPScore``, e.g. a diffusers UNet: ADP through the score its ε-prediction gives) serve all three, ADP at σ
+    (:func:`~art_adp.score.diffusion.score_at`); a score model at one level (NCSNv2) serves ADP only.
 
     :raises ValueError: For a diffusion family on a score model at one level, naming the fix.
     """
     from ...diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
     from ...preprocessor import ADPPurifier
-    from ...score import EDMScore
+    from ...score import DiffusionScore, score_at
 
     device_type = "gpu" if device == "cuda" else "cpu"
-    conditional = getattr(score_model, "sigma_conditional", False)
     if family == "adp":
-        model = EDMScore(score_model, sigma=sigma, data_range=(0.0, 1.0)) if conditional else score_model
         return ADPPurifier(
-            model,
+            score_at(score_model, sigma),
             sigma=sigma,
             steps=steps,
             channels_last=device == "cpu",
             batch_size=batch_size,
             device_type=device_type,
         )
-    if not conditional:
+    if not (getattr(score_model, "sigma_conditional", False) or isinstance(score_model, DiffusionScore)):
         raise ValueError(
-            f"--purifier {family} needs a sigma-conditional denoiser as --score (train one with `art-adp "
-            f"train-denoiser`); {type(score_model).__name__} is a score model at one level, for adp only."
+            f"--purifier {family} needs a sigma-conditional denoiser (train one with `art-adp train-denoiser`) or a "
+            f"diffusion model (a diffusers folder) as --score; {type(score_model).__name__} is a score model at one "
+            "level, for adp only."
         )
     if family == "reverse-diffusion":
         return ReverseDiffusionPurifier(
