@@ -5,10 +5,10 @@ Diffusion purifiers as ART preprocessing defences, with :class:`~art_adp.ADPPuri
     PyTorchClassifier(..., preprocessing_defences=[DenoisedSmoothingPurifier(model, sigma=0.25)])
 
 ``model`` is a ``VPScore`` (a DDPM network; :func:`~art_adp.from_diffusers`), an ``EDMScore`` or a ``DenoiserUNet``.
-Keyword-only parameters listed in ``params`` (ART's ``set_params`` validates and rolls back), ``gradient="bpda"``
-(straight-through) or ``"full"`` (autograd through every step), ``batch_size`` chunks, a ``torch.Generator``. The
-estimator-level tools -- :class:`~art_adp.EOTClassifier`, :class:`~art_adp.DefendedModel`, the attacks and the
-evaluation card -- treat them as they treat ADPPurifier.
+Keyword-only parameters listed in ``params`` (ART's ``set_params`` validates and rolls back), ``gradient="full"``
+(autograd through every step: :data:`~art_adp.preprocessor.DEFAULT_GRADIENT`) or ``"bpda"`` (straight-through),
+``batch_size`` chunks, a ``torch.Generator``. The estimator-level tools -- :class:`~art_adp.EOTClassifier`,
+:class:`~art_adp.DefendedModel`, the attacks and the evaluation card -- treat them as they treat ADPPurifier.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch
 
 from ._checks import boolean, number, one_of, positive_int
 from .diffusion_purify import SAMPLERS, one_shot_denoise, reverse_diffusion
-from .preprocessor import GRADIENTS, PurifierPyTorch
+from .preprocessor import DEFAULT_GRADIENT, GRADIENTS, PurifierPyTorch
 from .purification import DEFAULTS, _fmt
 from .score.denoiser import Denoiser
 
@@ -95,7 +95,7 @@ class ReverseDiffusionPurifier(_DiffusionPurifier):
         sampler: str = "ddim",
         sigma_min: float = 0.01,
         clip_values: tuple[float, float] = DEFAULTS.clip_values,
-        gradient: str = "bpda",
+        gradient: str = DEFAULT_GRADIENT,
         gradient_checkpointing: bool = False,
         batch_size: int = 256,
         generator: torch.Generator | None = None,
@@ -110,7 +110,8 @@ class ReverseDiffusionPurifier(_DiffusionPurifier):
         :param sampler: ``"ddim"`` (η = 0; Euler on an EDM model), ``"ancestral"`` (η = 1) or ``"heun"``.
         :param sigma_min: The smallest nonzero level of an EDM schedule (pixels; unused on VP).
         :param clip_values: ``(min, max)`` of the input range.
-        :param gradient: ``"bpda"`` (straight-through) or ``"full"`` (autograd through every step).
+        :param gradient: ``"full"`` (autograd through every step; the default, ``DEFAULT_GRADIENT``) or ``"bpda"``
+            (straight-through).
         :param gradient_checkpointing: Checkpoint every step for ``gradient="full"`` (same gradient, one step's
             memory, each step recomputed once).
         :param batch_size: Inputs purified per chunk.
@@ -177,7 +178,7 @@ class DenoisedSmoothingPurifier(_DiffusionPurifier):
         sigma: float = DEFAULTS.sigma,
         add_noise: bool = True,
         clip_values: tuple[float, float] = DEFAULTS.clip_values,
-        gradient: str = "bpda",
+        gradient: str = DEFAULT_GRADIENT,
         batch_size: int = 256,
         generator: torch.Generator | None = None,
         apply_fit: bool = False,
@@ -189,7 +190,8 @@ class DenoisedSmoothingPurifier(_DiffusionPurifier):
         :param sigma: The noise level σ > 0 in [0, 1] pixel units (VP: denoised at the nearest step).
         :param add_noise: Add σε here; ``False`` for inputs that already carry it (a smoothing base).
         :param clip_values: ``(min, max)`` of the input range; the output is clipped into it.
-        :param gradient: ``"bpda"`` (straight-through) or ``"full"`` (autograd through the denoiser).
+        :param gradient: ``"full"`` (autograd through the denoiser; the default, ``DEFAULT_GRADIENT``) or ``"bpda"``
+            (straight-through).
         :param batch_size: Inputs denoised per chunk.
         :param generator: Source of the noise (default: torch's global generator).
         :param apply_fit: Purify at training time.

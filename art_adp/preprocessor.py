@@ -12,9 +12,15 @@ from ._checks import boolean, number, one_of, positive_int
 from ._fast_paths import check_speed_options
 from .purification import DEFAULTS, HYPERPARAMETERS, SPEED_OPTIONS, ADPParams, purify
 
-__all__ = ["ADPPurifier", "PurifierPyTorch"]
+__all__ = ["ADPPurifier", "DEFAULT_GRADIENT", "GRADIENTS", "PurifierPyTorch"]
 
+#: The purifiers' gradient modes: ``"bpda"`` (straight-through: the backward pass is the identity) or ``"full"``
+#: (autograd through every purification step).
 GRADIENTS = ("bpda", "full")
+#: The one default gradient mode of the purifiers and of every attack with a ``gradient`` parameter: ``"full"``, the
+#: honest default -- ART's own attacks on a defended ``PyTorchClassifier`` then differentiate through purification
+#: (BPDA, the paper's attack, is ``gradient="bpda"``, asked for by name).
+DEFAULT_GRADIENT = "full"
 PURIFY_PARAMS = HYPERPARAMETERS + SPEED_OPTIONS  # what each call of purify takes from the purifier
 
 
@@ -77,9 +83,9 @@ class ADPPurifier(PurifierPyTorch):
     - ``gradient="bpda"``: straight-through. The output is the purified batch, the backward pass is the
       identity, so the loss gradient is the classifier's gradient at the purified point (BPDA, Athalye et al.
       2018), and purification runs without building a graph.
-    - ``gradient="full"``: exact autograd through every purification step, the injected noise (as a
-      reparameterisation), the adaptive step sizes and the clipping -- the white-box gradient of Croce et
-      al. 2022.
+    - ``gradient="full"`` (the default, :data:`DEFAULT_GRADIENT`): exact autograd through every purification step,
+      the injected noise (as a reparameterisation), the adaptive step sizes and the clipping -- the white-box
+      gradient of Croce et al. 2022.
 
     :meth:`estimate_forward` is :meth:`forward`, so it agrees with the chosen mode. The score model is put in
     eval mode, frozen (no parameter gradients) and moved to this preprocessor's device.
@@ -118,7 +124,7 @@ class ADPPurifier(PurifierPyTorch):
         step_clamp: tuple[float, float] = DEFAULTS.step_clamp,
         tau: float = DEFAULTS.tau,
         clip_values: tuple[float, float] = DEFAULTS.clip_values,
-        gradient: str = "bpda",
+        gradient: str = DEFAULT_GRADIENT,
         batch_size: int = 256,
         generator: torch.Generator | None = None,
         channels_last: bool = False,
@@ -140,7 +146,8 @@ class ADPPurifier(PurifierPyTorch):
             checked once in :class:`~art_adp.purification.ADPParams`: σ (0.25 in the paper), T, the step rule (``"adaptive"``,
             paper eq. 11; ``"adaptive-jvp"``; a constant α or a schedule), λ, δ (released code: 1e-3; paper text:
             1e-5), the α clamp, τ, and the input range.
-        :param gradient: ``"bpda"`` (straight-through) or ``"full"`` (autograd through purification).
+        :param gradient: ``"bpda"`` (straight-through) or ``"full"`` (autograd through purification; the default,
+            :data:`DEFAULT_GRADIENT`).
         :param batch_size: Inputs purified per chunk (bounds memory for large inputs).
         :param generator: Source of the injected noise (default: torch's global generator).
         :param channels_last: Run the score network in channels-last memory format (about 25 % faster on CPU for

@@ -13,6 +13,7 @@ from scipy.stats import norm
 
 from art_adp import DenoisedSmoothingPurifier, EOTClassifier, ReverseDiffusionPurifier, certify
 from art_adp.attacks._core import gradient_mode, purifiers
+from art_adp.preprocessor import DEFAULT_GRADIENT
 from art_adp.certification import denoised_smoothing_classifier
 from art_adp.diffusion_purify import one_shot_denoise, reverse_diffusion
 from art_adp.score.unet import DenoiserUNet
@@ -104,9 +105,10 @@ def test_the_attack_machinery_finds_them_and_eot_averages_draws(nets, name):
     p = PURIFIERS[name](net, device_type="cpu")
     art = estimator(clf, p)
     assert purifiers(art) == [p]
-    with gradient_mode(art, "full"):
-        assert p.gradient == "full"
-    assert p.gradient == "bpda"
+    assert p.gradient == DEFAULT_GRADIENT == "full"  # the one default gradient mode
+    with gradient_mode(art, "bpda"):
+        assert p.gradient == "bpda"
+    assert p.gradient == DEFAULT_GRADIENT
     eot = EOTClassifier(art, ensemble_size=3)
     p.set_params(generator=torch.Generator().manual_seed(6))
     log_mean = eot.predict(x.numpy())  # the log of the probabilities averaged over 3 draws

@@ -378,9 +378,11 @@ def test_the_strongest_preset_runs_the_strongest_of_each_protocol_at_the_referen
     probe = {"forward": 1.0, "full": 3.0}
     main = plan(top)[0]
     judge = 10 * 10 * 1.0
-    assert _unit_cost(main, "selective-eot", top, probe) == 40 * 15 * 3.0 + judge
-    assert _unit_cost(main, "apgd-eot-dev", top, probe) == 2 * 100 * 200 * (3.0 + 1.0) + judge
-    assert _unit_cost(main, "systemic-lowfreq", top, probe) == 40 * 15 * 3.0 + 15 * 1.0 + judge  # steps, then a vote
+    # the best iterate judged on S = 10 draws: 9 times in 40 iterations (every 5, the start included); APGD at the
+    # start and after CE and DLR; the systemic attack's run once
+    assert _unit_cost(main, "selective-eot", top, probe) == 40 * 15 * 3.0 + 9 * 10 + judge
+    assert _unit_cost(main, "apgd-eot-dev", top, probe) == 2 * 100 * 200 * (3.0 + 1.0) + 3 * 10 + judge
+    assert _unit_cost(main, "systemic-lowfreq", top, probe) == 40 * 15 * 3.0 + 15 * 1.0 + 10 + judge  # then a vote
 
 
 def test_cli_estimate_only_prices_the_strongest_preset(checkpoints, tmp_path, capsys):
@@ -416,9 +418,11 @@ def test_plan_and_the_time_estimate_count_what_runs():
                      "sanity:iterations=20", "sanity:iterations=100", "sanity:eot=1", "sanity:eot=5", "sanity:eot=50"]
     probe = {"forward": 1.0, "full": 3.0}
     main = plan(c)[0]
-    assert _unit_cost(main, "bpda-eot", c, probe) == 40 * 15 * 1.0 + 10 * 3 * 1.0  # attack + S x R judgements
+    # attack + its best iterate judged 9 times on S draws + S x R judgements
+    assert _unit_cost(main, "bpda-eot", c, probe) == 40 * 15 * 1.0 + 9 * 10 + 10 * 3 * 1.0
     assert _unit_cost(main, "spsa", c, probe) == 40 * 2 * 1280 + 30
-    assert _unit_cost(Setting("fixed", ("bpda-eot",), {"eot_samples": 1}, judge="fixed"), "bpda-eot", c, probe) == 40 + 1
+    fixed = Setting("fixed", ("bpda-eot",), {"eot_samples": 1}, judge="fixed")
+    assert _unit_cost(fixed, "bpda-eot", c, probe) == 40 + 9 * 10 + 1
 
 
 def test_estimate_only_logs_the_estimate_and_attacks_nothing(tmp_path, monkeypatch):

@@ -381,3 +381,29 @@ def test_render_of_a_fake_fashion_mnist_result():
     assert "stopped by the cap of 12 epochs, not by a plateau" in render._training(
         "adv-cnn", {"arch": "cnn", "adversarial_training": capped}, "8/255"
     )
+
+
+def test_restarts_and_the_best_iterate_are_rows_of_their_own(tiny, tmp_path, one_thread, monkeypatch):
+    # the rows recorded before the rule keep their meaning: one run, the last iterate
+    row = Row(SWEEP_ATTACK, SWEEP_ATTACK, 0.01, 40)
+    old = levers._budget(row, 0.3, 1)
+    assert (old.num_random_init, old.check_every) == (1, 0)
+    strong = levers.with_restarts(row, 2, 100)
+    assert strong.name == "bpda-eot-100it-r2" and levers.VARIANT.match(strong.name)["runs"] == "2"
+    budget = levers._budget(strong, 0.3, 16, judge_draws=10)
+    assert (budget.max_iter, budget.num_random_init, budget.check_every, budget.judge_draws) == (100, 2, 5, 10)
+    assert row_label(strong, 0.3) == "BPDA+EOT, 100 × ε/30, best iterate, 2 runs"
+    with pytest.raises(ValueError, match="restarts apply to an adaptive row with runs >= 1"):
+        levers.with_restarts(Row("clean"), 2)
+    built = []
+    real = levers._budget
+    monkeypatch.setattr(levers, "_budget", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
+    kwargs = dict(models=("oracle",), settings=["one-step denoise"], classifiers=(), ensemble_size=2, eot_samples=1,
+                  max_iter=2, progress=False)  # fmt: skip
+    table = run_levers(tiny, tmp_path, n_examples=2, attacks=(SWEEP_ATTACK,), restarts=2, **kwargs)
+    assert {c["attack"] for c in table["cells"]} == {"bpda-eot-2it-r2"}
+    assert [(b.max_iter, b.num_random_init, b.check_every, b.judge_draws) for b in built] == [(2, 2, 5, 2)]
+    assert any(r.get("variant") and r["name"] == "bpda-eot-2it-r2" for r in table["rows"])
+    # the variant asked by name is the same row: nothing left to measure
+    run_levers(tiny, tmp_path, n_examples=2, attacks=("bpda-eot-2it-r2",), **kwargs)
+    assert len(built) == 1

@@ -121,7 +121,7 @@ def test_every_purifier_family_in_both_modes(one_thread, families, family, attac
     x_adv = cls(est, gradient=gradient, eps=0.1, max_iter=2, eot_samples=2, memory_budget=64, **kw).generate(
         x, np.array([0, 1]))
     assert np.abs(x_adv - x).max() <= 0.1 + 1e-6 and np.abs(x_adv - x).max() > 0
-    assert purifier.gradient == "bpda"
+    assert purifier.gradient == "full"  # the purifier's own mode (the default), restored
 
 
 def test_eot_classifier_states_need_a_loss_and_names_and_checks():

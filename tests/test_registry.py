@@ -4,6 +4,7 @@ source check that no other module keeps its own table of attack labels or budget
 import ast
 import math
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +15,8 @@ from art.estimators.classification import PyTorchClassifier
 import art_adp.attacks as A
 from art_adp import ADPPurifier, NCSNv2
 from art_adp.apps.evaluation import EvalConfig, report
-from art_adp.apps.evaluation.config import (ATTACKS, GRADIENT_ATTACKS, PAPER_ATTACKS, PRESETS, budget_fields,
-                                            budget_text)
+from art_adp.apps.evaluation.config import (ATTACKS, GRADIENT_ATTACKS, PAPER_ATTACKS, PRESETS, attack_budget,
+                                            budget_fields, budget_text)
 from art_adp.apps.evaluation.run import _unit_cost, plan
 from art_adp.attacks._core import IterativeAttack
 from art_adp.attacks.registry import (BLIND_ATTACK, FULL_ATTACK, LABELS, REGISTRY, SWEEP_ATTACK, Budget,
@@ -85,10 +86,29 @@ def test_cost_model_and_budget_text_per_attack():
     probe = {"forward": 1.0, "full": 10.0}
     judge = 2 * 3 * 1.0
     costs = {a: _unit_cost(main, a, c, probe) - judge for a in ATTACKS}
-    assert costs == {"clf-pgd": 0.0, "bpda-eot": 12.0, "joint-score": 12.0, "joint-full": 12.0, "spsa": 32.0,
-                     "full-pgd-eot": 120.0, "apgd-eot": 220.0, "systemic-lowfreq": 4 * 3 * 10.0 + 3 * 1.0,
-                     "full-pgd-eot-dev": 120.0, "apgd-eot-dev": 220.0,
-                     "selective-eot": 120.0}  # selective EOT: 4 iterations x 3 draws x one full pass
+    # the best iterate judged at the start and the last of 4 iterations (check_every 5) on S = 2 draws: 4 forward
+    # passes; APGD judged at the start and after CE and DLR: 6; the systemic attack's run once: 2
+    assert costs == {"clf-pgd": 0.0, "bpda-eot": 12.0 + 4, "joint-score": 12.0 + 4, "joint-full": 12.0 + 4,
+                     "spsa": 32.0, "full-pgd-eot": 120.0 + 4, "apgd-eot": 220.0 + 6,
+                     "systemic-lowfreq": 4 * 3 * 10.0 + 3 * 1.0 + 2, "full-pgd-eot-dev": 120.0 + 4,
+                     "apgd-eot-dev": 220.0 + 6,
+                     "selective-eot": 120.0 + 4}  # selective EOT: 4 iterations x 3 draws x one full pass
+    # three runs: each run's passes and judgements three times (an upper bound: restarts attack the unbroken only)
+    r3 = replace(c, num_random_init=3)
+    assert _unit_cost(main, "bpda-eot", r3, probe) - judge == 3 * (12.0 + 4)
+    assert _unit_cost(main, "apgd-eot", r3, probe) - judge == 3 * 220.0 + (1 + 3 * 2) * 2
+    assert budget_text("full-pgd-eot", r3) == f"4 it of {r3.step:.4g}, best of 3 runs, EOT 3 (mean)"
+    assert budget_text("apgd-eot", r3) == "CE+DLR, 5 it/loss, EOT 2, best of 3 runs"
+    # a recorded budget names restarts and the check interval only where they differ from the first records' (one
+    # run, the last iterate), so records made before them keep their meaning
+    last = replace(c, check_every=0)
+    assert "check_every" not in attack_budget("full-pgd-eot", last)
+    assert "num_random_init" not in attack_budget("full-pgd-eot", last)
+    assert budget_text("full-pgd-eot", last) == f"4 it of {c.step:.4g}, last iterate, EOT 3 (mean)"
+    assert attack_budget("full-pgd-eot", r3)["num_random_init"] == 3
+    assert attack_budget("full-pgd-eot", c)["check_every"] == 5
+    assert "check_every" not in attack_budget("apgd-eot", r3) and attack_budget("apgd-eot", r3)["num_random_init"] == 3
+    assert "num_random_init" not in attack_budget("spsa", r3)
     assert budget_text("apgd-eot", c) == "CE+DLR, 5 it/loss, EOT 2"
     assert budget_text("joint-full", c) == f"4 it of {c.step:.4g}, EOT 3, w = 0.5"
     assert budget_text("clean", c) == "-"

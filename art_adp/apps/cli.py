@@ -136,7 +136,7 @@ def _levers(sub) -> None:
              "judges": "ensemble: S-run ensemble (R times); fixed: fixed noise", "eps": "l_inf radius (preset's)",
              "arch": "architecture of the classifier ADP defends (preset's)", "sigmas": "the sigma grid (preset's)",
              "max_iter": "iterations of the adaptive rows (preset's)",
-             "eps_step": "step of the adaptive rows",
+             "eps_step": "step of the adaptive rows", "restarts": "K: adaptive rows with the best iterate, K runs",
              "max_epochs": "cap on the adversarially trained classifiers' epochs (preset's: 100; they stop earlier "
                            "when validation robust accuracy plateaus)"}  # fmt: skip
     many = {"nargs": "+", "type": str}  # setting names hold commas: one argument each
@@ -240,6 +240,7 @@ def _evaluate(sub) -> None:
         "max_iter": "PGD/BPDA/joint iterations", "eot_samples": "EOT draws of BPDA, joint and full-gradient PGD",
         "eot_aggregate": "mean of the EOT gradients or the authors' sign vote",
         "cutoff": "the systemic low-frequency attack's band: fraction of the DCT frequencies per side",
+        "num_random_init": "runs (restarts on the unbroken)", "check_every": "best-iterate check interval (0: last)",
         "apgd_max_iter": f"APGD iterations per loss (croce: {croce.apgd_max_iter})",
         "apgd_eot_samples": f"APGD EOT draws (croce: {croce.apgd_eot_samples})",
         "ensemble_size": "S, purifications per judged prediction",

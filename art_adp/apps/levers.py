@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -39,6 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..attacks._core import CHECK_EVERY, JUDGE_DRAWS
 from ..attacks.registry import BLIND_ATTACK, FULL_ATTACK, REGISTRY, SWEEP_ATTACK, Budget, registered_name
 from ..attacks.apgd_eot import APGDEOT
 from ..models.checkpoint import check_purifier
@@ -71,6 +73,7 @@ __all__ = [
     "setting_named",
     "sigma_settings",
     "training_purifier",
+    "with_restarts",
 ]
 
 
@@ -135,6 +138,10 @@ class Row:
     :param attack: The attack registry's name (``""``: clean inputs; :data:`AUTOATTACK`: AutoAttack, standard
         version). The registry's Clf-PGD is PGD on the bare classifier, judged on the defended one; the other
         registry attacks run through the purification (EOT, judged R times).
+    :param num_random_init: Runs of an adaptive row's attack (restarts on the images still unbroken).
+    :param check_every: Its best-iterate rule's check interval; 0: the last iterate. The defaults, one run and the
+        last iterate, are what the rows recorded before the rule measured: a row's name keeps its meaning, and
+        :func:`with_restarts` gives the variant with the rule and restarts a name of its own.
     """
 
     name: str
@@ -143,6 +150,8 @@ class Row:
     max_iter: int = 0
     random_start: bool = False
     eps_scale: float = 1.0
+    num_random_init: int = 1
+    check_every: int = 0
 
     @property
     def adaptive(self) -> bool:
@@ -153,6 +162,22 @@ class Row:
 def adaptive_row(attack: str, eps_step: float, max_iter: int = 40, random_start: bool = True) -> Row:
     """A registry attack through the purification, as a row named after it (the hook for new attacks)."""
     return Row(attack, attack, eps_step, max_iter, random_start)
+
+
+#: The name of an adaptive row with the best-iterate rule and restarts: ``ROW-{max_iter}it-r{runs}``.
+VARIANT = re.compile(r"^(?P<row>.+)-(?P<max_iter>\d+)it-r(?P<runs>\d+)$")
+
+
+def with_restarts(row: Row, runs: int, max_iter: int | None = None) -> Row:
+    """
+    ``row`` (an adaptive one) with the best iterate judged every :data:`~art_adp.attacks._core.CHECK_EVERY`
+    iterations on S draws of its own, ``runs`` runs (``num_random_init``) and ``max_iter`` iterations (default: the
+    row's), named ``{row.name}-{max_iter}it-r{runs}`` (:data:`VARIANT`): its records are its own.
+    """
+    if not row.adaptive or isinstance(runs, bool) or not (isinstance(runs, int) and runs >= 1):
+        raise ValueError(f"restarts apply to an adaptive row with runs >= 1, got {row.name!r} and {runs!r}.")
+    it = row.max_iter if max_iter is None else int(max_iter)
+    return replace(row, name=f"{row.name}-{it}it-r{runs}", max_iter=it, num_random_init=runs, check_every=CHECK_EVERY)
 
 
 @dataclass(frozen=True)
@@ -281,6 +306,19 @@ CLASSIFIER_NAMES = tuple(dict.fromkeys(k for p in PRESETS.values() for k in p.cl
 SETTING_NAMES = tuple(dict.fromkeys(s.name for p in PRESETS.values() for s in sigma_settings(p.sigmas)))
 
 
+def _row_named(name: str, known: Mapping[str, Row], adaptive_default: Row) -> Row | None:
+    """The row ``name``: a preset row (``known``), a registry attack at ``adaptive_default``'s budget, or either's
+    :func:`with_restarts` variant (:data:`VARIANT`); None for another name."""
+    m = VARIANT.match(name) if name not in known else None
+    if m is not None:
+        base = _row_named(m["row"], known, adaptive_default)
+        if base is not None and base.adaptive and not base.check_every:
+            return with_restarts(base, int(m["runs"]), int(m["max_iter"]))
+    if name in known:
+        return known[name]
+    return replace(adaptive_default, name=name, attack=name) if name in REGISTRY else None
+
+
 def preset_for(
     dataset: str, *, eps=None, arch=None, sigmas=None, max_iter=None, eps_step=None, max_epochs=None
 ) -> Preset:
@@ -321,8 +359,11 @@ def row_label(row: Row, eps: float) -> str:
     label = REGISTRY[row.attack].label
     radius = "" if row.eps_scale == 1 else f" at ε·{row.eps_scale:g}"
     if REGISTRY[row.attack].own_step is not None:  # APGD and its variants choose their own step
-        return f"{label}, {row.max_iter} it/loss"
+        runs = f", best of {row.num_random_init} runs" if row.num_random_init > 1 else ""
+        return f"{label}, {row.max_iter} it/loss{runs}"
     rs = ", random start" if row.random_start else ""
+    if row.check_every or row.num_random_init > 1:
+        rs += f", best iterate, {row.num_random_init} run{'s' if row.num_random_init > 1 else ''}"
     return f"{label}, {row.max_iter} × {_step_text(row.eps_step, eps * row.eps_scale)}{rs}{radius}"
 
 
@@ -450,15 +491,18 @@ def _judge(classifier, purifier, x, y, *, ensemble_size: int, repeats: int, seed
     return np.stack(preds)
 
 
-def _budget(r: Row, eps: float, eot_samples: int, batch_size: int = 50) -> Budget:
+def _budget(r: Row, eps: float, eot_samples: int, batch_size: int = 50, judge_draws: int = JUDGE_DRAWS) -> Budget:
     return Budget(eps=eps * r.eps_scale, eps_step=r.eps_step or eps, max_iter=r.max_iter, eot_samples=eot_samples,
-                  random_start=r.random_start, batch_size=batch_size)  # fmt: skip
+                  random_start=r.random_start, batch_size=batch_size, num_random_init=r.num_random_init,
+                  check_every=r.check_every, judge_draws=judge_draws)  # fmt: skip
 
 
-def _adaptive(classifier, purifier, x, y, r: Row, eps: float, *, eot_samples: int, seed: int, device) -> np.ndarray:
+def _adaptive(classifier, purifier, x, y, r: Row, eps: float, *, eot_samples: int, seed: int, device,
+              judge_draws: int = JUDGE_DRAWS) -> np.ndarray:  # fmt: skip
     purifier.generator.manual_seed(derive_seed(seed, "attack", r.name))
     estimator = _estimator(classifier, purifier, device)
-    attack = REGISTRY[r.attack].build(estimator, _budget(r, eps, eot_samples), derive_seed(seed, r.name))
+    budget = _budget(r, eps, eot_samples, judge_draws=judge_draws)
+    attack = REGISTRY[r.attack].build(estimator, budget, derive_seed(seed, r.name))
     return attack.generate(x, y=y).astype(np.float32)
 
 
@@ -474,7 +518,7 @@ def _fixed(classifier, purifier, x, y, r: Row, eps: float, *, seed: int, device,
         xb, yb = x[start : start + chunk], y[start : start + chunk]
         with frozen_noise(estimator, derive_seed(seed, "fixed", start)):
             if r.adaptive:
-                budget = _budget(r, eps, 1, batch_size=chunk)
+                budget = _budget(r, eps, 1, batch_size=chunk, judge_draws=1)  # judged by the frozen draw
                 xb = REGISTRY[r.attack].build(estimator, budget, derive_seed(seed, r.name)).generate(xb, y=yb)
             fixed = EOTClassifier(estimator, ensemble_size=1, batch_size=chunk)
             preds.append(fixed.predict(xb.astype(np.float32)).argmax(1))
@@ -503,6 +547,7 @@ def run_levers(
     max_iter: int | None = None,
     eps_step: float | None = None,
     max_epochs: int | None = None,
+    restarts: int | None = None,
     seed: int = 0,
     device: str = "cpu",
     progress: bool = True,
@@ -519,7 +564,8 @@ def run_levers(
     :param denoiser_path: The :class:`~art_adp.DenoiserUNet` checkpoint (for ``"denoiser"``).
     :param settings: Setting names (default: all of the σ grid's).
     :param attacks: Row names of the preset, or any attack registry name (an adaptive row at the preset's adaptive
-        budget); default: the preset's.
+        budget), or either followed by ``-{N}it-r{K}`` (:data:`VARIANT`: that adaptive row with the best iterate, N
+        iterations, K runs); default: the preset's.
     :param classifiers: The undefended classifiers measured (default: the preset's baselines; ``()``: none).
     :param purified: The classifiers ADP is put in front of (default: the preset's classifier).
     :param judges: ``"ensemble"`` (S-run ensemble; adaptive rows R times) and/or ``"fixed"`` (fixed noise: clean and
@@ -529,6 +575,9 @@ def run_levers(
     :param repeats: R, judgements of the adaptive rows (fresh noise each).
     :param eot_samples: EOT draws per gradient of the adaptive attacks.
     :param eps, arch, sigmas, max_iter, eps_step, max_epochs: Overrides of the preset (:func:`preset_for`).
+    :param restarts: K: measure every adaptive row as its :func:`with_restarts` variant (the best iterate, judged on
+        S draws of its own, and K runs), recorded under the variant's name; None: the rows as recorded before the
+        rule (one run, the last iterate).
     :param seed: Seed of every draw (random starts, purification noise, training).
     :param device: Where the networks run (``"cpu"`` or ``"cuda"``).
     :param progress: Print one line per measured cell.
@@ -548,10 +597,18 @@ def run_levers(
         r for r in preset.rows if r.adaptive
     )
     attacks = tuple(preset.attacks if attacks is None else attacks)
-    unknown = [a for a in attacks if a not in known and a not in REGISTRY]
+
+    def row_named(a: str) -> Row | None:
+        return _row_named(a, known, adaptive_default)
+
+    unknown = [a for a in attacks if row_named(a) is None]
     if unknown:
-        raise ValueError(f"Unknown attack rows {sorted(unknown)}; choose from {list(known)} or {list(REGISTRY)}.")
-    rows = [known.get(a) or replace(adaptive_default, name=a, attack=a) for a in attacks]
+        raise ValueError(f"Unknown attack rows {sorted(unknown)}; choose from {list(known)} or {list(REGISTRY)}, or "
+                         "an adaptive one followed by -{N}it-r{K}.")  # fmt: skip
+    rows = [r for r in (row_named(a) for a in attacks) if r is not None]
+    if restarts is not None:
+        rows = [with_restarts(r, restarts) if r.adaptive and not r.num_random_init > 1 and not r.check_every else r
+                for r in rows]  # fmt: skip
     if AUTOATTACK in attacks and importlib.util.find_spec("torchattacks") is None:
         raise ImportError("The autoattack row runs torchattacks' AutoAttack: pip install --no-deps torchattacks==3.5.1")
     all_settings = sigma_settings(preset.sigmas)
@@ -651,7 +708,7 @@ def run_levers(
                 if idx and "ensemble" in judges:
                     if r.adaptive:
                         xa = _adaptive(clf, purifier, x[idx], y[idx], r, eps, eot_samples=eot_samples, seed=seed,
-                                       device=device)  # fmt: skip
+                                       device=device, judge_draws=ensemble_size)  # fmt: skip
                         k = repeats
                     else:
                         xa, k = (x[idx] if not r.attack else adv[(name, r.name)][idx]), 1
@@ -668,10 +725,12 @@ def run_levers(
     table["eps"] = eps
     table["rows"] = [{**asdict(r), "label": row_label(r, eps), "adaptive": r.adaptive} for r in preset.rows]
     measured = dict.fromkeys(c["attack"] for c in table["cells"])
-    table["rows"] += [  # the registry's attacks measured as adaptive rows (by any call on this folder)
-        {**asdict(r), "label": row_label(r, eps), "adaptive": True, "registry_row": True}
-        for r in (replace(adaptive_default, name=a, attack=a) for a in measured if a not in known and a in REGISTRY)
-    ]
+    variants = [row_named(a) for a in measured if a not in known and a not in REGISTRY]
+    table["rows"] += [  # the registry's attacks measured as adaptive rows, and the variants (by any call here)
+        *({**asdict(r), "label": row_label(r, eps), "adaptive": True, "registry_row": True}
+          for r in (replace(adaptive_default, name=a, attack=a) for a in measured if a not in known and a in REGISTRY)),
+        *({**asdict(r), "label": row_label(r, eps), "adaptive": True, "variant": True} for r in variants if r),
+    ]  # fmt: skip
     table["classifiers"] = {k: _training_facts(k, preset, run_dir) for k in clfs}
     hashes = {k: run_dir / f"{k}.safetensors" for k in clfs}
     table["provenance"] = provenance(
@@ -790,6 +849,7 @@ class LeversConfig:
     max_iter: int | None = None
     eps_step: float | None = None
     max_epochs: int | None = None
+    restarts: int | None = None
     seed: int = 0
 
 

@@ -2,24 +2,27 @@
 (its whole preprocessing chain, ART's standardisation included) and batched EOT gradients come from
 :mod:`art_adp.ensemble` directly (:func:`~art_adp.ensemble.logits`, :func:`~art_adp.ensemble.eot_gradient`); here: the
 purifiers' gradient mode, the losses, and one projected-iteration loop (Table 1 of the paper: each attack is a
-different update direction inside it).
+different update direction inside it), which keeps each image's best iterate and runs restarts by the one rule of
+:mod:`art_adp.attacks.best_iterate`.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
 from art.attacks.attack import EvasionAttack
 from art.estimators.classification import PyTorchClassifier
 
-from .._checks import integer, number, positive_int
+from .._checks import integer, non_negative_int, number, one_of, positive_int
 from ..diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
-from ..preprocessor import GRADIENTS, ADPPurifier
+from ..preprocessor import DEFAULT_GRADIENT, GRADIENTS, ADPPurifier
+from .best_iterate import JUDGEMENTS, BestIterate, derived_seed
 
 __all__ = [
+    "DEFAULT_GRADIENT",
     "GRADIENTS",
     "IterativeAttack",
     "JointAttack",
@@ -100,12 +103,35 @@ def labels(estimator: PyTorchClassifier, x: np.ndarray, y: np.ndarray | None) ->
     return y.argmax(1) if y.ndim == 2 else y.astype(np.int64)
 
 
+#: Iterations between two judgements of the iterates (``check_every`` of :class:`IterativeAttack`): a judgement is
+#: ``judge_draws`` forward passes without a backward pass, an iteration ``eot_samples`` forward and backward passes.
+CHECK_EVERY = 5
+#: Purification draws per judgement of the iterates (``judge_draws``): the paper's ensemble size S.
+JUDGE_DRAWS = 10
+
+#: ``offer(x_adv, step)``: hand the iterate after ``step`` of ``max_iter`` iterations (0: the start) to the best-iterate
+#: rule; see :meth:`IterativeAttack._best_of_runs`.
+Offer = Callable[[torch.Tensor, int], None]
+
+
 class IterativeAttack(EvasionAttack):
     """
     The projected loop every attack of Table 1 shares (x_{i+1} = Π_{B(x₀, ε)}(x_i + α d_i), clipped), in batches;
     a subclass supplies the direction d_i (:meth:`_direction`) and the purifier gradient mode it needs. With
     ``random_start`` the loop starts from a uniform draw in the ε-ball (Madry et al.; foolbox's and torchattacks'
     ``random_start``), drawn from ``generator``, else from x₀ itself.
+
+    **Best iterate, judged on fresh draws, and restarts** (:mod:`art_adp.attacks.best_iterate`, the one rule): each
+    image returns the iterate its judgement found most broken, not the last one. The start, every ``check_every``-th
+    iterate and the last are judged by ``judgement`` (the judgement the attack is aimed at: the class attribute
+    :attr:`aim` unless given) on ``judge_draws`` purification draws of the attack's own, seeded from its ``seed`` (or
+    its ``generator``'s seed) -- never the draws of its gradients, which it leaves as they would be without judging.
+    With ``num_random_init`` > 1 (ART's name) every run after the first starts from a fresh uniform point of the
+    ε-ball (from ``generator``) and runs only on the images the judgement still finds unbroken. ``check_every=0``
+    judges each run's last iterate only (with one run: nothing is judged, the last iterate is returned).
+
+    Subclasses supply :meth:`_direction`, may keep per-batch state in :meth:`_start` (called at the start of every
+    run, on that run's images), and a subclass with a loop of its own runs it through :meth:`_best_of_runs`.
     """
 
     attack_params = EvasionAttack.attack_params + [
@@ -117,8 +143,19 @@ class IterativeAttack(EvasionAttack):
         "generator",
         "batch_size",
         "verbose",
+        "num_random_init",
+        "check_every",
+        "judgement",
+        "judge_draws",
     ]
     _estimator_requirements = (PyTorchClassifier,)
+
+    #: The judgement this attack is aimed at (:data:`~art_adp.attacks.best_iterate.JUDGEMENTS`), its default
+    #: ``judgement``: the S-draw ensemble (``"mean"``) unless a subclass aims at another.
+    aim = "mean"
+    #: Judge the iterates on the defended estimator (False: on the bare classifier, the preprocessor-blind attack's
+    #: aim).
+    judged_defended = True
 
     @property
     def mode(self) -> str | None:
@@ -137,6 +174,10 @@ class IterativeAttack(EvasionAttack):
         generator: torch.Generator | None = None,
         batch_size: int = 512,
         verbose: bool = False,
+        num_random_init: int = 1,
+        check_every: int = CHECK_EVERY,
+        judgement: str | None = None,
+        judge_draws: int = JUDGE_DRAWS,
     ) -> None:
         super().__init__(estimator=estimator)
         self.norm = np.inf if norm in ("inf", np.inf, float("inf")) else norm
@@ -147,23 +188,33 @@ class IterativeAttack(EvasionAttack):
         self.generator = generator
         self.batch_size = batch_size
         self.verbose = verbose
+        self.num_random_init = num_random_init
+        self.check_every = check_every
+        self.judgement = self.aim if judgement is None else judgement
+        self.judge_draws = judge_draws
+        self._run = 0  # the run in progress (0: the first; restarts start at a random point)
         self._check_params()
 
     def _check_params(self) -> None:
         check_norm(self.norm)
         for name in ("eps", "eps_step"):
             number(name, getattr(self, name), low=0, low_open=True)
-        for name in ("max_iter", "batch_size"):
+        for name in ("max_iter", "batch_size", "num_random_init", "judge_draws"):
             positive_int(name, getattr(self, name))
+        non_negative_int("check_every", self.check_every)
+        one_of("judgement", self.judgement, JUDGEMENTS)
         if not isinstance(self.random_start, bool):
             raise ValueError(f"random_start must be True or False, got {self.random_start!r}.")
 
-    def _start(self, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float]) -> torch.Tensor:
-        """The first iterate for a batch of clean inputs ``x`` (labels ``y``): ``x`` itself, or with ``random_start``
-        a point drawn uniformly from the ε-ball around it (ℓ∞: the box; ℓ2: the ball), clipped, drawn on the CPU from
-        ``generator`` (default: torch's). A subclass may keep what its loss needs of the clean batch here."""
-        if not self.random_start:
-            return x.clone()
+    @property
+    def starts_random(self) -> bool:
+        """The run in progress starts from a random point: ``random_start``, or a restart (every run after the
+        first)."""
+        return self.random_start or getattr(self, "_run", 0) > 0
+
+    def _uniform(self, x: torch.Tensor, clip: tuple[float, float]) -> torch.Tensor:
+        """A point drawn uniformly from the ε-ball around each input (ℓ∞: the box; ℓ2: the ball), clipped, drawn on
+        the CPU from ``generator`` (default: torch's)."""
         u = torch.rand(x.shape, generator=self.generator)
         if self.norm == np.inf:
             delta = (2 * u - 1) * self.eps
@@ -173,14 +224,117 @@ class IterativeAttack(EvasionAttack):
             delta = (d / d.norm(dim=1, keepdim=True).clamp_min(1e-12) * r * self.eps).view_as(x)
         return project(x + delta.to(x.device), x, self.eps, self.norm, clip)
 
+    def _start(self, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float]) -> torch.Tensor:
+        """The first iterate of a run for a batch of clean inputs ``x`` (labels ``y``): ``x`` itself, or a uniform
+        point of the ε-ball (:meth:`_uniform`) when :attr:`starts_random`. Called at the start of every run, on the
+        images it attacks: a subclass may keep what its loss needs of the clean batch here."""
+        return self._uniform(x, clip) if self.starts_random else x.clone()
+
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
+
+    def _best_iterate(self, y: torch.Tensor, batch: int) -> BestIterate:
+        """
+        The best-iterate rule of one batch: its own draws, seeded from the attack's seed and the batch.
+
+        :param y: The batch's labels.
+        :param batch: Index of the batch's first image in the input.
+        """
+        return BestIterate(
+            self.estimator,
+            y,
+            judgement=self.judgement,
+            draws=self.judge_draws,
+            seed=derived_seed(self._seed_base(), "best-iterate", batch),
+            batch_size=self.batch_size,
+            defended=self.judged_defended,
+        )
+
+    def _seed_base(self) -> int:
+        """What the judgement's seed is derived from: the attack's ``seed``, else its ``generator``'s initial seed,
+        else 0."""
+        seed = getattr(self, "seed", None)
+        if isinstance(seed, int) and not isinstance(seed, bool):
+            return seed
+        return int(self.generator.initial_seed()) if self.generator is not None else 0
+
+    #: Restarts attack the whole batch (offered whole): for attacks whose noise depends on a row's position.
+    _restart_whole_batch = False
+
+    def _best_of_runs(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        clip: tuple[float, float],
+        run: Callable[[torch.Tensor, torch.Tensor, tuple[float, float], Offer], torch.Tensor],
+        *,
+        batch: int = 0,
+    ) -> torch.Tensor:
+        """
+        The one place the best-iterate rule and restarts are applied: ``num_random_init`` calls of ``run`` on a
+        batch, each but the first on the images still unbroken (with :attr:`starts_random` true), and per image the
+        iterate its judgement found most broken.
+
+        :param x: The clean batch ``N×…``; ``y`` its ``N`` labels.
+        :param clip: The clip range.
+        :param run: ``run(x, y, clip, offer) -> last iterate``: one run from :meth:`_start` on the images given,
+            calling ``offer(x_adv, step)`` after each step (``step`` 0: the start, ``max_iter``: the last); which
+            steps are judged (``check_every``) is decided here.
+        :param batch: Index of the batch's first image in the input (seeds its judgement's draws).
+        :return: ``N×…``: per image the best iterate (with one run and ``check_every=0``: the last).
+        """
+        judging = self.check_every > 0 or self.num_random_init > 1
+        best = self._best_iterate(y, batch) if judging else None
+        last = x
+        try:
+            for r in range(self.num_random_init):
+                ran = self._one_run(r, x, y, clip, run, best)
+                if ran is None:
+                    break
+                last = ran
+        finally:
+            self._run = 0
+        return last if best is None or best.x is None else best.x
+
+    def _one_run(self, r: int, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float], run, best):
+        """Run ``r`` of :meth:`_best_of_runs`: the whole batch, or after the first the images ``best`` finds unbroken
+        (the whole batch for :attr:`_restart_whole_batch`); its last iterate, or None when every image is broken."""
+        self._run = r
+        rows = None
+        if r > 0 and best is not None:
+            unbroken = torch.nonzero(~best.broken)[:, 0]
+            if len(unbroken) == 0:
+                return None
+            rows = None if self._restart_whole_batch else unbroken
+
+        def offer(x_adv: torch.Tensor, step: int) -> None:
+            if best is not None and self._judged(step):
+                best.offer(x_adv, rows)
+
+        xs, ys = (x, y) if rows is None else (x[rows], y[rows])
+        return run(xs, ys, clip, offer)
+
+    def _judged(self, step: int) -> bool:
+        """The iterate after ``step`` iterations is judged: the last, and every ``check_every``-th (the start
+        included)."""
+        return step == self.max_iter or (self.check_every > 0 and step % self.check_every == 0)
+
+    def _loop(self, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float], offer: Offer) -> torch.Tensor:
+        """One run of the projected loop from :meth:`_start`, offering every iterate."""
+        x_adv = self._start(x, y, clip)
+        offer(x_adv, 0)
+        for i in range(self.max_iter):
+            step = self.eps_step * self._direction(x_adv, y)
+            x_adv = project(x_adv + step, x, self.eps, self.norm, clip).detach()
+            offer(x_adv, i + 1)
+        return x_adv
 
     def generate(self, x: np.ndarray, y: np.ndarray | None = None, **kwargs) -> np.ndarray:
         """
         :param x: Inputs ``N×C×H×W`` in the estimator's ``clip_values``.
         :param y: True labels (indices or one-hot); default: the estimator's predictions.
-        :return: Adversarial inputs, within ε of ``x`` and inside ``clip_values``.
+        :return: Adversarial inputs, within ε of ``x`` and inside ``clip_values``: per image the iterate its
+            judgement found most broken over every run.
         """
         from tqdm.auto import tqdm
 
@@ -193,11 +347,7 @@ class IterativeAttack(EvasionAttack):
             for start in tqdm(range(0, len(x), self.batch_size), desc=type(self).__name__, disable=not self.verbose):
                 xb = torch.as_tensor(x[start : start + self.batch_size], dtype=torch.float32, device=device)
                 yb = torch.as_tensor(y[start : start + self.batch_size], device=device)
-                x_adv = self._start(xb, yb, clip)
-                for _ in range(self.max_iter):
-                    step = self.eps_step * self._direction(x_adv, yb)
-                    x_adv = project(x_adv + step, xb, self.eps, self.norm, clip).detach()
-                out.append(x_adv.cpu().numpy())
+                out.append(self._best_of_runs(xb, yb, clip, self._loop, batch=start).cpu().numpy())
         return np.concatenate(out).astype(x.dtype, copy=False)
 
 
@@ -218,7 +368,9 @@ def dlr(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 class JointAttack(IterativeAttack):
     """
     The two joint attacks of Table 1: a weighted sum ``w · (defence-side direction) + (1 − w) · (classifier
-    gradient)``; subclasses give the direction in ``_direction``.
+    gradient)``; subclasses give the direction in ``_direction``. Restarts and the best iterate (``num_random_init``,
+    ``check_every``, ``judgement``, ``judge_draws``) as in :class:`IterativeAttack`; a restart starts from a uniform
+    point of the ε-ball drawn from torch's generator.
     """
 
     attack_params = IterativeAttack.attack_params + ["weight", "eot_samples"]
@@ -237,11 +389,19 @@ class JointAttack(IterativeAttack):
         eot_samples: int = 15,
         batch_size: int = 512,
         verbose: bool = False,
+        **best,
     ) -> None:
         self.weight = weight
         self.eot_samples = eot_samples
         super().__init__(
-            estimator, norm=norm, eps=eps, eps_step=eps_step, max_iter=max_iter, batch_size=batch_size, verbose=verbose
+            estimator,
+            norm=norm,
+            eps=eps,
+            eps_step=eps_step,
+            max_iter=max_iter,
+            batch_size=batch_size,
+            verbose=verbose,
+            **best,
         )
         self.purifier = the_purifier(estimator, type(self).__name__)
 

@@ -11,7 +11,17 @@ from art.estimators.classification import PyTorchClassifier
 
 from ..eot import EOTClassifier
 from .._checks import memory_budget as check_memory_budget, number, one_of, positive_int
-from ._core import GRADIENTS, check_norm, cross_entropy, dlr, gradient_mode, labels
+from ._core import (
+    DEFAULT_GRADIENT,
+    GRADIENTS,
+    JUDGE_DRAWS,
+    check_norm,
+    cross_entropy,
+    dlr,
+    gradient_mode,
+    labels,
+)
+from .best_iterate import JUDGEMENTS, BestIterate, derived_seed
 from .purified_state_loss import DEV_WEIGHT, PurifiedStateLoss
 
 __all__ = ["APGDEOT", "APGDEOTDev"]
@@ -24,7 +34,12 @@ class APGDEOT(EvasionAttack):
     Croce et al. (2022)'s evaluation of randomized test-time defences: ART's ``AutoProjectedGradientDescent``
     (Croce & Hein 2020: step-size halving at checkpoints, momentum 0.75), with the loss gradient averaged over
     ``eot_samples`` purifications through the full purification graph (``gradient="full"``), run first with the
-    cross-entropy loss and then with the DLR loss on the examples the first run left correctly classified.
+    cross-entropy loss and then with the DLR loss on the examples the first run left unbroken; with
+    ``num_random_init`` > 1 (ART's ``nb_random_init``) the CE and DLR runs are repeated from fresh random starts on the
+    examples still unbroken. Within a run ART's APGD keeps its best-loss point; between runs (the clean start, each
+    loss, each restart) every example keeps the point the best-iterate rule finds most broken
+    (:class:`~art_adp.attacks.best_iterate.BestIterate`: ``judgement`` on ``judge_draws`` purification draws of its
+    own, seeded from ``seed``, not the draws of the gradients nor the EOT view's prediction).
     APGD attacks an :class:`~art_adp.EOTClassifier` of the estimator with the per-example loss (its loss gradient
     and loss are means over ``eot_samples`` draws of the estimator's whole chain, standardisation included; its
     prediction the ensemble of as many draws). EOT samples are stacked copies of the batch, in blocks of
@@ -41,7 +56,8 @@ class APGDEOT(EvasionAttack):
     :param max_iter: Iterations per loss (100 in Croce et al.).
     :param eot_samples: Draws per gradient (200 in Croce et al. against ADP).
     :param losses: Losses run in turn, from ``("ce", "dlr")``.
-    :param gradient: ``"full"`` (through purification) or ``"bpda"``.
+    :param gradient: ``"full"`` (through purification; the default,
+        :data:`~art_adp.preprocessor.DEFAULT_GRADIENT`) or ``"bpda"``.
     :param batch_size: Images per forward pass (examples × EOT copies).
     :param memory_budget: MiB of autograd graph per block of EOT draws (None:
         :func:`art_adp.ensemble.default_memory_budget`): memory does not grow with ``eot_samples``.
@@ -51,6 +67,11 @@ class APGDEOT(EvasionAttack):
     :param dev_weight: λ ≥ 0: add λ × the deviation of each draw's purified image from the clean input to each loss
         (DiffAttack, :class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`); 0, the default: the losses
         alone. :class:`APGDEOTDev` is this attack with it on.
+    :param num_random_init: Runs of the losses, each after the first from a fresh random start (ART's
+        ``nb_random_init``), on the examples the judgement still finds unbroken.
+    :param judgement: What the runs' outputs are judged by, one of
+        :data:`~art_adp.attacks.best_iterate.JUDGEMENTS` (``"mean"``: the ensemble of ``judge_draws`` draws).
+    :param judge_draws: Purification draws per judgement (the paper's S = 10).
     :param verbose: Show ART's progress bars.
     """
 
@@ -70,6 +91,9 @@ class APGDEOT(EvasionAttack):
         "seed",
         "dev_weight",
         "verbose",
+        "num_random_init",
+        "judgement",
+        "judge_draws",
     ]
     _estimator_requirements = (PyTorchClassifier,)
 
@@ -83,12 +107,15 @@ class APGDEOT(EvasionAttack):
         max_iter: int = 100,
         eot_samples: int = 200,
         losses: tuple[str, ...] = ("ce", "dlr"),
-        gradient: str = "full",
+        gradient: str = DEFAULT_GRADIENT,
         batch_size: int = 512,
         memory_budget: float | None = None,
         seed: int | None = 0,
         dev_weight: float = 0.0,
         verbose: bool = False,
+        num_random_init: int = 1,
+        judgement: str = "mean",
+        judge_draws: int = JUDGE_DRAWS,
     ) -> None:
         super().__init__(estimator=estimator)
         self.norm = np.inf if norm in ("inf", np.inf, float("inf")) else norm
@@ -103,6 +130,9 @@ class APGDEOT(EvasionAttack):
         self.seed = seed
         self.dev_weight = dev_weight
         self.verbose = verbose
+        self.num_random_init = num_random_init
+        self.judgement = judgement
+        self.judge_draws = judge_draws
         self._check_params()
 
     def _check_params(self) -> None:
@@ -111,8 +141,9 @@ class APGDEOT(EvasionAttack):
         if unknown or not self.losses:
             raise ValueError(f"losses must be a non-empty sequence from {tuple(LOSSES)}, got {self.losses!r}.")
         one_of("gradient", self.gradient, GRADIENTS)
-        for name in ("max_iter", "eot_samples", "batch_size"):
+        for name in ("max_iter", "eot_samples", "batch_size", "num_random_init", "judge_draws"):
             positive_int(name, getattr(self, name))
+        one_of("judgement", self.judgement, JUDGEMENTS)
         check_memory_budget(self.memory_budget)
         number("dev_weight", self.dev_weight, low=0)
 
@@ -120,52 +151,69 @@ class APGDEOT(EvasionAttack):
         """
         :param x: Inputs ``N×C×H×W`` in the estimator's ``clip_values``.
         :param y: True labels (indices or one-hot); default: the estimator's predictions.
-        :return: Adversarial inputs within ε of ``x``: for each example the first loss's output that the EOT
-            prediction misclassifies, else the last loss's output.
+        :return: Adversarial inputs within ε of ``x``: per example the point, among the clean input and every run's
+            output, that the judgement found most broken.
         """
-        from art.attacks.evasion import AutoProjectedGradientDescent
-
         y = labels(self.estimator, x, y)
-        x_adv, todo = x.astype(np.float32).copy(), np.ones(len(x), dtype=bool)
+        dtype, x = x.dtype, x.astype(np.float32)
+        device = self.estimator.device
+        best = BestIterate(
+            self.estimator,
+            torch.as_tensor(y, device=device),
+            judgement=self.judgement,
+            draws=self.judge_draws,
+            seed=derived_seed(0 if self.seed is None else self.seed, "best-iterate"),
+            batch_size=self.batch_size,
+        )
         state = np.random.get_state()
         try:
             if self.seed is not None:
                 np.random.seed(self.seed % 2**32)
             with gradient_mode(self.estimator, self.gradient):
-                for name in self.losses:
-                    if not todo.any():
-                        break
-                    idx = np.flatnonzero(todo)
-                    loss: Callable[..., torch.Tensor] = LOSSES[name]
-                    if self.dev_weight:  # each draw's loss plus its purified state's deviation from the clean input
-                        clean = torch.as_tensor(x[idx], dtype=torch.float32, device=self.estimator.device)
-                        loss = PurifiedStateLoss(loss, reference=clean, dev_weight=self.dev_weight)
-                    view = EOTClassifier(
-                        self.estimator,
-                        ensemble_size=self.eot_samples,
-                        eot_samples=self.eot_samples,
-                        batch_size=self.batch_size,
-                        loss=loss,
-                        memory_budget=self.memory_budget,
-                        states=bool(self.dev_weight),
-                    )
-                    apgd = AutoProjectedGradientDescent(
-                        view,
-                        norm=self.norm,
-                        eps=self.eps,
-                        eps_step=self.eps_step,
-                        max_iter=self.max_iter,
-                        targeted=False,
-                        nb_random_init=1,
-                        batch_size=max(1, min(len(x), self.batch_size)),
-                        loss_type=None,
-                        verbose=self.verbose,
-                    )
-                    x_adv[idx] = apgd.generate(x[idx].astype(np.float32), y=np.eye(view.nb_classes)[y[idx]])
-                    todo[idx] = view.predict(x_adv[idx]).argmax(1) == y[idx]
+                best.offer(torch.as_tensor(x, device=device))
+                for _ in range(self.num_random_init):
+                    for name in self.losses:
+                        rows = torch.nonzero(~best.broken)[:, 0]
+                        if len(rows) == 0:
+                            break
+                        idx = rows.cpu().numpy()
+                        x_run = self._run(name, x[idx], y[idx])
+                        best.offer(torch.as_tensor(x_run, device=device), rows)
         finally:
             np.random.set_state(state)
-        return x_adv.astype(x.dtype, copy=False)
+        assert best.x is not None
+        return best.x.cpu().numpy().astype(dtype, copy=False)
+
+    def _run(self, name: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """One run of ART's APGD with the loss ``name`` on the EOT view of the estimator, from a random start."""
+        from art.attacks.evasion import AutoProjectedGradientDescent
+
+        loss: Callable[..., torch.Tensor] = LOSSES[name]
+        if self.dev_weight:  # each draw's loss plus its purified state's deviation from the clean input
+            clean = torch.as_tensor(x, dtype=torch.float32, device=self.estimator.device)
+            loss = PurifiedStateLoss(loss, reference=clean, dev_weight=self.dev_weight)
+        view = EOTClassifier(
+            self.estimator,
+            ensemble_size=self.eot_samples,
+            eot_samples=self.eot_samples,
+            batch_size=self.batch_size,
+            loss=loss,
+            memory_budget=self.memory_budget,
+            states=bool(self.dev_weight),
+        )
+        apgd = AutoProjectedGradientDescent(
+            view,
+            norm=self.norm,
+            eps=self.eps,
+            eps_step=self.eps_step,
+            max_iter=self.max_iter,
+            targeted=False,
+            nb_random_init=1,
+            batch_size=max(1, min(len(x), self.batch_size)),
+            loss_type=None,
+            verbose=self.verbose,
+        )
+        return apgd.generate(x, y=np.eye(view.nb_classes)[y]).astype(np.float32)
 
 
 class APGDEOTDev(APGDEOT):

@@ -15,6 +15,7 @@ separate set of draws.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import Iterator
 
 import torch
@@ -23,12 +24,19 @@ from art.estimators.classification import PyTorchClassifier
 from .._checks import non_negative_int, one_of, positive_int
 from ..ensemble import defences, logits, stack_draws
 
-__all__ = ["BestIterate", "JUDGEMENTS", "judged_noise", "judgement_scores", "probability_margin"]
+__all__ = ["BestIterate", "JUDGEMENTS", "derived_seed", "judged_noise", "judgement_scores", "probability_margin"]
 
 #: The judgements an attack can aim at: ``"mean"`` (the S-draw ensemble's mean softmax, the paper's eq. 12),
 #: ``"worst"`` (N-evaluation: broken when any of the draws fails, DiffHammer's), ``"majority"`` (the vote of the
 #: draws, DiffBreak's).
 JUDGEMENTS = ("mean", "worst", "majority")
+
+
+def derived_seed(*parts) -> int:
+    """A 63-bit seed from ``parts`` (their ``str`` joined by ``|``, SHA-256; the applications' ``derive_seed``): an
+    attack's judgement draws from its own seed, so they are reproducible and are not the draws of its gradients."""
+    text = "|".join(str(p) for p in parts)
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
 
 
 def probability_margin(p: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

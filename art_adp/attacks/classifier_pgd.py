@@ -27,10 +27,16 @@ class ClassifierPGD(IterativeAttack):
     :param generator: The ``torch.Generator`` of that draw (CPU; default: torch's).
     :param batch_size: Examples per batch.
     :param verbose: Show progress.
+    :param num_random_init, check_every, judgement, judge_draws: Restarts and the best iterate, judged on draws of
+        its own, as in :class:`~art_adp.attacks._core.IterativeAttack` (defaults: one run, every
+        :data:`~art_adp.attacks._core.CHECK_EVERY` iterations, the bare classifier: the
+        attack's aim).
     """
 
     #: The name of this attack in :data:`~art_adp.attacks.registry.REGISTRY`, its records and on the command line.
     name = "clf-pgd"
+    #: The iterates are judged on the bare classifier, the one this attack is aimed at.
+    judged_defended = False
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         g, _ = eot_gradient(

@@ -12,6 +12,7 @@ from art.estimators.classification import PyTorchClassifier
 from .._checks import non_negative_int
 from ..ensemble import logits
 from ._core import IterativeAttack, cross_entropy, labels, normalize, purifiers
+from .best_iterate import BestIterate
 
 __all__ = ["FixedNoisePGD", "fixed_noise"]
 
@@ -58,10 +59,15 @@ class FixedNoisePGD(IterativeAttack):
     :param estimator: ``PyTorchClassifier(..., preprocessing_defences=[ADPPurifier(...)])``.
     :param seed: The randomness configuration ω: the seed of every purifier's generator.
     :param norm, eps, eps_step, max_iter, batch_size, verbose: As in :class:`~art_adp.attacks.ClassifierPGD`.
+    :param num_random_init, check_every: Restarts and the best iterate as in
+        :class:`~art_adp.attacks._core.IterativeAttack`, judged by the fixed draw itself (one draw, the batches of
+        :meth:`predict`); a restart runs on the whole batch (a row's draw depends on its position), from a uniform
+        point of the ε-ball drawn from torch's generator.
     """
 
     attack_params = IterativeAttack.attack_params + ["seed"]
     mode = "full"
+    _restart_whole_batch = True
 
     def __init__(
         self,
@@ -74,10 +80,18 @@ class FixedNoisePGD(IterativeAttack):
         max_iter: int = 40,
         batch_size: int = 512,
         verbose: bool = False,
+        **best,
     ) -> None:
         self.seed = seed
         super().__init__(
-            estimator, norm=norm, eps=eps, eps_step=eps_step, max_iter=max_iter, batch_size=batch_size, verbose=verbose
+            estimator,
+            norm=norm,
+            eps=eps,
+            eps_step=eps_step,
+            max_iter=max_iter,
+            batch_size=batch_size,
+            verbose=verbose,
+            **best,
         )
         if not purifiers(estimator):
             raise ValueError(
@@ -88,6 +102,12 @@ class FixedNoisePGD(IterativeAttack):
     def _check_params(self) -> None:
         super()._check_params()
         non_negative_int("seed", self.seed)
+
+    def _best_iterate(self, y: torch.Tensor, batch: int) -> BestIterate:
+        """The rule judged by the fixed draw: one draw (more would sit at other positions, other noise)."""
+        best = super()._best_iterate(y, batch)
+        best.draws = 1
+        return best
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         x_adv = x_adv.detach().requires_grad_(True)

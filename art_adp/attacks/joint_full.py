@@ -23,6 +23,10 @@ class JointFull(JointAttack):
     :param weight: w in [0, 1], the share of the displacement direction (0.5 in the paper).
     :param eot_samples: Purifications per step (≥ 1).
     :param norm, eps, eps_step, max_iter, batch_size, verbose: As in :class:`~art_adp.attacks.PGDEOT`.
+    :param num_random_init, check_every, judgement, judge_draws: Restarts and the best iterate, judged on draws of
+        its own, as in :class:`~art_adp.attacks._core.IterativeAttack` (defaults: one run, every
+        :data:`~art_adp.attacks._core.CHECK_EVERY` iterations, the ensemble's mean of
+        :data:`~art_adp.attacks._core.JUDGE_DRAWS` draws).
     """
 
     #: The name of this attack in :data:`~art_adp.attacks.registry.REGISTRY`, its records and on the command line.

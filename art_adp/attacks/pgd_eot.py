@@ -12,7 +12,7 @@ from art.estimators.classification import PyTorchClassifier
 from .._checks import memory_budget as check_memory_budget, number, one_of, positive_int
 from ..defended import DefendedModel
 from ..ensemble import eot_gradient, logits
-from ._core import GRADIENTS, IterativeAttack, cross_entropy, normalize
+from ._core import DEFAULT_GRADIENT, GRADIENTS, IterativeAttack, cross_entropy, normalize
 from .purified_state_loss import DEV_WEIGHT, PurifiedStateLoss
 
 __all__ = ["PGDEOT", "PGDEOTDev"]
@@ -40,7 +40,8 @@ class PGDEOT(IterativeAttack):
       Defenses", ICML 2022, https://arxiv.org/abs/2202.13711
 
     :param estimator: ``PyTorchClassifier(..., preprocessing_defences=[ADPPurifier(...)])``.
-    :param gradient: ``"full"`` (through purification) or ``"bpda"`` (straight-through), as for
+    :param gradient: ``"full"`` (through purification; the default,
+        :data:`~art_adp.preprocessor.DEFAULT_GRADIENT`) or ``"bpda"`` (straight-through), as for
         :class:`~art_adp.ADPPurifier` and :class:`~art_adp.attacks.APGDEOT`.
     :param eot_samples: Purifications per gradient (15 in the paper).
     :param aggregate: ``"mean"`` (mean of the EOT gradients, the expected loss's gradient) or ``"sign"`` (the
@@ -52,6 +53,10 @@ class PGDEOT(IterativeAttack):
     :param dev_weight: λ ≥ 0: add λ × the deviation of each draw's purified image from the clean input to the loss
         (DiffAttack, :class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`); 0, the default: the
         cross-entropy alone. :class:`PGDEOTDev` is this attack with it on.
+    :param num_random_init, check_every, judgement, judge_draws: Restarts and the best iterate, judged on draws of
+        its own, as in :class:`~art_adp.attacks._core.IterativeAttack` (defaults: one run, every
+        :data:`~art_adp.attacks._core.CHECK_EVERY` iterations, the ensemble's mean of
+        :data:`~art_adp.attacks._core.JUDGE_DRAWS` draws).
     """
 
     #: The name in :data:`~art_adp.attacks.registry.REGISTRY` of each gradient mode (:attr:`name`).
@@ -68,7 +73,7 @@ class PGDEOT(IterativeAttack):
         self,
         estimator: PyTorchClassifier,
         *,
-        gradient: str = "full",
+        gradient: str = DEFAULT_GRADIENT,
         norm=np.inf,
         eps: float = 8 / 255,
         eps_step: float = 2 / 255,
@@ -81,6 +86,7 @@ class PGDEOT(IterativeAttack):
         memory_budget: float | None = None,
         dev_weight: float = 0.0,
         verbose: bool = False,
+        **best,
     ) -> None:
         self.gradient = gradient
         self.dev_weight = dev_weight
@@ -98,6 +104,7 @@ class PGDEOT(IterativeAttack):
             generator=generator,
             batch_size=batch_size,
             verbose=verbose,
+            **best,
         )
 
     @property

@@ -18,6 +18,7 @@ from types import MappingProxyType
 import torch
 from art.attacks.attack import EvasionAttack
 
+from ._core import CHECK_EVERY, JUDGE_DRAWS
 from .apgd_eot import APGDEOT, APGDEOTDev
 from .classifier_pgd import ClassifierPGD
 from .joint_full import JointFull
@@ -36,11 +37,14 @@ __all__ = [
     "CLEAN_LABEL",
     "FULL_ATTACK",
     "LABELS",
+    "OLD_BEHAVIOUR",
     "PROTOCOLS",
     "REGISTRY",
     "SWEEP_ATTACK",
     "gradient_attacks",
+    "judgements",
     "names",
+    "recorded",
     "registered_name",
 ]
 
@@ -98,6 +102,12 @@ class Budget:
     :param memory_budget: MiB of autograd graph per block of EOT draws in the gradients of the attacks that take
         it (PGD+EOT, APGD-EOT; None: :func:`art_adp.ensemble.default_memory_budget`). It changes how the draws are
         blocked, not the result (to float rounding), so it is not part of an attack's recorded budget.
+    :param num_random_init: Runs per image (ART's name): every run after the first starts from a fresh uniform point
+        of the ε-ball and attacks the images the judgement still finds unbroken (APGD: the CE and DLR runs again).
+    :param check_every: Iterations between judgements of the iterates by the best-iterate rule (each image returns
+        the iterate its judgement found most broken); 0: each run's last iterate only -- with one run, the last
+        iterate, as every attack returned before the rule (:data:`OLD_BEHAVIOUR`).
+    :param judge_draws: Purification draws per judgement of the iterates (the applications pass their S).
     """
 
     eps: float
@@ -112,6 +122,25 @@ class Budget:
     random_start: bool = False
     batch_size: int = 512
     memory_budget: float | None = None
+    num_random_init: int = 1
+    check_every: int = CHECK_EVERY
+    judge_draws: int = JUDGE_DRAWS
+
+
+#: The values of the :class:`Budget` parameters that came after the first records, as those records were made (one
+#: run, the last iterate): a recorded budget names them only where they differ (:func:`recorded`), so a record
+#: without them keeps its meaning.
+OLD_BEHAVIOUR: Mapping[str, int] = MappingProxyType({"num_random_init": 1, "check_every": 0})
+
+
+def recorded(b: Budget, spec: "AttackSpec") -> dict:
+    """The budget parameters of restarts and the best iterate that a record of ``spec``'s attack must carry: those of
+    :data:`OLD_BEHAVIOUR` the attack takes (``spec.best_iterate``) whose value differs from it; ``{}`` for the old
+    behaviour."""
+    if not spec.best_iterate:
+        return {}
+    fields = tuple(OLD_BEHAVIOUR) if spec.checks else ("num_random_init",)
+    return {k: getattr(b, k) for k in fields if getattr(b, k) != OLD_BEHAVIOUR[k]}
 
 
 @dataclass(frozen=True)
@@ -147,6 +176,10 @@ class AttackSpec:
     :param full: Exact gradients through the purification (the full-gradient attacks).
     :param black_box: Queries outputs only (no EOT, no gradient): left out of the fixed-randomness view and the ε
         sweep.
+    :param best_iterate: Keeps each image's best iterate and restarts (the :class:`Budget`'s ``num_random_init``,
+        ``check_every``, ``judge_draws``).
+    :param checks: Judges its iterates every ``check_every`` iterations (False: APGD and the systemic attack, which
+        keep their own best point within a run and are judged between runs only).
     """
 
     name: str
@@ -166,10 +199,23 @@ class AttackSpec:
     short: str = ""
     full: bool = False
     black_box: bool = False
+    best_iterate: bool = True
+    checks: bool = True
+
+
+def _restarts(b: Budget) -> str:
+    """Restarts in words (nothing for one run)."""
+    return f", best of {b.num_random_init} runs" if b.num_random_init > 1 else ""
+
+
+def _steps_text(b: Budget) -> str:
+    return f"{b.max_iter} it of {b.eps_step:.4g}" + (", random start" if b.random_start else "")
 
 
 def _iterations(b: Budget) -> str:
-    return f"{b.max_iter} it of {b.eps_step:.4g}" + (", random start" if b.random_start else "")
+    """The projected loop's budget: its steps, restarts and (``check_every=0``, one run) the last iterate."""
+    last = ", last iterate" if b.check_every == 0 and b.num_random_init == 1 else ""
+    return _steps_text(b) + _restarts(b) + last
 
 
 def _with_eot(b: Budget) -> str:
@@ -186,9 +232,22 @@ def _steps(b: Budget) -> dict:
 
 
 def _start(b: Budget, seed: int) -> dict:
-    """The PGD family's random start: on or off, and the generator of its draw (seeded by ``seed``)."""
-    generator = torch.Generator().manual_seed(seed % 2**63) if b.random_start else None
+    """The PGD family's random start: on or off, and the generator of its draws and of the restarts' (seeded by
+    ``seed``)."""
+    random = b.random_start or b.num_random_init > 1
+    generator = torch.Generator().manual_seed(seed % 2**63) if random else None
     return {"random_start": b.random_start, "generator": generator}
+
+
+def _best(b: Budget) -> dict:
+    """Restarts and the best iterate (:class:`~art_adp.attacks._core.IterativeAttack`'s parameters)."""
+    return {"num_random_init": b.num_random_init, "check_every": b.check_every, "judge_draws": b.judge_draws}
+
+
+def _with_best(attack: EvasionAttack, b: Budget) -> EvasionAttack:
+    """``attack`` (an attack whose constructor leaves them to the base class) with restarts and the best iterate."""
+    attack.set_params(**_best(b))
+    return attack
 
 
 def _pgd_eot(gradient: str) -> Callable[..., EvasionAttack]:
@@ -202,6 +261,7 @@ def _pgd_eot(gradient: str) -> Callable[..., EvasionAttack]:
             memory_budget=b.memory_budget,
             **_start(b, seed),
             **_steps(b),
+            **_best(b),
         )
 
     return build
@@ -209,7 +269,7 @@ def _pgd_eot(gradient: str) -> Callable[..., EvasionAttack]:
 
 def _joint(cls) -> Callable[..., EvasionAttack]:
     def build(estimator, b: Budget, seed: int = 0) -> EvasionAttack:  # pylint: disable=unused-argument
-        return cls(estimator, norm=b.norm, eot_samples=b.eot_samples, weight=b.weight, **_steps(b))
+        return cls(estimator, norm=b.norm, eot_samples=b.eot_samples, weight=b.weight, **_steps(b), **_best(b))
 
     return build
 
@@ -224,29 +284,32 @@ def _pgd_eot_dev(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
         memory_budget=b.memory_budget,
         **_start(b, seed),
         **_steps(b),
+        **_best(b),
     )
 
 
 def _selective(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
-    return SelectiveEOT(
+    attack = SelectiveEOT(
         estimator, norm=b.norm, eot_samples=b.eot_samples, memory_budget=b.memory_budget, seed=seed, **_steps(b)
     )
+    return _with_best(attack, b)
 
 
 def _clf_pgd(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
-    return ClassifierPGD(estimator, norm=b.norm, **_start(b, seed), **_steps(b))
+    return ClassifierPGD(estimator, norm=b.norm, **_start(b, seed), **_steps(b), **_best(b))
 
 
 def _apgd(cls) -> Callable[..., EvasionAttack]:
     def build(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
         steps = {k: v for k, v in _steps(b).items() if k != "eps_step"}  # APGD sets its own step
-        return cls(estimator, norm=b.norm, eot_samples=b.eot_samples, memory_budget=b.memory_budget, seed=seed, **steps)
+        return cls(estimator, norm=b.norm, eot_samples=b.eot_samples, memory_budget=b.memory_budget, seed=seed,
+                   num_random_init=b.num_random_init, judge_draws=b.judge_draws, **steps)  # fmt: skip
 
     return build
 
 
 def _systemic(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
-    return SystemicLowFrequency(
+    attack = SystemicLowFrequency(
         estimator,
         gradient="full",
         norm=b.norm,
@@ -256,26 +319,50 @@ def _systemic(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
         seed=seed,
         **_steps(b),
     )
+    return _with_best(attack, b)
 
 
 def _spsa(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
     return BlackBoxSPSA(estimator, samples_per_step=b.samples_per_step, seed=seed, **_steps(b))
 
 
+def judgements(b: Budget) -> int:
+    """Judgements of the iterates per image and run of the projected loop: the start, every ``check_every``-th
+    iterate and the last (``check_every=0``: the last, and only when there are restarts to decide)."""
+    if b.check_every == 0:
+        return int(b.num_random_init > 1)
+    return b.max_iter // b.check_every + 1 + int(b.max_iter % b.check_every != 0)
+
+
+def _judged(b: Budget, forward: float, per_run: int) -> float:
+    """Seconds per image of ``per_run`` judgements in each of the runs: ``judge_draws`` forward passes each."""
+    return b.num_random_init * per_run * b.judge_draws * forward
+
+
 def _free(b: Budget, forward: float, full: float) -> float:  # pylint: disable=unused-argument
-    return 0.0  # Clf-PGD never runs the purifier
+    return 0.0  # Clf-PGD never runs the purifier (nor does its judgement: the bare classifier)
 
 
 def _per_draw(b: Budget, forward: float, full: float) -> float:  # pylint: disable=unused-argument
-    return b.max_iter * b.eot_samples * forward  # BPDA and the Joint attacks: forward passes only
+    runs = b.num_random_init * b.max_iter * b.eot_samples * forward  # BPDA and the Joint attacks: forward passes only
+    return runs + _judged(b, forward, judgements(b))
 
 
-def _per_full_draw(b: Budget, forward: float, full: float) -> float:  # pylint: disable=unused-argument
-    return b.max_iter * b.eot_samples * full
+def _per_full_draw(b: Budget, forward: float, full: float) -> float:
+    return b.num_random_init * b.max_iter * b.eot_samples * full + _judged(b, forward, judgements(b))
 
 
 def _apgd_cost(b: Budget, forward: float, full: float) -> float:
-    return 2 * b.max_iter * b.eot_samples * (full + forward)  # CE then DLR, each draw forward + backward
+    # CE then DLR in every run, each draw forward + backward; judged at the start and after each run
+    runs = b.num_random_init * 2 * b.max_iter * b.eot_samples * (full + forward)
+    return runs + (1 + b.num_random_init * 2) * b.judge_draws * forward
+
+
+def _systemic_cost(b: Budget, forward: float, full: float) -> float:
+    # each step: the draws forward + backward through the purification; then one vote of as many draws; each run's
+    # output judged once
+    runs = b.num_random_init * (b.max_iter * b.eot_samples * full + b.eot_samples * forward)
+    return runs + _judged(b, forward, int(b.check_every > 0 or b.num_random_init > 1))
 
 
 _CLF = ("max_iter",)
@@ -294,13 +381,14 @@ ATTACKS: tuple[AttackSpec, ...] = (
         _spsa,
         ("max_iter", "samples_per_step"),
         cost=lambda b, f, g: b.max_iter * 2 * b.samples_per_step * f,
-        describe=lambda b: f"{_iterations(b)}, {b.samples_per_step} samples/step",
+        describe=lambda b: f"{_steps_text(b)}, {b.samples_per_step} samples/step",
         gradient=False,
         baseline=registered_name(BlackBoxSPSA),
         norms=(math.inf,),
         own=("max_iter", "samples_per_step"),
         short="spsa",
         black_box=True,
+        best_iterate=False,
     ),
     AttackSpec(
         FULL_ATTACK,
@@ -319,7 +407,7 @@ ATTACKS: tuple[AttackSpec, ...] = (
         _apgd(APGDEOT),
         _APGD,
         cost=_apgd_cost,
-        describe=lambda b: f"CE+DLR, {b.max_iter} it/loss, EOT {b.eot_samples}",
+        describe=lambda b: f"CE+DLR, {b.max_iter} it/loss, EOT {b.eot_samples}{_restarts(b)}",
         protocol="croce",
         strongest=True,
         baseline=registered_name(APGDEOT),
@@ -328,19 +416,20 @@ ATTACKS: tuple[AttackSpec, ...] = (
         own=_APGD,
         short="apgd",
         full=True,
+        checks=False,
     ),
     AttackSpec(
         registered_name(SystemicLowFrequency),
         "Systemic low-frequency (vote)",
         _systemic,
         ("max_iter", "eot_samples", "cutoff"),
-        # each step: the draws forward + backward through the purification; then one vote of as many draws
-        cost=lambda b, f, g: b.max_iter * b.eot_samples * g + b.eot_samples * f,
+        cost=_systemic_cost,
         describe=lambda b: f"{_iterations(b)}, EOT {b.eot_samples}, DCT cutoff {b.cutoff:g}",
         protocol="diffbreak",
         strongest=True,
         baseline=registered_name(SystemicLowFrequency),
         full=True,
+        checks=False,  # its own best iterate by the vote within a run; the rule between runs
     ),
     AttackSpec(
         registered_name(PGDEOTDev, "full"),
@@ -358,7 +447,9 @@ ATTACKS: tuple[AttackSpec, ...] = (
         _apgd(APGDEOTDev),
         _APGD,
         cost=_apgd_cost,
-        describe=lambda b: f"CE+DLR + {DEV_WEIGHT:g} deviation, {b.max_iter} it/loss, EOT {b.eot_samples}",
+        describe=lambda b: (
+            f"CE+DLR + {DEV_WEIGHT:g} deviation, {b.max_iter} it/loss, EOT {b.eot_samples}{_restarts(b)}"
+        ),
         protocol="diffattack",
         strongest=True,
         baseline=registered_name(APGDEOT),  # without a purifier APGD-EOT is the reduced attack
@@ -366,6 +457,7 @@ ATTACKS: tuple[AttackSpec, ...] = (
         own=_APGD,
         short="apgd",
         full=True,
+        checks=False,
     ),
     AttackSpec(
         registered_name(SelectiveEOT),

@@ -8,7 +8,7 @@ from art.estimators.classification import PyTorchClassifier
 
 from .._checks import memory_budget as check_memory_budget, non_negative_int, number, one_of, positive_int
 from ..ensemble import draw_gradients, logits
-from ._core import GRADIENTS, IterativeAttack, cross_entropy, normalize, project
+from ._core import DEFAULT_GRADIENT, GRADIENTS, IterativeAttack, cross_entropy, normalize, project
 
 __all__ = ["SelectiveEOT", "selective_gradient"]
 
@@ -74,6 +74,8 @@ class SelectiveEOT(IterativeAttack):
 
     #: The name of this attack in :data:`~art_adp.attacks.registry.REGISTRY`, its records and on the command line.
     name = "selective-eot"
+    #: Aimed at DiffHammer's N-evaluation: the best iterate is judged by the worst of ``judge_draws`` draws.
+    aim = "worst"
     attack_params = IterativeAttack.attack_params + [
         "gradient",
         "eot_samples",
@@ -87,7 +89,7 @@ class SelectiveEOT(IterativeAttack):
         self,
         estimator: PyTorchClassifier,
         *,
-        gradient: str = "full",
+        gradient: str = DEFAULT_GRADIENT,
         norm=np.inf,
         eps: float = 8 / 255,
         eps_step: float = 2 / 255,

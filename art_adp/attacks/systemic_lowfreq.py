@@ -12,7 +12,7 @@ from art.estimators.classification import PyTorchClassifier
 
 from .._checks import integer, memory_budget as check_memory_budget, number, one_of, positive_int
 from ..ensemble import eot_gradient, logits, stack_draws
-from ._core import GRADIENTS, IterativeAttack, gradient_mode, labels
+from ._core import DEFAULT_GRADIENT, GRADIENTS, IterativeAttack, gradient_mode, labels
 
 __all__ = ["LowFrequencyBasis", "SystemicLowFrequency", "dct_matrix", "vote_lead", "vote_margin"]
 
@@ -160,6 +160,8 @@ class SystemicLowFrequency(IterativeAttack):
 
     #: The name of this attack in :data:`~art_adp.attacks.registry.REGISTRY`, its records and on the command line.
     name = "systemic-lowfreq"
+    #: Aimed at the majority vote: the best iterate is judged by the vote of ``judge_draws`` fresh draws.
+    aim = "majority"
 
     attack_params = IterativeAttack.attack_params + [
         "gradient",
@@ -175,7 +177,7 @@ class SystemicLowFrequency(IterativeAttack):
         self,
         estimator: PyTorchClassifier,
         *,
-        gradient: str = "full",
+        gradient: str = DEFAULT_GRADIENT,
         norm=np.inf,
         eps: float = 8 / 255,
         eps_step: float = 2 / 255,
@@ -255,7 +257,7 @@ class SystemicLowFrequency(IterativeAttack):
     ) -> torch.Tensor:
         """Zero coefficients, or (``random_start``) Gaussian ones scaled to a radius uniform in [0, ε], projected."""
         c = torch.zeros(*x.shape[:-2], basis.kh, basis.kw, dtype=x.dtype, device=x.device)
-        if not self.random_start:
+        if not self.starts_random:
             return c
         c = torch.randn(c.shape, generator=generator, dtype=x.dtype).to(x.device)
         radius = self.eps * torch.rand(len(x), generator=generator, dtype=x.dtype).to(x.device)
@@ -321,7 +323,8 @@ class SystemicLowFrequency(IterativeAttack):
         :param y: True labels (indices or one-hot); default: the estimator's predictions.
         :param kwargs: Unused (ART's ``generate`` signature).
         :return: Adversarial inputs within ε of ``x`` (in the threat model's norm) and inside ``clip_values``: per
-            example the iterate whose vote was furthest from its label.
+            example the iterate whose vote was furthest from its label (between restarts, ``num_random_init``: the
+            best-iterate rule of :class:`~art_adp.attacks._core.IterativeAttack`, on fresh draws).
         """
         from tqdm.auto import tqdm
 
@@ -332,9 +335,15 @@ class SystemicLowFrequency(IterativeAttack):
         generator = None if self.seed is None else torch.Generator().manual_seed(self.seed)
         basis = LowFrequencyBasis(x.shape[-2], x.shape[-1], self.cutoff, device=device)
         out = []
+
+        def run(xs, ys, clip_, offer):  # one run (its own best by the vote); the runs' iterates judged on fresh draws
+            x_adv = self._attack(xs, ys, basis, clip_, generator)
+            offer(x_adv, self.max_iter)
+            return x_adv
+
         with gradient_mode(self.estimator, self.mode):
             for start in tqdm(range(0, len(x), self.batch_size), desc=type(self).__name__, disable=not self.verbose):
                 xb = torch.as_tensor(x[start : start + self.batch_size], dtype=torch.float32, device=device)
                 yb = torch.as_tensor(y[start : start + self.batch_size], dtype=torch.long, device=device)
-                out.append(self._attack(xb, yb, basis, clip, generator).cpu().numpy())
+                out.append(self._best_of_runs(xb, yb, clip, run, batch=start).cpu().numpy())
         return np.concatenate(out).astype(x.dtype, copy=False)

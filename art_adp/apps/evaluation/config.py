@@ -10,7 +10,8 @@ import math
 from dataclasses import dataclass, replace
 
 from ...attacks import registry
-from ...attacks.registry import REGISTRY, Budget
+from ...attacks._core import CHECK_EVERY
+from ...attacks.registry import REGISTRY, Budget, recorded
 from ...diffusion_purify import SAMPLERS
 
 __all__ = [
@@ -63,6 +64,10 @@ class EvalConfig:
         attacks' weight w).
     :param cutoff: The systemic low-frequency attack's band (the fraction of the DCT frequencies along each side),
         in (0, 1].
+    :param num_random_init: Runs of every iterative attack (ART's name): each after the first from a fresh random
+        point, on the examples still unbroken (:class:`~art_adp.attacks.registry.Budget`).
+    :param check_every: Iterations between the best-iterate rule's judgements of the iterates, on S
+        (``ensemble_size``) draws of their own; 0: the last iterate (the records made before the rule).
     :param spsa_max_iter, spsa_samples_per_step, apgd_max_iter, apgd_eot_samples: The budgets SPSA and APGD count on
         their own (:attr:`~art_adp.attacks.registry.AttackSpec.own`).
     :param ensemble_size: S, purifications averaged per judged prediction.
@@ -106,6 +111,8 @@ class EvalConfig:
     eot_aggregate: str = "mean"
     weight: float = 0.5
     cutoff: float = 0.5
+    num_random_init: int = 1
+    check_every: int = CHECK_EVERY
     spsa_max_iter: int = 40
     spsa_samples_per_step: int = 1280
     apgd_max_iter: int = 100
@@ -148,6 +155,9 @@ class EvalConfig:
             eps_step=self.step,
             batch_size=self.batch_size,
             memory_budget=self.memory_budget,
+            num_random_init=self.num_random_init,
+            check_every=self.check_every,
+            judge_draws=self.ensemble_size,
             **values,
         )
 
@@ -177,11 +187,13 @@ class EvalConfig:
         if self.norm not in (math.inf, 2):
             raise ValueError(f"norm must be inf or 2, got {self.norm!r}.")
         counts = [f for a in ATTACKS for f, p in zip(budget_fields(a), REGISTRY[a].fields) if p in COUNTS]
-        for name in (*dict.fromkeys(counts), "ensemble_size", "repeats", "chunk_size", "batch_size", "sanity_examples"):
+        names = (*dict.fromkeys(counts), "ensemble_size", "repeats", "chunk_size", "batch_size", "sanity_examples",
+                 "num_random_init")  # fmt: skip
+        for name in names:
             value = getattr(self, name)
             if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
-        for name, low in (("compression_examples", 0), ("compression_directions", 1)):
+        for name, low in (("compression_examples", 0), ("compression_directions", 1), ("check_every", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not (isinstance(value, int) and value >= low):
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}.")
@@ -279,11 +291,14 @@ def white_box_fields(attack: str) -> tuple[str, str]:
 
 def attack_budget(attack: str, c: EvalConfig) -> dict:
     """The settings of ``c`` that change ``attack``'s result: its :class:`Budget` parameters under their names
-    there, and the threat model."""
+    there, restarts and the best iterate where they differ from the first records'
+    (:func:`~art_adp.attacks.registry.recorded`: a budget recorded before them keeps its meaning), and the threat
+    model."""
     if attack in ("clean", "flags"):
         return {}
     b = c.budget(attack)
     budget = {k: getattr(b, k) for k in REGISTRY[attack].fields}
+    budget.update(recorded(b, REGISTRY[attack]))
     own_step = REGISTRY[attack].own_step
     budget.update(
         norm="inf" if c.norm == math.inf else c.norm,
