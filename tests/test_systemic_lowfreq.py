@@ -239,6 +239,10 @@ def test_pgd_eot_loses_the_vote_of_the_planted_purifier_and_only_the_low_band_wi
     x_full = LowFrequencyVote(est, eot_samples=16, cutoff=1.0, **budget).generate(x, y)
     draw_acc, vote_acc = judged(est, purifier, x_full)
     assert vote_acc == 1.0 and draw_acc < 0.9, draw_acc
+    # why the margin is uncapped (DiffBreak's): capped at κ = 1, the draws keeping u₇₇ stop pulling once broken and the
+    # whole band wins as well -- the cap, not the band, would then be what wins (the old attack's planted test)
+    x_cap = LowFrequencyVote(est, eot_samples=16, cutoff=1.0, confidence=1.0, **budget).generate(x, y)
+    assert judged(est, purifier, x_cap)[1] == 0.0
 
 
 # -- the best iterate and the early stop: a vote won on the way and lost at the end -----------------------------------

@@ -109,7 +109,7 @@ def vote_margin(z: torch.Tensor, y: torch.Tensor, confidence: float | None = Non
     return loss if confidence is None else loss.clamp(max=confidence)
 
 
-class LowFrequencyVote(EvasionAttack):
+class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attributes  # ART: one per parameter
     """
     Low-frequency vote attack (DiffBreak's loop, DCT band of the ε-ball): aimed at the majority vote over
     purifications, with a perturbation that every draw of the purifier passes on rather than one that breaks some
@@ -215,7 +215,7 @@ class LowFrequencyVote(EvasionAttack):
         verbose: bool = False,
     ) -> None:
         super().__init__(estimator=estimator)
-        self.norm = np.inf if norm in ("inf", np.inf, float("inf")) else norm
+        self.norm = np.inf if norm in ("inf", np.inf, math.inf) else norm
         self.eps = eps
         self.eps_step = eps_step
         self.max_iter = max_iter
