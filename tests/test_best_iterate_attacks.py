@@ -176,7 +176,7 @@ def test_one_default_gradient_mode():
     with_gradient = [
         c for c in vars(A).values() if inspect.isclass(c) and "gradient" in inspect.signature(c).parameters
     ]
-    assert {c.__name__ for c in with_gradient} >= {"PGDEOT", "APGDEOT", "SelectiveEOT", "SystemicLowFrequency"}
+    assert {c.__name__ for c in with_gradient} >= {"PGDEOT", "APGDEOT", "SelectiveEOT", "LowFrequencyVote"}
     for cls in with_gradient:
         assert inspect.signature(cls).parameters["gradient"].default == DEFAULT_GRADIENT, cls.__name__
     assert ADPPurifier(net, device_type="cpu").gradient == DEFAULT_GRADIENT
@@ -185,7 +185,7 @@ def test_one_default_gradient_mode():
 def test_aims_parameters_and_messages():
     est = estimator(Overshoot())
     assert A.PGDEOT(est).judgement == "mean" and A.SelectiveEOT(est).judgement == "worst"
-    assert A.SystemicLowFrequency(est).judgement == "majority" and not A.ClassifierPGD(est).judged_defended
+    assert not A.ClassifierPGD(est).judged_defended
     attack = A.SelectiveEOT(est)
     attack.set_params(num_random_init=3, check_every=2, judge_draws=4)  # ART's set_params reaches every subclass
     assert (attack.num_random_init, attack.check_every, attack.judge_draws) == (3, 2, 4)

@@ -367,7 +367,7 @@ def test_the_strongest_preset_runs_the_strongest_of_each_protocol_at_the_referen
     from art_adp.apps.evaluation.config import judging_shortfalls, shortfalls
 
     top = EvalConfig.preset("strongest")
-    assert top.attacks == ("full-pgd-eot", "apgd-eot", "systemic-lowfreq", "apgd-eot-dev", "selective-eot")
+    assert top.attacks == ("full-pgd-eot", "apgd-eot", "lowfreq-vote", "apgd-eot-dev", "selective-eot")
     assert (top.max_iter, top.eot_samples, top.apgd_max_iter, top.apgd_eot_samples) == (40, 15, 100, 200)
     assert (top.ensemble_size, top.repeats) == (10, 10)  # DiffHammer's N = 10 resubmissions: the worst of R = 10
     assert all(shortfalls(a, top) == [] for a in top.attacks) and judging_shortfalls(top) == []
@@ -379,10 +379,10 @@ def test_the_strongest_preset_runs_the_strongest_of_each_protocol_at_the_referen
     main = plan(top)[0]
     judge = 10 * 10 * 1.0
     # the best iterate judged on S = 10 draws: 9 times in 40 iterations (every 5, the start included); APGD at the
-    # start and after CE and DLR; the systemic attack's run once
+    # start and after CE and DLR; the vote attack its own votes
     assert _unit_cost(main, "selective-eot", top, probe) == 40 * 15 * 3.0 + 9 * 10 + judge
     assert _unit_cost(main, "apgd-eot-dev", top, probe) == 2 * 100 * 200 * (3.0 + 1.0) + 3 * 10 + judge
-    assert _unit_cost(main, "systemic-lowfreq", top, probe) == 40 * 15 * 3.0 + 15 * 1.0 + 10 + judge  # then a vote
+    assert _unit_cost(main, "lowfreq-vote", top, probe) == 40 * 15 * (3.0 + 1.0) + 15 * 1.0 + judge  # steps, votes
 
 
 def test_cli_estimate_only_prices_the_strongest_preset(checkpoints, tmp_path, capsys):

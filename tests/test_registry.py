@@ -35,7 +35,7 @@ def _estimator() -> PyTorchClassifier:
 
 def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
     assert ATTACKS == ("clf-pgd", "bpda-eot", "joint-score", "joint-full", "spsa", "full-pgd-eot", "apgd-eot",
-                       "systemic-lowfreq", "full-pgd-eot-dev", "apgd-eot-dev", "selective-eot")
+                       "lowfreq-vote", "full-pgd-eot-dev", "apgd-eot-dev", "selective-eot")
     assert PAPER_ATTACKS == ATTACKS[:6] and GRADIENT_ATTACKS == ("full-pgd-eot", "apgd-eot", "bpda-eot")
     assert PRESETS["croce"].attacks == ("apgd-eot",)
     assert {a: budget_fields(a) for a in ("clean", *ATTACKS, "flags")} == {
@@ -43,7 +43,7 @@ def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
         "joint-score": ("max_iter", "eot_samples", "weight"), "joint-full": ("max_iter", "eot_samples", "weight"),
         "full-pgd-eot": ("max_iter", "eot_samples", "eot_aggregate"), "apgd-eot": ("apgd_max_iter", "apgd_eot_samples"),
         "spsa": ("spsa_max_iter", "spsa_samples_per_step"), "flags": (),
-        "systemic-lowfreq": ("max_iter", "eot_samples", "cutoff"),
+        "lowfreq-vote": ("max_iter", "eot_samples", "cutoff"),
         "full-pgd-eot-dev": ("max_iter", "eot_samples", "eot_aggregate"),
         "apgd-eot-dev": ("apgd_max_iter", "apgd_eot_samples"), "selective-eot": ("max_iter", "eot_samples"),
     }
@@ -51,7 +51,7 @@ def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
     assert report.BASELINE_ATTACK == {"clean": "clean", "clf-pgd": "clf-pgd", "bpda-eot": "clf-pgd",
                                       "joint-score": "clf-pgd", "joint-full": "clf-pgd", "spsa": "spsa",
                                       "full-pgd-eot": "clf-pgd", "apgd-eot": "apgd-eot",
-                                      "systemic-lowfreq": "systemic-lowfreq",
+                                      "lowfreq-vote": "lowfreq-vote",
                                       "full-pgd-eot-dev": "clf-pgd", "apgd-eot-dev": "apgd-eot",
                                       "selective-eot": "clf-pgd"}
 
@@ -64,8 +64,8 @@ def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
     ("joint-full", A.JointFull, {"max_iter": 7, "eot_samples": 3, "weight": 0.25}),
     ("apgd-eot", A.APGDEOT, {"max_iter": 9, "eot_samples": 4, "seed": 5}),
     ("spsa", A.BlackBoxSPSA, {"max_iter": 2, "samples_per_step": 16, "eps_step": 0.01, "seed": 5}),
-    ("systemic-lowfreq", A.SystemicLowFrequency, {"gradient": "full", "max_iter": 7, "eot_samples": 3, "cutoff": 0.25,
-                                                  "seed": 5}),
+    ("lowfreq-vote", A.LowFrequencyVote, {"gradient": "full", "max_iter": 7, "eot_samples": 3, "cutoff": 0.25,
+                                          "seed": 5}),
     ("full-pgd-eot-dev", A.PGDEOTDev, {"gradient": "full", "max_iter": 7, "eot_samples": 3, "dev_weight": 1.0}),
     ("apgd-eot-dev", A.APGDEOTDev, {"max_iter": 9, "eot_samples": 4, "seed": 5, "dev_weight": 1.0}),
     ("selective-eot", A.SelectiveEOT, {"gradient": "full", "max_iter": 7, "eot_samples": 3, "seed": 5, "em_steps": 3,
@@ -87,10 +87,10 @@ def test_cost_model_and_budget_text_per_attack():
     judge = 2 * 3 * 1.0
     costs = {a: _unit_cost(main, a, c, probe) - judge for a in ATTACKS}
     # the best iterate judged at the start and the last of 4 iterations (check_every 5) on S = 2 draws: 4 forward
-    # passes; APGD judged at the start and after CE and DLR: 6; the systemic attack's run once: 2
+    # passes; APGD judged at the start and after CE and DLR: 6; the vote attack: its own vote after each step
     assert costs == {"clf-pgd": 0.0, "bpda-eot": 12.0 + 4, "joint-score": 12.0 + 4, "joint-full": 12.0 + 4,
                      "spsa": 32.0, "full-pgd-eot": 120.0 + 4, "apgd-eot": 220.0 + 6,
-                     "systemic-lowfreq": 4 * 3 * 10.0 + 3 * 1.0 + 2, "full-pgd-eot-dev": 120.0 + 4,
+                     "lowfreq-vote": 4 * 3 * (10.0 + 1.0) + 3 * 1.0, "full-pgd-eot-dev": 120.0 + 4,
                      "apgd-eot-dev": 220.0 + 6,
                      "selective-eot": 120.0 + 4}  # selective EOT: 4 iterations x 3 draws x one full pass
     # three runs: each run's passes and judgements three times (an upper bound: restarts attack the unbroken only)
@@ -230,7 +230,7 @@ def test_the_registry_speaks_the_budgets_names_only():
     assert (c.budget("bpda-eot").max_iter, c.budget("bpda-eot").eot_samples) == (7, 3)
     assert (c.budget("apgd-eot").max_iter, c.budget("apgd-eot").eot_samples) == (9, 4)
     assert c.budget("full-pgd-eot").memory_budget == 64  # MiB, as the attacks take it
-    assert tuple(s.name for s in REGISTRY.values() if s.full) == ("full-pgd-eot", "apgd-eot", "systemic-lowfreq",
+    assert tuple(s.name for s in REGISTRY.values() if s.full) == ("full-pgd-eot", "apgd-eot", "lowfreq-vote",
                                                                   "full-pgd-eot-dev", "apgd-eot-dev", "selective-eot")
 
 
@@ -240,6 +240,6 @@ def test_protocols_and_the_strongest_of_each():
     assert {s.protocol for s in REGISTRY.values()} <= set(PROTOCOLS)
     assert names(protocol="croce") == ("apgd-eot",) and names(protocol="diffattack") == ("full-pgd-eot-dev",
                                                                                             "apgd-eot-dev")
-    assert names(strongest=True) == ("full-pgd-eot", "apgd-eot", "systemic-lowfreq", "apgd-eot-dev", "selective-eot")
+    assert names(strongest=True) == ("full-pgd-eot", "apgd-eot", "lowfreq-vote", "apgd-eot-dev", "selective-eot")
     for protocol in PROTOCOLS:  # every protocol has its strongest attack, and one only
         assert len(names(protocol=protocol, strongest=True)) == 1, protocol

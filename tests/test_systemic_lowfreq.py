@@ -1,7 +1,9 @@
-"""The systemic low-frequency attack (DiffBreak) on the majority vote: the DCT basis against hand values, the
-parametrisation's Jacobian against finite differences (gradcheck, float64), the projection, the loss and the vote
-count by hand; a known answer -- a planted random purifier whose majority vote PGD+EOT loses and the systemic attack
-wins; every purifier family in both gradient modes; the memory budget; the registry and the card."""
+"""The low-frequency vote attack (DiffBreak's loop in a DCT band of the ε-ball): the DCT basis against hand values,
+the parametrisation's Jacobian against finite differences (gradcheck, float64), the projection, the uncapped margin
+and Adam's step by hand; known answers on planted random purifiers -- a vote PGD+EOT loses and the attack wins only
+through its low band (``cutoff=1`` loses it), an iterate broken on the way and robust at the end (the best iterate is
+kept), images already won left untouched by the early stop; every purifier family in both gradient modes; the memory
+budget; the registry, the retired name and the card."""
 
 import contextlib
 import math
@@ -14,9 +16,11 @@ from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 from art.estimators.classification import PyTorchClassifier
 
 from art_adp import ADPPurifier, DenoisedSmoothingPurifier, EOTClassifier, NCSNv2, ReverseDiffusionPurifier
-from art_adp.attacks import PGDEOT, SystemicLowFrequency
-from art_adp.attacks.registry import REGISTRY, Budget
-from art_adp.attacks.systemic_lowfreq import LowFrequencyBasis, dct_matrix, vote_lead, vote_margin
+from art_adp.attacks import PGDEOT, LowFrequencyVote
+from art_adp.attacks import systemic_lowfreq
+from art_adp.attacks.registry import LABELS, REGISTRY, RETIRED, Budget
+from art_adp.attacks.best_iterate import BestIterate
+from art_adp.attacks.systemic_lowfreq import LowFrequencyBasis, dct_matrix, vote_margin
 from art_adp.score.unet import DenoiserUNet
 
 D8 = dct_matrix(8)
@@ -62,34 +66,48 @@ def test_the_parametrisation_and_the_loss_through_it_match_finite_differences():
     basis = LowFrequencyBasis(5, 6, 0.5, dtype=torch.float64)  # 3×3 coefficients of a 5×6 image
     x = torch.rand(2, 1, 5, 6, dtype=torch.float64, generator=g) * 0.6 + 0.2
     c = (torch.randn(2, 1, 3, 3, dtype=torch.float64, generator=g) * 0.4).requires_grad_(True)
-    out = SystemicLowFrequency.image(x, c, basis, (0.0, 1.0))
+    out = LowFrequencyVote.image(x, c, basis, (0.0, 1.0))
     inside = ((x + basis.pixels(c)) > 0) & ((x + basis.pixels(c)) < 1)
     assert 0 < (~inside).sum() < inside.sum()  # both branches of the clip are exercised
     assert ((x + basis.pixels(c)).detach() - out.detach()).abs().max() > 0
     assert ((x + basis.pixels(c)).sub(0).abs().min() > 1e-4) and ((x + basis.pixels(c)).sub(1).abs().min() > 1e-4)
-    assert torch.autograd.gradcheck(lambda k: SystemicLowFrequency.image(x, k, basis, (0.0, 1.0)), (c,))
+    assert torch.autograd.gradcheck(lambda k: LowFrequencyVote.image(x, k, basis, (0.0, 1.0)), (c,))
     torch.manual_seed(2)
     net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(30, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
     net = net.double()
     y = torch.tensor([0, 2])
-    loss = lambda k: vote_margin(net(SystemicLowFrequency.image(x, k, basis, (0.0, 1.0))), y, 10.0)  # noqa: E731
+
+    def loss(k):
+        return vote_margin(net(LowFrequencyVote.image(x, k, basis, (0.0, 1.0))), y, 10.0)
+
     assert torch.autograd.gradcheck(loss, (c,))
 
 
-def test_margin_and_vote_lead_by_hand():
+def test_margin_uncapped_by_default_and_adam_by_hand():
     z = torch.tensor([[3.0, 1.0, 2.5], [0.0, 4.0, 1.0], [1.0, 1.0, 0.0]])
     y = torch.tensor([0, 0, 2])
-    torch.testing.assert_close(vote_margin(z, y, None), torch.tensor([-0.5, 4.0, 1.0]))
-    torch.testing.assert_close(vote_margin(z, y, 2.0), torch.tensor([-0.5, 2.0, 1.0]))  # the broken draw is capped
-    counts = torch.tensor([[5.0, 3.0, 2.0], [4.0, 4.0, 2.0], [1.0, 6.0, 3.0]])  # votes of 10 draws for 3 images
-    torch.testing.assert_close(vote_lead(counts, torch.tensor([0, 1, 2])), torch.tensor([2.0, 0.0, -3.0]))
+    torch.testing.assert_close(vote_margin(z, y), torch.tensor([-0.5, 4.0, 1.0]))  # DiffBreak's kappa="inf"
+    torch.testing.assert_close(vote_margin(z, y, 2.0), torch.tensor([-0.5, 2.0, 1.0]))  # a cap, on request only
+    # Adam's first two steps by hand: the gradient clipped to norm 1 (image 0: 3-4-0 → 0.6, 0.8, 0; image 1 left as
+    # it is), bias-corrected moments, so the first step is lr·sign; rounding-sized entries (1e-9 of the largest) are 0
+    d = torch.tensor([[3.0, 4.0, 3e-9], [0.5, -0.25, 0.0]])
+    m, v = torch.zeros_like(d), torch.zeros_like(d)
+    step, m, v = LowFrequencyVote._adam(d, m, v, 1, 0.1)
+    torch.testing.assert_close(step, torch.tensor([[0.1, 0.1, 0.0], [0.1, -0.1, 0.0]]), atol=1e-6, rtol=0)
+    torch.testing.assert_close(m, 0.1 * torch.tensor([[0.6, 0.8, 0.0], [0.5, -0.25, 0.0]]))
+    step, m, v = LowFrequencyVote._adam(-d, m, v, 2, 0.1)  # the gradient reverses: m̂ = 0.1·0.9... by hand
+    g1, g2 = torch.tensor([0.6, 0.8]), -torch.tensor([0.6, 0.8])
+    m_hat = (0.9 * 0.1 * g1 + 0.1 * g2) / (1 - 0.9**2)
+    v_hat = (0.999 * 0.001 * g1**2 + 0.001 * g2**2) / (1 - 0.999**2)
+    torch.testing.assert_close(step[0, :2], 0.1 * m_hat / (v_hat.sqrt() + 1e-8))
 
 
 def _attack(norm, eps=0.1, cutoff=0.5):
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 2))
-    est = PyTorchClassifier(model, torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=2,
-                            clip_values=(0, 1), device_type="cpu")
-    return SystemicLowFrequency(est, norm=norm, eps=eps, cutoff=cutoff)
+    est = PyTorchClassifier(
+        model, torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=2, clip_values=(0, 1), device_type="cpu"
+    )
+    return LowFrequencyVote(est, norm=norm, eps=eps, cutoff=cutoff)
 
 
 def test_projection_stays_in_the_band_and_the_ball_and_beats_scaling():
@@ -112,8 +130,9 @@ def test_projection_stays_in_the_band_and_the_ball_and_beats_scaling():
     linf_full = _attack(np.inf, cutoff=1.0)
     got = full.pixels(linf_full._project(full, full.coefficients(delta)))
     torch.testing.assert_close(got, delta.clamp(-0.1, 0.1), rtol=0, atol=1e-5)
-    torch.testing.assert_close(full.pixels(linf_full._ascent(full, full.coefficients(step))), step.sign(), atol=1e-5,
-                               rtol=0)
+    torch.testing.assert_close(
+        full.pixels(linf_full._ascent(full, full.coefficients(step))), step.sign(), atol=1e-5, rtol=0
+    )
 
 
 def test_bad_parameters_are_refused_with_the_checks_messages():
@@ -124,20 +143,25 @@ def test_bad_parameters_are_refused_with_the_checks_messages():
         ({"gradient": "exact"}, "gradient must be one of 'bpda', 'full', got 'exact'."),
         ({"random_start": 1}, "random_start must be True or False, got 1."),
         ({"eot_samples": 0}, "eot_samples must be an integer >= 1, got 0."),
+        ({"judge_draws": 0}, "judge_draws must be an integer >= 1 or None, got 0."),
+        ({"early_stop": "yes"}, "early_stop must be True or False, got 'yes'."),
+        ({"max_iter": 0}, "max_iter must be an integer >= 1, got 0."),
+        ({"norm": 1}, "norm must be np.inf (or 'inf') or 2, got 1."),
     ]:
         with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
-            SystemicLowFrequency(est, **kwargs)
+            LowFrequencyVote(est, **kwargs)
 
 
-# -- the known answer: a planted purifier whose vote PGD+EOT loses and the systemic attack wins ------------------------
+# -- the known answer: a planted purifier whose vote PGD+EOT loses and only the low band wins -------------------------
 
 
 class PlantedPurifier(PreprocessorPyTorch):
     """
     Keeps every DCT frequency below half the band of an 8×8 image (4×4) and each other one with probability ``p``,
-    independently per image and draw; exact autograd. A classifier that reads one high frequency strongly and the
-    DC weakly is broken, on every draw that keeps the high frequency, by a perturbation along it; the vote over the
-    draws (most of which drop it) is broken only by a perturbation of the low band.
+    independently per image and draw: a purifier that destroys high-frequency perturbations at random; exact
+    autograd. A classifier that reads one high frequency strongly and the DC weakly is broken, on every draw that
+    keeps the high frequency, by a perturbation along it; the vote over the draws (most of which drop it) is broken
+    only by a perturbation of the low band, and a full-band attack spends its ε-box on the high frequency.
     """
 
     def __init__(self, p: float, generator: torch.Generator) -> None:
@@ -162,29 +186,31 @@ class Linear2(torch.nn.Module):
         return torch.stack([z0, torch.zeros_like(z0)], 1)
 
 
-EPS, BETA, GAMMA, P_KEEP = 0.1, 1.0, 20.0, 0.2
+EPS, BETA, GAMMA, P_KEEP, MARGIN = 0.1, 1.0, 20.0, 0.2, 6.0
+
+
+def _classifier(model, purifier):
+    return PyTorchClassifier(model, torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=2,
+                             clip_values=(0, 1), preprocessing_defences=[purifier], device_type="cpu")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def planted():
     """
-    w = β·u₀₀ + γ·u₇₇ (u_kl the DCT basis images), margin 4εβ on 8 images of mean 0.5 with low-frequency content
-    only. The ε-ball's best low-band perturbation, −ε everywhere, moves every draw's margin by −8εβ (twice the
-    margin); PGD+EOT's mean gradient is ≈ 0.2·γ·u₇₇ + β·u₀₀, whose sign is u₇₇'s on all but 4 pixels, so it breaks
-    the 20 % of draws that keep u₇₇ and leaves the 80 % that drop it almost where they were.
+    w = β·u₀₀ + γ·u₇₇ (u_kl the DCT basis images), margin 6εβ on 8 images of mean 0.5 with low-frequency content
+    only. The vote is broken only by moving the DC coefficient by −6ε, three quarters of the ε-box's −ε everywhere
+    (−8ε). Per unit of the box, the mean margin over draws gains more along u₇₇ (0.2·γ·|u₇₇| against β·|u₀₀|), so an
+    attack free to use the whole band fills the box with u₇₇ and breaks only the 20 % of draws that keep it.
     """
-    u = lambda k, l: torch.outer(D8[k], D8[l])  # noqa: E731
-    w = BETA * u(0, 0) + GAMMA * u(7, 7)
-    model = Linear2(w, 4 * EPS * BETA - BETA * 4.0)  # u₀₀ · x = 8 · mean(x) = 4
+    w = BETA * torch.outer(D8[0], D8[0]) + GAMMA * torch.outer(D8[7], D8[7])  # β·u₀₀ + γ·u₇₇
+    model = Linear2(w, MARGIN * EPS * BETA - BETA * 4.0)  # u₀₀ · x = 8 · mean(x) = 4
     g = torch.Generator().manual_seed(0)
     c = torch.zeros(8, 1, 8, 8)
     c[..., 0, 1:3] = 0.05 * torch.randn(8, 1, 2, generator=g)
     c[..., 1, 0:2] = 0.05 * torch.randn(8, 1, 2, generator=g)
     x = (0.5 + D8.T @ c @ D8).numpy().astype(np.float32)
     purifier = PlantedPurifier(P_KEEP, torch.Generator().manual_seed(1))
-    est = PyTorchClassifier(model, torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=2,
-                            clip_values=(0, 1), preprocessing_defences=[purifier], device_type="cpu")
-    return est, purifier, x, np.zeros(8, np.int64)
+    return _classifier(model, purifier), purifier, x, np.zeros(8, np.int64)
 
 
 def judged(est, purifier, x_adv):
@@ -197,23 +223,115 @@ def judged(est, purifier, x_adv):
     return float((draws == 0).mean()), float((vote == 0).mean())
 
 
-def test_pgd_eot_loses_the_vote_of_the_planted_purifier_and_the_systemic_attack_wins_it(planted):
+def test_pgd_eot_loses_the_vote_of_the_planted_purifier_and_only_the_low_band_wins_it(planted):
     est, purifier, x, y = planted
     assert judged(est, purifier, x) == (1.0, 1.0)
-    budget = dict(eps=EPS, eps_step=EPS / 4, max_iter=20)
+    budget = dict(eps=EPS, eps_step=EPS / 4, max_iter=40)
     for gradient in ("full", "bpda"):
         x_pgd = PGDEOT(est, gradient=gradient, eot_samples=16, **budget).generate(x, y)
         draw_acc, vote_acc = judged(est, purifier, x_pgd)
         assert np.abs(x_pgd - x).max() <= EPS + 1e-6
         assert draw_acc < 0.9 and vote_acc == 1.0, (gradient, draw_acc)  # breaks the draws keeping u₇₇, not the vote
-    x_sys = SystemicLowFrequency(est, eot_samples=16, **budget).generate(x, y)  # the registry's defaults otherwise
-    assert np.abs(x_sys - x).max() <= EPS + 1e-6
-    assert judged(est, purifier, x_sys) == (0.0, 0.0)
-    # the low band is what wins: without it (cutoff 1, the whole basis) and without the cap, the same loop loses
-    ablations = {(1.0, None): 1.0, (0.5, None): 0.0}
-    for (cutoff, confidence), vote in ablations.items():
-        x_abl = SystemicLowFrequency(est, eot_samples=16, cutoff=cutoff, confidence=confidence, **budget).generate(x, y)
-        assert judged(est, purifier, x_abl)[1] == vote, (cutoff, confidence)
+    x_vote = LowFrequencyVote(est, eot_samples=16, **budget).generate(x, y)  # the defaults otherwise: cutoff 0.5
+    assert np.abs(x_vote - x).max() <= EPS + 1e-6
+    assert judged(est, purifier, x_vote) == (0.0, 0.0)
+    # the ablation: the same loop with the whole basis (cutoff 1, no low band) breaks the draws keeping u₇₇ only
+    x_full = LowFrequencyVote(est, eot_samples=16, cutoff=1.0, **budget).generate(x, y)
+    draw_acc, vote_acc = judged(est, purifier, x_full)
+    assert vote_acc == 1.0 and draw_acc < 0.9, draw_acc
+    # why the margin is uncapped (DiffBreak's): capped at κ = 1, the draws keeping u₇₇ stop pulling once broken and the
+    # whole band wins as well -- the cap, not the band, would then be what wins (the old attack's planted test)
+    x_cap = LowFrequencyVote(est, eot_samples=16, cutoff=1.0, confidence=1.0, **budget).generate(x, y)
+    assert judged(est, purifier, x_cap)[1] == 0.0
+
+
+# -- the best iterate and the early stop: a vote won on the way and lost at the end -----------------------------------
+
+
+class Amplifier(PreprocessorPyTorch):
+    """With probability ``p`` per image and draw, maps the image's deviation from 0.5 to ``3·dev − 0.15`` (else
+    passes the image on)."""
+
+    def __init__(self, p: float, generator: torch.Generator) -> None:
+        super().__init__(device_type="cpu", apply_fit=False, apply_predict=True)
+        self.p, self.generator = p, generator
+
+    def forward(self, x, y=None):
+        moved = (torch.rand(len(x), 1, 1, 1, generator=self.generator) < self.p).float()
+        return x + moved * (2 * (x - 0.5) - 0.15), y
+
+
+class Bump(torch.nn.Module):
+    """
+    Logits ``[0, h(t)]`` of ``t = mean(x) − 0.5``,
+    ``h(t) = −1 − t + 2·exp(−((t + 0.045)/0.01)²) + 1000·relu(−t − 0.1)``.
+    On a passed draw (t ∈ [−ε, 0]) class 1 wins only inside the bump, |t + 0.045| ≲ 0.009; a moved draw (t ↦ 3t −
+    0.15, beyond the bump) is always misclassified, and its last term, steeper than the bump, pulls t down to −ε. So
+    the mean margin rises as t falls all the way to −ε, while the vote -- 70 % passed draws -- is won only in the bump.
+    """
+
+    def forward(self, x):
+        t = x.flatten(1).mean(1) - 0.5
+        h = -1 - t + 2 * torch.exp(-(((t + 0.045) / 0.01) ** 2)) + 1000 * torch.relu(-t - 0.1)
+        return torch.stack([torch.zeros_like(h), h], 1)
+
+
+def _bump(shifts):
+    """Images of mean ``0.5 + shift`` with zero-mean low-frequency texture, the Bump classifier behind Amplifier."""
+    g = torch.Generator().manual_seed(3)
+    c = torch.zeros(len(shifts), 1, 8, 8)
+    c[..., 0, 1] = 0.03 * torch.randn(len(shifts), 1, generator=g)
+    x = 0.5 + torch.tensor(shifts, dtype=torch.float32).view(-1, 1, 1, 1) + D8.T @ c @ D8
+    purifier = Amplifier(0.3, torch.Generator().manual_seed(2))
+    return _classifier(Bump(), purifier), purifier, x.numpy(), np.zeros(len(shifts), np.int64)
+
+
+@pytest.fixture
+def offers(monkeypatch):
+    """Every iterate the attack offers to its BestIterate, with the rows it holds."""
+    seen = []
+
+    class Recording(BestIterate):
+        def offer(self, x_adv, rows=None):
+            seen.append((x_adv.detach().clone(), None if rows is None else rows.clone()))
+            return super().offer(x_adv, rows)
+
+    monkeypatch.setattr(systemic_lowfreq, "BestIterate", Recording)
+    return seen
+
+
+def test_an_iterate_broken_on_the_way_is_kept_over_a_robust_last_one(offers):
+    est, purifier, x, y = _bump([0.0] * 4)
+    assert judged(est, purifier, x)[1] == 1.0
+    attack = LowFrequencyVote(est, eps=EPS, eps_step=EPS / 4, max_iter=40, eot_samples=10, early_stop=False)
+    x_adv = attack.generate(x, y)
+    votes = [judged(est, purifier, o.numpy())[1] for o, _ in offers]
+    assert len(offers) == 41 and all(rows is None or len(rows) == 4 for _, rows in offers)
+    assert min(votes) == 0.0 and votes[-1] == 1.0  # every image broken on the way, all robust at the last iterate
+    assert judged(est, purifier, x_adv)[1] == 0.0  # the best iterate is returned
+    # the ablation: returning the last iterate (what the loop ends on) would count every image robust
+    assert not np.allclose(offers[-1][0].numpy(), x_adv)
+
+
+def test_the_early_stop_leaves_won_images_untouched_and_spends_nothing_on_them(offers):
+    # images 0 and 1 start inside the bump: the vote is won before any step; 2 and 3 are won on the way
+    est, purifier, x, y = _bump([-0.045, -0.045, 0.0, 0.0])
+    assert judged(est, purifier, x)[1] == 0.5
+    rows_stepped = []
+    attack = LowFrequencyVote(est, eps=EPS, eps_step=EPS / 4, max_iter=60, eot_samples=10)
+    draws = attack._draws
+    attack._draws = lambda x_adv, y_rows: rows_stepped.append(len(x_adv)) or draws(x_adv, y_rows)
+    x_adv = attack.generate(x, y)
+    np.testing.assert_array_equal(x_adv[:2], x[:2])  # untouched
+    assert max(rows_stepped) == 2 and len(rows_stepped) < 60  # no gradient for them; stopped once 2 and 3 were won
+    assert judged(est, purifier, x_adv)[1] == 0.0
+    # the ablation: without the early stop the won images are stepped on, every step, to the end
+    offers.clear()
+    rows_stepped.clear()
+    attack.early_stop = False
+    attack.generate(x, y)
+    assert rows_stepped == [4] * 60
+    assert any(not torch.equal(o[:2], torch.as_tensor(x[:2])) for o, _ in offers[1:])
 
 
 # -- every purifier family in both gradient modes, the memory budget -----------------------------------------------
@@ -244,11 +362,19 @@ FAMILIES = {
 def test_every_purifier_family_in_both_gradient_modes(nets, family, gradient, norm, eps):
     unet, score, clf, x = nets
     purifier = FAMILIES[family](unet, score, torch.Generator().manual_seed(2), "bpda" if gradient == "full" else "full")
-    est = PyTorchClassifier(clf, torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=10,
-                            clip_values=(0, 1), preprocessing_defences=[purifier], device_type="cpu")
+    est = PyTorchClassifier(
+        clf,
+        torch.nn.CrossEntropyLoss(),
+        input_shape=(1, 8, 8),
+        nb_classes=10,
+        clip_values=(0, 1),
+        preprocessing_defences=[purifier],
+        device_type="cpu",
+    )
     seen = []
-    attack = SystemicLowFrequency(est, gradient=gradient, norm=norm, eps=eps, eps_step=eps / 2, max_iter=2,
-                                  eot_samples=2)
+    attack = LowFrequencyVote(
+        est, gradient=gradient, norm=norm, eps=eps, eps_step=eps / 2, max_iter=2, eot_samples=2, early_stop=False
+    )  # the untrained classifier's errors: no early win
     draws = attack._draws
     attack._draws = lambda *a: seen.append(purifier.gradient) or draws(*a)  # the mode while attacking
     x_adv = attack.generate(x, y=np.array([0, 1, 2]))
@@ -264,11 +390,21 @@ def test_the_memory_budget_changes_the_blocks_not_the_result(nets):
     outs = []
     for budget in (None, 0.02):  # one row per block: a warning says so
         purifier = FAMILIES["adp"](unet, score, torch.Generator().manual_seed(4), "bpda")
-        est = PyTorchClassifier(clf, torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=10,
-                                clip_values=(0, 1), preprocessing_defences=[purifier], device_type="cpu")
+        est = PyTorchClassifier(
+            clf,
+            torch.nn.CrossEntropyLoss(),
+            input_shape=(1, 8, 8),
+            nb_classes=10,
+            clip_values=(0, 1),
+            preprocessing_defences=[purifier],
+            device_type="cpu",
+        )
         with pytest.warns(UserWarning, match="more than memory_budget") if budget else contextlib.nullcontext():
-            outs.append(SystemicLowFrequency(est, eps=0.1, eps_step=0.05, max_iter=2, eot_samples=3,
-                                             memory_budget=budget).generate(x, y=np.array([0, 1, 2])))
+            outs.append(
+                LowFrequencyVote(
+                    est, eps=0.1, eps_step=0.05, max_iter=2, eot_samples=3, early_stop=False, memory_budget=budget
+                ).generate(x, y=np.array([0, 1, 2]))
+            )
     np.testing.assert_allclose(outs[1], outs[0], atol=1e-5)
     assert np.abs(outs[0] - x).max() > 0
 
@@ -278,32 +414,72 @@ def test_the_memory_budget_changes_the_blocks_not_the_result(nets):
 
 def test_the_registry_builds_it_from_a_budget_and_prices_it(planted):
     est = planted[0]
-    spec = REGISTRY["systemic-lowfreq"]
+    spec = REGISTRY["lowfreq-vote"]
     attack = spec.build(est, Budget(eps=0.1, eps_step=0.02, max_iter=7, eot_samples=3, cutoff=0.25, norm=2), 5)
-    assert type(attack) is SystemicLowFrequency and attack.name == "systemic-lowfreq"
-    assert (attack.gradient, attack.norm, attack.eps, attack.eps_step, attack.max_iter, attack.eot_samples,
-            attack.cutoff, attack.seed) == ("full", 2, 0.1, 0.02, 7, 3, 0.25, 5)
-    assert spec.fields == ("max_iter", "eot_samples", "cutoff") and spec.full and spec.protocol == "diffbreak" and spec.strongest
+    assert type(attack) is LowFrequencyVote and attack.name == "lowfreq-vote"
+    assert (
+        attack.gradient,
+        attack.norm,
+        attack.eps,
+        attack.eps_step,
+        attack.max_iter,
+        attack.eot_samples,
+        attack.cutoff,
+        attack.seed,
+        attack.confidence,
+        attack.early_stop,
+        attack.random_start,
+    ) == ("full", 2, 0.1, 0.02, 7, 3, 0.25, 5, None, True, False)
+    assert LowFrequencyVote(est).max_iter == 100  # DiffBreak's max_iterations
+    assert (
+        spec.fields == ("max_iter", "eot_samples", "cutoff")
+        and spec.full
+        and spec.protocol == "diffbreak"
+        and spec.strongest
+    )
     b = Budget(eps=0.1, eps_step=0.02, max_iter=40, eot_samples=15)
-    assert spec.cost(b, 1.0, 10.0) == 40 * 15 * 10.0 + 15 * 1.0  # 40 steps of 15 draws forward+backward, one vote
-    assert spec.describe(b) == "40 it of 0.02, EOT 15, DCT cutoff 0.5"
+    # at most 40 steps of 15 draws forward+backward and a vote of 15 fresh draws each, and the start's vote
+    assert spec.cost(b, 1.0, 10.0) == 40 * 15 * (10.0 + 1.0) + 15 * 1.0
+    assert spec.describe(b) == "40 it of 0.02 (Adam), EOT 15, DCT cutoff 0.5"
+    assert spec.label == "Low-frequency vote attack (DiffBreak's loop, DCT band of the ε-ball)"
+
+
+def test_records_of_the_retired_name_still_read():
+    """Records on file name the attack before it followed DiffBreak's loop "systemic-lowfreq": their rows keep a
+    label that says so; the registry no longer builds it."""
+    assert "systemic-lowfreq" not in REGISTRY and "systemic-lowfreq" in RETIRED
+    assert LABELS["systemic-lowfreq"].startswith("Systemic low-frequency (vote; retired")
+    assert systemic_lowfreq.SystemicLowFrequency is LowFrequencyVote  # the old import still runs
 
 
 def test_the_card_judged_by_majority_vote_names_it_strongest(planted, tmp_path):
     """On the planted purifier, judged by single draws (S = 1) R = 15 times, the card's majority of R is the vote over
-    15 purifications: PGD+EOT breaks some draws (worst of R ≈ 0 %) and no vote; the systemic attack breaks the vote."""
+    15 purifications: PGD+EOT breaks some draws (worst of R ≈ 0 %) and no vote; the low-frequency vote attack breaks
+    the vote."""
     from art_adp.apps.evaluation import EvalConfig, evaluate
 
     est, purifier, x, y = planted
     purifier.generator.manual_seed(7)
-    config = EvalConfig.preset("smoke", attacks=("full-pgd-eot", "systemic-lowfreq"), eps=EPS, max_iter=10,
-                               eot_samples=12, ensemble_size=1, repeats=15, n_examples=8, chunk_size=8, sanity=False,
-                               fixed_noise=False, compression_examples=0)
-    result = evaluate(est.model, [purifier], x, y, config=config, run_dir=tmp_path, progress=False,
-                      log=lambda line: None)
+    config = EvalConfig.preset(
+        "smoke",
+        attacks=("full-pgd-eot", "lowfreq-vote"),
+        eps=EPS,
+        max_iter=40,
+        eot_samples=12,
+        ensemble_size=1,
+        repeats=15,
+        n_examples=8,
+        chunk_size=8,
+        sanity=False,
+        fixed_noise=False,
+        compression_examples=0,
+    )
+    result = evaluate(
+        est.model, [purifier], x, y, config=config, run_dir=tmp_path, progress=False, log=lambda line: None
+    )
     rows = {r["attack"]: r for r in result["card"]}
     # an example stays correct in all 15 draws with probability 0.8^15 = 3.5 %: here 1 of 8
     assert rows["full-pgd-eot"]["worst"]["value"] <= 0.25 and rows["full-pgd-eot"]["majority"]["value"] == 1.0
-    assert rows["systemic-lowfreq"]["majority"]["value"] == 0.0
-    assert result["strongest_majority_candidate"] == "systemic-lowfreq" and result["strongest_majority"] is None
-    assert rows["systemic-lowfreq"]["budget"] == f"10 it of {EPS / 4:.4g}, EOT 12, DCT cutoff 0.5"
+    assert rows["lowfreq-vote"]["majority"]["value"] == 0.0
+    assert result["strongest_majority_candidate"] == "lowfreq-vote" and result["strongest_majority"] is None
+    assert rows["lowfreq-vote"]["budget"] == f"40 it of {EPS / 4:.4g} (Adam), EOT 12, DCT cutoff 0.5"

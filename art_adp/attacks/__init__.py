@@ -1,7 +1,7 @@
 """Attacks on ADP, one per module, as ART ``EvasionAttack`` subclasses (Table 1 of https://arxiv.org/abs/2106.06041,
 plus the strongest adaptive attacks of Croce et al. 2022, https://arxiv.org/abs/2202.13711, and of the later
-re-evaluations of diffusion purification: DiffAttack's purified-state loss, DiffHammer's selective EOT, DiffBreak's
-systemic low-frequency attack on the majority vote, Kassis et al. 2025, https://arxiv.org/abs/2411.16598).
+re-evaluations of diffusion purification: DiffAttack's purified-state loss, DiffHammer's selective EOT, a low-frequency
+attack on the majority vote run with DiffBreak's loop, Kassis et al. 2025, https://arxiv.org/abs/2411.16598).
 
 Every attack takes an ART ``PyTorchClassifier`` -- with ``preprocessing_defences=[ADPPurifier(...)]`` for the
 defended model -- sets the purifier gradient mode it needs while it runs and restores it, and returns inputs
@@ -18,7 +18,7 @@ from .purified_state_loss import PurifiedStateLoss
 from .selective_eot import SelectiveEOT
 from .evade_detector import EvadeDetectorLoss
 from .spsa import BlackBoxSPSA
-from .systemic_lowfreq import SystemicLowFrequency
+from .systemic_lowfreq import LowFrequencyVote, SystemicLowFrequency
 
 __all__ = [
     "APGDEOT",
@@ -29,6 +29,7 @@ __all__ = [
     "FixedNoisePGD",
     "JointFull",
     "JointScore",
+    "LowFrequencyVote",
     "PGDEOT",
     "PGDEOTDev",
     "PurifiedStateLoss",

@@ -1,5 +1,20 @@
-"""DiffBreak's systemic low-frequency attack on the majority vote: exact gradients through the purification, a margin
-loss over the draws the vote judges, and a perturbation that lives in the low-frequency DCT basis (Kassis et al. 2025).
+"""A low-frequency attack on the majority vote over purifications, run with DiffBreak's loop (Kassis et al. 2025,
+https://arxiv.org/abs/2411.16598; the authors' ``DiffBreak/attacks/lf.py``, class ``LF``): Adam on the perturbation,
+an uncapped margin over the draws, the best iterate kept by the vote of draws of its own, and each image stopped as
+soon as that vote is won.
+
+**What differs from DiffBreak's LF attack.** DiffBreak builds its perturbation through learned, image-guided
+(bilateral-like) filters applied after a ``tanh``-space modifier, and bounds it by a perceptual distance: LPIPS with a
+VGG-16 backbone (``LpipsVGG``, ``eps`` 0.05, a penalty weight ``initial_const``). This module keeps the threat model
+of every other attack of the suite instead -- the ε-ball in ℓ∞ or ℓ2 -- and replaces the filters by a fixed ideal
+low-pass: the perturbation lives in the lowest ``cutoff`` of the DCT-II basis (:class:`LowFrequencyBasis`). The reason
+is LPIPS itself: its backbone weights (torchvision's ImageNet VGG-16 or AlexNet) are downloaded at run time, and no
+package on the registries this project installs from ships them -- ``lpips`` 0.1.4 ships only its linear calibration
+layers (``lpips/weights/v0.1/vgg.pth``, 7 KB) and calls ``torchvision.models.vgg16(pretrained=True)`` for the
+backbone; ``piq`` downloads both; ``stlpips-pytorch`` ships a whole VGG-16, but of the shift-tolerant variant
+(ST-LPIPS, anti-aliased pooling), another metric. An ImageNet backbone on 28×28 grey digits would also be a
+questionable perceptual scale. Hence the name: a low-frequency *vote* attack with DiffBreak's loop, not DiffBreak's
+LF attack.
 """
 
 from __future__ import annotations
@@ -8,16 +23,23 @@ import math
 
 import numpy as np
 import torch
+from art.attacks.attack import EvasionAttack
 from art.estimators.classification import PyTorchClassifier
 
-from .._checks import integer, memory_budget as check_memory_budget, number, one_of, positive_int
-from ..ensemble import eot_gradient, logits, stack_draws
-from ._core import DEFAULT_GRADIENT, GRADIENTS, IterativeAttack, gradient_mode, labels
+from .._checks import boolean, integer, memory_budget as check_memory_budget, number, one_of, positive_int
+from ..ensemble import eot_gradient, logits
+from ._core import DEFAULT_GRADIENT, GRADIENTS, check_norm, gradient_mode, labels
+from .best_iterate import BestIterate
 
-__all__ = ["LowFrequencyBasis", "SystemicLowFrequency", "dct_matrix", "vote_lead", "vote_margin"]
+__all__ = ["ADAM_BETAS", "LowFrequencyBasis", "LowFrequencyVote", "SystemicLowFrequency", "dct_matrix", "vote_margin"]
 
-#: Rounds of Dykstra's alternating projections in the ℓ∞ projection of :class:`SystemicLowFrequency`.
+#: Rounds of Dykstra's alternating projections in the ℓ∞ projection of :class:`LowFrequencyVote`.
 PROJECTION_ROUNDS = 20
+#: Adam's moment decay rates and denominator constant: torch's defaults, which DiffBreak's ``LF`` uses.
+ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8
+#: Coefficient gradients at most this fraction of the image's largest are float rounding (a few float32 ulps of the
+#: DCT's sums) and are taken as zero before Adam, whose per-coordinate normalisation would make full steps of them.
+ROUNDING = 1e-6
 
 
 def dct_matrix(n: int, *, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> torch.Tensor:
@@ -70,14 +92,15 @@ class LowFrequencyBasis:
         return self.rows @ x @ self.cols.T
 
 
-def vote_margin(z: torch.Tensor, y: torch.Tensor, confidence: float | None) -> torch.Tensor:
+def vote_margin(z: torch.Tensor, y: torch.Tensor, confidence: float | None = None) -> torch.Tensor:
     """
-    The per-draw loss the attack ascends: ``min(max_{j≠y} z_j − z_y, κ)``, the Carlini-Wagner margin capped at the
-    confidence κ -- a draw misclassified by more than κ stops pulling, so the gradient concentrates on the draws the
-    vote still gives to ``y`` (``confidence=None``: no cap, every draw pulls alike).
+    The per-draw loss the attack ascends: ``max_{j≠y} z_j − z_y``, the Carlini-Wagner margin, uncapped by default as
+    DiffBreak's (its ``MarginLoss(kappa="inf")`` for ``LF``); ``confidence`` κ caps it at ``min(·, κ)`` (a draw
+    misclassified by more than κ stops pulling).
 
     :param z: ``M×K`` logits of ``M`` draws.
     :param y: ``M`` class indices.
+    :param confidence: κ, or None: no cap.
     :return: ``M`` losses.
     """
     z_y = z.gather(1, y[:, None])[:, 0]
@@ -86,89 +109,87 @@ def vote_margin(z: torch.Tensor, y: torch.Tensor, confidence: float | None) -> t
     return loss if confidence is None else loss.clamp(max=confidence)
 
 
-class _Votes:
-    """:func:`vote_margin`, which also counts each image's votes as :func:`~art_adp.ensemble.eot_gradient` passes it
-    the stacked rows, in order (row ``r`` is draw ``r // n`` of image ``r % n``)."""
-
-    def __init__(self, n: int, nb_classes: int, confidence: float | None, device: torch.device) -> None:
-        self.n, self.confidence, self.seen = n, confidence, 0
-        self.counts = torch.zeros(n, nb_classes, device=device)
-
-    def __call__(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        idx = (torch.arange(len(z), device=z.device) + self.seen) % self.n
-        self.counts.index_add_(
-            0, idx, torch.nn.functional.one_hot(z.detach().argmax(1), z.shape[1]).to(self.counts.dtype)
-        )
-        self.seen += len(z)
-        return vote_margin(z, y, self.confidence)
-
-
-def vote_lead(counts: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """How far the label leads the vote: ``votes_y − max_{j≠y} votes_j`` per image (≤ 0: the vote is not ``y``'s
-    alone, the attack has won it). ``counts`` is ``N×K`` votes."""
-    mine = counts.gather(1, y[:, None])[:, 0]
-    return mine - counts.scatter(1, y[:, None], -1.0).amax(1)
-
-
-class SystemicLowFrequency(IterativeAttack):
+class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attributes  # ART: one per parameter
     """
-    The systemic low-frequency attack of DiffBreak (Kassis et al., 2025), aimed at the majority vote over S
-    purifications: a perturbation that every draw of the purifier passes on, not one that breaks some draws strongly
-    and leaves the rest (which is what PGD+EOT's mean gradient converges to when the draws disagree).
+    Low-frequency vote attack (DiffBreak's loop, DCT band of the ε-ball): aimed at the majority vote over
+    purifications, with a perturbation that every draw of the purifier passes on rather than one that breaks some
+    draws strongly and leaves the rest (what PGD+EOT's mean gradient converges to when the draws disagree).
 
-    - **Low-frequency parametrisation.** The perturbation is ``δ = B c``: ``c`` the coefficients of the DCT-II basis
-      images below ``cutoff`` of each side (:class:`LowFrequencyBasis`), ``x_adv = clip(x + B c)``. Purifiers remove
-      or randomise high frequencies (injected white noise, then denoising); a perturbation with no high frequencies
-      has nothing there to lose. DiffBreak's LF attack (adapted from UnMarker's attack on watermarks) optimises a
-      perturbation together with learnable low-pass (bilateral-like) filters under a perceptual-distance bound; this
-      attack keeps the ε-ball of the threat model instead and fixes the filter to an ideal DCT low-pass, so its
-      radius is the suite's other attacks' radius.
-    - **Loss on the vote's draws.** Each step draws ``eot_samples`` purifications and ascends the mean over them of
-      :func:`vote_margin` (the margin capped at ``confidence``), with exact gradients through the purification
-      (``gradient="full"``; :func:`art_adp.ensemble.eot_gradient`, blocks that fit ``memory_budget``), chained through
-      ``c ↦ clip(x + B c)`` by autograd.
-    - **Steps and projection.** ``c ← Π(c + α u)``, ``u`` the coefficient gradient made a unit step in the threat
-      model's norm (ℓ∞: the low-frequency part of PGD's sign step, :meth:`_ascent`), so each step moves the image by
-      ``eps_step``; ``Π`` brings ``B c`` back into the ε-ball without leaving the subspace (ℓ2: scaling, the exact
-      projection; ℓ∞: Dykstra's alternating projections, then scaling, :meth:`_project`); ``x_adv`` is clipped
-      into ``clip_values`` afterwards. With ``cutoff=1`` the basis is complete, a step is PGD's sign step and the
-      projection its clamp to the ε-box: the attack is PGD with the capped margin loss.
-    - **Random start**: ``c₀`` Gaussian (from a generator seeded with ``seed``), scaled to a radius uniform in [0, ε].
-    - **Judged by the vote.** Each step's draws also vote; every example returns the iterate whose vote was furthest
-      from its label (:func:`vote_lead`, ties: the higher loss), the last iterate scored by one more vote of
-      ``eot_samples`` draws without gradients -- as DiffBreak keeps its best majority-vote iterate.
+    What follows DiffBreak's ``LF`` (``DiffBreak/attacks/lf.py``; defaults from ``DiffBreak/utils/registry.py``,
+    ``LF_params`` and ``default_loss``):
 
-    The estimator's purifiers are switched to ``gradient`` while attacking and restored afterwards.
+    - **Adam on the perturbation** (``optimizer_args["grad_sgn"] = False``: ``torch.optim.Adam``, betas
+      :data:`ADAM_BETAS`), each image's gradient first clipped to norm 1 (``StepPerformer.__call__``:
+      ``clip_grad_norm_(…, 1.0)``; DiffBreak attacks one image at a time, so its clipping is per image).
+    - **The uncapped margin** ``max_{j≠y} z_j − z_y`` (:func:`vote_margin`), averaged over ``eot_samples``
+      purification draws per step, with exact gradients through the purification (``gradient="full"``;
+      :func:`art_adp.ensemble.eot_gradient`, blocks that fit ``memory_budget``).
+    - **The best iterate, judged on the vote of draws of its own, and an early stop on a vote win.** After every
+      step DiffBreak evaluates its best iterate by the majority of fresh purifications (``Bar.update`` →
+      ``ClassifierWrapper.eval_attack`` in ``eval_mode="batch"``) and returns as soon as the vote is won
+      (``abort_early``). Here every iterate is offered to :class:`~art_adp.attacks.best_iterate.BestIterate` with
+      ``judgement="majority"`` over ``judge_draws`` draws that made no gradient; each image keeps the iterate that
+      vote finds most broken, and an image whose kept iterate wins the vote is stopped (no further gradients; with
+      ``early_stop=False`` every image runs all ``max_iter`` steps).
+    - **100 iterations** by default (``max_iterations``), a start from the clean image (a zero modifier).
 
-    | Paper link: Kassis, Hengartner & Yu, "DiffBreak: Is Diffusion-Based Purification Robust?", 2025,
-      https://arxiv.org/abs/2411.16598
+    What differs (see the module's docstring for why):
+
+    - The perturbation is ``δ = B c`` (``c`` the coefficients of the DCT-II basis images below ``cutoff`` of each side,
+      :class:`LowFrequencyBasis`), ``x_adv = clip(x + B c)``, projected after every Adam step into the ε-ball without
+      leaving the band (:meth:`_project`) -- DiffBreak's perturbation is a ``tanh``-space modifier passed through
+      learned image-guided filters under an LPIPS bound (penalised, not projected).
+    - Adam's learning rate is ``eps_step`` on the coefficients (the basis is orthonormal: a coefficient moved by α
+      moves the image by α in ℓ2), where DiffBreak uses 0.008 on its modifier and 0.05 on its filters.
+    - DiffBreak chooses its best iterate by the loss on the gradient's own draws and then checks the vote on fresh
+      draws; here the fresh vote chooses it (the suite's one rule, :mod:`~art_adp.attacks.best_iterate`), and the
+      judgement's draws are the same at every step (iterates compared on common noise) where DiffBreak draws anew.
+    - Coefficient gradients below float rounding of each image's largest are zeroed before Adam (:data:`ROUNDING`).
+    - ``random_start`` may start from a random point of the ball ∩ band; ``confidence`` may cap the margin.
+    - Batches of images, each with its own Adam moments and its own stop, where DiffBreak attacks one image at a time.
+
+    The estimator's purifiers are switched to ``gradient`` while attacking and restored afterwards. The attack runs its
+    own loop (Adam, per-image stop) rather than :class:`~art_adp.attacks._core.IterativeAttack`'s projected steps.
+
+    | Paper link: Kassis, Hengartner & Yu, "Unlocking The Potential of Adaptive Attacks on Diffusion-Based
+      Purification" (DiffBreak), 2025, https://arxiv.org/abs/2411.16598
 
     :param estimator: ``PyTorchClassifier(..., preprocessing_defences=[purifier])``, any purifier family (or none).
     :param gradient: ``"full"`` (exact, through purification; DiffBreak's) or ``"bpda"`` (straight-through).
-    :param norm, eps, eps_step, max_iter, batch_size, verbose: As in :class:`~art_adp.attacks.PGDEOT`;
-        ``eps_step`` is each step's length in the threat model's norm.
-    :param eot_samples: Purifications per step: the draws the loss sums over and that vote.
+    :param norm, eps, max_iter, batch_size, verbose: As in :class:`~art_adp.attacks.PGDEOT`.
+    :param eps_step: Adam's learning rate on the DCT coefficients.
+    :param eot_samples: Purifications per step, the draws the margin is averaged over (DiffBreak's
+        ``eot_iters × batch_size`` purified copies).
+    :param judge_draws: Purifications of the vote that judges every iterate and stops an image (None:
+        ``eot_samples``); drawn apart from the gradient's draws.
     :param cutoff: Fraction of the DCT frequencies kept along each side, in (0, 1] (0.5: 4×4 of 8×8 digits, 14×14 of
-        28×28 MNIST, 16×16 of 32×32 CIFAR-10: a quarter of the basis).
-    :param confidence: κ, the logit margin past which a draw stops pulling; None: no cap.
-    :param random_start: Start from a random point of the ball ∩ subspace (else from ``x``).
-    :param seed: Seed of the random start, or None for torch's global generator. Purification noise comes from the
-        purifiers' own generators.
+        28×28 MNIST, 16×16 of 32×32 CIFAR-10: a quarter of the basis; 1: the whole basis).
+    :param confidence: κ, a cap on the margin; None (DiffBreak's): uncapped.
+    :param early_stop: Stop each image once the judging vote is won (DiffBreak's ``abort_early``).
+    :param random_start: Start from a random point of the ball ∩ band (else from ``x``, as DiffBreak).
+    :param seed: Seed of the random start and of the judgement's draws (None: torch's global generator for the start,
+        0 for the judgement). Purification noise of the gradient comes from the purifiers' own generators.
     :param memory_budget: MiB of autograd graph per block of draws (None:
         :func:`art_adp.ensemble.default_memory_budget`).
     """
 
     #: The name of this attack in :data:`~art_adp.attacks.registry.REGISTRY`, its records and on the command line.
-    name = "systemic-lowfreq"
-    #: Aimed at the majority vote: the best iterate is judged by the vote of ``judge_draws`` fresh draws.
-    aim = "majority"
+    name = "lowfreq-vote"
 
-    attack_params = IterativeAttack.attack_params + [
+    attack_params = EvasionAttack.attack_params + [
+        "norm",
+        "eps",
+        "eps_step",
+        "max_iter",
+        "random_start",
+        "batch_size",
+        "verbose",
         "gradient",
         "eot_samples",
+        "judge_draws",
         "cutoff",
         "confidence",
-        "random_start",
+        "early_stop",
         "seed",
         "memory_budget",
     ]
@@ -181,38 +202,56 @@ class SystemicLowFrequency(IterativeAttack):
         norm=np.inf,
         eps: float = 8 / 255,
         eps_step: float = 2 / 255,
-        max_iter: int = 40,
+        max_iter: int = 100,
         eot_samples: int = 15,
+        judge_draws: int | None = None,
         cutoff: float = 0.5,
-        confidence: float | None = 1.0,
-        random_start: bool = True,
+        confidence: float | None = None,
+        early_stop: bool = True,
+        random_start: bool = False,
         seed: int | None = 0,
         batch_size: int = 512,
         memory_budget: float | None = None,
         verbose: bool = False,
     ) -> None:
+        super().__init__(estimator=estimator)
+        self.norm = np.inf if norm in ("inf", np.inf, math.inf) else norm
+        self.eps = eps
+        self.eps_step = eps_step
+        self.max_iter = max_iter
+        self.random_start = random_start
+        self.batch_size = batch_size
+        self.verbose = verbose
         self.gradient = gradient
         self.eot_samples = eot_samples
+        self.judge_draws = judge_draws
         self.cutoff = cutoff
         self.confidence = confidence
+        self.early_stop = early_stop
         self.seed = seed
         self.memory_budget = memory_budget
-        super().__init__(
-            estimator, norm=norm, eps=eps, eps_step=eps_step, max_iter=max_iter, random_start=random_start,
-            batch_size=batch_size, verbose=verbose,
-        )  # fmt: skip
+        self._check_params()
 
     @property
     def mode(self) -> str:
         """The purifier gradient mode set while attacking: ``gradient``."""
         return self.gradient
 
+    _estimator_requirements = (PyTorchClassifier,)
+
     def _check_params(self) -> None:
-        super()._check_params()
+        check_norm(self.norm)
+        for name in ("eps", "eps_step"):
+            number(name, getattr(self, name), low=0, low_open=True)
+        for name in ("max_iter", "batch_size"):
+            positive_int(name, getattr(self, name))
+        boolean("random_start", self.random_start)
         one_of("gradient", self.gradient, GRADIENTS)
         positive_int("eot_samples", self.eot_samples)
+        positive_int("judge_draws", self.judge_draws, optional=True)
         number("cutoff", self.cutoff, low=0, high=1, low_open=True)
         number("confidence", self.confidence, low=0, optional=True)
+        boolean("early_stop", self.early_stop)
         if self.seed is not None:
             integer("seed", self.seed, low=0, high=2**63 - 1)
         check_memory_budget(self.memory_budget)
@@ -257,7 +296,7 @@ class SystemicLowFrequency(IterativeAttack):
     ) -> torch.Tensor:
         """Zero coefficients, or (``random_start``) Gaussian ones scaled to a radius uniform in [0, ε], projected."""
         c = torch.zeros(*x.shape[:-2], basis.kh, basis.kw, dtype=x.dtype, device=x.device)
-        if not self.starts_random:
+        if not self.random_start:
             return c
         c = torch.randn(c.shape, generator=generator, dtype=x.dtype).to(x.device)
         radius = self.eps * torch.rand(len(x), generator=generator, dtype=x.dtype).to(x.device)
@@ -270,52 +309,71 @@ class SystemicLowFrequency(IterativeAttack):
 
     # -- one step ----------------------------------------------------------------------------------------------------
 
-    def _draws(self, x_adv: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(Pixel gradient of the mean :func:`vote_margin` over ``eot_samples`` draws, that mean loss, vote lead)."""
-        votes = _Votes(len(x_adv), self.estimator.nb_classes, self.confidence, x_adv.device)
-        g, loss = eot_gradient(
+    def _draws(self, x_adv: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(Pixel gradient of the mean :func:`vote_margin` over ``eot_samples`` draws, that mean margin per image)."""
+        return eot_gradient(
             lambda z: logits(self.estimator, z),
             x_adv,
             y,
-            votes,
+            lambda z, t: vote_margin(z, t, self.confidence),
             self.eot_samples,
             batch_size=self.batch_size,
             memory_budget=self.memory_budget,
         )
-        return g, loss, vote_lead(votes.counts, y)
 
-    def _final_lead(self, x_adv: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(mean :func:`vote_margin`, vote lead) of ``eot_samples`` draws at ``x_adv``, without gradients."""
-        votes = _Votes(len(x_adv), self.estimator.nb_classes, self.confidence, x_adv.device)
-        with torch.no_grad():
-            z = stack_draws(lambda r: logits(self.estimator, r), x_adv, self.eot_samples, batch_size=self.batch_size)
-            loss = votes(z.flatten(0, 1), y.repeat(self.eot_samples)).view(self.eot_samples, -1).mean(0)
-        return loss.to(x_adv.dtype), vote_lead(votes.counts, y)
+    @staticmethod
+    def _adam(
+        d: torch.Tensor, m: torch.Tensor, v: torch.Tensor, t: int, lr: float
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """
+        One step of Adam's ascent on gradient ``d`` (torch's ``Adam``, written out so that each image keeps its own
+        moments and can stop): each image's gradient clipped to ℓ2 norm 1 first, as DiffBreak clips, its entries at
+        most :data:`ROUNDING` of its largest set to zero.
+
+        :return: ``(step, m, v)``: the step to add, the new first and second moments.
+        """
+        shape = (-1, *([1] * (d.ndim - 1)))
+        d = torch.where(d.abs() > ROUNDING * d.flatten(1).abs().amax(1).view(shape), d, torch.zeros_like(d))
+        d = d / d.flatten(1).norm(dim=1).view(shape).clamp_min(1.0)
+        (b1, b2) = ADAM_BETAS
+        m = b1 * m + (1 - b1) * d
+        v = b2 * v + (1 - b2) * d * d
+        step = lr * (m / (1 - b1**t)) / ((v / (1 - b2**t)).sqrt() + ADAM_EPS)
+        return step, m, v
 
     def _attack(self, x: torch.Tensor, y: torch.Tensor, basis: LowFrequencyBasis, clip, generator) -> torch.Tensor:
-        """One batch: ``max_iter`` steps from the (random) start; per example the iterate whose vote was furthest
-        from ``y`` (ties: the higher loss)."""
+        """One batch: up to ``max_iter`` Adam steps per image from the (random) start; per image the iterate the
+        judging vote found most broken."""
         c = self._start_coefficients(basis, x, generator)
-        best = best_lead = best_loss = None
-        for i in range(self.max_iter + 1):
-            c = c.detach().requires_grad_(True)
+        judge_seed = 0 if self.seed is None else (self.seed + 1) % 2**63
+        best = BestIterate(
+            self.estimator,
+            y,
+            judgement="majority",
+            draws=self.judge_draws or self.eot_samples,
+            seed=judge_seed,
+            batch_size=self.batch_size,
+        )
+        best.offer(self.image(x, c, basis, clip))
+        active = ~best.broken if self.early_stop else torch.ones(len(x), dtype=torch.bool, device=x.device)
+        m, v = torch.zeros_like(c), torch.zeros_like(c)
+        for t in range(1, self.max_iter + 1):
+            rows = active.nonzero()[:, 0]
+            if len(rows) == 0:
+                break
+            cr = c[rows].detach().requires_grad_(True)
             with torch.enable_grad():
-                x_adv = self.image(x, c, basis, clip)
-            if i < self.max_iter:
-                g, loss, lead = self._draws(x_adv.detach(), y)
-            else:  # the last iterate is scored, not stepped from
-                loss, lead = self._final_lead(x_adv.detach(), y)
-            if best is None or best_lead is None or best_loss is None:
-                best, best_lead, best_loss = x_adv.detach().clone(), lead, loss
-            else:
-                better = (lead < best_lead) | ((lead == best_lead) & (loss > best_loss))
-                best[better], best_lead[better], best_loss[better] = x_adv.detach()[better], lead[better], loss[better]
-            if i < self.max_iter:
-                with torch.enable_grad():
-                    (d,) = torch.autograd.grad(x_adv, c, grad_outputs=g)  # through clip(x + B c): the exact chain rule
-                c = self._project(basis, c.detach() + self.eps_step * self._ascent(basis, d))
-        assert best is not None  # max_iter >= 1: at least one iterate was scored
-        return best
+                x_adv = self.image(x[rows], cr, basis, clip)
+            g, _ = self._draws(x_adv.detach(), y[rows])
+            with torch.enable_grad():
+                (d,) = torch.autograd.grad(x_adv, cr, grad_outputs=g)  # through clip(x + B c): the exact chain rule
+            step, m[rows], v[rows] = self._adam(d, m[rows], v[rows], t, self.eps_step)
+            c[rows] = self._project(basis, cr.detach() + step)
+            best.offer(self.image(x[rows], c[rows], basis, clip), rows=rows)
+            if self.early_stop:
+                active[rows] = ~best.broken[rows]
+        assert best.x is not None
+        return best.x
 
     def generate(self, x: np.ndarray, y: np.ndarray | None = None, **kwargs) -> np.ndarray:
         """
@@ -323,8 +381,7 @@ class SystemicLowFrequency(IterativeAttack):
         :param y: True labels (indices or one-hot); default: the estimator's predictions.
         :param kwargs: Unused (ART's ``generate`` signature).
         :return: Adversarial inputs within ε of ``x`` (in the threat model's norm) and inside ``clip_values``: per
-            example the iterate whose vote was furthest from its label (between restarts, ``num_random_init``: the
-            best-iterate rule of :class:`~art_adp.attacks._core.IterativeAttack`, on fresh draws).
+            image the iterate the judging vote found most broken.
         """
         from tqdm.auto import tqdm
 
@@ -335,15 +392,14 @@ class SystemicLowFrequency(IterativeAttack):
         generator = None if self.seed is None else torch.Generator().manual_seed(self.seed)
         basis = LowFrequencyBasis(x.shape[-2], x.shape[-1], self.cutoff, device=device)
         out = []
-
-        def run(xs, ys, clip_, offer):  # one run (its own best by the vote); the runs' iterates judged on fresh draws
-            x_adv = self._attack(xs, ys, basis, clip_, generator)
-            offer(x_adv, self.max_iter)
-            return x_adv
-
         with gradient_mode(self.estimator, self.mode):
             for start in tqdm(range(0, len(x), self.batch_size), desc=type(self).__name__, disable=not self.verbose):
                 xb = torch.as_tensor(x[start : start + self.batch_size], dtype=torch.float32, device=device)
                 yb = torch.as_tensor(y[start : start + self.batch_size], dtype=torch.long, device=device)
-                out.append(self._best_of_runs(xb, yb, clip, run, batch=start).cpu().numpy())
+                out.append(self._attack(xb, yb, basis, clip, generator).cpu().numpy())
         return np.concatenate(out).astype(x.dtype, copy=False)
+
+
+#: The name this attack had before it followed DiffBreak's loop (records on file name it ``"systemic-lowfreq"``):
+#: kept so that code importing it still runs; it is :class:`LowFrequencyVote`.
+SystemicLowFrequency = LowFrequencyVote
