@@ -347,6 +347,12 @@ class SelectiveEOT(EvasionAttack):
             raise ValueError(f"losses must be a non-empty tuple of {tuple(LOSSES)}, got {self.losses!r}.")
         for loss in self.losses:
             one_of("losses", loss, LOSSES)
+        classes = getattr(self.estimator, "nb_classes", None)
+        if "dlr" in self.losses and classes is not None and classes < 3:
+            raise ValueError(
+                f"The DLR loss needs at least 3 classes, the estimator has {classes}; leave it out of losses "
+                "(e.g. losses=('margin', 'ce'))."
+            )
         non_negative_int("em_steps", self.em_steps)
         number("em_lambda", self.em_lambda, low=0)
         number("em_alpha", self.em_alpha, low=0)
@@ -475,7 +481,7 @@ class SelectiveEOT(EvasionAttack):
             x_next = project(x_adv + a * (z - x_adv) + (1 - a) * (x_adv - x_prev), x, self.eps, self.norm, clip)
             x_prev, x_adv = x_adv, x_next.detach()
             best.offer(x_adv)
-            if bool((best.score <= -1).all()):  # every image fails on every judging draw
+            if i + 1 == self.max_iter or bool((best.score <= -1).all()):  # done, or every image fails every judge
                 break
             draws = self._draws(x_adv, y, loss)
             history.append(draws.losses.amax(0))
