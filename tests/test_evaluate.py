@@ -378,7 +378,7 @@ def test_the_strongest_preset_runs_the_strongest_of_each_protocol_at_the_referen
     probe = {"forward": 1.0, "full": 3.0}
     main = plan(top)[0]
     judge = 10 * 10 * 1.0
-    assert _unit_cost(main, "selective-eot", top, probe) == 40 * 15 * 3.0 + judge
+    assert _unit_cost(main, "selective-eot", top, probe) == 3 * 40 * (2 * 15 * 1.0 + 3.0) + judge
     assert _unit_cost(main, "apgd-eot-dev", top, probe) == 2 * 100 * 200 * (3.0 + 1.0) + judge
     assert _unit_cost(main, "systemic-lowfreq", top, probe) == 40 * 15 * 3.0 + 15 * 1.0 + judge  # steps, then a vote
 
