@@ -4,6 +4,7 @@ gradient grafting, the best iterate by N-evaluation."""
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -37,7 +38,7 @@ __all__ = [
 def margin(logits_: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """DiffHammer's ``cw_loss``, per example: ``max_{j≠y} z_j − z_y`` (positive exactly when misclassified)."""
     z_y = logits_.gather(1, y[:, None])[:, 0]
-    others = logits_.scatter(1, y[:, None], float("-inf"))
+    others = logits_.scatter(1, y[:, None], -math.inf)
     return others.amax(1) - z_y
 
 
@@ -59,7 +60,7 @@ def _cross(grads: torch.Tensor, directions: torch.Tensor) -> torch.Tensor:
     return torch.einsum("jbd,ibd->jib", directions.reshape(n, b, -1), grads.reshape(n, b, -1))
 
 
-def shared_vulnerability_draw(grads: torch.Tensor, losses: torch.Tensor, *, eps: float, norm) -> torch.Tensor:
+def shared_vulnerability_draw(grads: torch.Tensor, losses: torch.Tensor, *, eps: float, norm: float) -> torch.Tensor:
     """
     DiffHammer's starting draw (``Attacker.seeds_select``): per example, the draw j whose step direction d(g_j)
     raises the most draws' losses,
@@ -89,7 +90,7 @@ def selective_gradient(
     em_steps: int,
     em_lambda: float,
     eps: float,
-    norm,
+    norm: float,
 ) -> torch.Tensor:
     """
     DiffHammer's E and M steps over N draws of each example (``Attacker.EM`` with one selected draw, its default
@@ -205,7 +206,7 @@ class _Draws:
     tape: _NoiseTape | None = None
 
 
-class SelectiveEOT(EvasionAttack):
+class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attributes
     """
     DiffHammer's selective attack, as its ``attacker.py`` runs it against a randomized purifier. Per batch, per
     loss of ``losses`` (margin, then cross-entropy, then DLR: one run each, a restart), from a random start:
@@ -317,7 +318,7 @@ class SelectiveEOT(EvasionAttack):
     ) -> None:
         super().__init__(estimator=estimator)
         self.gradient, self.graft = gradient, graft
-        self.norm = np.inf if norm in ("inf", np.inf, float("inf")) else norm
+        self.norm = np.inf if norm in ("inf", np.inf) else norm
         self.eps, self.eps_step, self.max_iter, self.eot_samples = eps, eps_step, max_iter, eot_samples
         self.losses = tuple(losses) if isinstance(losses, (list, tuple)) else losses
         self.em_steps, self.em_lambda, self.em_alpha = em_steps, em_lambda, em_alpha
@@ -455,7 +456,11 @@ class SelectiveEOT(EvasionAttack):
     ) -> BestIterate:
         """One APGD run with the selective gradient from a random start: this run's best iterates."""
         best = BestIterate(
-            self.estimator, y, judgement="worst", draws=self.judge_samples or self.eot_samples, seed=seed,
+            self.estimator,
+            y,
+            judgement="worst",
+            draws=self.judge_samples or self.eot_samples,
+            seed=seed,
             batch_size=self.batch_size,
         )
         x_adv = self._random_start(x, clip)
@@ -503,6 +508,7 @@ class SelectiveEOT(EvasionAttack):
         """
         :param x: Inputs ``N×C×H×W`` in the estimator's ``clip_values``.
         :param y: True labels (indices or one-hot); default: the estimator's predictions.
+        :param kwargs: Ignored (ART's signature).
         :return: Adversarial inputs within ε of ``x`` and inside ``clip_values``: per image the best iterate of all
             runs by the N-evaluation.
         """
