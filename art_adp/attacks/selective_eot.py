@@ -125,6 +125,12 @@ def selective_gradient(
     return r
 
 
+def _kept(best: BestIterate) -> tuple[torch.Tensor, torch.Tensor]:
+    """The iterates a :class:`BestIterate` keeps and their scores (after its first offer)."""
+    assert best.x is not None and best.score is not None
+    return best.x, best.score
+
+
 class _NoiseTape:
     """
     The Gaussian noise the purifiers draw (``torch.randn``) while they purify N stacked draws of a batch, kept, so one
@@ -486,7 +492,7 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
             x_next = project(x_adv + a * (z - x_adv) + (1 - a) * (x_adv - x_prev), x, self.eps, self.norm, clip)
             x_prev, x_adv = x_adv, x_next.detach()
             best.offer(x_adv)
-            if i + 1 == self.max_iter or bool((best.score <= -1).all()):  # done, or every image fails every judge
+            if i + 1 == self.max_iter or bool((_kept(best)[1] <= -1).all()):  # done, or every image fails every judge
                 break
             draws = self._draws(x_adv, y, loss)
             history.append(draws.losses.amax(0))
@@ -498,7 +504,7 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
                 eta_before, eta = eta.clone(), torch.where(halve, eta / 2, eta)
                 last, top_before = k, top.clone()
                 if bool(halve.any()):
-                    x_adv = torch.where(halve.view(view), best.x, x_adv)
+                    x_adv = torch.where(halve.view(view), _kept(best)[0], x_adv)
                     x_prev = torch.where(halve.view(view), x_adv, x_prev)
                     draws = self._draws(x_adv, y, loss)
                     history[-1] = torch.where(halve, draws.losses.amax(0), history[-1])
@@ -531,7 +537,7 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
                     rows = (
                         torch.arange(len(xb), device=device)
                         if best is None
-                        else torch.nonzero(best.score >= -self.restart_threshold)[:, 0]
+                        else torch.nonzero(_kept(best)[1] >= -self.restart_threshold)[:, 0]
                     )
                     if len(rows) == 0:
                         break
@@ -539,7 +545,7 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
                     if best is None:
                         best = run
                     else:
-                        best.offer(run.x, rows)
+                        best.offer(_kept(run)[0], rows)
                 assert best is not None and best.x is not None
                 out.append(best.x.cpu().numpy())
         return np.concatenate(out).astype(x.dtype, copy=False)
