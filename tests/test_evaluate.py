@@ -380,7 +380,7 @@ def test_the_strongest_preset_runs_the_strongest_of_each_protocol_at_the_referen
     judge = 10 * 10 * 1.0
     # the best iterate judged on S = 10 draws: 9 times in 40 iterations (every 5, the start included); APGD at the
     # start and after CE and DLR; the vote attack its own votes
-    assert _unit_cost(main, "selective-eot", top, probe) == 40 * 15 * 3.0 + 9 * 10 + judge
+    assert _unit_cost(main, "selective-eot", top, probe) == 3 * 40 * (2 * 15 * 1.0 + 3.0) + judge
     assert _unit_cost(main, "apgd-eot-dev", top, probe) == 2 * 100 * 200 * (3.0 + 1.0) + 3 * 10 + judge
     assert _unit_cost(main, "lowfreq-vote", top, probe) == 40 * 15 * (3.0 + 1.0) + 15 * 1.0 + judge  # steps, votes
 

@@ -68,8 +68,9 @@ def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
                                           "seed": 5}),
     ("full-pgd-eot-dev", A.PGDEOTDev, {"gradient": "full", "max_iter": 7, "eot_samples": 3, "dev_weight": 1.0}),
     ("apgd-eot-dev", A.APGDEOTDev, {"max_iter": 9, "eot_samples": 4, "seed": 5, "dev_weight": 1.0}),
-    ("selective-eot", A.SelectiveEOT, {"gradient": "full", "max_iter": 7, "eot_samples": 3, "seed": 5, "em_steps": 3,
-                                       "em_lambda": 5.0, "eps_step": 0.01}),
+    ("selective-eot", A.SelectiveEOT, {"gradient": "full", "graft": True, "max_iter": 7, "eot_samples": 3, "seed": 5,
+                                       "em_steps": 5, "em_lambda": 5.0, "eps_step": None,
+                                       "losses": ("margin", "ce", "dlr")}),
 ])
 def test_each_record_builds_its_attack_from_the_configs_budget(name, cls, expected):
     c = EvalConfig(eps=0.1, eps_step=0.01, max_iter=7, eot_samples=3, eot_aggregate="sign", weight=0.25, cutoff=0.25,
@@ -92,7 +93,7 @@ def test_cost_model_and_budget_text_per_attack():
                      "spsa": 32.0, "full-pgd-eot": 120.0 + 4, "apgd-eot": 220.0 + 6,
                      "lowfreq-vote": 4 * 3 * (10.0 + 1.0) + 3 * 1.0, "full-pgd-eot-dev": 120.0 + 4,
                      "apgd-eot-dev": 220.0 + 6,
-                     "selective-eot": 120.0 + 4}  # selective EOT: 4 iterations x 3 draws x one full pass
+                     "selective-eot": 3 * 4 * (2 * 3 * 1.0 + 10.0)}  # 3 losses x 4 it x (N + N judging, 1 graft)
     # three runs: each run's passes and judgements three times (an upper bound: restarts attack the unbroken only)
     r3 = replace(c, num_random_init=3)
     assert _unit_cost(main, "bpda-eot", r3, probe) - judge == 3 * (12.0 + 4)
@@ -112,7 +113,7 @@ def test_cost_model_and_budget_text_per_attack():
     assert budget_text("apgd-eot", c) == "CE+DLR, 5 it/loss, EOT 2"
     assert budget_text("joint-full", c) == f"4 it of {c.step:.4g}, EOT 3, w = 0.5"
     assert budget_text("clean", c) == "-"
-    assert budget_text("selective-eot", c) == f"4 it of {c.step:.4g}, 3 draws, EM-weighted"
+    assert budget_text("selective-eot", c) == "margin, CE, DLR; 4 it/loss, 3 draws, EM-weighted, grafted"
     assert budget_text("apgd-eot-dev", c) == "CE+DLR + 1 deviation, 5 it/loss, EOT 2"
 
 
