@@ -87,13 +87,13 @@ def test_cost_model_and_budget_text_per_attack():
     costs = {a: _unit_cost(main, a, c, probe) - judge for a in ATTACKS}
     assert costs == {"clf-pgd": 0.0, "bpda-eot": 12.0, "joint-score": 12.0, "joint-full": 12.0, "spsa": 32.0,
                      "full-pgd-eot": 120.0, "apgd-eot": 220.0, "systemic-lowfreq": 4 * 3 * 10.0 + 3 * 1.0,
-                     "full-pgd-eot-dev": 120.0, "apgd-eot-dev": 220.0,
+                     "full-pgd-eot-dev": 132.0, "apgd-eot-dev": 240.0,  # + the checkpoints' forward recompute
                      "selective-eot": 120.0}  # selective EOT: 4 iterations x 3 draws x one full pass
     assert budget_text("apgd-eot", c) == "CE+DLR, 5 it/loss, EOT 2"
     assert budget_text("joint-full", c) == f"4 it of {c.step:.4g}, EOT 3, w = 0.5"
     assert budget_text("clean", c) == "-"
     assert budget_text("selective-eot", c) == f"4 it of {c.step:.4g}, 3 draws, EM-weighted"
-    assert budget_text("apgd-eot-dev", c) == "CE+DLR + 1 deviation, 5 it/loss, EOT 2"
+    assert budget_text("apgd-eot-dev", c) == "CE+DLR + 1 x mean state deviation, 5 it/loss, EOT 2"
 
 
 def test_a_budget_has_the_attacks_parameter_names():

@@ -9,7 +9,7 @@ import torch
 from art.attacks.attack import EvasionAttack
 from art.estimators.classification import PyTorchClassifier
 
-from ..eot import EOTClassifier
+from ..eot import EOTClassifier, tag_rows
 from .._checks import memory_budget as check_memory_budget, number, one_of, positive_int
 from ._core import GRADIENTS, check_norm, cross_entropy, dlr, gradient_mode, labels
 from .purified_state_loss import DEV_WEIGHT, PurifiedStateLoss
@@ -48,9 +48,11 @@ class APGDEOT(EvasionAttack):
     :param seed: Seed of APGD's random start (ART draws it from numpy's global generator; it is seeded inside a
         saved-and-restored state, so the caller's numpy state is left as it was), or None to use that generator as
         it is. Purification noise comes from the purifiers' ``generator``.
-    :param dev_weight: λ ≥ 0: add λ × the deviation of each draw's purified image from the clean input to each loss
-        (DiffAttack, :class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`); 0, the default: the losses
-        alone. :class:`APGDEOTDev` is this attack with it on.
+    :param dev_weight: λ ≥ 0: add λ × the deviation of each draw's purification states (every intermediate state and
+        the output) from their clean references to each loss (DiffAttack,
+        :class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`; the rows' indices ride in the labels,
+        :func:`~art_adp.eot.tag_rows`, so ART's subsets of the batch keep their clean images); 0, the default: the
+        losses alone. :class:`APGDEOTDev` is this attack with it on.
     :param verbose: Show ART's progress bars.
     """
 
@@ -137,9 +139,11 @@ class APGDEOT(EvasionAttack):
                         break
                     idx = np.flatnonzero(todo)
                     loss: Callable[..., torch.Tensor] = LOSSES[name]
-                    if self.dev_weight:  # each draw's loss plus its purified state's deviation from the clean input
+                    y_art = np.eye(self.estimator.nb_classes)[y[idx]]
+                    if self.dev_weight:  # each draw's loss plus its states' deviation; labels carry the row index
                         clean = torch.as_tensor(x[idx], dtype=torch.float32, device=self.estimator.device)
                         loss = PurifiedStateLoss(loss, reference=clean, dev_weight=self.dev_weight)
+                        y_art = tag_rows(y[idx], self.estimator.nb_classes)
                     view = EOTClassifier(
                         self.estimator,
                         ensemble_size=self.eot_samples,
@@ -161,7 +165,7 @@ class APGDEOT(EvasionAttack):
                         loss_type=None,
                         verbose=self.verbose,
                     )
-                    x_adv[idx] = apgd.generate(x[idx].astype(np.float32), y=np.eye(view.nb_classes)[y[idx]])
+                    x_adv[idx] = apgd.generate(x[idx].astype(np.float32), y=y_art)
                     todo[idx] = view.predict(x_adv[idx]).argmax(1) == y[idx]
         finally:
             np.random.set_state(state)
@@ -170,9 +174,14 @@ class APGDEOT(EvasionAttack):
 
 class APGDEOTDev(APGDEOT):
     """
-    :class:`APGDEOT` with DiffAttack's purified-state term on (``dev_weight`` =
-    :data:`~art_adp.attacks.purified_state_loss.DEV_WEIGHT` by default): each loss (CE, then DLR) plus λ ‖P(x') − x‖₂
-    per draw. Registered as ``"apgd-eot-dev"``; every other parameter is APGDEOT's.
+    :class:`APGDEOT` with DiffAttack's loss on the purification states on (``dev_weight`` = λ =
+    :data:`~art_adp.attacks.purified_state_loss.DEV_WEIGHT` by default): each loss (CE, then DLR) plus
+    λ · mean_t ‖x'_t − x_t‖₂ per draw over every intermediate state and the output
+    (:class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`), the purifiers checkpointed step by step --
+    DiffAttack's Algorithm 2 (APGD, CE then DLR, momentum 0.75, step 2ε). What differs from the paper: ART's APGD
+    attacks only the examples still correctly classified (the paper keeps optimising all), and the loss is taken at
+    every state rather than at sampled time steps. Registered as ``"apgd-eot-dev"``; every other parameter is
+    APGDEOT's.
 
     | Paper link: Kang, Song & Li, NeurIPS 2023, https://arxiv.org/abs/2311.16124
     """
