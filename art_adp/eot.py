@@ -22,7 +22,8 @@ def tag_rows(y: np.ndarray, nb_classes: int) -> np.ndarray:
     rows, so the index survives whatever subset and order of the batch an attack passes on (ART's APGD passes the
     examples still unbroken): what :class:`EOTClassifier` with ``states=True`` reads with :func:`rows_of`.
 
-    :param y: Class indices ``N`` (row i is the i-th), in ``[0, nb_classes)``; ``nb_classes`` ≥ 2.
+    :param y: Class indices ``N`` (row i is the i-th), in ``[0, nb_classes)``.
+    :param nb_classes: K ≥ 2, the number of classes.
     :return: ``N×K`` float32 labels.
     """
     y = np.asarray(y).astype(np.int64)

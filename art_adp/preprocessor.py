@@ -67,7 +67,8 @@ class PurifierPyTorch(PreprocessorPyTorch):
         ``gradient="full"`` they carry the exact gradient; with ``"bpda"`` the straight-through one (the identity).
         Values are unchanged.
         """
-        self._recorded = found = []
+        found: list[PurifierState] = []
+        self._recorded = found
         try:
             yield found
         finally:

@@ -295,6 +295,7 @@ def purify(
     step = functools.partial(
         _step, score, lam=lam, delta=delta, step_clamp=step_clamp, tau=tau, clip_values=clip_values
     )
-    step = checkpointed(step) if gradient_checkpointing else step
-    run = _algorithm1(step, x, params, generator, compact=compact, on_state=on_state)
+    run = _algorithm1(
+        checkpointed(step) if gradient_checkpointing else step, x, params, generator, compact=compact, on_state=on_state
+    )
     return (run.output(), run.info()) if return_info else run.output()

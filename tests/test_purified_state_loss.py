@@ -72,9 +72,17 @@ def test_reverse_diffusion_states_and_their_reference_the_clean_image_diffused_w
     clean = 0.25 + 0.5 * torch.rand(2, 1, 4, 4)
     delta = 0.02 * torch.randn_like(clean)
     seen = []
-    out = reverse_diffusion(Oracle(clean), clean + delta, sigma=0.5, steps=4, generator=torch.Generator().manual_seed(1),
-                            on_state=lambda s, level, noise: seen.append(PurifierState(s, level, noise)))
-    plain = reverse_diffusion(Oracle(clean), clean + delta, sigma=0.5, steps=4, generator=torch.Generator().manual_seed(1))
+    out = reverse_diffusion(
+        Oracle(clean),
+        clean + delta,
+        sigma=0.5,
+        steps=4,
+        generator=torch.Generator().manual_seed(1),
+        on_state=lambda s, level, noise: seen.append(PurifierState(s, level, noise)),
+    )
+    plain = reverse_diffusion(
+        Oracle(clean), clean + delta, sigma=0.5, steps=4, generator=torch.Generator().manual_seed(1)
+    )
     torch.testing.assert_close(out, plain)
     assert len(seen) == 4 and seen[-1].level == 0 and seen[0].level < 0.5
     torch.testing.assert_close(seen[-1].state, out)
@@ -89,8 +97,9 @@ def families():
     torch.manual_seed(0)
     net = DenoiserUNet(1, channels=(4, 8), emb_dim=8).eval()
     return {
-        "adp": lambda **kw: ADPPurifier(NCSNv2(1, 8, ngf=4).eval(), sigma=0.1, steps=3, step_size=0.01,
-                                        device_type="cpu", **kw),
+        "adp": lambda **kw: ADPPurifier(
+            NCSNv2(1, 8, ngf=4).eval(), sigma=0.1, steps=3, step_size=0.01, device_type="cpu", **kw
+        ),
         "reverse-diffusion": lambda **kw: ReverseDiffusionPurifier(net, sigma=0.3, steps=3, device_type="cpu", **kw),
         "denoised-smoothing": lambda **kw: DenoisedSmoothingPurifier(net, sigma=0.3, device_type="cpu", **kw),
     }
@@ -99,7 +108,8 @@ def families():
 @pytest.mark.parametrize("family, intermediate", [("adp", 2), ("reverse-diffusion", 2), ("denoised-smoothing", 0)])
 @pytest.mark.parametrize("gradient", ["bpda", "full"])
 def test_draw_states_records_each_purifiers_states_in_chunks_with_values_and_gradients_of_its_mode(
-        one_thread, families, family, intermediate, gradient):
+    one_thread, families, family, intermediate, gradient
+):
     purifier = families[family](gradient=gradient, batch_size=2, generator=torch.Generator().manual_seed(3))
     model = DefendedModel(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 3)), purifier, ensemble_size=1)
     x = torch.rand(3, 1, 8, 8, requires_grad=True)  # two chunks: the states of a chunk are joined row for row
@@ -126,7 +136,9 @@ def test_deviation_and_the_loss_by_hand():
     noise = torch.ones_like(clean)
     mid = PurifierState(clean + 0.1 + 0.3, 0.1, noise)  # reference clean + 0.1: 0.3 off on 4 values -> 0.6
     final = PurifierState(torch.tensor([[[[0.5, 0.5], [0.5, 0.5]]], [[[1.0, 0.0], [0.0, 0.0]]]]))
-    torch.testing.assert_close(deviation([mid, final], clean), (torch.tensor([0.6, 0.6]) + torch.tensor([0.5, 1.0])) / 2)
+    torch.testing.assert_close(
+        deviation([mid, final], clean), (torch.tensor([0.6, 0.6]) + torch.tensor([0.5, 1.0])) / 2
+    )
     logits, labels = torch.tensor([[2.0, 0.0], [0.0, 0.0]]), torch.tensor([0, 1])
     ce = torch.nn.functional.cross_entropy(logits, labels, reduction="none")
     # the rows come in another order and name their clean image by index
@@ -136,7 +148,9 @@ def test_deviation_and_the_loss_by_hand():
     torch.testing.assert_close(loss((logits, flipped), y), ce + 0.5 * torch.tensor([1.6, 1.1]) / 2)
     final_only = PurifiedStateLoss(cross_entropy, reference=clean, dev_weight=0.5, intermediate=False)
     torch.testing.assert_close(final_only((logits, flipped), y), ce + 0.5 * torch.tensor([1.0, 0.5]))
-    torch.testing.assert_close(PurifiedStateLoss(cross_entropy, reference=clean, dev_weight=0.0)((logits, flipped), y), ce)
+    torch.testing.assert_close(
+        PurifiedStateLoss(cross_entropy, reference=clean, dev_weight=0.0)((logits, flipped), y), ce
+    )
 
 
 def test_gradient_against_finite_differences():
@@ -200,9 +214,15 @@ def test_rows_find_their_own_clean_image_where_the_nearest_clean_image_is_anothe
     assert (wrong.numpy() != np.arange(n)).all()
     y = np.arange(n) % 3
     assert (rows_of(torch.from_numpy(tag_rows(y, 3))) == torch.from_numpy(np.stack([y, np.arange(n)], 1))).all()
-    est = PyTorchClassifier(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 3)), torch.nn.CrossEntropyLoss(),
-                            input_shape=(1, 28, 28), nb_classes=3, clip_values=(0, 1),
-                            preprocessing_defences=[Identity()], device_type="cpu")
+    est = PyTorchClassifier(
+        torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 3)),
+        torch.nn.CrossEntropyLoss(),
+        input_shape=(1, 28, 28),
+        nb_classes=3,
+        clip_values=(0, 1),
+        preprocessing_defences=[Identity()],
+        device_type="cpu",
+    )
     loss = PurifiedStateLoss(lambda z, t: 0 * z[:, 0], reference=torch.from_numpy(clean))
     view = EOTClassifier(est, ensemble_size=2, loss=loss, states=True)
     subset = np.random.default_rng(1).permutation(n)[: n // 2]  # as ART passes them: the rows still unbroken, shuffled
@@ -210,17 +230,24 @@ def test_rows_find_their_own_clean_image_where_the_nearest_clean_image_is_anothe
     np.testing.assert_allclose(got, np.full(len(subset), 0.3 * 28), rtol=1e-5)  # each row 8.4 from its own image
     g = view.loss_gradient(moved[subset], tag_rows(y, 3)[subset])
     own = moved[subset] - clean[subset]
-    np.testing.assert_allclose(g, own / np.linalg.norm(own.reshape(len(subset), -1), axis=1)[:, None, None, None],
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        g, own / np.linalg.norm(own.reshape(len(subset), -1), axis=1)[:, None, None, None], atol=1e-5
+    )
     with pytest.raises(ValueError, match=re.escape("pass art_adp.eot.tag_rows(labels, nb_classes)")):
         view.compute_loss(moved[:2], np.eye(3)[y[:2]])
 
 
 def test_apgd_passes_each_row_of_its_subset_with_its_own_clean_image(one_thread, monkeypatch):
     clean, moved = neighbours_batch(16)
-    est = PyTorchClassifier(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 3)), torch.nn.CrossEntropyLoss(),
-                            input_shape=(1, 28, 28), nb_classes=3, clip_values=(0, 1),
-                            preprocessing_defences=[Identity()], device_type="cpu")
+    est = PyTorchClassifier(
+        torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 3)),
+        torch.nn.CrossEntropyLoss(),
+        input_shape=(1, 28, 28),
+        nb_classes=3,
+        clip_values=(0, 1),
+        preprocessing_defences=[Identity()],
+        device_type="cpu",
+    )
     pred = est.predict(clean).argmax(1)
     y = np.where(np.arange(16) % 2 == 0, pred, (pred + 1) % 3)  # half the rows already misclassified: ART's subset
     calls = []
@@ -238,7 +265,7 @@ def test_apgd_passes_each_row_of_its_subset_with_its_own_clean_image(one_thread,
         assert (state - own).abs().max() <= 0.3 + 1e-5
 
 
-# -- a planted case only the intermediate states break ------------------------------------------------------------------
+# -- a planted case only the intermediate states break -----------------------------------------------------------------
 
 
 class Detour(PurifierPyTorch):
@@ -287,19 +314,30 @@ TWINS = {"up": (0.2, 0.35, True), "mirrored": (-0.2, 0.25, False)}  # shift, thr
 
 def twin(name):
     shift, threshold, above = TWINS[name]
-    return PyTorchClassifier(Step(threshold, above), torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=3,
-                             clip_values=(0, 1), preprocessing_defences=[Detour(shift)], device_type="cpu")
+    return PyTorchClassifier(
+        Step(threshold, above),
+        torch.nn.CrossEntropyLoss(),
+        input_shape=(1, 8, 8),
+        nb_classes=3,
+        clip_values=(0, 1),
+        preprocessing_defences=[Detour(shift)],
+        device_type="cpu",
+    )
 
 
 ATTACKS = {
-    "pgd-eot": (lambda e, dev: A.PGDEOT(e, eps=EPS, eps_step=0.025, max_iter=6, eot_samples=2, dev_weight=dev), pgd_eot),
+    "pgd-eot": (
+        lambda e, dev: A.PGDEOT(e, eps=EPS, eps_step=0.025, max_iter=6, eot_samples=2, dev_weight=dev),
+        pgd_eot,
+    ),
     "apgd-eot": (lambda e, dev: A.APGDEOT(e, eps=EPS, max_iter=6, eot_samples=2, dev_weight=dev), apgd_eot),
 }
 
 
 @pytest.mark.parametrize("attack", ["pgd-eot", "apgd-eot"])
 def test_only_the_intermediate_states_break_the_flat_classifier_both_ways_and_without_them_nothing_does(
-        one_thread, monkeypatch, attack):
+    one_thread, monkeypatch, attack
+):
     build, module = ATTACKS[attack]
     x, y = np.full((3, 1, 8, 8), 0.3, np.float32), np.zeros(3, np.int64)  # purified 0.3: class 0 in both twins
     up, mirrored = twin("up"), twin("mirrored")
@@ -320,7 +358,7 @@ def test_only_the_intermediate_states_break_the_flat_classifier_both_ways_and_wi
         assert (est.predict(build(est, 1.0).generate(x, y)).argmax(1) == 0).all(), name
 
 
-# -- every family, both modes; names and checks -------------------------------------------------------------------------
+# -- every family, both modes; names and checks ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("family", ["adp", "reverse-diffusion", "denoised-smoothing"])
@@ -330,13 +368,21 @@ def test_every_purifier_family_in_both_modes(one_thread, families, family, attac
     torch.manual_seed(1)
     clf = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 3)).eval()
     purifier = families[family]()
-    est = PyTorchClassifier(clf, torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=3, clip_values=(0, 1),
-                            preprocessing_defences=[purifier], device_type="cpu")
+    est = PyTorchClassifier(
+        clf,
+        torch.nn.CrossEntropyLoss(),
+        input_shape=(1, 8, 8),
+        nb_classes=3,
+        clip_values=(0, 1),
+        preprocessing_defences=[purifier],
+        device_type="cpu",
+    )
     x = np.random.default_rng(0).random((2, 1, 8, 8)).astype(np.float32)
     cls = A.PGDEOTDev if attack == "pgd" else A.APGDEOTDev
     kw = {"eps_step": 0.05} if attack == "pgd" else {}
     x_adv = cls(est, gradient=gradient, eps=0.1, max_iter=2, eot_samples=2, memory_budget=64, **kw).generate(
-        x, np.array([0, 1]))
+        x, np.array([0, 1])
+    )
     assert np.abs(x_adv - x).max() <= 0.1 + 1e-6 and np.abs(x_adv - x).max() > 0
     assert purifier.gradient == "bpda"
 
@@ -352,5 +398,8 @@ def test_eot_classifier_states_need_a_loss_and_names_and_checks():
     with pytest.raises(ValueError, match=re.escape("row indices must lie in [0, 2)")):
         PurifiedStateLoss(cross_entropy, reference=torch.zeros(2, 1, 2, 2)).clean_of(torch.tensor([0, 2]))
     assert (A.PGDEOTDev(est).name, A.PGDEOTDev(est, gradient="bpda").name, A.APGDEOTDev(est).name) == (
-        "full-pgd-eot-dev", "bpda-eot-dev", "apgd-eot-dev")
+        "full-pgd-eot-dev",
+        "bpda-eot-dev",
+        "apgd-eot-dev",
+    )
     assert A.PGDEOT(est).dev_weight == 0.0 and A.PGDEOTDev(est).dev_weight == 1.0

@@ -34,8 +34,7 @@ def deviation(states: Sequence[PurifierState], clean: torch.Tensor) -> torch.Ten
     """
     if not states:
         raise ValueError("deviation needs at least one state (the purified images).")
-    total = sum(distance(s.state, s.reference(clean)) for s in states)
-    return total / len(states)
+    return torch.stack([distance(s.state, s.reference(clean)) for s in states]).mean(0)
 
 
 class PurifiedStateLoss:
@@ -51,9 +50,9 @@ class PurifiedStateLoss:
     - λ = 1.0 (:data:`DEV_WEIGHT`; the paper's Appendix D.2 and its Table 8 ablation) against the classifier's CE or
       DLR, as the paper scales them.
     - α(t) = the reciprocal of the number of time steps the loss is taken at (Appendix D.2), the paper sampling those
-      steps uniformly over [0, T]. Here it is taken at every state of the purification, α = 1/(the number of states): the
-      purifiers here run tens of steps, not DiffPure's hundreds, so every step is affordable. α is uniform, not tied
-      to the diffusion schedule, so it carries over to ADP unchanged.
+      steps uniformly over [0, T]. Here it is taken at every state of the purification, α = 1/(the number of
+      states): the purifiers here run tens of steps, not DiffPure's hundreds, so every step is affordable. α is
+      uniform, not tied to the diffusion schedule, so it carries over to ADP unchanged.
     - d, which the paper leaves open, is the ℓ2 distance.
     - The reference of a reverse-diffusion state at level σ is the clean image x + σε with the *same* noise ε as the
       attacked trajectory (DiffAttack's x_t of the diffusion process; for the deterministic DDIM step it is exactly
