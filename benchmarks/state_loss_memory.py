@@ -134,7 +134,7 @@ def main() -> None:
     OUT.write_text(
         json.dumps(
             {
-                "command": "python benchmarks/state_loss_memory.py " + " ".join(sys.argv[1:]),
+                "command": " ".join(["python benchmarks/state_loss_memory.py", *sys.argv[1:]]),
                 "processor": processor(),
                 "threads": 1,
                 "rows_per_gradient": ROWS,
