@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 
 from ._checks import memory_budget as check_memory_budget, one_of, positive_int
 from .ensemble import AGGREGATES, EstimatorLogits, aggregate_draws, defences, defend, stack_draws
-from .preprocessor import ADPPurifier
+from .preprocessor import ADPPurifier, PurifierPyTorch, PurifierState
 
 __all__ = ["DefendedModel", "aggregate_draws"]  # aggregate_draws lives in art_adp.ensemble, re-exported here
+
+
+@contextlib.contextmanager
+def _segmentwise(purifiers: Sequence[PurifierPyTorch]) -> Iterator[None]:
+    """Every purifier with a ``gradient_checkpointing`` option set to True while open, then restored."""
+    saved = [(p, p.gradient_checkpointing) for p in purifiers if hasattr(p, "gradient_checkpointing")]
+    try:
+        for p, _ in saved:
+            p.gradient_checkpointing = True
+        yield
+    finally:
+        for p, old in saved:
+            p.gradient_checkpointing = old
 
 
 class DefendedModel(torch.nn.Module):
@@ -110,15 +124,17 @@ class DefendedModel(torch.nn.Module):
             memory_budget=memory_budget,
         )
 
+    def _defences(self) -> list:
+        """The purifier as a list of defences: itself, every defence of an estimator's chain, or none (a callable)."""
+        if isinstance(self.purifier, PreprocessorPyTorch):
+            return [self.purifier]
+        if isinstance(self.purifier, functools.partial) and self.purifier.func is defend:
+            return defences(self.purifier.args[0])
+        return []
+
     def generators(self) -> list[torch.Generator]:
         """The ``torch.Generator`` objects of the purifier (of every defence of an estimator's chain)."""
-        if isinstance(self.purifier, PreprocessorPyTorch):
-            found = [self.purifier]
-        elif isinstance(self.purifier, functools.partial) and self.purifier.func is defend:
-            found = defences(self.purifier.args[0])
-        else:
-            found = []
-        return [g for g in (getattr(p, "generator", None) for p in found) if isinstance(g, torch.Generator)]
+        return [g for g in (getattr(p, "generator", None) for p in self._defences()) if isinstance(g, torch.Generator)]
 
     def purify(self, x: torch.Tensor) -> torch.Tensor:
         """One independent purification of every row of ``x``."""
@@ -131,17 +147,33 @@ class DefendedModel(torch.nn.Module):
         Classifier logits after one purification of every row of ``x`` (rows are independent draws). Purified
         images are given to the classifier in the dtype of its parameters (float64 inputs meet a float32 model).
         """
-        return self.draw_states(x)[0]
+        return self._classify(self.purify(x))
 
-    def draw_states(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """
-        One draw of every row of ``x`` with its purified state: ``(logits, purified images)``, the logits those of
-        :meth:`draw_logits` and the purified images what the classifier was given (before its standardisation), both
-        with autograd (a loss on the purified state, :mod:`art_adp.attacks.purified_state_loss`, differentiates it).
-        """
-        purified = self.purify(x)
+    def _classify(self, purified: torch.Tensor) -> torch.Tensor:
         weight = next(self.classifier.parameters(), None)
-        return self.classifier(purified if weight is None else purified.to(weight.dtype)), purified
+        return self.classifier(purified if weight is None else purified.to(weight.dtype))
+
+    def draw_states(self, x: torch.Tensor) -> tuple[torch.Tensor, list[PurifierState]]:
+        """
+        One draw of every row of ``x`` with the states of its purification: ``(logits, states)``. ``states`` are the
+        intermediate states each purifier of the chain records (:meth:`~art_adp.preprocessor.PurifierPyTorch.recording`:
+        ADP's x_1 … x_{T−1}; reverse diffusion's x_σ with the noise ε that gives their reference x + σε; none for
+        denoised smoothing or a plain callable), in order, then the purified images the classifier was given (before
+        its standardisation; reference: the clean image). Everything carries autograd in the purifiers' gradient
+        mode, for a loss on the states (:class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`).
+
+        Memory: while drawing, every purifier with a ``gradient_checkpointing`` option runs with it on (DiffAttack's
+        segment-wise forwarding-backwarding, Kang et al. 2023 §3.3): the backward pass recomputes one step at a time,
+        so the graph held is one step's plus one image per state (one gradient of 16 digits through ADP: peak RSS
+        grows 189 → 246 MiB from 2 to 32 steps, against 205 → 3312 MiB with every step stored;
+        ``benchmarks/state_loss_memory.py``). Values are those of :meth:`draw_logits`.
+        """
+        recorders = [p for p in self._defences() if isinstance(p, PurifierPyTorch)]
+        with contextlib.ExitStack() as stack:
+            found = [stack.enter_context(p.recording()) for p in recorders]
+            stack.enter_context(_segmentwise(recorders))
+            purified = self.purify(x)
+        return self._classify(purified), [s for states in found for s in states] + [PurifierState(purified)]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """

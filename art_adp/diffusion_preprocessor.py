@@ -13,6 +13,7 @@ Keyword-only parameters listed in ``params`` (ART's ``set_params`` validates and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -142,7 +143,7 @@ class ReverseDiffusionPurifier(_DiffusionPurifier):
         where = "" if t is None else f" (VP step t* = {t}, sigma_t = {_fmt(level)})"
         return f"reverse diffusion to sigma* = {_fmt(self.sigma)}{where}, K = {self.steps} {self.sampler} steps"
 
-    def _purify(self, x: torch.Tensor) -> torch.Tensor:
+    def _purify(self, x: torch.Tensor, on_state: Callable[..., None] | None = None) -> torch.Tensor:
         return reverse_diffusion(
             self.denoiser,
             x,
@@ -153,6 +154,7 @@ class ReverseDiffusionPurifier(_DiffusionPurifier):
             clip_values=self.clip_values,
             generator=self.generator,
             gradient_checkpointing=self.gradient_checkpointing,
+            on_state=on_state,
         )
 
 
@@ -213,8 +215,8 @@ class DenoisedSmoothingPurifier(_DiffusionPurifier):
         where = "" if t is None else f" (VP step t = {t}, sigma_t = {_fmt(level)})"
         return f"denoised smoothing sigma = {_fmt(self.sigma)}{where}, one denoiser call"
 
-    def _purify(self, x: torch.Tensor) -> torch.Tensor:
-        return one_shot_denoise(
+    def _purify(self, x: torch.Tensor, on_state: Callable[..., None] | None = None) -> torch.Tensor:
+        out = one_shot_denoise(
             self.denoiser,
             x,
             sigma=self.sigma,
@@ -222,3 +224,6 @@ class DenoisedSmoothingPurifier(_DiffusionPurifier):
             clip_values=self.clip_values,
             generator=self.generator,
         )
+        if on_state is not None:  # one state: the denoised image
+            on_state(out)
+        return out

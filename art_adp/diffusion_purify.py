@@ -14,6 +14,7 @@ Both work in the variance-exploding view on [0, 1] pixels, over one contract, th
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.utils.checkpoint
@@ -59,6 +60,7 @@ def reverse_diffusion(
     clip_values: tuple[float, float] = (0.0, 1.0),
     generator: torch.Generator | None = None,
     gradient_checkpointing: bool = False,
+    on_state: Callable[[torch.Tensor, float, torch.Tensor], None] | None = None,
 ) -> torch.Tensor:
     """
     Purify ``x`` by diffusing it to level σ* and returning with K sampler steps (DiffPure / GDMP):
@@ -93,6 +95,10 @@ def reverse_diffusion(
     :param gradient_checkpointing: Checkpoint every step (``torch.utils.checkpoint``): the backward pass recomputes
         one step at a time from its input and its pre-drawn noise, so the gradient is the exact one at the memory
         of one step's activations.
+    :param on_state: Called after each step with ``(x_{σ_{i−1}}, σ_{i−1}, ε)`` -- the state, its level and the
+        forward diffusion's noise ε -- for i = K … 1 (the last state is the clipped output, at level 0), with autograd
+        when it records: the reference of a state is the clean image diffused with the same noise to its level,
+        ``x + σ_{i−1} ε`` (:class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`). It changes no value.
     :return: The purified images, ``x``'s shape, in ``clip_values``.
     """
     one_of("sampler", sampler, SAMPLERS)
@@ -109,7 +115,12 @@ def reverse_diffusion(
             )
         else:
             y = _step(denoiser, y, levels[i], levels[i + 1], z, sampler)
-    return y.clamp(*clip_values)
+        if on_state is not None and i < steps - 1:
+            on_state(y, levels[i + 1], noise[:, 0])
+    out = y.clamp(*clip_values)
+    if on_state is not None:
+        on_state(out, 0.0, noise[:, 0])
+    return out
 
 
 def one_shot_denoise(

@@ -12,7 +12,46 @@ from ._checks import boolean, memory_budget as check_memory_budget, one_of, posi
 from .defended import DefendedModel
 from .ensemble import AGGREGATES, GraphMemory, RowBlocks, aggregate_draws, eot_gradient, eot_loss, stack_draws
 
-__all__ = ["EOTClassifier"]
+__all__ = ["EOTClassifier", "rows_of", "tag_rows"]
+
+
+def tag_rows(y: np.ndarray, nb_classes: int) -> np.ndarray:
+    """
+    One-hot labels that carry each row's index: row i of class c is ``e_c − (i + 1) e_{(c+1) mod K}``. Its argmax is
+    still c (ART's attacks compare argmaxes) and ``−sum`` of the row is i, exact in float32 for any batch below 2²⁴
+    rows, so the index survives whatever subset and order of the batch an attack passes on (ART's APGD passes the
+    examples still unbroken): what :class:`EOTClassifier` with ``states=True`` reads with :func:`rows_of`.
+
+    :param y: Class indices ``N`` (row i is the i-th), in ``[0, nb_classes)``.
+    :param nb_classes: K ≥ 2, the number of classes.
+    :return: ``N×K`` float32 labels.
+    """
+    y = np.asarray(y).astype(np.int64)
+    if y.ndim != 1 or nb_classes < 2 or (len(y) and (y.min() < 0 or y.max() >= nb_classes)):
+        raise ValueError(f"tag_rows needs N class indices in [0, {nb_classes}) and at least 2 classes, got {y!r}.")
+    out = np.eye(nb_classes, dtype=np.float32)[y]
+    out[np.arange(len(y)), (y + 1) % nb_classes] = -(np.arange(len(y)) + 1)
+    return out
+
+
+def rows_of(y: torch.Tensor) -> torch.Tensor:
+    """
+    ``N×2`` (class, row index) from labels made by :func:`tag_rows`.
+
+    :raises ValueError: For labels that carry no row index (plain one-hot or class indices), naming the fix.
+    """
+    if y.ndim != 2 or y.shape[1] < 2:
+        raise ValueError(
+            f"states=True needs labels that carry each row's index, got shape {tuple(y.shape)}; pass "
+            "art_adp.eot.tag_rows(labels, nb_classes) as the labels."
+        )
+    rows = (-y.sum(1)).round().long()
+    if len(y) and int(rows.min()) < 0:
+        raise ValueError(
+            "states=True needs labels that carry each row's index (a plain one-hot row carries none); pass "
+            "art_adp.eot.tag_rows(labels, nb_classes) as the labels."
+        )
+    return torch.stack([y.argmax(1), rows], 1)
 
 
 def _check_eot_params(ensemble_size, eot_samples, aggregate, batch_size) -> None:
@@ -93,9 +132,12 @@ class EOTClassifier(PyTorchClassifier):
         :param memory_budget: MiB of autograd graph per block of draws in the gradients (None:
             :func:`art_adp.ensemble.default_memory_budget`, 512 MiB on a CPU, a quarter of a GPU's free memory);
             ``batch_size`` caps the block's rows as well.
-        :param states: The per-example ``loss`` takes each draw's ``(logits, purified images, inputs)`` instead of its
-            logits (:meth:`~art_adp.DefendedModel.draw_states`): a loss on the purified state, e.g.
-            :class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`. Needs ``loss``.
+        :param states: The per-example ``loss`` takes each draw's ``(logits, states)`` instead of its logits
+            (:meth:`~art_adp.DefendedModel.draw_states`: the purification's intermediate states and its output) and
+            ``N×2`` labels ``(class, row)``, each row's index in the attacked batch, read from labels made by
+            :func:`tag_rows` (:func:`rows_of`): a loss on the purification states, e.g.
+            :class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`, which finds each row's clean image by
+            its index. Needs ``loss``.
         """
         if not isinstance(classifier, PyTorchClassifier):
             raise ValueError(f"classifier must be an ART PyTorchClassifier, got {type(classifier).__name__}.")
@@ -111,7 +153,7 @@ class EOTClassifier(PyTorchClassifier):
         check_memory_budget(memory_budget)
         boolean("states", states)
         if states and loss is None:
-            raise ValueError("states=True needs a per-example loss of (logits, purified images, inputs), labels.")
+            raise ValueError("states=True needs a per-example loss of (logits, purification states) and labels.")
         model = DefendedModel.from_estimator(
             classifier,
             ensemble_size=eot_samples,
@@ -172,6 +214,8 @@ class EOTClassifier(PyTorchClassifier):
     def _labels(self, y: np.ndarray | torch.Tensor, n: int) -> torch.Tensor:
         if len(y) != n:
             raise ValueError(f"x and y must have the same length, got {n} and {len(y)}.")
+        if self.states:  # (class, row index) from labels that carry the index
+            return rows_of(torch.as_tensor(y, device=self._device))
         if y.ndim == 2 and self._per_example:  # a per-example loss takes class indices
             y = y.argmax(1)
         y_t = torch.as_tensor(y if y.ndim == 1 else self.reduce_labels(y), device=self._device)  # ART fails on 1-D
@@ -209,10 +253,8 @@ class EOTClassifier(PyTorchClassifier):
     # -- EOT gradients --------------------------------------------------------------------------------------
 
     def _draw(self, rows: torch.Tensor):
-        """One draw of every row, as the loss takes it: its logits, or with ``states`` (logits, purified, rows)."""
-        if self.states:
-            return (*self.model.draw_states(rows), rows)
-        return self.model.draw_logits(rows)
+        """One draw of every row, as the loss takes it: its logits, or with ``states`` (logits, purification states)."""
+        return self.model.draw_states(rows) if self.states else self.model.draw_logits(rows)
 
     def loss_gradient(
         self, x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor, training_mode: bool = False, **kwargs

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import contextlib
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 import torch
 from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
@@ -12,7 +14,7 @@ from ._checks import boolean, number, one_of, positive_int
 from ._fast_paths import check_speed_options
 from .purification import DEFAULTS, HYPERPARAMETERS, SPEED_OPTIONS, ADPParams, purify
 
-__all__ = ["ADPPurifier", "DEFAULT_GRADIENT", "GRADIENTS", "PurifierPyTorch"]
+__all__ = ["ADPPurifier", "DEFAULT_GRADIENT", "GRADIENTS", "PurifierPyTorch", "PurifierState"]
 
 #: The purifiers' gradient modes: ``"bpda"`` (straight-through: the backward pass is the identity) or ``"full"``
 #: (autograd through every purification step).
@@ -24,27 +26,84 @@ DEFAULT_GRADIENT = "full"
 PURIFY_PARAMS = HYPERPARAMETERS + SPEED_OPTIONS  # what each call of purify takes from the purifier
 
 
+class PurifierState(NamedTuple):
+    """
+    One intermediate state of a purification and what it should be: ``state`` the purifier's x_t, whose reference
+    is ``clean + level · noise`` -- for reverse diffusion the clean image diffused to the state's level with the same
+    noise ε (DiffAttack's x_t of the diffusion process), for ADP (``level`` 0, ``noise`` None) the clean image.
+    """
+
+    state: torch.Tensor
+    level: float = 0.0
+    noise: torch.Tensor | None = None
+
+    def reference(self, clean: torch.Tensor) -> torch.Tensor:
+        """The state's reference for the clean images ``clean`` (the rows of ``state``)."""
+        clean = clean.to(self.state.device, self.state.dtype)
+        return clean if self.noise is None or self.level == 0 else clean + self.level * self.noise.to(clean)
+
+
+def _collect(found: list[PurifierState], state: torch.Tensor, level: float = 0.0, noise=None) -> None:
+    found.append(PurifierState(state, level, noise))
+
+
 class PurifierPyTorch(PreprocessorPyTorch):
     """
     What every purifier of this package shares (ADP and the diffusion purifiers): the two gradient modes over
-    chunks of ``batch_size`` and a ``set_params`` that validates and rolls back. A subclass implements
-    :meth:`_purify` (one chunk, on this preprocessor's device) and ``_check_params``, and sets ``params``,
-    ``gradient`` and ``batch_size``.
+    chunks of ``batch_size``, the recording of intermediate states (:meth:`recording`) and a ``set_params`` that
+    validates and rolls back. A subclass implements :meth:`_purify` (one chunk, on this preprocessor's device,
+    reporting its states to ``on_state``) and ``_check_params``, and sets ``params``, ``gradient`` and ``batch_size``.
     """
 
     params: list[str] = []
     gradient: str
     batch_size: int
+    _recorded: list[PurifierState] | None = None
 
-    def _purify(self, x: torch.Tensor) -> torch.Tensor:
+    def _purify(self, x: torch.Tensor, on_state: Callable[..., None] | None = None) -> torch.Tensor:
+        """One chunk purified; ``on_state(x_t, level=0, noise=None)`` called with each state, the last the result."""
         raise NotImplementedError
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[list[PurifierState]]:
+        """
+        While open, every :meth:`forward` appends its intermediate states -- every state of the purification but the
+        last, which is the output -- to the list it yields, in order, each a :class:`PurifierState` of the whole
+        batch: ADP's x_1 … x_{T−1}, reverse diffusion's states at σ_{K−1} … σ_1, none for a one-shot denoiser. With
+        ``gradient="full"`` they carry the exact gradient; with ``"bpda"`` the straight-through one (the identity).
+        Values are unchanged.
+        """
+        found: list[PurifierState] = []
+        self._recorded = found
+        try:
+            yield found
+        finally:
+            self._recorded = None
+
+    def _chunks(self, xd: torch.Tensor) -> torch.Tensor:
+        if self._recorded is None:
+            return torch.cat([self._purify(chunk) for chunk in xd.split(self.batch_size)])
+        outs, per_chunk = [], []
+        for chunk in xd.split(self.batch_size):
+            found: list[PurifierState] = []
+            outs.append(self._purify(chunk, functools.partial(_collect, found)))
+            per_chunk.append(found[:-1])  # the last state is the output
+        for states in zip(*per_chunk):  # step t of every chunk: one state of the whole batch
+            noise = None if states[0].noise is None else torch.cat([s.noise for s in states])
+            self._recorded.append(PurifierState(torch.cat([s.state for s in states]), states[0].level, noise))
+        return torch.cat(outs)
 
     def _through(self, xd: torch.Tensor) -> torch.Tensor:
         """Purify ``xd`` chunk by chunk: exact autograd (``"full"``) or straight-through (``"bpda"``)."""
         if self.gradient == "full":
-            return torch.cat([self._purify(chunk) for chunk in xd.split(self.batch_size)])
+            return self._chunks(xd)
+        start = 0 if self._recorded is None else len(self._recorded)
         with torch.no_grad():
-            purified = torch.cat([self._purify(chunk) for chunk in xd.split(self.batch_size)])
+            purified = self._chunks(xd)
+        if self._recorded is not None:  # each recorded state straight-through as well
+            for i in range(start, len(self._recorded)):
+                s = self._recorded[i]
+                self._recorded[i] = s._replace(state=xd + (s.state - xd).detach())
         return xd + (purified - xd).detach()  # straight-through: value = purified, d out / d x = identity
 
     def estimate_forward(self, x: torch.Tensor, y: Any | None = None) -> torch.Tensor:
@@ -198,7 +257,7 @@ class ADPPurifier(PurifierPyTorch):
             text += f"; detection: sigma_low = beta sigma with beta = {self.beta:g} for inputs not flagged"
         return text
 
-    def _purify(self, x: torch.Tensor) -> torch.Tensor:
+    def _purify(self, x: torch.Tensor, on_state: Callable[..., None] | None = None) -> torch.Tensor:
         kwargs = self._purify_kwargs()
         if self.detector is not None:  # σ_high = σ for flagged inputs, σ_low = βσ for the others
             with torch.no_grad():
@@ -206,8 +265,8 @@ class ADPPurifier(PurifierPyTorch):
             kwargs["sigma"] = self.sigma * torch.where(attacked, 1.0, self.beta).to(x.dtype)
         if self.leave_out is not None:  # each input without its own reference image (training behind the oracle)
             with getattr(self.score_model, "leaving_out")(x, self.leave_out):
-                return purify(self._network(), x, **kwargs, generator=self.generator)
-        return purify(self._network(), x, **kwargs, generator=self.generator)
+                return purify(self._network(), x, **kwargs, generator=self.generator, on_state=on_state)
+        return purify(self._network(), x, **kwargs, generator=self.generator, on_state=on_state)
 
     def _network(self):
         if not self.compile:

@@ -223,12 +223,16 @@ def _step(score, x, active, alpha_t, *, lam, delta, step_clamp, tau, clip_values
     return torch.where(active.view(view), x_next, x), alpha, active
 
 
-def _algorithm1(step: Callable, x: torch.Tensor, params: ADPParams, generator, *, compact: bool) -> RunningBatch:
-    """x₀ = clip(x + σε); then T times ``step``, each sample until its α falls below τ."""
+def _algorithm1(
+    step: Callable, x: torch.Tensor, params: ADPParams, generator, *, compact: bool, on_state: Callable | None = None
+) -> RunningBatch:
+    """x₀ = clip(x + σε); then T times ``step``, each sample until its α falls below τ; ``on_state(x_t)`` after each."""
     x_0 = _noise(x, params.sigma, generator).clamp(*params.clip_values)
     run = RunningBatch(x_0, steps=params.steps, compact=compact)
     for alpha_t in params.schedule():  # t = 1 … T: eq. 11's rule or the given α_t
         run.advance(step, alpha_t)
+        if on_state is not None:
+            on_state(run.output())
     return run
 
 
@@ -249,6 +253,7 @@ def purify(
     compact: bool = False,
     amp: str | None = None,
     gradient_checkpointing: bool = False,
+    on_state: Callable[[torch.Tensor], None] | None = None,
 ):
     """
     Purify ``x`` by one run of ADP: x₀ = clip(x + σε), ε ~ N(0, I); then for t = 1 … T
@@ -278,6 +283,9 @@ def purify(
         back to ``x``'s dtype). Needs ``step_size="adaptive-jvp"`` or a manual schedule.
     :param gradient_checkpointing: Memory: recompute each step in the backward pass instead of storing every
         activation of 2T network passes (same values and gradients).
+    :param on_state: Called with each state x_t, t = 1 … T, as the loop reaches it (with autograd when it records;
+        x_T is the result): what an attack on the intermediate states reads
+        (:class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`). It changes no value.
     :return: The purified batch (same shape and dtype as ``x``), and the info dict if ``return_info``.
     """
     params = ADPParams(cast(float, sigma), steps, step_size, lam, delta, step_clamp, tau, clip_values).check()
@@ -287,5 +295,7 @@ def purify(
     step = functools.partial(
         _step, score, lam=lam, delta=delta, step_clamp=step_clamp, tau=tau, clip_values=clip_values
     )
-    run = _algorithm1(checkpointed(step) if gradient_checkpointing else step, x, params, generator, compact=compact)
+    run = _algorithm1(
+        checkpointed(step) if gradient_checkpointing else step, x, params, generator, compact=compact, on_state=on_state
+    )
     return (run.output(), run.info()) if return_info else run.output()

@@ -91,8 +91,8 @@ def test_cost_model_and_budget_text_per_attack():
     # passes; APGD judged at the start and after CE and DLR: 6; the vote attack: its own vote after each step
     assert costs == {"clf-pgd": 0.0, "bpda-eot": 12.0 + 4, "joint-score": 12.0 + 4, "joint-full": 12.0 + 4,
                      "spsa": 32.0, "full-pgd-eot": 120.0 + 4, "apgd-eot": 220.0 + 6,
-                     "lowfreq-vote": 4 * 3 * (10.0 + 1.0) + 3 * 1.0, "full-pgd-eot-dev": 120.0 + 4,
-                     "apgd-eot-dev": 220.0 + 6,
+                     "lowfreq-vote": 4 * 3 * (10.0 + 1.0) + 3 * 1.0, "full-pgd-eot-dev": 132.0 + 4,
+                     "apgd-eot-dev": 240.0 + 6,  # + the checkpoints' forward recompute
                      "selective-eot": 3 * 4 * (2 * 3 * 1.0 + 10.0)}  # 3 losses x 4 it x (N + N judging, 1 graft)
     # three runs: each run's passes and judgements three times (an upper bound: restarts attack the unbroken only)
     r3 = replace(c, num_random_init=3)
@@ -114,7 +114,7 @@ def test_cost_model_and_budget_text_per_attack():
     assert budget_text("joint-full", c) == f"4 it of {c.step:.4g}, EOT 3, w = 0.5"
     assert budget_text("clean", c) == "-"
     assert budget_text("selective-eot", c) == "margin, CE, DLR; 4 it/loss, 3 draws, EM-weighted, grafted"
-    assert budget_text("apgd-eot-dev", c) == "CE+DLR + 1 deviation, 5 it/loss, EOT 2"
+    assert budget_text("apgd-eot-dev", c) == "CE+DLR + 1 x mean state deviation, 5 it/loss, EOT 2"
 
 
 def test_a_budget_has_the_attacks_parameter_names():

@@ -9,7 +9,7 @@ import torch
 from art.attacks.attack import EvasionAttack
 from art.estimators.classification import PyTorchClassifier
 
-from ..eot import EOTClassifier
+from ..eot import EOTClassifier, tag_rows
 from .._checks import memory_budget as check_memory_budget, number, one_of, positive_int
 from ._core import (
     DEFAULT_GRADIENT,
@@ -64,9 +64,11 @@ class APGDEOT(EvasionAttack):
     :param seed: Seed of APGD's random start (ART draws it from numpy's global generator; it is seeded inside a
         saved-and-restored state, so the caller's numpy state is left as it was), or None to use that generator as
         it is. Purification noise comes from the purifiers' ``generator``.
-    :param dev_weight: λ ≥ 0: add λ × the deviation of each draw's purified image from the clean input to each loss
-        (DiffAttack, :class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`); 0, the default: the losses
-        alone. :class:`APGDEOTDev` is this attack with it on.
+    :param dev_weight: λ ≥ 0: add λ × the deviation of each draw's purification states (every intermediate state and
+        the output) from their clean references to each loss (DiffAttack,
+        :class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`; the rows' indices ride in the labels,
+        :func:`~art_adp.eot.tag_rows`, so ART's subsets of the batch keep their clean images); 0, the default: the
+        losses alone. :class:`APGDEOTDev` is this attack with it on.
     :param num_random_init: Runs of the losses, each after the first from a fresh random start (ART's
         ``nb_random_init``), on the examples the judgement still finds unbroken.
     :param judgement: What the runs' outputs are judged by, one of
@@ -189,9 +191,11 @@ class APGDEOT(EvasionAttack):
         from art.attacks.evasion import AutoProjectedGradientDescent
 
         loss: Callable[..., torch.Tensor] = LOSSES[name]
-        if self.dev_weight:  # each draw's loss plus its purified state's deviation from the clean input
+        y_art = np.eye(self.estimator.nb_classes)[y]
+        if self.dev_weight:  # each draw's loss plus its states' deviation; the labels carry the row index
             clean = torch.as_tensor(x, dtype=torch.float32, device=self.estimator.device)
             loss = PurifiedStateLoss(loss, reference=clean, dev_weight=self.dev_weight)
+            y_art = tag_rows(y, self.estimator.nb_classes)
         view = EOTClassifier(
             self.estimator,
             ensemble_size=self.eot_samples,
@@ -213,14 +217,19 @@ class APGDEOT(EvasionAttack):
             loss_type=None,
             verbose=self.verbose,
         )
-        return apgd.generate(x, y=np.eye(view.nb_classes)[y]).astype(np.float32)
+        return apgd.generate(x, y=y_art).astype(np.float32)
 
 
 class APGDEOTDev(APGDEOT):
     """
-    :class:`APGDEOT` with DiffAttack's purified-state term on (``dev_weight`` =
-    :data:`~art_adp.attacks.purified_state_loss.DEV_WEIGHT` by default): each loss (CE, then DLR) plus λ ‖P(x') − x‖₂
-    per draw. Registered as ``"apgd-eot-dev"``; every other parameter is APGDEOT's.
+    :class:`APGDEOT` with DiffAttack's loss on the purification states on (``dev_weight`` = λ =
+    :data:`~art_adp.attacks.purified_state_loss.DEV_WEIGHT` by default): each loss (CE, then DLR) plus
+    λ · mean_t ‖x'_t − x_t‖₂ per draw over every intermediate state and the output
+    (:class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`), the purifiers checkpointed step by step --
+    DiffAttack's Algorithm 2 (APGD, CE then DLR, momentum 0.75, step 2ε). What differs from the paper: ART's APGD
+    attacks only the examples still correctly classified (the paper keeps optimising all), and the loss is taken at
+    every state rather than at sampled time steps. Registered as ``"apgd-eot-dev"``; every other parameter is
+    APGDEOT's.
 
     | Paper link: Kang, Song & Li, NeurIPS 2023, https://arxiv.org/abs/2311.16124
     """

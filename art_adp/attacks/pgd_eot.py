@@ -50,9 +50,10 @@ class PGDEOT(IterativeAttack):
         :class:`~art_adp.attacks.ClassifierPGD`; ``batch_size`` counts images per forward pass (examples × EOT copies).
     :param memory_budget: MiB of autograd graph per block of EOT draws (None:
         :func:`art_adp.ensemble.default_memory_budget`, 512 MiB on a CPU, a quarter of a GPU's free memory).
-    :param dev_weight: λ ≥ 0: add λ × the deviation of each draw's purified image from the clean input to the loss
-        (DiffAttack, :class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`); 0, the default: the
-        cross-entropy alone. :class:`PGDEOTDev` is this attack with it on.
+    :param dev_weight: λ ≥ 0: add λ × the deviation of each draw's purification states (every intermediate state and
+        the output) from their clean references to the loss (DiffAttack,
+        :class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`); 0, the default: the cross-entropy alone.
+        :class:`PGDEOTDev` is this attack with it on.
     :param num_random_init, check_every, judgement, judge_draws: Restarts and the best iterate, judged on draws of
         its own, as in :class:`~art_adp.attacks._core.IterativeAttack` (defaults: one run, every
         :data:`~art_adp.attacks._core.CHECK_EVERY` iterations, the ensemble's mean of
@@ -136,9 +137,9 @@ class PGDEOT(IterativeAttack):
         loss: Callable[..., torch.Tensor]
         if self._loss is None:
             fn, loss = (lambda z: logits(self.estimator, z)), cross_entropy
-        else:  # the deviation term: each draw's logits with its purified state
-            model = DefendedModel.from_estimator(self.estimator, ensemble_size=1)
-            fn, loss = (lambda z: (*model.draw_states(z), z)), self._loss
+        else:  # the deviation term: each draw's logits with its purification states; labels (class, row index)
+            fn, loss = DefendedModel.from_estimator(self.estimator, ensemble_size=1).draw_states, self._loss
+            y = torch.stack([y, torch.arange(len(y), device=y.device)], 1)
         g, _ = eot_gradient(
             fn,
             x_adv,
@@ -154,9 +155,12 @@ class PGDEOT(IterativeAttack):
 
 class PGDEOTDev(PGDEOT):
     """
-    :class:`PGDEOT` with DiffAttack's purified-state term on (``dev_weight`` =
-    :data:`~art_adp.attacks.purified_state_loss.DEV_WEIGHT` by default): L = CE + λ ‖P(x') − x‖₂ per draw. Registered
-    as ``"full-pgd-eot-dev"`` (``gradient="full"``); every other parameter is PGDEOT's.
+    :class:`PGDEOT` with DiffAttack's loss on the purification states on (``dev_weight`` = λ =
+    :data:`~art_adp.attacks.purified_state_loss.DEV_WEIGHT` by default): L = CE + λ · mean_t ‖x'_t − x_t‖₂ per draw
+    over every intermediate state and the output (:class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`),
+    the purifiers checkpointed step by step. DiffAttack's own optimiser is APGD's (:class:`APGDEOTDev`); this is the
+    same loss under PGD's fixed steps. Registered as ``"full-pgd-eot-dev"`` (``gradient="full"``); every other
+    parameter is PGDEOT's.
 
     | Paper link: Kang, Song & Li, NeurIPS 2023, https://arxiv.org/abs/2311.16124
     """

@@ -461,22 +461,23 @@ ATTACKS: tuple[AttackSpec, ...] = (
     ),
     AttackSpec(
         registered_name(PGDEOTDev, "full"),
-        "Full-gradient PGD+EOT, purified-state loss (DiffAttack)",
+        "Full-gradient PGD+EOT, DiffAttack's loss on every purification state",
         _pgd_eot_dev,
         _PGD,
-        _per_full_draw,
-        lambda b: f"{_with_eot(b)}, CE + {DEV_WEIGHT:g} deviation",
+        # each draw forward + backward, plus the forward the step-wise checkpointing recomputes
+        lambda b, f, g: _per_full_draw(b, f, g) + b.num_random_init * b.max_iter * b.eot_samples * f,
+        lambda b: f"{_with_eot(b)}, CE + {DEV_WEIGHT:g} x mean state deviation",
         protocol="diffattack",
         full=True,
     ),
     AttackSpec(
         registered_name(APGDEOTDev),
-        "APGD-EOT, purified-state loss (DiffAttack)",
+        "APGD-EOT, DiffAttack's loss on every purification state",
         _apgd(APGDEOTDev),
         _APGD,
-        cost=_apgd_cost,
+        cost=lambda b, f, g: _apgd_cost(b, f, g) + 2 * b.max_iter * b.eot_samples * f,  # + the checkpoints' recompute
         describe=lambda b: (
-            f"CE+DLR + {DEV_WEIGHT:g} deviation, {b.max_iter} it/loss, EOT {b.eot_samples}{_restarts(b)}"
+            f"CE+DLR + {DEV_WEIGHT:g} x mean state deviation, {b.max_iter} it/loss, EOT {b.eot_samples}{_restarts(b)}"
         ),
         protocol="diffattack",
         strongest=True,
