@@ -202,9 +202,9 @@ class ADPPurifier(PurifierPyTorch):
         """
         :param score_model: Noise-level-free score network h: ``N×C×H×W`` in ``clip_values`` → same shape.
         :param sigma, steps, step_size, lam, delta, step_clamp, tau, clip_values: ADP's hyperparameters, declared and
-            checked once in :class:`~art_adp.purification.ADPParams`: σ (0.25 in the paper), T, the step rule (``"adaptive"``,
-            paper eq. 11; ``"adaptive-jvp"``; a constant α or a schedule), λ, δ (released code: 1e-3; paper text:
-            1e-5), the α clamp, τ, and the input range.
+            checked once in :class:`~art_adp.purification.ADPParams`: σ (0.25 in the paper), T, the step rule
+            (``"adaptive"``, paper eq. 11; ``"adaptive-jvp"``; a constant α or a schedule), λ, δ (released code:
+            1e-3; paper text: 1e-5), the α clamp, τ, and the input range.
         :param gradient: ``"bpda"`` (straight-through) or ``"full"`` (autograd through purification; the default,
             :data:`DEFAULT_GRADIENT`).
         :param batch_size: Inputs purified per chunk (bounds memory for large inputs).

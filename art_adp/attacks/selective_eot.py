@@ -22,7 +22,17 @@ from .._checks import (
     positive_int,
 )
 from ..ensemble import defend, draw_gradients, logits, stack_draws
-from ._core import DEFAULT_GRADIENT, GRADIENTS, check_norm, cross_entropy, dlr, gradient_mode, labels, normalize, project
+from ._core import (
+    DEFAULT_GRADIENT,
+    GRADIENTS,
+    check_norm,
+    cross_entropy,
+    dlr,
+    gradient_mode,
+    labels,
+    normalize,
+    project,
+)
 from .best_iterate import BestIterate
 
 __all__ = [

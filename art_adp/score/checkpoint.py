@@ -24,7 +24,8 @@ ARCHITECTURES: dict[str, type[torch.nn.Module]] = {
     "DenoiserUNet": DenoiserUNet,
     "DiffusersScore": DiffusersScore,  # a diffusers UNet2DModel at one step of its schedule (needs diffusers)
 }
-BUILDERS: dict[str, Callable[..., torch.nn.Module]] = {**ARCHITECTURES, "DiffusersScore": DiffusersScore.from_config}  # a UNet from its config, not a module
+# a diffusers UNet is built from its config, not a module of this package
+BUILDERS: dict[str, Callable[..., torch.nn.Module]] = {**ARCHITECTURES, "DiffusersScore": DiffusersScore.from_config}
 
 
 def save_score_model(
