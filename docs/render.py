@@ -673,6 +673,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "denoiser-mnist-fp32": ("docs/results/denoiser_mnist_fp32.json", denoiser_training),
     "mnist-levers": ("docs/results/mnist_levers.json", mnist_levers),
     "fashion-mnist-levers": ("docs/results/fashion_mnist_levers.json", fashion_mnist_levers),
+    "fashion-mnist-full-strength": ("docs/results/fashion_mnist_full_strength.json", fashion_mnist_levers),
     "mnist-new-attacks": ("docs/results/mnist_new_attacks.json", mnist_new_attacks),
     "mnist-adv-cnn": ("docs/results/mnist_adv_cnn.json", mnist_adv_cnn),
     "card-digits-paper-20": ("docs/cards/digits_paper_20.json", card_table),
