@@ -184,9 +184,15 @@ def test_one_default_gradient_mode():
 
 def test_aims_parameters_and_messages():
     est = estimator(Overshoot())
-    assert A.PGDEOT(est).judgement == "mean" and A.SelectiveEOT(est).judgement == "worst"
+    assert A.PGDEOT(est).judgement == "mean" and A.PGDEOT.aim == "mean"
+    # the attacks with loops of their own judge by their aim alone (no judgement parameter); the DLR loss needs three
+    # classes, so on two the selective attack runs margin and CE
+    selective = A.SelectiveEOT(est, losses=("margin", "ce"))
+    assert selective.aim == "worst" and "judgement" not in selective.attack_params
+    vote = A.LowFrequencyVote(est)
+    assert vote.aim == "majority" and "judgement" not in vote.attack_params
     assert not A.ClassifierPGD(est).judged_defended
-    attack = A.SelectiveEOT(est)
+    attack = A.PGDEOTDev(est)
     attack.set_params(num_random_init=3, check_every=2, judge_draws=4)  # ART's set_params reaches every subclass
     assert (attack.num_random_init, attack.check_every, attack.judge_draws) == (3, 2, 4)
     for kw, message in (

@@ -50,7 +50,7 @@ def test_bpda_gradient_matches_art_for_the_same_seed(setup):
     model = DefendedModel(clf, make(score, 9, gradient="bpda"), ensemble_size=1)
     torch.nn.functional.cross_entropy(model(xg), ys).backward()
     art = PyTorchClassifier(model=clf, loss=torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=10,
-                            clip_values=(0.0, 1.0), device_type="cpu", preprocessing_defences=[make(score, 9)])
+                            clip_values=(0.0, 1.0), device_type="cpu", preprocessing_defences=[make(score, 9, gradient="bpda")])
     expected = art.loss_gradient(xs.numpy(), np.eye(10, dtype=np.float32)[ys.numpy()])
     assert np.allclose(xg.grad.numpy(), expected, atol=1e-6)
     assert np.abs(expected).sum() > 0

@@ -242,6 +242,10 @@ def test_the_estimate_states_the_sanity_checks_cost():
     per_example = (
         (3 + 3) + 2 * 40 * 15 * 3 + sum(k * 15 * 3 for k in (10, 20, 100)) + sum(40 * k * 3 for k in (1, 5, 50))
     )
+    # the best iterate (one run, checked every 5 iterations) judged on 10 fresh draws forward (1 s) each time: at the
+    # start and at iterations 5, 10, ..., k, i.e. k // 5 + 1 judgements of a k-iteration run: 9 at 40 iterations
+    # (ε = 1, ε/2 and the three EOT runs: 5 runs), 3, 5 and 21 at 10, 20 and 100 iterations
+    per_example += 10 * 1 * (5 * (40 // 5 + 1) + sum(k // 5 + 1 for k in (10, 20, 100)))
     expected = 64 * (per_example + 9 * 30)
     assert cost["seconds"] == pytest.approx(expected)
     assert sanity_cost([u for u in units if not u[0].name.startswith("sanity")], c, probe, "cpu")["seconds"] == 0

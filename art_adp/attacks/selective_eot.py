@@ -289,6 +289,10 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
 
     #: The name of this attack in :data:`~art_adp.attacks.registry.REGISTRY`, its records and on the command line.
     name = "selective-eot"
+    #: The judgement this attack is aimed at, the one its iterates are judged by
+    #: (:data:`~art_adp.attacks.best_iterate.JUDGEMENTS`):
+    #: any draw that misclassifies breaks an image, more failing draws more broken.
+    aim = "worst"
     attack_params = EvasionAttack.attack_params + [
         "gradient",
         "graft",
@@ -474,7 +478,7 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
         best = BestIterate(
             self.estimator,
             y,
-            judgement="worst",
+            judgement=self.aim,
             draws=self.judge_samples or self.eot_samples,
             seed=seed,
             batch_size=self.batch_size,

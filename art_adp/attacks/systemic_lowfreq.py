@@ -175,6 +175,10 @@ class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attr
 
     #: The name of this attack in :data:`~art_adp.attacks.registry.REGISTRY`, its records and on the command line.
     name = "lowfreq-vote"
+    #: The judgement this attack is aimed at, the one its iterates are judged by
+    #: (:data:`~art_adp.attacks.best_iterate.JUDGEMENTS`):
+    #: the majority vote of the purification draws.
+    aim = "majority"
 
     attack_params = EvasionAttack.attack_params + [
         "norm",
@@ -349,7 +353,7 @@ class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attr
         best = BestIterate(
             self.estimator,
             y,
-            judgement="majority",
+            judgement=self.aim,
             draws=self.judge_draws or self.eot_samples,
             seed=judge_seed,
             batch_size=self.batch_size,
