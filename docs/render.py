@@ -674,6 +674,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "mnist-levers": ("docs/results/mnist_levers.json", mnist_levers),
     "fashion-mnist-levers": ("docs/results/fashion_mnist_levers.json", fashion_mnist_levers),
     "fashion-mnist-full-strength": ("docs/results/fashion_mnist_full_strength.json", fashion_mnist_levers),
+    "fashion-mnist-behind-purifier": ("docs/results/fashion_mnist_behind_purifier.json", fashion_mnist_levers),
     "mnist-new-attacks": ("docs/results/mnist_new_attacks.json", mnist_new_attacks),
     "mnist-adv-cnn": ("docs/results/mnist_adv_cnn.json", mnist_adv_cnn),
     "card-digits-paper-20": ("docs/cards/digits_paper_20.json", card_table),
