@@ -45,3 +45,15 @@ def test_a_path_wins_over_a_name_and_an_unknown_name_lists_the_bundled_ones(tmp_
         load_score_model("mnist")
     with pytest.raises(FileNotFoundError, match=re.escape("no bundled classifier model of that name")):
         load_classifier("runs/demo/classifier.safetensors")
+
+
+def test_the_command_lines_loaders_take_the_bundled_names():
+    """`--classifier digits` and `--score digits` load the shipped models (a path of that name would win)."""
+    from art_adp.apps.loading import load_classifier_arg, load_score_arg
+    from art_adp.runs.provenance import weights_sha256
+
+    classifier, what = load_classifier_arg("digits")
+    score, _ = load_score_arg("digits")
+    assert weights_sha256(classifier) == weights_sha256(load_classifier("digits"))
+    assert weights_sha256(score) == weights_sha256(load_score_model("digits"))
+    assert "digits_classifier.safetensors" in what
