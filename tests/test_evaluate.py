@@ -445,6 +445,24 @@ def test_estimate_only_logs_the_estimate_and_attacks_nothing(tmp_path, monkeypat
     assert logged[0].startswith("Estimated time on this device (cpu") and "Smaller: --preset croce, --preset smoke, --n-examples N" in logged[0]
 
 
+def test_estimate_only_prices_each_attack_by_the_cost_model(tmp_path, monkeypatch):
+    from art_adp.apps.evaluation import run as run_module
+
+    monkeypatch.setattr(run_module, "_probe", lambda *a: {"forward": 1.0, "full": 3.0, "rows": 4, "graph_row_bytes": 1.0})
+    mlp, score, x, y = tiny_models()
+    config = EvalConfig.preset("paper", attacks=("bpda-eot", "full-pgd-eot"), n_examples=4, sanity=False,
+                               fixed_noise=False, compression_examples=0)
+    logged = []
+    out = evaluate(mlp, art_adp.ADPPurifier(score, steps=1), x, y, config=config, run_dir=tmp_path, progress=False,
+                   log=logged.append, estimate_only=True)
+    judge = 10 * 3 * 1.0  # S x R forward passes per image
+    # 40 iterations x 15 draws, each a forward pass (BPDA) or a full-gradient pass (3.0); 9 judgements of 10 draws
+    assert out["by_attack"]["bpda-eot"] == 4 * (40 * 15 * 1.0 + 9 * 10 * 1.0 + judge)
+    assert out["by_attack"]["full-pgd-eot"] == 4 * (40 * 15 * 3.0 + 9 * 10 * 1.0 + judge)
+    assert out["estimate_seconds"] == sum(out["by_attack"].values())  # the clean row costs its judgement only
+    assert "By attack: clean 2 min, bpda-eot 48 min, full-pgd-eot 2.1 h, clf-pgd 0 s." in logged[0]  # 2,880 s, 7,680 s
+
+
 def test_fixed_noise_gives_the_attack_and_the_judge_the_same_draw():
     mlp, score, x, y = tiny_models()
     from art_adp.ensemble import logits as defended_logits

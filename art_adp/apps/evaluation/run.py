@@ -503,7 +503,8 @@ def evaluate(
         the attacks reduce to their classifier versions (PGD for the PGD family, APGD and SPSA as they are); a
         baseline is deterministic and judged once. The undefended ``classifier`` is always the first baseline
         (``"undefended"``).
-    :param estimate_only: Log the time estimate and return ``{"estimate_seconds": ...}`` without attacking.
+    :param estimate_only: Log the time estimate and return it without attacking: ``{"estimate_seconds": total,
+        "by_attack": {attack: seconds}, "sanity": ...}`` (each attack's price over every setting that runs it).
     :return: The report (rank 0), else None.
     """
     config.check()
@@ -525,12 +526,12 @@ def evaluate(
 
     pending = [u for u in units if not all((u[0].name, u[1], int(i)) in done for i in u[2])]
     todo_units = [u for u in distributed.shard(units, rank, world) if any(u is v for v in pending)]
-    est_seconds = sanity = None
+    est_seconds = sanity = prices = None
     if rank == 0 and (pending or estimate_only):
-        est_seconds, sanity = _log_estimate(estimator, x, config, pending, len(units), dev, world, log)
+        est_seconds, sanity, prices = _log_estimate(estimator, x, config, pending, len(units), dev, world, log)
     if estimate_only:
         distributed.finish()
-        return {"estimate_seconds": est_seconds, "sanity": sanity}
+        return {"estimate_seconds": est_seconds, "sanity": sanity, "by_attack": prices}
     if rank == 0:
         save_settings(run_dir / "settings.json", {digests[k]: v for k, v in expected.items()})
     distributed.barrier()
@@ -636,13 +637,17 @@ def _resume(run_dir: Path, digests: dict, expected: dict) -> dict:
 
 
 def _log_estimate(estimator, x, config: EvalConfig, pending, n_units: int, dev, world: int, log) -> tuple:
-    """Probe the device, log the estimated time of the ``pending`` units (and the sanity checks' share and memory);
-    the purifiers' generators are left as they were."""
+    """Probe the device, log the estimated time of the ``pending`` units, each attack's share of it (over every
+    setting that runs the attack) and the sanity checks' share and memory; the purifiers' generators are left as they
+    were.
+
+    :return: Seconds in all, the sanity checks' cost, seconds by attack."""
     generators = [(p, p.generator) for p in purifiers(estimator)]
     probe = _probe(estimator, x, config)
     for p, generator in generators:
         p.set_params(generator=generator)
     est_seconds = estimate(pending, config, probe) / world
+    prices = {a: estimate([u for u in pending if u[1] == a], config, probe) / world for a in _attack_order(pending)}
     sanity = sanity_cost(pending, config, probe, dev)
     order = list(PRESETS)  # strongest, paper, croce (APGD only), smoke (CI-sized): largest first
     smaller = order[order.index(config.preset_name) + 1 :] if config.preset_name in order else order
@@ -652,7 +657,9 @@ def _log_estimate(estimator, x, config: EvalConfig, pending, n_units: int, dev, 
         f"(probe: {1000 * probe['forward']:.2f} ms per defended image, {1000 * probe['full']:.2f} ms with a "
         f"full gradient, batches of {probe['rows']}). Smaller: "
         + "".join(f"--preset {name}, " for name in smaller)
-        + "--n-examples N, or per-attack flags (e.g. --spsa-samples-per-step 128)."
+        + "--n-examples N, or per-attack flags (e.g. --spsa-samples-per-step 128). By attack: "
+        + ", ".join(f"{a} {_duration(t)}" for a, t in prices.items())
+        + "."
         + (
             f" Sanity checks: about {_duration(sanity['seconds'] / world)} of it; their gradient attacks hold "
             f"about {sanity['graph_bytes'] / 2**20:.0f} MiB of autograd graph at a time (blocks of "
@@ -662,7 +669,12 @@ def _log_estimate(estimator, x, config: EvalConfig, pending, n_units: int, dev, 
             else ""
         )
     )
-    return est_seconds, sanity
+    return est_seconds, sanity, prices
+
+
+def _attack_order(units) -> list[str]:
+    """The attacks of ``units`` (setting, attack, chunk), each once, in the order they run."""
+    return list(dict.fromkeys(a for _, a, _ in units))
 
 
 def _work(units, targets: dict, x, y, config: EvalConfig, digests: dict, path: Path, progress: bool) -> dict:
