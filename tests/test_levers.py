@@ -407,3 +407,22 @@ def test_restarts_and_the_best_iterate_are_rows_of_their_own(tiny, tmp_path, one
     # the variant asked by name is the same row: nothing left to measure
     run_levers(tiny, tmp_path, n_examples=2, attacks=("bpda-eot-2it-r2",), **kwargs)
     assert len(built) == 1
+
+
+def test_estimate_only_prices_the_rows_left_by_the_cost_model_and_measures_nothing(tiny, tmp_path, monkeypatch):
+    from art_adp.apps.evaluation import run as run_module
+
+    monkeypatch.setattr(run_module, "_probe", lambda *a: {"forward": 1.0, "full": 3.0, "rows": 4, "graph_row_bytes": 1})
+    kwargs = dict(models=("oracle",), settings=["one-step denoise"], classifiers=(), ensemble_size=2, repeats=3,
+                  eot_samples=4, max_iter=10, progress=False, estimate_only=True)  # fmt: skip
+    out = run_levers(tiny, tmp_path, n_examples=5, attacks=("clean", FULL_ATTACK), restarts=2, **kwargs)
+    prices = {k.split(" | ")[-1]: v for k, v in out["by_row"].items()}
+    # clean: the S-ensemble judges each image once (2 forwards); the variant: 2 runs x 10 iterations x 4 full-gradient
+    # draws (3.0), its iterate judged at the start, every 5th and the last (3 times a run) on S = 2 draws, then R = 3
+    # judgements of the S = 2 ensemble
+    assert prices == {
+        "clean": 5 * 2.0,
+        f"{FULL_ATTACK}-10it-r2": 5 * (2 * 10 * 4 * 3.0 + 2 * 3 * 2 * 1.0 + 3 * 2 * 1.0),
+    }
+    assert out["estimate_seconds"] == sum(prices.values())
+    assert not (tmp_path / "records.jsonl").exists() and not list(tmp_path.glob("*.safetensors"))  # nothing trained

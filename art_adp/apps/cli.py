@@ -29,7 +29,7 @@ from .detect_demo import DEFENCES, DetectConfig, detect_command
 from .evaluation.command import EOT_SWEEP, SIGMA_SWEEP, evaluate_command
 from ..diffusion_purify import SAMPLERS
 from .evaluation.config import PRESETS, PURIFIERS, EvalConfig, presets_text
-from .levers import CLASSIFIER_NAMES, JUDGES, ROW_NAMES, SETTING_NAMES, LeversConfig, levers_command
+from .levers import CLASSIFIER_NAMES, ESTIMATE_HELP, JUDGES, ROW_NAMES, SETTING_NAMES, LeversConfig, levers_command
 from .reproduce import STAGES, MnistRecipe, reproduce_command
 from .train_classifier import HELPS as CLASSIFIER_HELPS
 from .train_classifier import OPTIONS as CLASSIFIER_OPTIONS
@@ -135,8 +135,8 @@ def _levers(sub) -> None:
              "purified": "classifiers ADP is put in front of (default: the preset's)",
              "judges": "ensemble: S-run ensemble (R times); fixed: fixed noise", "eps": "l_inf radius (preset's)",
              "arch": "architecture of the classifier ADP defends (preset's)", "sigmas": "the sigma grid (preset's)",
-             "max_iter": "iterations of the adaptive rows (preset's)",
-             "eps_step": "step of the adaptive rows", "restarts": "K: adaptive rows with the best iterate, K runs",
+             "max_iter": "iterations of the adaptive rows (preset's)", "eps_step": "step of the adaptive rows",
+             "restarts": "K: adaptive rows with the best iterate, K runs", "estimate_only": ESTIMATE_HELP,
              "max_epochs": "cap on the adversarially trained classifiers' epochs (preset's: 100; they stop earlier "
                            "when validation robust accuracy plateaus)"}  # fmt: skip
     many = {"nargs": "+", "type": str}  # setting names hold commas: one argument each

@@ -468,6 +468,38 @@ def _classifier(name: str, preset: Preset, data, run_dir: Path, seed: int, progr
     return model.eval()
 
 
+def _stand_in(name: str, preset: Preset, run_dir: Path) -> torch.nn.Module:
+    """The classifier ``name`` if trained, else its untrained architecture: what a price needs (the same cost)."""
+    from .. import models
+    from .commands import CLASSIFIERS
+
+    path = run_dir / f"{name}.safetensors"
+    if path.exists():
+        return models.load_classifier(path).eval()
+    return getattr(models, CLASSIFIERS[preset.classifiers[name].arch])(1, 28, 10).eval()
+
+
+def price_rows(estimator, x: np.ndarray, rows: Sequence[Row], pending: Mapping[str, int], *, eps: float,
+               eot_samples: int, ensemble_size: int, repeats: int) -> dict[str, float]:  # fmt: skip
+    """Estimated seconds of each row of ``rows`` on its ``pending[row]`` images behind ``estimator``'s purifier:
+    the attack's purification passes (the registry's cost model, with the best iterate judged on ``ensemble_size``
+    draws as the rows run it) and the judgement's (S × R forward passes; Clf-PGD's examples are made on the bare
+    classifier, unpriced), times the seconds per image a timed probe of this purifier gives on this device."""
+    from types import SimpleNamespace
+
+    from .evaluation.run import _probe
+
+    probe = _probe(estimator, x[: max(1, min(len(x), 32))], SimpleNamespace(batch_size=50))
+    f, g = probe["forward"], probe["full"]
+    out = {}
+    for r in rows:
+        if r.name in pending:
+            budget = _budget(r, eps, eot_samples, judge_draws=ensemble_size)
+            attack = REGISTRY[r.attack].cost(budget, f, g) if r.adaptive else 0.0
+            out[r.name] = pending[r.name] * (attack + ensemble_size * (repeats if r.adaptive else 1) * f)
+    return out
+
+
 def _training_facts(name: str, preset: Preset, run_dir: Path) -> dict:
     from ..serialization import read_checkpoint
 
@@ -551,6 +583,7 @@ def run_levers(
     seed: int = 0,
     device: str = "cpu",
     progress: bool = True,
+    estimate_only: bool = False,
 ) -> dict:
     """
     Measure ``attacks`` × ``settings`` × ``models`` × ``purified`` classifiers, and the undefended ``classifiers``,
@@ -581,6 +614,10 @@ def run_levers(
     :param seed: Seed of every draw (random starts, purification noise, training).
     :param device: Where the networks run (``"cpu"`` or ``"cuda"``).
     :param progress: Print one line per measured cell.
+    :param estimate_only: Price the defended rows still to measure and stop (nothing trained, attacked or written):
+        one line per row with its estimated time on this device, from the attack registry's cost model and a timed
+        probe of each purifier (:func:`price_rows`); returns ``{"estimate_seconds": total, "by_row": {...}}``. A
+        classifier not trained yet is priced with its untrained architecture (the same cost); its training is not.
     """
     from ..preprocessor import ADPPurifier
     from ..score import load_score_model
@@ -629,7 +666,10 @@ def run_levers(
                          "train-denoiser checkpoint).")  # fmt: skip
     denoiser = load_score_model(denoiser_path, device) if denoiser_path is not None else None
     x, y = data.x_test[:n_examples], data.y_test[:n_examples]
-    clfs = {k: _classifier(k, preset, data, run_dir, seed, progress, denoiser, device).to(device) for k in names}
+    if estimate_only:
+        clfs = {k: _stand_in(k, preset, run_dir) for k in names}
+    else:
+        clfs = {k: _classifier(k, preset, data, run_dir, seed, progress, denoiser, device).to(device) for k in names}
     path = run_dir / "records.jsonl"
     base = preset.classifier
 
@@ -666,7 +706,8 @@ def run_levers(
                   flush=True)  # fmt: skip
 
     white = [r for r in rows if not r.adaptive]
-    for name in classifiers:  # the undefended classifiers under white-box attacks
+    prices: dict[str, float] = {}
+    for name in () if estimate_only else classifiers:  # the undefended classifiers under white-box attacks
         clf = clfs[name]
         check_purifier(getattr(clf, "trained_behind", None), None, what=f"levers classifier {name!r}")
         for r in white:
@@ -680,7 +721,7 @@ def run_levers(
                 preds = clf(torch.as_tensor(xa, device=device)).argmax(1).cpu().numpy()[None]
             record(base, "none", name, r.name, idx, preds)
     adv: dict = {}
-    for name in purified:  # Clf-PGD examples against the bare classifier, made once, shared by every defence
+    for name in () if estimate_only else purified:  # Clf-PGD examples against the bare classifier, made once, shared
         for r in (r for r in white if r.attack == BLIND_ATTACK):
             suffix = "" if name == base else f"@{name}"
             cache = run_dir / f"{r.name.replace('/', '_')}{suffix}.npy"
@@ -701,6 +742,15 @@ def run_levers(
                                    **s.purifier_kwargs())  # fmt: skip
             check_purifier(getattr(clf, "trained_behind", None), purifier, what=f"levers classifier {name!r}")
             extra = {"purifier": asdict(s)}
+            if estimate_only:
+                pending = {r.name: len(todo(name, model, s.name, r.name)) for r in rows if r.attack != AUTOATTACK}
+                for r, seconds in price_rows(_estimator(clf, purifier, device), x, rows, pending, eps=eps,
+                                             eot_samples=eot_samples, ensemble_size=ensemble_size,
+                                             repeats=repeats).items():  # fmt: skip
+                    prices[f"{name} ← {model} | {s.name} | {r}"] = seconds
+                    print(f"{name} ← {model} | {s.name} | {r}: about {seconds / 60:.1f} min for {pending[r]} images",
+                          flush=True)  # fmt: skip
+                continue
             for r in rows:
                 if r.attack == AUTOATTACK:
                     continue  # a deterministic white-box attack: APGD-EOT is its randomized counterpart
@@ -719,6 +769,13 @@ def run_levers(
                 if idx and "fixed" in judges and (r.adaptive or not r.attack):
                     preds = _fixed(clf, purifier, x[idx], y[idx], r, eps, seed=seed, device=device)
                     record(name, model, s.name, r.name, idx, preds, {**extra, "repeats": 1}, judge="fixed")
+    if estimate_only:
+        total = sum(prices.values())
+        print(
+            f"Estimated time on this device ({device}, {torch.get_num_threads()} CPU threads): about "
+            f"{total / 60:.1f} min for the defended rows left (the undefended rows and training not priced)."
+        )
+        return {"estimate_seconds": total, "by_row": prices}
     table = render_levers(read_jsonl(path), base=base)
     table["dataset"] = dataset
     table["classifier"] = base
@@ -829,6 +886,9 @@ def table_markdown(table: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+ESTIMATE_HELP = "price each defended row left to measure on this device, and stop"
+
+
 @dataclass(frozen=True)
 class LeversConfig:
     """Settings of ``art-adp levers`` (see :func:`run_levers` for each; None: the data set's preset)."""
@@ -851,6 +911,7 @@ class LeversConfig:
     max_epochs: int | None = None
     restarts: int | None = None
     seed: int = 0
+    estimate_only: bool = False
 
 
 def levers_command(
@@ -875,4 +936,5 @@ def levers_command(
     data = load_dataset(dataset, data_root)
     table = run_levers(data, run_dir, dataset=dataset, denoiser_path=denoiser, **asdict(config), device=device or "cpu",
                        progress=progress)  # fmt: skip
-    print(table_markdown(table))
+    if not config.estimate_only:
+        print(table_markdown(table))
