@@ -542,10 +542,44 @@ def _who(c: dict, result: dict) -> str:
     return SCORE_LABELS.get(c["model"], c["model"]) + (f" → {clf}" if clf and c["model"] != "none" else "")
 
 
-def levers_page(result: dict, path: str) -> str:
+def against_earlier(result: dict, earlier: dict, earlier_path: str) -> list[str]:
+    """Each adaptive cell of ``result`` beside the earlier suite's on the same defence and images
+    (``earlier_path``, a levers result): its strongest single attack and its per-image worst case, and the margin
+    of each (points; negative: the new attack leaves fewer images robust)."""
+    from art_adp.apps.levers import WORST_CASE
+
+    adaptive = {r["name"] for r in result["rows"] if r["adaptive"]}
+    lines = []
+    for c in result["cells"]:
+        if c["attack"] not in adaptive or c.get("judge", "ensemble") != "ensemble":
+            continue
+        same = [e for e in earlier["cells"] if e.get("judge", "ensemble") == "ensemble" and e["model"] == c["model"]
+                and e["setting"] == c["setting"] and e["n"] == c["n"]
+                and e.get("classifier", earlier.get("classifier")) == c.get("classifier", result.get("classifier"))]
+        singles = [e for e in same if e["attack"] not in ("clean", WORST_CASE)]  # fmt: skip
+        if not singles:
+            continue
+        best = min(singles, key=lambda e: e["accuracy"])
+        worst = next((e for e in same if e["attack"] == WORST_CASE), None)
+        margin = lambda e: f"{100 * (c['accuracy'] - e['accuracy']):+.1f}" if e else ""  # noqa: E731
+        lines.append([_who(c, result), c["setting"], c["attack"], cell(c), f"{best['attack']}: {cell(best)}",
+                      margin(best), cell(worst), margin(worst)])  # fmt: skip
+    if not lines:
+        return []
+    return [
+        f"Against the earlier suite on the same images (`{earlier_path}`: its strongest single attack, worst of its "
+        "R, and its per-image worst case over every attack it ran); margin in points, negative where the attack "
+        "here leaves fewer images robust:", "",
+        *table(["score model → classifier", "setting", "attack", "here", "earlier strongest attack", "margin",
+                "earlier per-image worst case", "margin"], lines), "",
+    ]  # fmt: skip
+
+
+def levers_page(result: dict, path: str, earlier: str | None = None) -> str:
     """A lever table of ``art-adp levers`` with its rows' labels (any data set): the paper's row beside the measured
     ones (one column per attack, adaptive rows worst of R), the four judgements of the adaptive rows, the
-    classifiers' training, the provenance."""
+    classifiers' training, the provenance; with ``earlier`` (another levers result), each adaptive cell against that
+    suite's strongest attack and per-image worst case on the same defence and images (:func:`against_earlier`)."""
     from art_adp.apps.levers import AUTOATTACK, WORST_CASE
 
     eps = result["eps"]
@@ -602,6 +636,8 @@ def levers_page(result: dict, path: str) -> str:
                 "noise: one frozen draw shared by the attack, run with EOT 1, and the judge):", "",
                 *table(["score model → classifier", "setting", "attack", "images", "EOT", "R", "mean", "worst of R",
                         "majority of R", "fixed noise"], judged), ""]  # fmt: skip
+    if earlier:
+        out += against_earlier(result, load(earlier), earlier)
     facts = result.get("classifiers", {})
     if facts:
         out += ["Classifiers: " + "; ".join(_training(k, v, eps_text) for k, v in facts.items()) + ".", ""]
@@ -621,6 +657,33 @@ def mnist_adv_cnn(path: str) -> str:
 def fashion_mnist_levers(path: str) -> str:
     """docs/fashion_mnist.md: ADP lever by lever on Fashion-MNIST at ε = 8/255 (art-adp levers)."""
     return levers_page(load(path), path)
+
+
+def fashion_mnist_full_strength(path: str) -> str:
+    """docs/fashion_mnist.md: the attacks at full strength, each cell against the earlier suite's on the same
+    images (docs/results/fashion_mnist_levers.json)."""
+    return levers_page(load(path), path, earlier="docs/results/fashion_mnist_levers.json")
+
+
+def budget_curve(path: str) -> str:
+    """docs/fashion_mnist.md: robust accuracy against the attack's iterations, EOT draws and runs
+    (benchmarks/budget_curve.py), as a table and the committed plot beside the result file."""
+    r = load(path)
+    rows = [
+        [p["max_iter"], p["eot_samples"], p["restarts"], f"{pct(p['accuracy'])} [{pct(p['ci95'][0], 0)}–"
+         f"{pct(p['ci95'][1], 0)}] ({p['n']})", wall(p["wall_time_s"]), wall(p["priced_s"])]
+        for p in r["points"]
+    ]  # fmt: skip
+    image = Path(path).with_suffix(".png").name
+    return "\n".join([
+        f"Robust accuracy in % [95 % Wilson interval] (images), ℓ∞ ε = {r['eps'] * 255:.0f}/255: {r['defence']}; "
+        f"attack: {r['attack']}, restarts on the images left unbroken; judged on {r['judge']}. Each point is one "
+        "call: its wall time on one core, and its price by `art-adp levers ... --estimate-only` (the attack registry's "
+        "cost model and a timed probe of the purifier, taken on the same machine when the curve was collected).", "",
+        *table(["iterations", "EOT draws", "runs", "robust accuracy", "wall time", "priced"], rows), "",
+        f"![robust accuracy against the budget]({Path(path).relative_to('docs').parent.as_posix()}/{image})", "",
+        source(path, r),
+    ])  # fmt: skip
 
 
 def gpu_throughput(path: str) -> str:
@@ -673,8 +736,9 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "denoiser-mnist-fp32": ("docs/results/denoiser_mnist_fp32.json", denoiser_training),
     "mnist-levers": ("docs/results/mnist_levers.json", mnist_levers),
     "fashion-mnist-levers": ("docs/results/fashion_mnist_levers.json", fashion_mnist_levers),
-    "fashion-mnist-full-strength": ("docs/results/fashion_mnist_full_strength.json", fashion_mnist_levers),
+    "fashion-mnist-full-strength": ("docs/results/fashion_mnist_full_strength.json", fashion_mnist_full_strength),
     "fashion-mnist-behind-purifier": ("docs/results/fashion_mnist_behind_purifier.json", fashion_mnist_levers),
+    "fashion-mnist-adv-behind-purifier": ("docs/results/fashion_mnist_adv_behind_purifier.json", fashion_mnist_levers),
     "mnist-new-attacks": ("docs/results/mnist_new_attacks.json", mnist_new_attacks),
     "mnist-adv-cnn": ("docs/results/mnist_adv_cnn.json", mnist_adv_cnn),
     "card-digits-paper-20": ("docs/cards/digits_paper_20.json", card_table),

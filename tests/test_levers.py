@@ -383,6 +383,27 @@ def test_render_of_a_fake_fashion_mnist_result():
     )
 
 
+def test_each_full_strength_cell_is_set_against_the_earlier_suites_strongest_and_worst_case():
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("render", root / "docs" / "render.py")
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+    c = lambda attack, acc, n=200, **kw: {"model": "oracle", "setting": "one-step denoise", "attack": attack,
+                                           "accuracy": acc, "n": n, "ci95": list(wilson(acc, n)), **kw}  # fmt: skip
+    earlier = {"classifier": "cnn", "cells": [
+        c("clean", 0.74), c(FULL_ATTACK, 0.60), c("selective-eot", 0.585), c(FULL_ATTACK, 0.40, n=20),
+        c(FULL_ATTACK, 0.30, judge="fixed"), c(FULL_ATTACK, 0.20, classifier="adv-cnn"), c(levers.WORST_CASE, 0.58),
+    ]}  # fmt: skip
+    new = {"classifier": "cnn", "rows": [{"name": "full-pgd-eot-100it-r2", "adaptive": True}],
+           "cells": [c("full-pgd-eot-100it-r2", 0.565)]}  # fmt: skip
+    (line,) = [r for r in render.against_earlier(new, earlier, "old.json") if r.startswith("| oracle")]
+    # the strongest single attack on the same defence, classifier, judge and images is selective EOT (58.5), not the
+    # 20-image, fixed-noise or adv-cnn cells; the per-image worst case is 58.0
+    assert line == ("| oracle (exact score) → cnn | one-step denoise | full-pgd-eot-100it-r2 | 56.5 [50–63] (200) | "
+                    "selective-eot: 58.5 [52–65] (200) | -2.0 | 58.0 [51–65] (200) | -1.5 |")  # fmt: skip
+    assert render.against_earlier(new, {"cells": []}, "old.json") == []
+
+
 def test_restarts_and_the_best_iterate_are_rows_of_their_own(tiny, tmp_path, one_thread, monkeypatch):
     # the rows recorded before the rule keep their meaning: one run, the last iterate
     row = Row(SWEEP_ATTACK, SWEEP_ATTACK, 0.01, 40)
