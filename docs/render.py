@@ -665,6 +665,18 @@ def fashion_mnist_full_strength(path: str) -> str:
     return levers_page(load(path), path, earlier="docs/results/fashion_mnist_levers.json")
 
 
+def fashion_mnist_adv_behind_purifier_full(path: str) -> str:
+    """docs/fashion_mnist.md: the classifier trained adversarially through the purifier under the attack at full
+    strength, against its first measurement (docs/results/fashion_mnist_adv_behind_purifier.json)."""
+    return levers_page(load(path), path, earlier="docs/results/fashion_mnist_adv_behind_purifier.json")
+
+
+def mnist_full_strength(path: str) -> str:
+    """docs/mnist.md: the attacks at full strength, each cell against the earlier suite's on the same images
+    (docs/results/mnist_new_attacks.json)."""
+    return levers_page(load(path), path, earlier="docs/results/mnist_new_attacks.json")
+
+
 def budget_curve(path: str) -> str:
     """docs/fashion_mnist.md: robust accuracy against the attack's iterations, EOT draws and runs
     (benchmarks/budget_curve.py), as a table and the committed plot beside the result file."""
@@ -739,6 +751,11 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "fashion-mnist-full-strength": ("docs/results/fashion_mnist_full_strength.json", fashion_mnist_full_strength),
     "fashion-mnist-behind-purifier": ("docs/results/fashion_mnist_behind_purifier.json", fashion_mnist_levers),
     "fashion-mnist-adv-behind-purifier": ("docs/results/fashion_mnist_adv_behind_purifier.json", fashion_mnist_levers),
+    "fashion-mnist-adv-behind-purifier-full": (
+        "docs/results/fashion_mnist_adv_behind_purifier_full.json",
+        fashion_mnist_adv_behind_purifier_full,
+    ),
+    "fashion-mnist-budget-curve": ("docs/results/fashion_mnist_budget_curve.json", budget_curve),
     "mnist-new-attacks": ("docs/results/mnist_new_attacks.json", mnist_new_attacks),
     "mnist-adv-cnn": ("docs/results/mnist_adv_cnn.json", mnist_adv_cnn),
     "card-digits-paper-20": ("docs/cards/digits_paper_20.json", card_table),
