@@ -600,7 +600,7 @@ def levers_page(result: dict, path: str, earlier: str | None = None) -> str:
         if c.get("judge", "ensemble") == "ensemble":
             who = _who(c, result)
             groups.setdefault((who, c["setting"]), {})[c["attack"]] = c
-    blind = next((a for a in attacks if a not in adaptive and a not in ("clean", AUTOATTACK)), None)
+    blind = next((a for a in attacks if a not in adaptive and a not in ("clean", AUTOATTACK, WORST_CASE)), None)
     row = PAPER_ROWS.get(result.get("dataset", "fashion-mnist"), PAPER_FASHION_MNIST)
     paper = {"clean": f"**{row[0]}**", blind: f"**{row[1]}**"}
     rows = [["paper (NCSNv2, 60,000 training images)", "ADP σ 0.25", *(paper.get(a, "") for a in attacks)]]
@@ -757,6 +757,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     ),
     "fashion-mnist-budget-curve": ("docs/results/fashion_mnist_budget_curve.json", budget_curve),
     "mnist-new-attacks": ("docs/results/mnist_new_attacks.json", mnist_new_attacks),
+    "mnist-full-strength": ("docs/results/mnist_full_strength.json", mnist_full_strength),
     "mnist-adv-cnn": ("docs/results/mnist_adv_cnn.json", mnist_adv_cnn),
     "card-digits-paper-20": ("docs/cards/digits_paper_20.json", card_table),
     "card-digits-paper-20-page": ("docs/cards/digits_paper_20.json", card_page),
