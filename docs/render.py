@@ -542,11 +542,17 @@ def _who(c: dict, result: dict) -> str:
     return SCORE_LABELS.get(c["model"], c["model"]) + (f" → {clf}" if clf and c["model"] != "none" else "")
 
 
+#: The rows an attack's earlier measurements were recorded under: its names before (the vote attack was
+#: ``systemic-lowfreq`` before it ran DiffBreak's loop) and its random-start row.
+PREDECESSORS = {"lowfreq-vote": ("systemic-lowfreq",), "full-pgd-eot": ("full-pgd-eot (rs)",),
+                "bpda-eot": ("bpda-eot (rs)",)}  # fmt: skip
+
+
 def against_earlier(result: dict, earlier: dict, earlier_path: str) -> list[str]:
     """Each adaptive cell of ``result`` beside the earlier suite's on the same defence and images
     (``earlier_path``, a levers result): its strongest single attack and its per-image worst case, and the margin
     of each (points; negative: the new attack leaves fewer images robust)."""
-    from art_adp.apps.levers import WORST_CASE
+    from art_adp.apps.levers import VARIANT, WORST_CASE
 
     adaptive = {r["name"] for r in result["rows"] if r["adaptive"]}
     lines = []
@@ -561,17 +567,20 @@ def against_earlier(result: dict, earlier: dict, earlier_path: str) -> list[str]
             continue
         best = min(singles, key=lambda e: e["accuracy"])
         worst = next((e for e in same if e["attack"] == WORST_CASE), None)
+        base = VARIANT.match(c["attack"])["row"] if VARIANT.match(c["attack"]) else c["attack"]
+        own = min((e for e in singles if e["attack"] in (base, *PREDECESSORS.get(base, ()))),
+                  key=lambda e: e["accuracy"], default=None)  # fmt: skip
         margin = lambda e: f"{100 * (c['accuracy'] - e['accuracy']):+.1f}" if e else ""  # noqa: E731
-        lines.append([_who(c, result), c["setting"], c["attack"], cell(c), f"{best['attack']}: {cell(best)}",
-                      margin(best), cell(worst), margin(worst)])  # fmt: skip
+        lines.append([_who(c, result), c["setting"], c["attack"], cell(c), f"{own['attack']}: {cell(own)}" if own else
+                      "", margin(own), f"{best['attack']}: {cell(best)}", margin(best), cell(worst), margin(worst)])  # fmt: skip
     if not lines:
         return []
     return [
-        f"Against the earlier suite on the same images (`{earlier_path}`: its strongest single attack, worst of its "
-        "R, and its per-image worst case over every attack it ran); margin in points, negative where the attack "
-        "here leaves fewer images robust:", "",
-        *table(["score model → classifier", "setting", "attack", "here", "earlier strongest attack", "margin",
-                "earlier per-image worst case", "margin"], lines), "",
+        f"Against the earlier suite on the same images (`{earlier_path}`: the same attack as it ran then, with any "
+        "random start; its strongest single attack, worst of its R; its per-image worst case over every attack it "
+        "ran); margin in points, negative where the attack here leaves fewer images robust:", "",
+        *table(["score model → classifier", "setting", "attack", "here", "earlier, same attack", "margin",
+                "earlier strongest attack", "margin", "earlier per-image worst case", "margin"], lines), "",
     ]  # fmt: skip
 
 
@@ -749,6 +758,10 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "mnist-levers": ("docs/results/mnist_levers.json", mnist_levers),
     "fashion-mnist-levers": ("docs/results/fashion_mnist_levers.json", fashion_mnist_levers),
     "fashion-mnist-full-strength": ("docs/results/fashion_mnist_full_strength.json", fashion_mnist_full_strength),
+    "fashion-mnist-full-strength-attacks": (
+        "docs/results/fashion_mnist_full_strength_attacks.json",
+        fashion_mnist_full_strength,
+    ),
     "fashion-mnist-behind-purifier": ("docs/results/fashion_mnist_behind_purifier.json", fashion_mnist_levers),
     "fashion-mnist-adv-behind-purifier": ("docs/results/fashion_mnist_adv_behind_purifier.json", fashion_mnist_levers),
     "fashion-mnist-adv-behind-purifier-full": (

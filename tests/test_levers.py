@@ -399,8 +399,13 @@ def test_each_full_strength_cell_is_set_against_the_earlier_suites_strongest_and
     (line,) = [r for r in render.against_earlier(new, earlier, "old.json") if r.startswith("| oracle")]
     # the strongest single attack on the same defence, classifier, judge and images is selective EOT (58.5), not the
     # 20-image, fixed-noise or adv-cnn cells; the per-image worst case is 58.0
+    # and the same attack as it ran before is the 200-image ensemble-judged full-pgd-eot of cnn (60.0)
     assert line == ("| oracle (exact score) → cnn | one-step denoise | full-pgd-eot-100it-r2 | 56.5 [50–63] (200) | "
-                    "selective-eot: 58.5 [52–65] (200) | -2.0 | 58.0 [51–65] (200) | -1.5 |")  # fmt: skip
+                    "full-pgd-eot: 60.0 [53–67] (200) | -3.5 | selective-eot: 58.5 [52–65] (200) | -2.0 | "
+                    "58.0 [51–65] (200) | -1.5 |")  # fmt: skip
+    vote = {**new, "rows": [{"name": "lowfreq-vote-40it-r1", "adaptive": True}], "cells": [c("lowfreq-vote-40it-r1", 0.6)]}
+    old_vote = {**earlier, "cells": [*earlier["cells"], c("systemic-lowfreq", 0.63)]}
+    assert "| systemic-lowfreq: 63.0 [56–69] (200) | -3.0 |" in render.against_earlier(vote, old_vote, "old.json")[-2]
     assert render.against_earlier(new, {"cells": []}, "old.json") == []
 
 
