@@ -463,6 +463,27 @@ def test_estimate_only_prices_each_attack_by_the_cost_model(tmp_path, monkeypatc
     assert "By attack: clean 2 min, bpda-eot 48 min, full-pgd-eot 2.1 h, clf-pgd 0 s." in logged[0]  # 2,880 s, 7,680 s
 
 
+def test_the_estimate_draws_nothing_the_run_would_draw(tmp_path):
+    from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
+
+    class Noisy(PreprocessorPyTorch):  # a user's randomized defence: its own generator and torch's global RNG
+        def __init__(self):
+            super().__init__(device_type="cpu", apply_fit=False, apply_predict=True)
+            self.generator = torch.Generator().manual_seed(4)
+
+        def forward(self, x, y=None):
+            noise = torch.randn(x.shape, generator=self.generator) + torch.randn(x.shape)
+            return (x + 0.01 * noise).clamp(0, 1), y
+
+    mlp, _, x, y = tiny_models()
+    noisy = Noisy()
+    states = (torch.random.get_rng_state(), noisy.generator.get_state())
+    evaluate(mlp, [noisy], x, y, config=EvalConfig.preset("smoke", sanity=False), run_dir=tmp_path, progress=False,
+             log=lambda line: None, estimate_only=True)
+    assert torch.equal(states[0], torch.random.get_rng_state())
+    assert torch.equal(states[1], noisy.generator.get_state())
+
+
 def test_fixed_noise_gives_the_attack_and_the_judge_the_same_draw():
     mlp, score, x, y = tiny_models()
     from art_adp.ensemble import logits as defended_logits

@@ -480,6 +480,7 @@ def test_the_card_judged_by_majority_vote_names_it_strongest(planted, tmp_path):
     rows = {r["attack"]: r for r in result["card"]}
     # an example stays correct in all 15 draws with probability 0.8^15 = 3.5 %: here 1 of 8
     assert rows["full-pgd-eot"]["worst"]["value"] <= 0.25 and rows["full-pgd-eot"]["majority"]["value"] == 1.0
-    assert rows["lowfreq-vote"]["majority"]["value"] == 0.0
+    # the vote broken on at least 7 of the 8 images (which ones stay depends on the draws), against none by PGD+EOT
+    assert rows["lowfreq-vote"]["majority"]["value"] <= 0.125
     assert result["strongest_majority_candidate"] == "lowfreq-vote" and result["strongest_majority"] is None
     assert rows["lowfreq-vote"]["budget"] == f"40 it of {EPS / 4:.4g} (Adam), EOT 12, DCT cutoff 0.5"

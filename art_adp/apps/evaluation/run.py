@@ -648,14 +648,20 @@ def _resume(run_dir: Path, digests: dict, expected: dict) -> dict:
 
 def _log_estimate(estimator, x, config: EvalConfig, pending, n_units: int, dev, world: int, log) -> tuple:
     """Probe the device, log the estimated time of the ``pending`` units, each attack's share of it (over every
-    setting that runs the attack) and the sanity checks' share and memory; the purifiers' generators are left as they
-    were.
+    setting that runs the attack) and the sanity checks' share and memory; the purifiers' generators and torch's
+    global RNG are left as they were.
 
     :return: Seconds in all, the sanity checks' cost, seconds by attack."""
     generators = [(p, p.generator) for p in purifiers(estimator)]
-    probe = _probe(estimator, x, config)
+    # any other preprocessor's own generator (a user's randomized defence) is rewound too: the estimate draws nothing
+    rewound = [(g, g.get_state()) for op in estimator.preprocessing_operations
+               if isinstance(g := getattr(op, "generator", None), torch.Generator)]  # fmt: skip
+    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):  # the global RNG, too, as it was
+        probe = _probe(estimator, x, config)
     for p, generator in generators:
         p.set_params(generator=generator)
+    for g, state in rewound:
+        g.set_state(state)
     est_seconds = estimate(pending, config, probe) / world
     prices = {a: estimate([u for u in pending if u[1] == a], config, probe) / world for a in _attack_order(pending)}
     sanity = sanity_cost(pending, config, probe, dev)
