@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -133,7 +134,7 @@ def main() -> int:
         "points": [{k: v for k, v in p.items() if k != "provenance"} | {
             "wall_time_s": p["provenance"]["wall_time_s"],
             "device": p["provenance"]["device"],
-            "command": p["provenance"]["command"].replace(args.data_root, "DIR"),
+            "command": re.sub(r"(--data-root[= ])\S+", r"\1DIR", p["provenance"]["command"]),
         } for p in points],  # fmt: skip
         "provenance": {
             "command": f"python benchmarks/budget_curve.py --data-root DIR --n-examples {args.n_examples}",
