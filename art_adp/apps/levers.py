@@ -485,11 +485,9 @@ def price_rows(estimator, x: np.ndarray, rows: Sequence[Row], pending: Mapping[s
     the attack's purification passes (the registry's cost model, with the best iterate judged on ``ensemble_size``
     draws as the rows run it) and the judgement's (S × R forward passes; Clf-PGD's examples are made on the bare
     classifier, unpriced), times the seconds per image a timed probe of this purifier gives on this device."""
-    from types import SimpleNamespace
-
     from .evaluation.run import _probe
 
-    probe = _probe(estimator, x[: max(1, min(len(x), 32))], SimpleNamespace(batch_size=50))
+    probe = _probe(estimator, x[: max(1, min(len(x), 32))], 50)
     f, g = probe["forward"], probe["full"]
     out = {}
     for r in rows:
@@ -744,12 +742,12 @@ def run_levers(
             extra = {"purifier": asdict(s)}
             if estimate_only:
                 pending = {r.name: len(todo(name, model, s.name, r.name)) for r in rows if r.attack != AUTOATTACK}
-                for r, seconds in price_rows(_estimator(clf, purifier, device), x, rows, pending, eps=eps,
-                                             eot_samples=eot_samples, ensemble_size=ensemble_size,
-                                             repeats=repeats).items():  # fmt: skip
-                    prices[f"{name} ← {model} | {s.name} | {r}"] = seconds
-                    print(f"{name} ← {model} | {s.name} | {r}: about {seconds / 60:.1f} min for {pending[r]} images",
-                          flush=True)  # fmt: skip
+                for row, seconds in price_rows(_estimator(clf, purifier, device), x, rows, pending, eps=eps,
+                                               eot_samples=eot_samples, ensemble_size=ensemble_size,
+                                               repeats=repeats).items():  # fmt: skip
+                    prices[f"{name} ← {model} | {s.name} | {row}"] = seconds
+                    print(f"{name} ← {model} | {s.name} | {row}: about {seconds / 60:.1f} min for {pending[row]} "
+                          "images", flush=True)  # fmt: skip
                 continue
             for r in rows:
                 if r.attack == AUTOATTACK:

@@ -351,13 +351,13 @@ def unit_settings(setting: Setting, attack: str, c: EvalConfig, common: dict) ->
 PROBE_REPEATS = 3
 
 
-def _probe(estimator: PyTorchClassifier, x: np.ndarray, c: EvalConfig) -> dict:
+def _probe(estimator: PyTorchClassifier, x: np.ndarray, batch_size: int) -> dict:
     """Seconds per image of one defended forward pass (no gradient) and of one full-gradient forward+backward pass,
     timed on a batch of the real inputs, and the bytes of autograd graph per image of the latter."""
     from ...attacks._core import gradient_mode
 
     dev = estimator.device
-    rows = min(c.batch_size, 1024 if dev.type == "cuda" else 32)
+    rows = min(batch_size, 1024 if dev.type == "cuda" else 32)
     xb = torch.as_tensor(np.resize(x, (rows, *x.shape[1:])), dtype=torch.float32, device=dev)
     xf = xb[: max(1, rows // 4)]  # the full-gradient pass holds every purification step: a quarter of the rows
 
@@ -657,7 +657,7 @@ def _log_estimate(estimator, x, config: EvalConfig, pending, n_units: int, dev, 
     rewound = [(g, g.get_state()) for op in estimator.preprocessing_operations
                if isinstance(g := getattr(op, "generator", None), torch.Generator)]  # fmt: skip
     with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):  # the global RNG, too, as it was
-        probe = _probe(estimator, x, config)
+        probe = _probe(estimator, x, config.batch_size)
     for p, generator in generators:
         p.set_params(generator=generator)
     for g, state in rewound:
