@@ -17,12 +17,15 @@ completed it (``point-ROW.json``: its accuracy, command, code version, device an
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
-import re
 import shutil
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("publish", ROOT / "docs" / "publish.py")
+_publish = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_publish)  # the one place a command's data folder becomes DIR
 OUT = ROOT / "docs" / "results" / "fashion_mnist_budget_curve"
 #: (EOT draws, iterations, restarts), in the order they run: the iterations at EOT 8, the draws at 100 iterations,
 #: the restarts at 100 iterations and EOT 16.
@@ -134,7 +137,7 @@ def main() -> int:
         "points": [{k: v for k, v in p.items() if k != "provenance"} | {
             "wall_time_s": p["provenance"]["wall_time_s"],
             "device": p["provenance"]["device"],
-            "command": re.sub(r"(--data-root[= ])\S+", r"\1DIR", p["provenance"]["command"]),
+            "command": _publish.with_dir(p["provenance"]["command"]),
         } for p in points],  # fmt: skip
         "provenance": {
             "command": f"python benchmarks/budget_curve.py --data-root DIR --n-examples {args.n_examples}",

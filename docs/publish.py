@@ -17,15 +17,25 @@ from pathlib import Path
 _DATA_ROOT = re.compile(r"(--data-root[= ])(\S+)")
 
 
+def data_roots(command: str) -> list[str]:
+    """The data folders a command reads (its ``--data-root`` values), in order."""
+    return [m[2] for m in _DATA_ROOT.finditer(command)]
+
+
+def with_dir(command: str) -> str:
+    """``command`` with every data folder as ``DIR``, as a user would type it."""
+    return _DATA_ROOT.sub(r"\1DIR", command)
+
+
 def publish(result: dict) -> dict:
     """``result`` with its command's data folder as ``DIR`` and the folder's name in ``provenance.data_root``."""
     p = dict(result["provenance"])
-    roots = [m[2] for m in _DATA_ROOT.finditer(p["command"])]
+    roots = data_roots(p["command"])
     if len(roots) > 1:
         raise ValueError(f"the command reads {len(roots)} data folders; publish takes one")
     if roots and roots[0] != "DIR":
         p["data_root"] = Path(roots[0]).name
-        p["command"] = _DATA_ROOT.sub(r"\1DIR", p["command"])
+        p["command"] = with_dir(p["command"])
     return {**result, "provenance": p}
 
 

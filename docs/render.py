@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import re
 import sys
@@ -27,6 +28,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("publish", ROOT / "docs" / "publish.py")
+_publish = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_publish)  # the one place a command's data folder becomes DIR
 PAGES = ("README.md", "docs/**/*.md", "benchmarks/README.md", "upstream/*.md")
 PROVENANCE = ("command", "code_version", "models", "device", "wall_time_s")
 BLOCK = re.compile(r"(?P<indent>[ \t]*)(<!-- render: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)([ \t]*<!-- end render -->)", re.S)
@@ -74,7 +78,6 @@ DATA_SPLITS = {
         "Fashion-MNIST test images 0–2,999 for training and 3,000–3,942 for measuring, the development split"
     ),
 }
-_DATA_ROOT = re.compile(r"(--data-root[= ])(\S+)")
 _ABSOLUTE_OUT = re.compile(r"(?<= )(?:/(?:root|tmp|work|home)/\S*/|\$OUT/)([\w.-]+\.json)\b")
 # A device string names its processor when it names a CPU or GPU model; otherwise the line says it was not recorded,
 # with what the result itself shows about it where it shows something (no processor is ever guessed by name).
@@ -89,13 +92,13 @@ PROCESSOR_NOTES = {
 def command(result: dict) -> str:
     """The command of a result as a user would type it: any data folder as ``--data-root DIR``, an output file that
     was written under a machine's absolute path or ``$OUT`` (a lent GPU's output folder) by its name alone."""
-    text = _DATA_ROOT.sub(r"\1DIR", result["provenance"]["command"])
+    text = _publish.with_dir(result["provenance"]["command"])
     return _ABSOLUTE_OUT.sub(r"\1", text)
 
 
 def data_split(result: dict) -> str | None:
     """The split the command's ``--data-root`` held, in words (None when it read no data folder)."""
-    roots = [m[2] for m in _DATA_ROOT.finditer(result["provenance"]["command"])]
+    roots = _publish.data_roots(result["provenance"]["command"])
     if not roots:
         return None
     described = result.get("description")
