@@ -47,6 +47,7 @@ from ..models.checkpoint import check_purifier
 from ..runs.provenance import provenance
 from ..runs.records import append_records, read_jsonl
 from ..runs.seeds import derive_seed
+from .commands import DATASET_EPS
 from .evaluation.report import judgements, wilson
 from .robust_baseline import train_until_plateau, white_box_pgd
 
@@ -237,8 +238,8 @@ class Preset:
     attacks: tuple[str, ...]
 
 
-MNIST_EPS = 0.3
-FMNIST_EPS = 8 / 255
+MNIST_EPS = DATASET_EPS["mnist"]
+FMNIST_EPS = DATASET_EPS["fashion-mnist"]
 
 #: MNIST: the table of docs/mnist.md (ε 0.3, the paper's MLP; Clf-PGD 40 × 0.01 without random start as measured
 #: there, 100 × 0.025 with one, and at ε 0.3/256; adaptive 40 × 0.01), the stronger adaptive rows (40 × 0.03, random
@@ -435,14 +436,13 @@ def _classifier(name: str, preset: Preset, data, run_dir: Path, seed: int, progr
     """The preset's classifier ``name``, trained once on the training split and kept (``NAME.safetensors``); one
     trained behind a purifier comes back with it recorded (``trained_behind``)."""
     from .. import models
-    from .commands import CLASSIFIERS
 
     path = run_dir / f"{name}.safetensors"
     recipe = preset.classifiers[name]
     if path.exists() and not recipe.patience:
         return models.load_classifier(path).eval()
     torch.manual_seed(seed)
-    model = getattr(models, CLASSIFIERS[recipe.arch])(1, 28, 10)
+    model = _architecture(name, preset)
     if recipe.purifier:
         kind, setting = recipe.purifier[0], setting_named(recipe.purifier[1], preset.sigmas)
         mode = "adversarial" if recipe.adversarial else "plain"
@@ -471,12 +471,17 @@ def _classifier(name: str, preset: Preset, data, run_dir: Path, seed: int, progr
 def _stand_in(name: str, preset: Preset, run_dir: Path) -> torch.nn.Module:
     """The classifier ``name`` if trained, else its untrained architecture: what a price needs (the same cost)."""
     from .. import models
-    from .commands import CLASSIFIERS
 
     path = run_dir / f"{name}.safetensors"
-    if path.exists():
-        return models.load_classifier(path).eval()
-    return getattr(models, CLASSIFIERS[preset.classifiers[name].arch])(1, 28, 10).eval()
+    return models.load_classifier(path).eval() if path.exists() else _architecture(name, preset).eval()
+
+
+def _architecture(name: str, preset: Preset) -> torch.nn.Module:
+    """The untrained architecture of the preset's classifier ``name`` (one channel, 28 × 28, ten classes)."""
+    from .. import models
+    from .commands import CLASSIFIERS
+
+    return getattr(models, CLASSIFIERS[preset.classifiers[name].arch])(1, 28, 10)
 
 
 def price_rows(estimator, x: np.ndarray, rows: Sequence[Row], pending: Mapping[str, int], *, eps: float,
@@ -485,17 +490,15 @@ def price_rows(estimator, x: np.ndarray, rows: Sequence[Row], pending: Mapping[s
     the attack's purification passes (the registry's cost model, with the best iterate judged on ``ensemble_size``
     draws as the rows run it) and the judgement's (S × R forward passes; Clf-PGD's examples are made on the bare
     classifier, unpriced), times the seconds per image a timed probe of this purifier gives on this device."""
-    from .evaluation.run import _probe
+    from .evaluation.run import _probe, unit_seconds
 
     probe = _probe(estimator, x[: max(1, min(len(x), 32))], 50)
-    f, g = probe["forward"], probe["full"]
-    out = {}
-    for r in rows:
-        if r.name in pending:
-            budget = _budget(r, eps, eot_samples, judge_draws=ensemble_size)
-            attack = REGISTRY[r.attack].cost(budget, f, g) if r.adaptive else 0.0
-            out[r.name] = pending[r.name] * (attack + ensemble_size * (repeats if r.adaptive else 1) * f)
-    return out
+    return {
+        r.name: pending[r.name] * unit_seconds(r.attack if r.adaptive else None,
+                                               _budget(r, eps, eot_samples, judge_draws=ensemble_size),
+                                               ensemble_size * (repeats if r.adaptive else 1), probe)
+        for r in rows if r.name in pending
+    }  # fmt: skip
 
 
 def _training_facts(name: str, preset: Preset, run_dir: Path) -> dict:

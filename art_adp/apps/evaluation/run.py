@@ -409,12 +409,17 @@ def _unit_cost(setting: Setting, attack: str, c: EvalConfig, probe: dict) -> flo
         return 0.0
     cs = config_for(setting, c)
     f, b = probe["forward"], probe["full"]
-    judge = {"ensemble": cs.ensemble_size * cs.repeats * f, "fixed": f, "once": 0.0}[setting.judge]
+    judge = {"ensemble": cs.ensemble_size * cs.repeats, "fixed": 1, "once": 0}[setting.judge]
     if attack in ("clean", "flags"):
-        attack_cost = 0.0 if attack == "clean" else 3 * f + b
-    else:
-        attack_cost = REGISTRY[attack].cost(cs.budget(attack), f, b)
-    return attack_cost + judge
+        return (0.0 if attack == "clean" else 3 * f + b) + judge * f
+    return unit_seconds(attack, cs.budget(attack), judge, probe)
+
+
+def unit_seconds(attack: str | None, budget, judge_passes: int, probe: dict) -> float:
+    """Estimated seconds per example of one attack (``None``: none behind the purifier) and its judgement: the
+    registry's count of purification passes for ``budget`` and ``judge_passes`` forward passes, at the probe's cost."""
+    f, b = probe["forward"], probe["full"]
+    return (REGISTRY[attack].cost(budget, f, b) if attack else 0.0) + judge_passes * f
 
 
 def _peak_rss() -> float:
