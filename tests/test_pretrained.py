@@ -57,3 +57,21 @@ def test_the_command_lines_loaders_take_the_bundled_names():
     assert weights_sha256(classifier) == weights_sha256(load_classifier("digits"))
     assert weights_sha256(score) == weights_sha256(load_score_model("digits"))
     assert "digits_classifier.safetensors" in what
+
+
+def test_the_bundle_records_the_code_that_trained_the_models_not_its_own_writes(tmp_path, monkeypatch):
+    """Re-saving the files into the package dirties the tree; the record keeps the demo run's clean code version."""
+    from art_adp.apps import bundle
+    from art_adp.models import save_classifier
+    from art_adp.score import save_score_model
+
+    run = tmp_path / "run"
+    run.mkdir()
+    save_score_model(load_score_model("digits"), run / "score.safetensors")
+    save_classifier(load_classifier("digits"), run / "classifier.safetensors")
+    (run / "results.json").write_text('{"provenance": {"code_version": "art-adp 9.9 (abc1234)", "wall_time_s": 1.5}}')
+    monkeypatch.setattr(bundle, "code_version", lambda: "art-adp 9.9 (abc1234-dirty)")  # what the writes would make
+    record = bundle.bundle_digits(run, tmp_path / "out")
+    assert record["code_version"] == "art-adp 9.9 (abc1234)"
+    assert record["demo_run"] == {"wall_time_s": 1.5}
+    assert weights_sha256(tmp_path / "out" / "digits_classifier.safetensors") == weights_sha256(HERE / "digits_classifier.safetensors")

@@ -36,6 +36,10 @@ def bundle_digits(run_dir: str | Path, out_dir: str | Path = HERE) -> dict:
     :return: The record written.
     """
     run_dir, out_dir = Path(run_dir), Path(out_dir)
+    trained = run_dir / "results.json"  # the demo's own record of its run (training and attacks): device, wall time
+    run = json.loads(trained.read_text()).get("provenance", {}) if trained.exists() else {}
+    # the code that trained the models: the demo's record, else this code, taken before the files below change the tree
+    version = run.get("code_version") or code_version()
     score, classifier = out_dir / "digits_score.safetensors", out_dir / "digits_classifier.safetensors"
     save_score_model(load_score_model(run_dir / "score.safetensors"), score)
     save_classifier(load_classifier(run_dir / "classifier.safetensors"), classifier)
@@ -43,11 +47,9 @@ def bundle_digits(run_dir: str | Path, out_dir: str | Path = HERE) -> dict:
         kind: {"file": path.name, "sha256": _sha256(path), "weights_sha256": weights_sha256(path)}
         for kind, path in (("score", score), ("classifier", classifier))
     }
-    trained = run_dir / "results.json"  # the demo's own record of its run (training and attacks): device, wall time
-    run = json.loads(trained.read_text()).get("provenance", {}) if trained.exists() else {}
     record = {
         "command": COMMAND,
-        "code_version": code_version(),
+        "code_version": version,
         "demo_run": {k: run[k] for k in ("device", "wall_time_s") if k in run},  # attacks included
         "models": {"digits": entry},
         "about": {
