@@ -128,6 +128,7 @@ def _models(data, c: DemoConfig, run_dir: Path, device, progress: bool) -> tuple
     # can start from pure noise; purification starts at sigma = 0.25, so a CPU-sized budget is better spent on
     # levels up to ~1 (measured: MSE ratio 1.84 vs 1.78 for recommend_sigmas at equal compute).
     sigmas = geometric_sigmas(c.sigma_max, 0.01, 12)
+    torch.manual_seed(c.seed)  # the initial weights too: the same command gives the same models
     score = train_score_model(
         NCSNv2(1, 8, ngf=c.ngf),
         data.x_train,
@@ -143,6 +144,7 @@ def _models(data, c: DemoConfig, run_dir: Path, device, progress: bool) -> tuple
     clf_path = run_dir / "classifier.safetensors"
     if clf_path.exists():
         return score, load_classifier(clf_path, device)
+    torch.manual_seed(c.seed)
     classifier = train_classifier(
         DigitsCNN(nb_classes=10),
         data.x_train,

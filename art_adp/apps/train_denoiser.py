@@ -118,6 +118,7 @@ def train_denoiser(
     if stored is not None and stored != settings:
         raise ValueError(f"{run_dir} holds a run with other settings ({stored}); use another run_dir.")
     sigmas = geometric_sigmas(sigma_max, sigma_min, 256)
+    torch.manual_seed(seed)  # the initial weights too: the same command gives the same model
     model = DenoiserUNet(x_train.shape[1], channels=channels).to(device)
     x_eval = np.asarray(x_test[:n_test])
     spent = curve[-1]["train_seconds"] if curve else 0.0
