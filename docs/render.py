@@ -551,10 +551,20 @@ PREDECESSORS = {"lowfreq-vote": ("systemic-lowfreq",), "full-pgd-eot": ("full-pg
                 "bpda-eot": ("bpda-eot (rs)",)}  # fmt: skip
 
 
+def _same_weights(c: dict, result: dict, earlier: dict) -> bool:
+    """Whether ``earlier`` measured the same weights as ``result`` for cell ``c``: its score model's and its
+    classifier's hashes, where both results record one (the exact score has none: it is its training images)."""
+    clf = c.get("classifier", result.get("classifier"))
+    mine = result.get("provenance", {}).get("models", {})
+    theirs = earlier.get("provenance", {}).get("models", {})
+    return all(mine[k] == theirs[k] for k in (c["model"], clf) if k in mine and k in theirs)
+
+
 def against_earlier(result: dict, earlier: dict, earlier_path: str) -> list[str]:
     """Each adaptive cell of ``result`` beside the earlier suite's on the same defence and images
     (``earlier_path``, a levers result): its strongest single attack and its per-image worst case, and the margin
-    of each (points; negative: the new attack leaves fewer images robust)."""
+    of each (points; negative: the new attack leaves fewer images robust). A cell whose score model or classifier was
+    retrained since (other weights' hashes in the two provenances) has no earlier cells to be set against."""
     from art_adp.apps.levers import VARIANT, WORST_CASE
 
     adaptive = {r["name"] for r in result["rows"] if r["adaptive"]}
@@ -562,6 +572,8 @@ def against_earlier(result: dict, earlier: dict, earlier_path: str) -> list[str]
     for c in result["cells"]:
         if c["attack"] not in adaptive or c.get("judge", "ensemble") != "ensemble":
             continue
+        if not _same_weights(c, result, earlier):
+            continue  # a retrained model: the earlier cells measured other weights
         same = [e for e in earlier["cells"] if e.get("judge", "ensemble") == "ensemble" and e["model"] == c["model"]
                 and e["setting"] == c["setting"] and e["n"] == c["n"]
                 and e.get("classifier", earlier.get("classifier")) == c.get("classifier", result.get("classifier"))]

@@ -407,6 +407,10 @@ def test_each_full_strength_cell_is_set_against_the_earlier_suites_strongest_and
     old_vote = {**earlier, "cells": [*earlier["cells"], c("systemic-lowfreq", 0.63)]}
     assert "| systemic-lowfreq: 63.0 [56–69] (200) | -3.0 |" in render.against_earlier(vote, old_vote, "old.json")[-2]
     assert render.against_earlier(new, {"cells": []}, "old.json") == []
+    # a retrained classifier (another hash of its weights) is not set against the earlier one's cells
+    hashed = lambda r, h: {**r, "provenance": {"models": {"cnn": h}}}  # noqa: E731
+    assert render.against_earlier(hashed(new, "b"), hashed(earlier, "a"), "old.json") == []
+    assert render.against_earlier(hashed(new, "a"), hashed(earlier, "a"), "old.json")[-2] == line
 
 
 def test_restarts_and_the_best_iterate_are_rows_of_their_own(tiny, tmp_path, one_thread, monkeypatch):
