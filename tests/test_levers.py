@@ -456,3 +456,33 @@ def test_estimate_only_prices_the_rows_left_by_the_cost_model_and_measures_nothi
     }
     assert out["estimate_seconds"] == sum(prices.values())
     assert not (tmp_path / "records.jsonl").exists() and not list(tmp_path.glob("*.safetensors"))  # nothing trained
+
+
+def test_an_adaptive_row_cut_short_resumes_from_its_last_whole_block(tiny, tmp_path, one_thread, monkeypatch):
+    """Each block of images is attacked, judged and recorded before the next: a row interrupted in its second block
+    keeps its first, and the resumed row's records equal an uninterrupted run's."""
+    monkeypatch.setattr(levers, "BLOCK", 2)
+    kwargs = dict(models=("oracle",), settings=["one-step denoise"], classifiers=(), attacks=(SWEEP_ATTACK,),
+                  ensemble_size=2, repeats=2, eot_samples=1, max_iter=2, n_examples=5, progress=False)  # fmt: skip
+    whole = run_levers(tiny, tmp_path / "whole", **kwargs)
+    real, calls = levers._adaptive, []
+
+    def cut(*a, **k):
+        calls.append(len(a[2]))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(levers, "_adaptive", cut)
+    with pytest.raises(KeyboardInterrupt):
+        run_levers(tiny, tmp_path / "cut", **kwargs)
+    kept = [json.loads(line) for line in (tmp_path / "cut" / "records.jsonl").read_text().splitlines()]
+    assert calls == [2, 2] and [r["index"] for r in kept] == [0, 1]  # images 0-1 recorded, 2-3 lost with the cut
+    monkeypatch.setattr(levers, "_adaptive", real)
+    resumed = run_levers(tiny, tmp_path / "cut", **kwargs)
+    key = lambda d: sorted((r["index"], r["correct"], tuple(r["pred"])) for r in map(json.loads, (  # noqa: E731
+        d / "records.jsonl").read_text().splitlines()))
+    assert key(tmp_path / "cut") == key(tmp_path / "whole") and len(key(tmp_path / "whole")) == 5
+    assert [c["accuracy"] for c in resumed["cells"]] == [c["accuracy"] for c in whole["cells"]]
+    assert [len(p) for p, _ in levers._blocks([0, 1, 2, 3, 4], 7)] == [2, 2, 1]
+    assert levers._blocks([1], 7)[0][1] == 7 and levers._blocks([4], 7)[0][1] != 7  # the first block: the row's seed

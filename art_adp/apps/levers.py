@@ -530,6 +530,20 @@ def _budget(r: Row, eps: float, eot_samples: int, batch_size: int = 50, judge_dr
                   check_every=r.check_every, judge_draws=judge_draws)  # fmt: skip
 
 
+#: Images an adaptive row attacks, judges and records at a time, by their index (images 0-49, 50-99, ...): a row cut
+#: short resumes from its last whole block, and a resumed row equals an uninterrupted one.
+BLOCK = 50
+
+
+def _blocks(idx: Sequence[int], seed: int) -> list[tuple[list[int], int]]:
+    """``idx`` cut into the blocks of :data:`BLOCK` images they fall in, each with its seed (the first block's is the
+    row's own: a row of at most one block is measured as before blocks were)."""
+    parts: dict[int, list[int]] = {}
+    for i in idx:
+        parts.setdefault(i // BLOCK, []).append(i)
+    return [(part, seed if b == 0 else derive_seed(seed, "block", b)) for b, part in parts.items()]
+
+
 def _adaptive(classifier, purifier, x, y, r: Row, eps: float, *, eot_samples: int, seed: int, device,
               judge_draws: int = JUDGE_DRAWS) -> np.ndarray:  # fmt: skip
     purifier.generator.manual_seed(derive_seed(seed, "attack", r.name))
@@ -756,16 +770,17 @@ def run_levers(
                 if r.attack == AUTOATTACK:
                     continue  # a deterministic white-box attack: APGD-EOT is its randomized counterpart
                 idx = todo(name, model, s.name, r.name)
-                if idx and "ensemble" in judges:
-                    if r.adaptive:
-                        xa = _adaptive(clf, purifier, x[idx], y[idx], r, eps, eot_samples=eot_samples, seed=seed,
-                                       device=device, judge_draws=ensemble_size)  # fmt: skip
-                        k = repeats
-                    else:
-                        xa, k = (x[idx] if not r.attack else adv[(name, r.name)][idx]), 1
-                    preds = _judge(clf, purifier, xa, y[idx], ensemble_size=ensemble_size, repeats=k, seed=seed,
+                for part, part_seed in _blocks(idx, seed) if r.adaptive and "ensemble" in judges else ():
+                    xa = _adaptive(clf, purifier, x[part], y[part], r, eps, eot_samples=eot_samples, seed=part_seed,
+                                   device=device, judge_draws=ensemble_size)  # fmt: skip
+                    preds = _judge(clf, purifier, xa, y[part], ensemble_size=ensemble_size, repeats=repeats,
+                                   seed=part_seed, device=device)  # fmt: skip
+                    record(name, model, s.name, r.name, part, preds, {**extra, "repeats": repeats})
+                if idx and "ensemble" in judges and not r.adaptive:
+                    xa = x[idx] if not r.attack else adv[(name, r.name)][idx]
+                    preds = _judge(clf, purifier, xa, y[idx], ensemble_size=ensemble_size, repeats=1, seed=seed,
                                    device=device)  # fmt: skip
-                    record(name, model, s.name, r.name, idx, preds, {**extra, "repeats": k})
+                    record(name, model, s.name, r.name, idx, preds, {**extra, "repeats": 1})
                 idx = todo(name, model, s.name, r.name, "fixed")
                 if idx and "fixed" in judges and (r.adaptive or not r.attack):
                     preds = _fixed(clf, purifier, x[idx], y[idx], r, eps, seed=seed, device=device)
