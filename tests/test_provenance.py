@@ -69,3 +69,11 @@ def test_code_version_names_the_package_version():
 
 def test_device_description_counts_threads(one_thread):
     assert "1 thread(s)" in device_description("cpu")
+
+
+def test_a_run_that_outlives_its_checkout_keeps_the_code_it_started_with(monkeypatch):
+    monkeypatch.setattr(provenance_module, "code_version", lambda: "art-adp 9.9 (bbbbbbb)")
+    moved = provenance(wall_time_s=1, command="c", started_at="art-adp 9.9 (aaaaaaa)")
+    assert (moved["code_version"], moved["code_version_at_end"]) == ("art-adp 9.9 (aaaaaaa)", "art-adp 9.9 (bbbbbbb)")
+    still = provenance(wall_time_s=1, command="c", started_at="art-adp 9.9 (bbbbbbb)")
+    assert still["code_version"] == "art-adp 9.9 (bbbbbbb)" and "code_version_at_end" not in still

@@ -44,7 +44,7 @@ from ..attacks._core import CHECK_EVERY, JUDGE_DRAWS
 from ..attacks.registry import BLIND_ATTACK, FULL_ATTACK, REGISTRY, SWEEP_ATTACK, Budget, registered_name
 from ..attacks.apgd_eot import APGDEOT
 from ..models.checkpoint import check_purifier
-from ..runs.provenance import provenance
+from ..runs.provenance import code_version, provenance
 from ..runs.records import append_records, read_jsonl
 from ..runs.seeds import derive_seed
 from .commands import DATASET_EPS
@@ -639,7 +639,7 @@ def run_levers(
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
+    started, code = time.monotonic(), code_version()  # the code this run loads now, whatever the checkout is later
     preset = preset_for(dataset, eps=eps, arch=arch, sigmas=sigmas, max_iter=max_iter, eps_step=eps_step,
                         max_epochs=max_epochs)  # fmt: skip
     eps = preset.eps
@@ -810,6 +810,7 @@ def run_levers(
         wall_time_s=time.monotonic() - started,
         device=device,
         models={"denoiser": denoiser_path, **hashes} if denoiser_path else hashes,
+        started_at=code,
     )
     (run_dir / "table.json").write_text(json.dumps(table, indent=1))
     (run_dir / "table.md").write_text(table_markdown(table))

@@ -95,6 +95,7 @@ def provenance(
     models: Mapping[str, str | os.PathLike | torch.nn.Module] | None = None,
     command: str | None = None,
     precision: str | None = None,
+    started_at: str | None = None,
 ) -> dict:
     """
     The ``"provenance"`` record of a result file.
@@ -105,6 +106,9 @@ def provenance(
         (:func:`~art_adp.runs.records.weights_sha256`: a checkpoint and the module loaded from it hash alike).
     :param command: The command line (default: this process's, as ``python``/``art-adp`` would be typed).
     :param precision: The arithmetic of the run (``"fp32"``, ``"bf16"``), named in the device string.
+    :param started_at: The :func:`code_version` the run read when it started. A long run's code is what it loaded
+        then; where the checkout has moved on since, that is its ``code_version`` and the checkout's now is
+        ``code_version_at_end``.
     :return: ``{"command", "code_version", "models", "models_hash", "device", "wall_time_s"}``, and
         ``code_diff`` / ``code_diff_sha256`` when the code version is ``-dirty``.
     """
@@ -115,12 +119,14 @@ def provenance(
     version = code_version()
     record: dict[str, object] = {
         "command": command,
-        "code_version": version,
+        "code_version": started_at or version,
         "models": {name: weights_sha256(m) for name, m in (models or {}).items()},
         "models_hash": MODELS_HASH,
         "device": device_description(device, precision=precision),
         "wall_time_s": round(float(wall_time_s), 1),
     }
+    if started_at and started_at != version:
+        record["code_version_at_end"] = version
     if version.endswith("-dirty)"):
         diff = code_diff()
         record.update(code_diff=diff, code_diff_sha256=hashlib.sha256(diff.encode()).hexdigest())
