@@ -786,6 +786,10 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     ),
     "fashion-mnist-budget-curve": ("docs/results/fashion_mnist_budget_curve.json", budget_curve),
     "mnist-new-attacks": ("docs/results/mnist_new_attacks.json", mnist_new_attacks),
+    "fashion-mnist-full-strength-adv-cnn": (
+        "docs/results/fashion_mnist_full_strength_adv_cnn.json",
+        fashion_mnist_full_strength,
+    ),
     "mnist-full-strength": ("docs/results/mnist_full_strength.json", mnist_full_strength),
     "mnist-adv-cnn": ("docs/results/mnist_adv_cnn.json", mnist_adv_cnn),
     "card-digits-paper-20": ("docs/cards/digits_paper_20.json", card_table),
