@@ -133,12 +133,13 @@ def source(path: str, result: dict) -> str:
         models = f"(SHA-256) {models}"
     split = f" (DIR: {data_split(result)})" if data_split(result) else ""
     # A command recorded before flags were renamed is printed in today's names; the line says which it ran with.
+    moved = f" (the checkout at its end: {p['code_version_at_end']})" if p.get("code_version_at_end") else ""
     renamed = p.get("flags_renamed") or {}
     if renamed:
         split += " (flags in today's names; it ran with the earlier " + ", ".join(f"`{old}`" for old in renamed) + ")"
     return (
         f"<sub>Rendered from `{path}` by `docs/render.py`: `{command(result)}`{split} · {device(path, result)} · "
-        f"wall time {wall(p['wall_time_s'])} · code {p['code_version']} · models {models}.</sub>"
+        f"wall time {wall(p['wall_time_s'])} · code {p['code_version']}{moved} · models {models}.</sub>"
     )
 
 
@@ -786,6 +787,10 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     ),
     "fashion-mnist-budget-curve": ("docs/results/fashion_mnist_budget_curve.json", budget_curve),
     "mnist-new-attacks": ("docs/results/mnist_new_attacks.json", mnist_new_attacks),
+    "fashion-mnist-full-strength-denoiser": (
+        "docs/results/fashion_mnist_full_strength_denoiser.json",
+        fashion_mnist_full_strength,
+    ),
     "fashion-mnist-full-strength-adv-cnn": (
         "docs/results/fashion_mnist_full_strength_adv_cnn.json",
         fashion_mnist_full_strength,

@@ -82,6 +82,16 @@ def test_the_hashing_method_is_printed_beside_the_hashes():
     assert "models (SHA-256 of the weights (state dict)) score abab" in render.source("r.json", {"provenance": p})
 
 
+
+def test_a_run_the_checkout_moved_under_names_both_code_versions():
+    p = {"command": "c", "code_version": "art-adp 1 (aaaaaaa)", "device": "CPU", "wall_time_s": 1.0, "models": {}}
+    assert "code art-adp 1 (aaaaaaa) · models" in render.source("r.json", {"provenance": p})
+    p["code_version_at_end"] = "art-adp 1 (bbbbbbb)"
+    assert "code art-adp 1 (aaaaaaa) (the checkout at its end: art-adp 1 (bbbbbbb)) · " in render.source(
+        "r.json", {"provenance": p}
+    )
+
+
 def test_no_committed_result_of_uncommitted_code_lacks_its_diff():
     """Rendered or not: a result file whose code version is -dirty carries that code's diff (or is re-measured)."""
     dirty = []
