@@ -772,6 +772,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "denoiser-fashion-mnist": ("docs/results/denoiser_fashion_mnist.json", denoiser_training),
     "denoiser-fashion-mnist-seeded": ("docs/results/denoiser_fashion_mnist_seeded.json", denoiser_training),
     "denoiser-mnist-fp32": ("docs/results/denoiser_mnist_fp32.json", denoiser_training),
+    "denoiser-mnist-seeded": ("docs/results/denoiser_mnist_seeded.json", denoiser_training),
     "mnist-levers": ("docs/results/mnist_levers.json", mnist_levers),
     "fashion-mnist-levers": ("docs/results/fashion_mnist_levers.json", fashion_mnist_levers),
     "fashion-mnist-full-strength": ("docs/results/fashion_mnist_full_strength.json", fashion_mnist_full_strength),
