@@ -796,6 +796,10 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
         "docs/results/fashion_mnist_full_strength_adv_cnn.json",
         fashion_mnist_full_strength,
     ),
+    "fashion-mnist-full-strength-denoiser-adv-cnn": (
+        "docs/results/fashion_mnist_full_strength_denoiser_adv_cnn.json",
+        fashion_mnist_full_strength,
+    ),
     "mnist-full-strength": ("docs/results/mnist_full_strength.json", mnist_full_strength),
     "mnist-adv-cnn": ("docs/results/mnist_adv_cnn.json", mnist_adv_cnn),
     "card-digits-paper-20": ("docs/cards/digits_paper_20.json", card_table),
