@@ -82,7 +82,6 @@ def test_the_hashing_method_is_printed_beside_the_hashes():
     assert "models (SHA-256 of the weights (state dict)) score abab" in render.source("r.json", {"provenance": p})
 
 
-
 def test_a_run_the_checkout_moved_under_names_both_code_versions():
     p = {"command": "c", "code_version": "art-adp 1 (aaaaaaa)", "device": "CPU", "wall_time_s": 1.0, "models": {}}
     assert "code art-adp 1 (aaaaaaa) · models" in render.source("r.json", {"provenance": p})
