@@ -1,10 +1,16 @@
 """Copy a result a command wrote under runs/ into docs/results/, with the data folder it read named, not its path.
 
     python docs/publish.py runs/fm-behind/table.json docs/results/fashion_mnist_adv_behind_purifier.json
+    python docs/publish.py EARLIER.json [EARLIER.json ...] runs/fm-den-full/table.json docs/results/NAME.json
 
 A committed result holds no path of the machine that measured it (tests/test_docs_drift.py): the command's
 ``--data-root PATH`` becomes ``--data-root DIR`` and the folder's name goes to ``provenance.data_root``, from which
 ``docs/render.py`` names the split (``DATA_SPLITS``). Everything else is copied as the command wrote it.
+
+A run folder measured by several calls (``art-adp levers`` resumes its records and writes one table of them all) has
+its last call's provenance in ``table.json``; each earlier call's table, copied aside when that call ended (or its
+published file), goes before it, and its command, code version, device and wall time are kept, in order, in
+``provenance.calls``, so the published result names every call that measured it, not only the last.
 """
 
 from __future__ import annotations
@@ -39,12 +45,39 @@ def publish(result: dict) -> dict:
     return {**result, "provenance": p}
 
 
+CALL = ("command", "code_version", "code_version_at_end", "device", "wall_time_s")
+
+
+def run_dir(command: str) -> str | None:
+    """The run folder a command wrote (its ``--run-dir``), or None."""
+    m = re.search(r"--run-dir[= ](\S+)", command)
+    return m[1] if m else None
+
+
+def with_calls(result: dict, earlier: list[dict]) -> dict:
+    """``result`` (the last call's table) with the earlier calls into the same run folder in ``provenance.calls``."""
+    result = publish(result)
+    last = run_dir(result["provenance"]["command"])
+    calls = []
+    for e in map(publish, earlier):
+        p = e["provenance"]
+        if run_dir(p["command"]) != last:
+            raise ValueError(f"an earlier call wrote {run_dir(p['command'])!r}, the last {last!r}: one run folder only")
+        calls.extend(p.get("calls", []))
+        calls.append({k: p[k] for k in CALL if k in p})
+    own = {k: result["provenance"][k] for k in CALL if k in result["provenance"]}
+    # a call listed twice (or the last call's table copied aside too): once, and the last call not among the earlier
+    calls = [c for c in {json.dumps(c, sort_keys=True): c for c in calls}.values() if c != own]
+    return {**result, "provenance": {**result["provenance"], "calls": calls}} if calls else result
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
+    if len(argv) < 2:
         print(__doc__)
         return 2
-    source, target = map(Path, argv)
-    out = publish(json.loads(source.read_text(encoding="utf-8")))
+    *sources, target = map(Path, argv)
+    *earlier, last = (json.loads(s.read_text(encoding="utf-8")) for s in sources)
+    out = with_calls(last, earlier)
     target.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {target} ({out['provenance']['command']})")
     return 0

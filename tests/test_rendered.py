@@ -171,3 +171,27 @@ def test_publish_names_the_data_folder_and_keeps_no_path_of_the_machine():
     two = {"provenance": {"command": "x --data-root a --data-root b"}}
     with pytest.raises(ValueError, match="reads 2 data folders"):
         publish.publish(two)
+
+
+def test_publish_keeps_every_call_into_the_run_folder_and_the_line_names_them():
+    spec_ = importlib.util.spec_from_file_location("publish", ROOT / "docs" / "publish.py")
+    publish = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(publish)
+
+    def call(attack, wall, run="runs/a"):
+        return {"cells": [attack], "provenance": {"command": f"art-adp levers --data-root /x/mnist-subset "
+                f"--run-dir {run} --attacks {attack}", "code_version": "v1", "device": "CPU", "wall_time_s": wall,
+                "models": {}}}  # fmt: skip
+
+    first, second, last = call("pgd", 60.0), call("apgd", 120.0), call("later", 30.0)
+    out = publish.with_calls(last, [first, second, last])  # the last call's table copied aside too: not an earlier call
+    assert out["cells"] == ["later"]
+    assert [c["command"].split()[-1] for c in out["provenance"]["calls"]] == ["pgd", "apgd"]
+    assert out["provenance"]["calls"][0]["command"].startswith("art-adp levers --data-root DIR")
+    assert publish.with_calls(last, [first, publish.with_calls(second, [first])]) == out  # a published one: the same
+    assert publish.with_calls(last, []) == publish.publish(last)  # no earlier call: no list
+    with pytest.raises(ValueError, match="an earlier call wrote 'runs/b', the last 'runs/a'"):
+        publish.with_calls(last, [call("pgd", 1.0, run="runs/b")])
+    line = render.source("r.json", out)
+    assert "wall time 30 s" in line and "after 2 earlier call(s) into the same run folder, 3 min 30 s in all" in line
+    assert "`art-adp levers --data-root DIR --run-dir runs/a --attacks apgd` (2 min 0 s, code v1)" in line
