@@ -63,6 +63,10 @@ def with_calls(result: dict, earlier: list[dict]) -> dict:
         p = e["provenance"]
         if run_dir(p["command"]) != last:
             raise ValueError(f"an earlier call wrote {run_dir(p['command'])!r}, the last {last!r}: one run folder only")
+        mine, theirs = result["provenance"].get("models", {}), p.get("models", {})
+        shared = set(mine) & set(theirs) if isinstance(mine, dict) and isinstance(theirs, dict) else set()
+        if any(theirs[k] != mine[k] for k in shared):
+            raise ValueError(f"an earlier call measured other weights ({p['command']}): retrained since, not one result")
         calls.extend(p.get("calls", []))
         calls.append({k: p[k] for k in CALL if k in p})
     own = {k: result["provenance"][k] for k in CALL if k in result["provenance"]}

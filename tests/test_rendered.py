@@ -192,6 +192,10 @@ def test_publish_keeps_every_call_into_the_run_folder_and_the_line_names_them():
     assert publish.with_calls(last, []) == publish.publish(last)  # no earlier call: no list
     with pytest.raises(ValueError, match="an earlier call wrote 'runs/b', the last 'runs/a'"):
         publish.with_calls(last, [call("pgd", 1.0, run="runs/b")])
+    retrained = call("pgd", 1.0)
+    retrained["provenance"]["models"] = {"cnn": "b"}
+    with pytest.raises(ValueError, match="an earlier call measured other weights"):
+        publish.with_calls({**last, "provenance": {**last["provenance"], "models": {"cnn": "a"}}}, [retrained])
     line = render.source("r.json", out)
     assert "wall time 30 s" in line and "after 2 earlier call(s) into the same run folder, 3 min 30 s in all" in line
     assert "`art-adp levers --data-root DIR --run-dir runs/a --attacks apgd` (2 min 0 s, code v1)" in line
