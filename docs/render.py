@@ -137,16 +137,16 @@ def source(path: str, result: dict) -> str:
     renamed = p.get("flags_renamed") or {}
     if renamed:
         split += " (flags in today's names; it ran with the earlier " + ", ".join(f"`{old}`" for old in renamed) + ")"
-    calls = p.get("calls", [])
+    calls, earlier = p.get("calls", []), ""
     if calls:  # the earlier calls into the same run folder (docs/publish.py), each as it ran
         total = wall(p["wall_time_s"] + sum(c["wall_time_s"] for c in calls))
-        moved += (f" · after {len(calls)} earlier call(s) into the same run folder, {total} in all: " + "; ".join(
+        earlier = (f" · after {len(calls)} earlier call(s) into the same run folder, {total} in all: " + "; ".join(
             f"`{command({'provenance': c})}` ({wall(c['wall_time_s'])}, code {c['code_version']}"
             + (f", the checkout at its end: {c['code_version_at_end']})" if c.get("code_version_at_end") else ")")
             for c in calls))
     return (
         f"<sub>Rendered from `{path}` by `docs/render.py`: `{command(result)}`{split} · {device(path, result)} · "
-        f"wall time {wall(p['wall_time_s'])} · code {p['code_version']}{moved} · models {models}.</sub>"
+        f"wall time {wall(p['wall_time_s'])} · code {p['code_version']}{moved}{earlier} · models {models}.</sub>"
     )
 
 
