@@ -47,3 +47,16 @@ M=(art-adp levers --dataset mnist --data-root "$DATA" --run-dir runs/levers-mnis
 "${M[@]}" --models oracle --settings "one-step denoise" --purified adv-cnn --classifiers --attacks "full-pgd-eot (rs)" \
     "bpda-eot (rs)" \
     --judges ensemble fixed --repeats 2 --eot-samples 4 --n-examples 200
+# The same SmallCNN trained to its plateau (robust validation accuracy, patience 5, the default cap of 100 epochs;
+# docs/results/mnist_adv_cnn_plateau.json)
+P=(art-adp levers --dataset mnist --data-root "$DATA" --run-dir runs/mnist-adv-plateau --threads 1 --quiet
+   --models oracle --settings "one-step denoise" --classifiers adv-cnn --purified adv-cnn)
+"${P[@]}" --attacks clean clf-pgd --n-examples 1000
+"${P[@]}" --attacks autoattack --n-examples 200
+# The SmallCNN trained behind the seeded DenoiserUNet's one-step denoise (docs/results/mnist_behind_denoiser.json)
+D=(art-adp levers --dataset mnist --data-root "$DATA" --run-dir runs/mnist-behind-den --threads 1 --quiet
+   --models denoiser --denoiser runs/denoiser-mnist/denoiser.safetensors --settings "one-step denoise")
+"${D[@]}" --classifiers cnn-denoiser --purified cnn-denoiser --attacks clean clf-pgd --n-examples 1000
+"${D[@]}" --classifiers cnn-denoiser --purified cnn-denoiser --attacks autoattack --n-examples 200
+"${D[@]}" --classifiers --purified cnn-denoiser --attacks full-pgd-eot --restarts 2 --max-iter 100 --eot-samples 8 \
+    --judges ensemble --repeats 2 --n-examples 200

@@ -811,6 +811,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "mnist-full-strength": ("docs/results/mnist_full_strength.json", mnist_full_strength),
     "mnist-full-strength-denoiser": ("docs/results/mnist_full_strength_denoiser.json", mnist_full_strength),
     "mnist-adv-cnn": ("docs/results/mnist_adv_cnn.json", mnist_adv_cnn),
+    "mnist-adv-cnn-plateau": ("docs/results/mnist_adv_cnn_plateau.json", mnist_adv_cnn),
     "mnist-behind-purifier": ("docs/results/mnist_behind_purifier.json", mnist_adv_cnn),
     "mnist-adv-behind-purifier": ("docs/results/mnist_adv_behind_purifier.json", mnist_adv_cnn),
     "mnist-behind-denoiser": ("docs/results/mnist_behind_denoiser.json", mnist_adv_cnn),
