@@ -789,6 +789,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     ),
     "fashion-mnist-behind-purifier": ("docs/results/fashion_mnist_behind_purifier.json", fashion_mnist_levers),
     "fashion-mnist-behind-denoiser": ("docs/results/fashion_mnist_behind_denoiser.json", fashion_mnist_levers),
+    "fashion-mnist-adv-behind-denoiser": ("docs/results/fashion_mnist_adv_behind_denoiser.json", fashion_mnist_levers),
     "fashion-mnist-adv-behind-purifier": ("docs/results/fashion_mnist_adv_behind_purifier.json", fashion_mnist_levers),
     "fashion-mnist-adv-behind-purifier-full": (
         "docs/results/fashion_mnist_adv_behind_purifier_full.json",
