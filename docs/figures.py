@@ -223,6 +223,7 @@ ALLOWED: list[tuple[str, str, str, str]] = [
     ("docs/fashion_mnist.md", "classifier keeps 66.5 % [60–73] under AutoAttack", "result", "fashion-mnist-adv-behind-denoiser"),
     ("docs/fashion_mnist.md", "64.9 % under white-box PGD (943) at 81.2 % clean", "result", "fashion-mnist-adv-behind-denoiser"),
     ("docs/fashion_mnist.md", "SmallCNN keeps 74.5 % [68–80] per image", "result", "fashion-mnist-adv-behind-denoiser"),
+    ("docs/fashion_mnist.md", "through it,\n  74.5 % per image under PGD+EOT and Clf-PGD at 81.5 % clean", "result", "fashion-mnist-adv-behind-denoiser"),
     ("docs/fashion_mnist.md", "Clf-PGD at\n  81.5 % clean", "result", "fashion-mnist-adv-behind-denoiser"),
     ("docs/fashion_mnist.md", "adversarially through it keeps 66.5 % under AutoAttack", "result", "fashion-mnist-adv-behind-denoiser"),
     ("docs/fashion_mnist.md", "trained through the purifier\n  59.0 %", "result", "fashion-mnist-adv-behind-purifier"),
