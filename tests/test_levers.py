@@ -181,7 +181,18 @@ def test_fashion_mnist_preset_runs_clf_pgd_as_foolbox_linfpgd_rel_stepsize_quart
             40, eps / 4, True, True)  # fmt: skip
     assert not rows[BLIND_ATTACK].adaptive and p.classifiers["adv-cnn"].adversarial
     assert row_label(rows[BLIND_ATTACK], eps).endswith(", 40 × ε/4, random start")
-    assert preset_for("cifar10") == p  # a data set without a preset of its own: the paper's ε = 8/255
+    assert preset_for("cifar100") == p  # a data set without a preset of its own: the paper's ε = 8/255
+
+
+def test_cifar10_preset_defends_resnet20_beside_its_fast_adversarial_training():
+    p = preset_for("cifar10")
+    assert p.eps == 8 / 255 and p.image_shape == (3, 32, 32) and p.classifier == "resnet20"
+    adv = p.classifiers["adv-resnet20"]
+    assert (adv.arch, adv.adversarial, adv.method, adv.lr, adv.batch_size) == ("resnet20", True, "fgsm-rs", 0.2, 128)
+    assert p.classifiers["resnet20"].epochs == 0  # brought, not trained here
+    model = levers._architecture("adv-resnet20", p)
+    assert model.config["in_channels"] == 3 and model.config["image_size"] == 32
+    assert levers._estimator(model).input_shape == (3, 32, 32)
 
 
 def test_preset_overrides():

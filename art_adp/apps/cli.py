@@ -132,7 +132,7 @@ def _levers(sub) -> None:
     helps = {"ensemble_size": "S, purifications averaged", "repeats": "R, judgements of the adaptive rows",
              "attacks": "rows of the preset, or attack registry names (adaptive rows); default: the preset's",
              "classifiers": "undefended classifiers measured (default: the preset's)",
-             "purified": "classifiers ADP is put in front of (default: the preset's)",
+             "purified": "classifiers ADP is put in front of (default: the preset's; none: only the undefended)",
              "judges": "ensemble: S-run ensemble (R times); fixed: fixed noise", "eps": "l_inf radius (preset's)",
              "arch": "architecture of the classifier ADP defends (preset's)", "sigmas": "the sigma grid (preset's)",
              "max_iter": "iterations of the adaptive rows (preset's)", "eps_step": "step of the adaptive rows",
@@ -143,7 +143,7 @@ def _levers(sub) -> None:
     _fields(p, LeversConfig, helps, models={**many, "choices": ["oracle", "denoiser"]},
             settings={**many, "choices": SETTING_NAMES}, attacks={**many, "choices": ROW_NAMES},
             classifiers={"nargs": "*", "type": str, "choices": CLASSIFIER_NAMES},
-            purified={**many, "choices": CLASSIFIER_NAMES},
+            purified={"nargs": "*", "type": str, "choices": CLASSIFIER_NAMES},
             judges={**many, "choices": list(JUDGES)}, arch={"choices": ["mlp", "cnn"]},
             sigmas={"nargs": "+", "type": float})  # fmt: skip
 

@@ -194,6 +194,10 @@ class ClassifierRecipe:
         through it); None: ``epochs`` epochs.
     :param purifier: ``(score model, setting name)``: trained behind that purification (:func:`training_purifier`),
         plainly or, with ``adversarial``, adversarially through it; measured behind it in ``purified``. None: bare.
+    :param method: The adversarial training (:data:`~art_adp.apps.robust_baseline.METHODS`): ``"pgd"`` (Madry et
+        al., Adam) or ``"fgsm-rs"`` (Wong et al.'s fast adversarial training, SGD on a one-cycle schedule).
+    :param lr: Adam's learning rate (``"pgd"``), the schedule's peak (``"fgsm-rs"``).
+    :param validation: Fraction of the training split held out to choose the best epoch.
     """
 
     arch: str
@@ -203,6 +207,9 @@ class ClassifierRecipe:
     batch_size: int = 64
     max_iter: int = 10
     purifier: tuple[str, str] | None = None
+    method: str = "pgd"
+    lr: float = 1e-3
+    validation: float = 0.1
 
 
 #: The classifiers trained behind a purification (issue 39), beside ``cnn`` and ``adv-cnn``: the exact score's and
@@ -227,6 +234,7 @@ class Preset:
     :param sigmas: The σ grid (:func:`sigma_settings`).
     :param rows: The attack rows; the first adaptive one's budget is the default of a registry attack asked by name.
     :param attacks: The rows measured by default.
+    :param image_shape: ``C×H×W`` of the data set's images.
     """
 
     eps: float
@@ -236,6 +244,7 @@ class Preset:
     sigmas: tuple[float, ...]
     rows: tuple[Row, ...]
     attacks: tuple[str, ...]
+    image_shape: tuple[int, int, int] = (1, 28, 28)
 
 
 MNIST_EPS = DATASET_EPS["mnist"]
@@ -295,7 +304,37 @@ FASHION_MNIST = Preset(
     attacks=("clean", BLIND_ATTACK, "clf-pgd-strong"),
 )
 
-PRESETS: Mapping[str, Preset] = {"mnist": MNIST, "fashion-mnist": FASHION_MNIST}
+CIFAR10_EPS = DATASET_EPS["cifar10"]
+
+#: CIFAR-10 at the paper's ε = 8/255: ADP in front of ResNet-20 (``resnet20``: a CIFAR ResNet-20 checkpoint put in
+#: the run folder as ``resnet20.safetensors``, e.g. the published one, see docs/cifar10.md); the same ResNet-20
+#: adversarially trained by fast adversarial training (FGSM from a random start, 15 epochs of a one-cycle schedule,
+#: the best of them on 1,000 held-out training images under PGD 20); rows as Fashion-MNIST's, plus BPDA+EOT at the
+#: paper's budget (40 × 2/255, EOT 15 by ``--eot-samples``).
+CIFAR10 = Preset(
+    eps=CIFAR10_EPS,
+    classifier="resnet20",
+    classifiers={
+        "resnet20": ClassifierRecipe("resnet20", epochs=0),
+        "adv-resnet20": ClassifierRecipe("resnet20", adversarial=True, epochs=15, patience=15, batch_size=128,
+                                         method="fgsm-rs", lr=0.2, validation=0.02),
+    },  # fmt: skip
+    baselines=("resnet20", "adv-resnet20"),
+    sigmas=(0.1, 0.25, 0.5),
+    rows=(
+        Row("clean"),
+        Row(BLIND_ATTACK, BLIND_ATTACK, CIFAR10_EPS / 4, 40, True),
+        Row("clf-pgd-strong", BLIND_ATTACK, CIFAR10_EPS / 8, 100, True),
+        adaptive_row(SWEEP_ATTACK, CIFAR10_EPS / 4),
+        adaptive_row(FULL_ATTACK, CIFAR10_EPS / 4),
+        adaptive_row(APGD_ATTACK, 0.0),
+        Row(AUTOATTACK, AUTOATTACK),
+    ),
+    attacks=("clean", BLIND_ATTACK, "clf-pgd-strong"),
+    image_shape=(3, 32, 32),
+)
+
+PRESETS: Mapping[str, Preset] = {"mnist": MNIST, "fashion-mnist": FASHION_MNIST, "cifar10": CIFAR10}
 
 #: MNIST's rows (the table of docs/mnist.md).
 ROWS: tuple[Row, ...] = MNIST.rows
@@ -371,8 +410,11 @@ def row_label(row: Row, eps: float) -> str:
 def _estimator(model, purifier=None, device: str = "cpu"):
     from art.estimators.classification import PyTorchClassifier
 
+    config = getattr(model, "config", {})
+    side = config.get("image_size", 28)
     return PyTorchClassifier(
-        model, torch.nn.CrossEntropyLoss(), input_shape=(1, 28, 28), nb_classes=10, clip_values=(0.0, 1.0),
+        model, torch.nn.CrossEntropyLoss(), input_shape=(config.get("in_channels", 1), side, side),
+        nb_classes=config.get("nb_classes", 10), clip_values=(0.0, 1.0),
         preprocessing_defences=[purifier] if purifier is not None else None,
         device_type="gpu" if device == "cuda" else "cpu",
     )  # fmt: skip
@@ -457,7 +499,11 @@ def _classifier(name: str, preset: Preset, data, run_dir: Path, seed: int, progr
     if recipe.patience:
         return train_until_plateau(model, data.x_train, data.y_train, path, eps=preset.eps, max_iter=recipe.max_iter,
                                    patience=recipe.patience, max_epochs=recipe.epochs, batch_size=recipe.batch_size,
-                                   seed=seed, progress=progress)[0]  # fmt: skip
+                                   seed=seed, progress=progress, device=device, method=recipe.method,
+                                   lr=recipe.lr, val_fraction=recipe.validation)[0]  # fmt: skip
+    if not recipe.epochs:
+        raise FileNotFoundError(f"{path}: the classifier {name!r} is not trained here; put its checkpoint there "
+                                "(art_adp.models.save_classifier), see docs/cifar10.md.")  # fmt: skip
     if recipe.adversarial:
         models.train_adversarial_classifier(model, data.x_train, data.y_train, eps=preset.eps, max_iter=recipe.max_iter,
                                             epochs=recipe.epochs, seed=seed, verbose=progress)  # fmt: skip
@@ -477,11 +523,13 @@ def _stand_in(name: str, preset: Preset, run_dir: Path) -> torch.nn.Module:
 
 
 def _architecture(name: str, preset: Preset) -> torch.nn.Module:
-    """The untrained architecture of the preset's classifier ``name`` (one channel, 28 × 28, ten classes)."""
+    """The untrained architecture of the preset's classifier ``name`` (the preset's image shape, ten classes)."""
     from .. import models
     from .commands import CLASSIFIERS
 
-    return getattr(models, CLASSIFIERS[preset.classifiers[name].arch])(1, 28, 10)
+    channels, side, _ = preset.image_shape
+    return getattr(models, CLASSIFIERS[preset.classifiers[name].arch])(in_channels=channels, image_size=side,
+                                                                        nb_classes=10)  # fmt: skip
 
 
 def price_rows(estimator, x: np.ndarray, rows: Sequence[Row], pending: Mapping[str, int], *, eps: float,

@@ -26,7 +26,11 @@ import torch
 
 from ..runs.seeds import derive_seed
 
-__all__ = ["plateau", "robust_accuracy", "split_validation", "train_until_plateau", "white_box_pgd"]
+__all__ = ["METHODS", "plateau", "robust_accuracy", "split_validation", "train_until_plateau", "white_box_pgd"]
+
+
+#: The adversarial training methods of :func:`train_until_plateau`.
+METHODS = ("pgd", "fgsm-rs")
 
 
 def plateau(curve: Sequence[float], patience: int) -> tuple[int, bool]:
@@ -133,6 +137,7 @@ def train_until_plateau(
     purifier=None,
     adversarial: bool = True,
     purifier_names: dict | None = None,
+    method: str = "pgd",
 ) -> tuple[torch.nn.Module, dict]:
     """
     PGD adversarial training of ``model`` (in place) until its robust accuracy on a validation split stops rising
@@ -165,15 +170,24 @@ def train_until_plateau(
         (:func:`~art_adp.models.purifier_record`, with ``purifier_names``: the application's names for it).
     :param adversarial: PGD adversarial training, stopped on validation robust accuracy; False (with a purifier):
         plain training on purified inputs, stopped on clean validation accuracy.
+    :param method: The training attack and optimiser: ``"pgd"`` (Madry et al.: ART's ``AdversarialTrainer``,
+        ``max_iter`` PGD steps, Adam at ``lr``) or ``"fgsm-rs"`` (Wong et al.'s fast adversarial training,
+        :func:`~art_adp.models.fast_adversarial.fgsm_rs_epoch`: FGSM from a random start, step 1.25 ε, SGD on a
+        one-cycle schedule over ``max_epochs`` peaking at ``lr``, random crops and flips; ``max_iter`` unused); bare
+        classifiers only.
     :return: ``(model at its best epoch, facts)``: facts holds the curve, the best epoch, the epochs trained, the
         split and the training attack.
     """
     from ..models import load_classifier, purifier_record, save_classifier
     from ..models.adversarial import default_eps_step, train_adversarial_classifier, train_purified_classifier
+    from ..models.fast_adversarial import fgsm_rs_epoch
     from ..serialization import read_checkpoint
 
     if not adversarial and purifier is None:
         raise ValueError("adversarial=False trains behind a purifier: give purifier (or adversarial=True).")
+    if method not in METHODS or (method != "pgd" and (purifier is not None or not adversarial)):
+        raise ValueError(f"method must be one of {METHODS} ('fgsm-rs': adversarial training of a bare classifier), "
+                         f"got {method!r}.")  # fmt: skip
     path, key = Path(path), "adversarial_training" if adversarial else "training"
     record = None if purifier is None else purifier_record(purifier, **(purifier_names or {}))
     header = {} if record is None else {"purifier": record}
@@ -191,11 +205,21 @@ def train_until_plateau(
     }  # fmt: skip
     if not adversarial:
         facts.update(validation_attack=None, validation="clean accuracy through the purifier")
+    if method == "fgsm-rs":
+        del facts["max_iter"]
+        facts.update(method=method, eps_step=1.25 * eps, lr_max=lr, optimizer="SGD, momentum 0.9, weight decay 5e-4",
+                     schedule=f"one-cycle over {max_epochs} epochs", augmentation="random crop (pad 4), flip")  # fmt: skip
     if last.exists():
         state = load_classifier(last, device, purifier=purifier)
         model.load_state_dict(state.state_dict())
         facts["curve"] = read_checkpoint(last)[1][key]["curve"]
-    if train_epoch is None and adversarial:
+    if train_epoch is None and method == "fgsm-rs":
+
+        def train_epoch(m, x, y, epoch):
+            fgsm_rs_epoch(m, x, y, eps=eps, epoch=epoch, epochs=max_epochs, lr_max=lr, batch_size=batch_size,
+                          seed=derive_seed(seed, "epoch", epoch) % 2**32)  # fmt: skip
+
+    elif train_epoch is None and adversarial:
 
         def train_epoch(m, x, y, epoch):
             train_adversarial_classifier(

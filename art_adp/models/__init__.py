@@ -7,6 +7,7 @@ from art_adp.models.adversarial import train_adversarial_classifier, train_purif
 from art_adp.models.checkpoint import check_purifier, load_classifier, purifier_record, save_classifier
 from art_adp.models.cnn import DigitsCNN, SmallCNN
 from art_adp.models.mlp import MLP
+from art_adp.models.resnet import CifarResNet
 from art_adp.models.train import evaluate_accuracy, train_classifier
 from art_adp.models.wrn import WideResNet
 
@@ -15,6 +16,7 @@ __all__ = [
     "SmallCNN",
     "DigitsCNN",
     "WideResNet",
+    "CifarResNet",
     "train_classifier",
     "evaluate_accuracy",
     "train_adversarial_classifier",

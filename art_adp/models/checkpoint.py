@@ -19,11 +19,12 @@ from ..pretrained import bundled_file
 from ..serialization import load_module, save_module
 from .cnn import DigitsCNN, SmallCNN
 from .mlp import MLP
+from .resnet import CifarResNet
 from .wrn import WideResNet
 
 __all__ = ["save_classifier", "load_classifier", "ARCHITECTURES", "check_purifier", "purifier_record"]
 
-ARCHITECTURES: dict[str, type[torch.nn.Module]] = {c.__name__: c for c in (MLP, SmallCNN, DigitsCNN, WideResNet)}
+ARCHITECTURES: dict[str, type[torch.nn.Module]] = {c.__name__: c for c in (MLP, SmallCNN, DigitsCNN, WideResNet, CifarResNet)}
 #: The purifier's attributes that decide what it computes (ADP's hyperparameters); the rest (gradient mode, batch
 #: size, device, leave-one-out at training) change how, or only while training.
 PURIFIER_FIELDS = ("sigma", "steps", "step_size", "lam", "delta", "step_clamp", "tau", "clip_values")
