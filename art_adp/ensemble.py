@@ -39,6 +39,8 @@ __all__ = [
     "draw_gradients",
     "eot_gradient",
     "eot_loss",
+    "ensemble_gradient",
+    "generators",
     "logits",
     "stack_draws",
 ]
@@ -86,6 +88,13 @@ def defend(estimator, x: torch.Tensor) -> torch.Tensor:
     :raises ValueError: If a preprocessor is not a ``PreprocessorPyTorch`` (no torch forward to differentiate).
     """
     return _apply(_split(estimator)[0], x)
+
+
+def generators(estimator) -> list[torch.Generator]:
+    """The ``torch.Generator`` objects the estimator's defences draw from (an ADPPurifier's ``generator``), in order:
+    what a recomputed block of draws replays (:func:`stack_draws`)."""
+    found = (getattr(d, "generator", None) for d in defences(estimator))
+    return [g for g in found if isinstance(g, torch.Generator)]
 
 
 def logits(estimator, x: torch.Tensor, *, defended: bool = True) -> torch.Tensor:
@@ -514,3 +523,39 @@ def eot_loss(
                 )
             total[images] += lk.view(copies, -1).sum(0)
     return total / draws
+
+
+def ensemble_gradient(
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    draws: int,
+    *,
+    batch_size: int | None = None,
+    memory_budget: float | None = None,
+    generators: Sequence[torch.Generator] = (),
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """
+    The gradient of a loss of the *ensemble* of ``draws`` draws of a random ``fn``: ``loss(log p̄, y)`` with
+    p̄ = (1/k) Σ_k softmax(fn_k(x)) the mean softmax the S-draw ensemble predicts with (:func:`aggregate_draws`,
+    ``"softmax"``) -- what a table judging that ensemble is decided by. Unlike the mean of per-draw losses
+    (:func:`eot_gradient`), whose gradient is largest on draws already broken and vanishes on confident correct
+    ones, this one weighs each draw by how much it moves the ensemble's margin.
+
+    Memory as :func:`stack_draws` under autograd: one block's graph at a time, the other blocks recomputed in the
+    backward pass with ``generators`` replayed (about one more forward pass per block beyond the first's budget).
+
+    :param fn: ``M×C×H×W`` → ``M×K`` logits, random.
+    :param loss: ``(N×K log-probabilities, labels) →`` ``N`` per-example losses (e.g. cross-entropy, a margin).
+    :param draws: Draws k ≥ 1.
+    :param batch_size, memory_budget: As in :func:`eot_gradient`.
+    :param generators: The generators ``fn`` draws from (:func:`generators` of an estimator).
+    :return: ``(gradient shaped like x, the ensemble's loss N)``.
+    """
+    with torch.enable_grad():
+        rows = x.detach().requires_grad_(True)
+        z = stack_draws(fn, rows, draws, batch_size=batch_size, memory_budget=memory_budget, generators=generators)
+        lk = loss(aggregate_draws(z, "softmax"), y)
+        (g,) = torch.autograd.grad(lk.sum(), rows)
+    return g, lk.detach()

@@ -137,19 +137,69 @@ def test_judging_draws_its_own_noise(one_thread):
     np.testing.assert_array_equal(runs[0], runs[1])
 
 
+class PassesThrough(torch.nn.Module):
+    """Three classes on 1×8×8 images of base value 0.3, by the mean offset u: class 1 wins only in the band
+    |u − 0.03| < 0.01, class 2 never within u ≤ 0.05; the cross-entropy of class 0 rises with u all the way to 0.05
+    (class 2's logit climbs faster than class 1's falls past the band). An ascent from u ≈ 0 in steps of 0.01 crosses
+    the band (broken at u ≈ 0.03) and ends at the ε-ball's edge u = 0.05, robust -- where its loss is highest, so
+    APGD's own best-loss point is robust too."""
+
+    def forward(self, x):
+        u = x.flatten(1).mean(1) - 0.3
+        return torch.stack([torch.zeros_like(u), 0.05 - 5 * (u - 0.03).abs(), -2 + 39 * u], 1)
+
+
+def estimator3(model):
+    return PyTorchClassifier(model, torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=3,
+                             clip_values=(0, 1), device_type="cpu")  # fmt: skip
+
+
+def test_apgd_returns_the_broken_iterate_its_run_passed(one_thread):
+    est = estimator3(PassesThrough())
+    x, y = np.full((4, 1, 8, 8), 0.3, np.float32), np.zeros(4, np.int64)
+    kw = dict(eps=0.05, eps_step=0.01, max_iter=20, eot_samples=1, losses=("ce",), seed=1)
+    # the ablation: the run's last iterate (what ART's APGD returned when its view called it broken) is robust at
+    # the edge of the ball, its highest loss
+    last = A.APGDEOT(est, check_every=0, **kw).generate(x, y)
+    np.testing.assert_allclose((last - x).reshape(4, -1).mean(1), 0.05, atol=1e-3)
+    assert predicted(est, last).tolist() == [0, 0, 0, 0]
+    # every iterate offered to the rule (the default, "auto": no purifier, judging is free): the band's is kept
+    best = A.APGDEOT(est, **kw).generate(x, y)
+    assert predicted(est, best).tolist() == [1, 1, 1, 1]
+    assert np.abs((best - x).reshape(4, -1).mean(1) - 0.03).max() < 0.01
+
+
+def test_apgd_attacks_every_image_and_runs_each_loss_on_the_unbroken(one_thread, monkeypatch):
+    est = estimator(Overshoot())
+    x, y = np.full((3, 1, 8, 8), 0.3, np.float32), np.zeros(3, np.int64)
+    x[2] += PEAK  # image 2 is broken at the start: ART's APGD never attacked it; every first run does
+    rows = []
+    real = A.APGDEOT._loss_gradient
+
+    def spy(self, x_adv, yb):
+        rows.append((self._loss_name, len(x_adv)))
+        return real(self, x_adv, yb)
+
+    monkeypatch.setattr(A.APGDEOT, "_loss_gradient", spy)
+    A.APGDEOT(est, eps=0.05, max_iter=3, eot_samples=1, losses=("ce", "margin")).generate(x, y)
+    assert rows[0] == ("ce", 3) and all(r == ("ce", 3) for r in rows[:4])
+    assert all(name == "margin" and n < 3 for name, n in rows[4:])  # the second loss on the images left
+
+
 def test_apgd_chooses_between_its_runs_by_the_rule(one_thread, monkeypatch):
     est = estimator(Overshoot())
     x, y = np.full((2, 1, 8, 8), 0.3, np.float32), np.zeros(2, np.int64)
-    # each run returns a planted point: CE nearer to broken (u = 0.026, image 0) than DLR (u = 0.045); the old
-    # choice took the last loss's output for every image left unbroken
+    # each loss's run ends at a planted point: CE's nearer to broken (u = 0.026) than DLR's (u = 0.045)
     outputs = {"ce": 0.026, "dlr": 0.045}
     calls = []
 
-    def run(self, name, xs, ys):
-        calls.append((name, len(xs)))
-        return xs + outputs[name]
+    def run(self, xs, ys, clip, offer):
+        calls.append((self._loss_name, len(xs)))
+        out = xs + outputs[self._loss_name]
+        offer(out, self.max_iter)
+        return out
 
-    monkeypatch.setattr(A.APGDEOT, "_run", run)
+    monkeypatch.setattr(A.APGDEOT, "_loop", run)
     out = A.APGDEOT(est, eps=0.05, max_iter=2, eot_samples=1).generate(x, y)
     np.testing.assert_allclose((out - x).reshape(2, -1).mean(1), [0.026, 0.026], atol=1e-6)
     assert calls == [("ce", 2), ("dlr", 2)]
@@ -160,7 +210,13 @@ def test_apgd_chooses_between_its_runs_by_the_rule(one_thread, monkeypatch):
     assert calls == [("ce", 2)] and predicted(est, out).tolist() == [1, 1]
 
 
-def test_apgd_restarts_run_art_from_fresh_random_starts(one_thread):
+def test_apgd_checkpoints_are_croce_and_heins():
+    # p_0 = 0, p_1 = 0.22, p_{j+1} = p_j + max(p_j − p_{j−1} − 0.03, 0.06), counted in whole iterations
+    assert A.apgd_eot.checkpoints(100) == [21, 40, 56, 69, 79, 86, 92, 98]
+    assert A.apgd_eot.checkpoints(10) == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+
+
+def test_apgd_restarts_run_from_fresh_random_starts(one_thread):
     est = estimator(TwoBumps())
     x, y = np.full((2, 1, 8, 8), 0.3, np.float32), np.zeros(2, np.int64)
     one = A.APGDEOT(est, eps=0.05, max_iter=5, eot_samples=1, losses=("ce",), seed=0).generate(x, y)
@@ -203,6 +259,5 @@ def test_aims_parameters_and_messages():
     ):
         with pytest.raises(ValueError, match=message):
             A.PGDEOT(est, **kw)
-        if "check_every" not in kw:  # APGD keeps ART's best-loss point within a run: no check interval
-            with pytest.raises(ValueError, match=message):
-                A.APGDEOT(est, **kw)
+        with pytest.raises(ValueError, match=message):
+            A.APGDEOT(est, **kw)

@@ -381,11 +381,11 @@ def test_the_strongest_preset_runs_the_strongest_of_each_protocol_at_the_referen
     # the best iterate judged on S = 10 draws: 9 times in 40 iterations (every 5, the start included); APGD at the
     # start and after CE and DLR; the vote attack its own votes
     assert _unit_cost(main, "selective-eot", top, probe) == 3 * 40 * (2 * 15 * 1.0 + 3.0) + judge
-    # APGD's CE and DLR runs: 100 iterations x 200 draws, each forward + backward (3.0) plus a forward (1.0); the
-    # step-wise checkpointing recomputes each of those 2 x 100 x 200 draws' forward (1.0) once more; 3 judgements
-    # (start, after CE, after DLR) of 10 draws forward
+    # APGD's CE and DLR runs: 100 iterations x 200 draws, each forward + backward (3.0); the step-wise checkpointing
+    # recomputes each of those 2 x 100 x 200 draws' forward (1.0) once more; every iterate judged (a judgement of 10
+    # draws is under a quarter of an iteration of 200): 101 judgements per loss of 10 draws forward
     assert _unit_cost(main, "apgd-eot-dev", top, probe) == (
-        2 * 100 * 200 * (3.0 + 1.0) + 2 * 100 * 200 * 1.0 + 3 * 10 * 1.0 + judge
+        2 * 100 * 200 * 3.0 + 2 * 100 * 200 * 1.0 + 2 * 101 * 10 * 1.0 + judge
     )
     assert _unit_cost(main, "lowfreq-vote", top, probe) == 40 * 15 * (3.0 + 1.0) + 15 * 1.0 + judge  # steps, votes
 

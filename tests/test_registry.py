@@ -88,16 +88,18 @@ def test_cost_model_and_budget_text_per_attack():
     judge = 2 * 3 * 1.0
     costs = {a: _unit_cost(main, a, c, probe) - judge for a in ATTACKS}
     # the best iterate judged at the start and the last of 4 iterations (check_every 5) on S = 2 draws: 4 forward
-    # passes; APGD judged at the start and after CE and DLR: 6; the vote attack: its own vote after each step
+    # passes; APGD (each draw forward + backward, the loss with it) at its own interval, "auto": a judgement of 2
+    # draws is not under a quarter of an iteration of 2 draws, so every 5 of its 5: twice per loss, 8 forward passes;
+    # the vote attack: its own vote after each step
     assert costs == {"clf-pgd": 0.0, "bpda-eot": 12.0 + 4, "joint-score": 12.0 + 4, "joint-full": 12.0 + 4,
-                     "spsa": 32.0, "full-pgd-eot": 120.0 + 4, "apgd-eot": 220.0 + 6,
+                     "spsa": 32.0, "full-pgd-eot": 120.0 + 4, "apgd-eot": 200.0 + 8,
                      "lowfreq-vote": 4 * 3 * (10.0 + 1.0) + 3 * 1.0, "full-pgd-eot-dev": 132.0 + 4,
-                     "apgd-eot-dev": 240.0 + 6,  # + the checkpoints' forward recompute
+                     "apgd-eot-dev": 220.0 + 8,  # + the checkpoints' forward recompute
                      "selective-eot": 3 * 4 * (2 * 3 * 1.0 + 10.0)}  # 3 losses x 4 it x (N + N judging, 1 graft)
     # three runs: each run's passes and judgements three times (an upper bound: restarts attack the unbroken only)
     r3 = replace(c, num_random_init=3)
     assert _unit_cost(main, "bpda-eot", r3, probe) - judge == 3 * (12.0 + 4)
-    assert _unit_cost(main, "apgd-eot", r3, probe) - judge == 3 * 220.0 + (1 + 3 * 2) * 2
+    assert _unit_cost(main, "apgd-eot", r3, probe) - judge == 3 * (200.0 + 8)
     assert budget_text("full-pgd-eot", r3) == f"4 it of {r3.step:.4g}, best of 3 runs, EOT 3 (mean)"
     assert budget_text("apgd-eot", r3) == "CE+DLR, 5 it/loss, EOT 2, best of 3 runs"
     # a recorded budget names restarts and the check interval only where they differ from the first records' (one

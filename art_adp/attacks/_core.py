@@ -18,16 +18,24 @@ from art.estimators.classification import PyTorchClassifier
 
 from .._checks import integer, non_negative_int, number, one_of, positive_int
 from ..diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
+from ..ensemble import ensemble_gradient, eot_gradient, generators, logits
 from ..preprocessor import DEFAULT_GRADIENT, GRADIENTS, ADPPurifier
 from .best_iterate import JUDGEMENTS, BestIterate, derived_seed
 
 __all__ = [
+    "AUTO",
+    "STEP_SCHEDULES",
+    "check_interval",
     "DEFAULT_GRADIENT",
+    "EOT_TARGETS",
     "GRADIENTS",
     "IterativeAttack",
     "JointAttack",
+    "LOSSES",
     "check_norm",
+    "eot_loss_gradient",
     "gradient_mode",
+    "margin",
     "normalize",
     "project",
     "purifiers",
@@ -108,6 +116,24 @@ def labels(estimator: PyTorchClassifier, x: np.ndarray, y: np.ndarray | None) ->
 CHECK_EVERY = 5
 #: Purification draws per judgement of the iterates (``judge_draws``): the paper's ensemble size S.
 JUDGE_DRAWS = 10
+#: ``check_every="auto"``: judge every iterate where a judgement (``judge_draws`` forward passes) costs under a
+#: quarter of an iteration (``eot_samples`` forward passes and their backward passes, counted as two more through the
+#: purification with its full gradient), else every :data:`CHECK_EVERY`.
+AUTO = "auto"
+#: The step schedules of the projected loop (``step_schedule``): ``"constant"`` steps of ``eps_step``; ``"halving"``:
+#: ``eps_step`` for the first half of the iterations, half of it to three quarters, a quarter after (the schedule of
+#: a PGD that converges instead of circling the ε-ball's corners at a fixed step).
+STEP_SCHEDULES = ("constant", "halving")
+
+
+def check_interval(check_every: int | str, *, eot_samples: int, judge_draws: int, full: bool = True) -> int:
+    """``check_every`` as an interval: itself, or for :data:`AUTO` 1 where a judgement costs under a quarter of an
+    iteration (``full``: backward passes through the purification count twice a forward pass) and
+    :data:`CHECK_EVERY` elsewhere."""
+    if check_every != AUTO:
+        return int(check_every)
+    step = eot_samples * (3 if full else 1)
+    return 1 if judge_draws < step / 4 else CHECK_EVERY
 
 #: ``offer(x_adv, step)``: hand the iterate after ``step`` of ``max_iter`` iterations (0: the start) to the best-iterate
 #: rule; see :meth:`IterativeAttack._best_of_runs`.
@@ -147,6 +173,7 @@ class IterativeAttack(EvasionAttack):
         "check_every",
         "judgement",
         "judge_draws",
+        "step_schedule",
     ]
     _estimator_requirements = (PyTorchClassifier,)
 
@@ -175,9 +202,10 @@ class IterativeAttack(EvasionAttack):
         batch_size: int = 512,
         verbose: bool = False,
         num_random_init: int = 1,
-        check_every: int = CHECK_EVERY,
+        check_every: int | str = CHECK_EVERY,
         judgement: str | None = None,
         judge_draws: int = JUDGE_DRAWS,
+        step_schedule: str = "constant",
     ) -> None:
         super().__init__(estimator=estimator)
         self.norm = np.inf if norm in ("inf", np.inf, float("inf")) else norm
@@ -192,6 +220,7 @@ class IterativeAttack(EvasionAttack):
         self.check_every = check_every
         self.judgement = self.aim if judgement is None else judgement
         self.judge_draws = judge_draws
+        self.step_schedule = step_schedule
         self._run = 0  # the run in progress (0: the first; restarts start at a random point)
         self._check_params()
 
@@ -201,10 +230,17 @@ class IterativeAttack(EvasionAttack):
             number(name, getattr(self, name), low=0, low_open=True)
         for name in ("max_iter", "batch_size", "num_random_init", "judge_draws"):
             positive_int(name, getattr(self, name))
-        non_negative_int("check_every", self.check_every)
+        if self.check_every != AUTO:
+            non_negative_int("check_every", self.check_every)
         one_of("judgement", self.judgement, JUDGEMENTS)
+        one_of("step_schedule", self.step_schedule, STEP_SCHEDULES)
         if not isinstance(self.random_start, bool):
             raise ValueError(f"random_start must be True or False, got {self.random_start!r}.")
+
+    @property
+    def runs(self) -> int:
+        """Runs per batch (:meth:`_best_of_runs`): ``num_random_init``."""
+        return self.num_random_init
 
     @property
     def starts_random(self) -> bool:
@@ -283,11 +319,11 @@ class IterativeAttack(EvasionAttack):
         :param batch: Index of the batch's first image in the input (seeds its judgement's draws).
         :return: ``N×…``: per image the best iterate (with one run and ``check_every=0``: the last).
         """
-        judging = self.check_every > 0 or self.num_random_init > 1
+        judging = self.interval > 0 or self.runs > 1
         best = self._best_iterate(y, batch) if judging else None
         last = x
         try:
-            for r in range(self.num_random_init):
+            for r in range(self.runs):
                 ran = self._one_run(r, x, y, clip, run, best)
                 if ran is None:
                     break
@@ -314,17 +350,32 @@ class IterativeAttack(EvasionAttack):
         xs, ys = (x, y) if rows is None else (x[rows], y[rows])
         return run(xs, ys, clip, offer)
 
+    @property
+    def interval(self) -> int:
+        """Iterations between judgements: ``check_every``, resolved for :data:`AUTO` by :func:`check_interval` from
+        the attack's EOT draws (one for an attack without)."""
+        draws = getattr(self, "eot_samples", 1)
+        full = self.mode != "bpda" and self.judged_defended
+        return check_interval(self.check_every, eot_samples=draws, judge_draws=self.judge_draws, full=full)
+
     def _judged(self, step: int) -> bool:
         """The iterate after ``step`` iterations is judged: the last, and every ``check_every``-th (the start
         included)."""
-        return step == self.max_iter or (self.check_every > 0 and step % self.check_every == 0)
+        every = self.interval
+        return step == self.max_iter or (every > 0 and step % every == 0)
+
+    def step_size(self, i: int) -> float:
+        """The step of iteration ``i`` (from 0) under ``step_schedule``."""
+        if self.step_schedule == "constant":
+            return self.eps_step
+        return self.eps_step * 0.5 ** sum(i >= f * self.max_iter for f in (0.5, 0.75))
 
     def _loop(self, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float], offer: Offer) -> torch.Tensor:
         """One run of the projected loop from :meth:`_start`, offering every iterate."""
         x_adv = self._start(x, y, clip)
         offer(x_adv, 0)
         for i in range(self.max_iter):
-            step = self.eps_step * self._direction(x_adv, y)
+            step = self.step_size(i) * self._direction(x_adv, y)
             x_adv = project(x_adv + step, x, self.eps, self.norm, clip).detach()
             offer(x_adv, i + 1)
         return x_adv
@@ -356,6 +407,14 @@ def cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(logits, y, reduction="none")
 
 
+def margin(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Carlini & Wagner's margin (untargeted), per example: max_{j≠y} z_j − z_y, positive exactly when ``y`` is not
+    the top class. On log-probabilities (the ensemble's log mean softmax) it is the log-ratio of the runner-up's
+    probability to the true class's."""
+    z_y = logits.gather(1, y[:, None])[:, 0]
+    return logits.scatter(1, y[:, None], float("-inf")).amax(1) - z_y
+
+
 def dlr(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Croce & Hein's difference-of-logits ratio (untargeted), per example: −(z_y − max_{j≠y} z_j)/(z_π1 − z_π3)."""
     z = logits.sort(dim=1).values
@@ -363,6 +422,52 @@ def dlr(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     top_is_y = logits.argmax(1) == y
     other = torch.where(top_is_y, z[:, -2], z[:, -1])
     return -(z_y - other) / (z[:, -1] - z[:, -3] + 1e-12)
+
+
+#: The per-example losses the gradient attacks ascend, by name.
+LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "ce": cross_entropy,
+    "margin": margin,
+    "dlr": dlr,
+}
+#: What an EOT gradient differentiates (``eot_target``): ``"ensemble"``, the loss of the S-draw ensemble the tables
+#: judge -- the loss of the log of the mean softmax over the EOT draws (:func:`~art_adp.ensemble.ensemble_gradient`);
+#: ``"draws"``, the mean over the draws of each draw's loss (:func:`~art_adp.ensemble.eot_gradient`).
+EOT_TARGETS = ("ensemble", "draws")
+
+
+def eot_loss_gradient(
+    estimator: PyTorchClassifier,
+    x_adv: torch.Tensor,
+    y: torch.Tensor,
+    loss: Callable,
+    draws: int,
+    *,
+    target: str,
+    batch_size: int | None,
+    memory_budget: float | None,
+    aggregate: str = "mean",
+    states: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """
+    The EOT gradient and loss of ``loss`` at ``x_adv`` through the estimator's whole chain: of the ensemble's log mean
+    softmax (``target="ensemble"``) or the mean of per-draw losses (``"draws"``; ``aggregate`` ``"sign"``: the
+    authors' vote). With ``states`` (DiffAttack's loss on the purification states, per draw only) ``loss`` takes each
+    draw's logits with its states, and ``y`` is ``N×2`` (class, row index).
+
+    :return: ``(gradient shaped like x_adv, loss N)``.
+    """
+    from ..defended import DefendedModel
+
+    if states:
+        fn = DefendedModel.from_estimator(estimator, ensemble_size=1).draw_states
+    else:
+        fn = lambda z: logits(estimator, z)  # noqa: E731
+    if target == "ensemble":
+        return ensemble_gradient(fn, x_adv, y, loss, draws, batch_size=batch_size, memory_budget=memory_budget,
+                                 generators=generators(estimator))  # fmt: skip
+    return eot_gradient(fn, x_adv, y, loss, draws, batch_size=batch_size, memory_budget=memory_budget,
+                        aggregate=aggregate)  # fmt: skip
 
 
 class JointAttack(IterativeAttack):

@@ -1,49 +1,60 @@
-"""APGD-EOT: Croce et al.'s protocol against randomized defences (APGD-CE, then APGD-DLR, both with EOT)."""
+"""APGD-EOT: Croce et al.'s protocol against randomized defences (APGD-CE, then APGD-DLR, both with EOT), as a loop of
+its own that offers every iterate to the best-iterate rule."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import torch
-from art.attacks.attack import EvasionAttack
 from art.estimators.classification import PyTorchClassifier
 
-from ..eot import EOTClassifier, tag_rows
 from .._checks import memory_budget as check_memory_budget, number, one_of, positive_int
 from ._core import (
     DEFAULT_GRADIENT,
+    EOT_TARGETS,
     GRADIENTS,
     JUDGE_DRAWS,
-    check_norm,
-    cross_entropy,
-    dlr,
-    gradient_mode,
-    labels,
+    LOSSES,
+    IterativeAttack,
+    Offer,
+    eot_loss_gradient,
+    normalize,
+    project,
 )
-from .best_iterate import JUDGEMENTS, BestIterate, derived_seed
 from .purified_state_loss import DEV_WEIGHT, PurifiedStateLoss
 
-__all__ = ["APGDEOT", "APGDEOTDev"]
-
-LOSSES = {"ce": cross_entropy, "dlr": dlr}
+__all__ = ["APGDEOT", "APGDEOTDev", "checkpoints"]
 
 
-class APGDEOT(EvasionAttack):
+def checkpoints(max_iter: int) -> list[int]:
+    """The iterations (from 0) after which APGD checks its progress (Croce & Hein 2020, §3.2, as their code counts
+    them): the first after ⌈0.22 N⌉ iterations, each later one 0.03 N sooner than the last, at least 0.06 N apart."""
+    first, least, shrink = (max(int(f * max_iter), 1) for f in (0.22, 0.06, 0.03))
+    out, at, k = [], -1, first
+    while at + k < max_iter:
+        at += k
+        out.append(at)
+        k = max(k - shrink, least)
+    return out
+
+
+class APGDEOT(IterativeAttack):
     """
-    Croce et al. (2022)'s evaluation of randomized test-time defences: ART's ``AutoProjectedGradientDescent``
-    (Croce & Hein 2020: step-size halving at checkpoints, momentum 0.75), with the loss gradient averaged over
-    ``eot_samples`` purifications through the full purification graph (``gradient="full"``), run first with the
-    cross-entropy loss and then with the DLR loss on the examples the first run left unbroken; with
-    ``num_random_init`` > 1 (ART's ``nb_random_init``) the CE and DLR runs are repeated from fresh random starts on the
-    examples still unbroken. Within a run ART's APGD keeps its best-loss point; between runs (the clean start, each
-    loss, each restart) every example keeps the point the best-iterate rule finds most broken
-    (:class:`~art_adp.attacks.best_iterate.BestIterate`: ``judgement`` on ``judge_draws`` purification draws of its
-    own, seeded from ``seed``, not the draws of the gradients nor the EOT view's prediction).
-    APGD attacks an :class:`~art_adp.EOTClassifier` of the estimator with the per-example loss (its loss gradient
-    and loss are means over ``eot_samples`` draws of the estimator's whole chain, standardisation included; its
-    prediction the ensemble of as many draws). EOT samples are stacked copies of the batch, in blocks of
-    ``batch_size`` images per pass, so hundreds of samples fit in memory.
+    Croce et al. (2022)'s evaluation of randomized test-time defences: APGD (Croce & Hein 2020: momentum 0.75, the step
+    2ε halved at checkpoints where the loss stopped rising, each halving restarting from the best-loss point), with the
+    loss gradient averaged over ``eot_samples`` purifications through the full purification graph
+    (``gradient="full"``), run first with the cross-entropy and then with the DLR loss; with ``num_random_init`` > 1
+    (ART's ``nb_random_init``) both are repeated from fresh random starts.
+
+    What it returns is chosen by the one rule of :mod:`art_adp.attacks.best_iterate`: every iterate of every run is
+    offered (judged every ``check_every`` iterations, by default ``"auto"``: every iterate where a judgement costs
+    under a quarter of an iteration), each image keeping the one its judgement (``judgement`` on ``judge_draws``
+    purification draws of its own, never the gradients') finds most broken; each run after the first attacks the
+    images still unbroken. Every image is attacked by the first run: unlike ART's ``AutoProjectedGradientDescent``,
+    which returned its last iterate and skipped the images its EOT view's own draws called broken at the start.
+
+    ``eot_target="ensemble"`` differentiates the losses of the ensemble the tables judge -- CE and DLR of the log
+    of the mean softmax over the draws (:func:`~art_adp.ensemble.ensemble_gradient`) -- instead of the mean of the
+    per-draw losses.
 
     | Paper link: https://arxiv.org/abs/2202.13711 (ADP: 33.7 % on CIFAR-10, APGD with 200 EOT samples);
       https://arxiv.org/abs/2003.01690 (APGD, DLR)
@@ -52,52 +63,40 @@ class APGDEOT(EvasionAttack):
         preprocessing defence works; ADPPurifiers are switched to ``gradient=gradient`` while attacking).
     :param norm: ``np.inf`` or ``2``.
     :param eps: Radius of the threat model.
-    :param eps_step: Initial APGD step (Croce & Hein: 2ε).
+    :param eps_step: Initial step (None: 2ε, Croce & Hein's).
     :param max_iter: Iterations per loss (100 in Croce et al.).
     :param eot_samples: Draws per gradient (200 in Croce et al. against ADP).
-    :param losses: Losses run in turn, from ``("ce", "dlr")``.
+    :param losses: Losses run in turn, from ``("ce", "dlr", "margin")``.
+    :param eot_target: ``"draws"`` (the mean of per-draw losses) or ``"ensemble"`` (the ensemble's loss).
     :param gradient: ``"full"`` (through purification; the default,
         :data:`~art_adp.preprocessor.DEFAULT_GRADIENT`) or ``"bpda"``.
     :param batch_size: Images per forward pass (examples × EOT copies).
     :param memory_budget: MiB of autograd graph per block of EOT draws (None:
         :func:`art_adp.ensemble.default_memory_budget`): memory does not grow with ``eot_samples``.
-    :param seed: Seed of APGD's random start (ART draws it from numpy's global generator; it is seeded inside a
-        saved-and-restored state, so the caller's numpy state is left as it was), or None to use that generator as
-        it is. Purification noise comes from the purifiers' ``generator``.
+    :param seed: Seed of the random starts and of the judgement's draws. Purification noise of the gradients comes
+        from the purifiers' ``generator``.
     :param dev_weight: λ ≥ 0: add λ × the deviation of each draw's purification states (every intermediate state and
         the output) from their clean references to each loss (DiffAttack,
-        :class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`; the rows' indices ride in the labels,
-        :func:`~art_adp.eot.tag_rows`, so ART's subsets of the batch keep their clean images); 0, the default: the
-        losses alone. :class:`APGDEOTDev` is this attack with it on.
-    :param num_random_init: Runs of the losses, each after the first from a fresh random start (ART's
-        ``nb_random_init``), on the examples the judgement still finds unbroken.
-    :param judgement: What the runs' outputs are judged by, one of
-        :data:`~art_adp.attacks.best_iterate.JUDGEMENTS` (``"mean"``: the ensemble of ``judge_draws`` draws).
-    :param judge_draws: Purification draws per judgement (the paper's S = 10).
-    :param verbose: Show ART's progress bars.
+        :class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`); 0, the default: the losses alone.
+        :class:`APGDEOTDev` is this attack with it on.
+    :param num_random_init: Runs of the losses, each from a fresh random start.
+    :param check_every, judgement, judge_draws: The best iterate, as in
+        :class:`~art_adp.attacks._core.IterativeAttack`.
+    :param verbose: Show a progress bar over the batches.
     """
 
     #: The name of this attack in :data:`~art_adp.attacks.registry.REGISTRY`, its records and on the command line.
     name = "apgd-eot"
 
-    attack_params = EvasionAttack.attack_params + [
-        "norm",
-        "eps",
-        "eps_step",
-        "max_iter",
+    attack_params = IterativeAttack.attack_params + [
         "eot_samples",
         "losses",
+        "eot_target",
         "gradient",
-        "batch_size",
         "memory_budget",
         "seed",
         "dev_weight",
-        "verbose",
-        "num_random_init",
-        "judgement",
-        "judge_draws",
     ]
-    _estimator_requirements = (PyTorchClassifier,)
 
     def __init__(
         self,
@@ -109,6 +108,7 @@ class APGDEOT(EvasionAttack):
         max_iter: int = 100,
         eot_samples: int = 200,
         losses: tuple[str, ...] = ("ce", "dlr"),
+        eot_target: str = "draws",
         gradient: str = DEFAULT_GRADIENT,
         batch_size: int = 512,
         memory_budget: float | None = None,
@@ -116,108 +116,128 @@ class APGDEOT(EvasionAttack):
         dev_weight: float = 0.0,
         verbose: bool = False,
         num_random_init: int = 1,
+        check_every: int | str = "auto",
         judgement: str = "mean",
         judge_draws: int = JUDGE_DRAWS,
     ) -> None:
-        super().__init__(estimator=estimator)
-        self.norm = np.inf if norm in ("inf", np.inf, float("inf")) else norm
-        self.eps = eps
-        self.eps_step = 2 * eps if eps_step is None else eps_step
-        self.max_iter = max_iter
         self.eot_samples = eot_samples
         self.losses = tuple(losses)
+        self.eot_target = eot_target
         self.gradient = gradient
-        self.batch_size = batch_size
         self.memory_budget = memory_budget
-        self.seed = seed
+        self.seed = 0 if seed is None else seed
         self.dev_weight = dev_weight
-        self.verbose = verbose
-        self.num_random_init = num_random_init
-        self.judgement = judgement
-        self.judge_draws = judge_draws
-        self._check_params()
+        self._loss_name = self.losses[0] if self.losses else "ce"
+        self._state_loss: PurifiedStateLoss | None = None
+        super().__init__(
+            estimator,
+            norm=norm,
+            eps=eps,
+            eps_step=2 * eps if eps_step is None else eps_step,
+            max_iter=max_iter,
+            random_start=True,
+            generator=torch.Generator().manual_seed(int(self.seed) % 2**63),
+            batch_size=batch_size,
+            verbose=verbose,
+            num_random_init=num_random_init,
+            check_every=check_every,
+            judgement=judgement,
+            judge_draws=judge_draws,
+        )
+
+    @property
+    def mode(self) -> str:
+        """The purifier gradient mode set while attacking: ``gradient``."""
+        return self.gradient
 
     def _check_params(self) -> None:
-        check_norm(self.norm)
+        super()._check_params()
         unknown = [name for name in self.losses if name not in LOSSES]
         if unknown or not self.losses:
             raise ValueError(f"losses must be a non-empty sequence from {tuple(LOSSES)}, got {self.losses!r}.")
         one_of("gradient", self.gradient, GRADIENTS)
-        for name in ("max_iter", "eot_samples", "batch_size", "num_random_init", "judge_draws"):
-            positive_int(name, getattr(self, name))
-        one_of("judgement", self.judgement, JUDGEMENTS)
+        one_of("eot_target", self.eot_target, EOT_TARGETS)
+        positive_int("eot_samples", self.eot_samples)
         check_memory_budget(self.memory_budget)
         number("dev_weight", self.dev_weight, low=0)
+        if self.eot_target == "ensemble" and self.dev_weight:
+            raise ValueError("dev_weight (DiffAttack's state loss, per draw) needs eot_target='draws'.")
+
+    # -- the runs: every loss, then again from fresh random starts ------------------------------------------------
+
+    @property
+    def runs(self) -> int:
+        """Runs per image: each loss, ``num_random_init`` times."""
+        return self.num_random_init * len(self.losses)
+
+    def _one_run(self, r, x, y, clip, run, best):
+        self._loss_name = self.losses[r % len(self.losses)]
+        return super()._one_run(r, x, y, clip, run, best)
+
+    def _start(self, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float]) -> torch.Tensor:
+        loss = LOSSES[self._loss_name]
+        self._state_loss = PurifiedStateLoss(loss, reference=x, dev_weight=self.dev_weight) if self.dev_weight else None
+        return super()._start(x, y, clip)
+
+    def _loss_gradient(self, x_adv: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The EOT gradient and loss (per image) of the run's loss at ``x_adv``."""
+        states = self._state_loss is not None
+        labels = torch.stack([y, torch.arange(len(y), device=y.device)], 1) if states else y
+        return eot_loss_gradient(
+            self.estimator,
+            x_adv,
+            labels,
+            self._state_loss if states else LOSSES[self._loss_name],
+            self.eot_samples,
+            target=self.eot_target,
+            batch_size=self.batch_size,
+            memory_budget=self.memory_budget,
+            states=states,
+        )
+
+    def _loop(self, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float], offer: Offer) -> torch.Tensor:
+        """One APGD run (Croce & Hein 2020, Algorithm 1, as their code runs it) from a random start, offering every
+        iterate."""
+        n, view = len(x), (-1,) + (1,) * (x.ndim - 1)
+        x_adv = self._start(x, y, clip)
+        offer(x_adv, 0)
+        grad, loss = self._loss_gradient(x_adv, y)
+        step = torch.full((n,), float(self.eps_step), device=x.device)
+        x_best, grad_best, loss_best = x_adv.clone(), grad.clone(), loss.clone()
+        losses = [loss]  # the start's, then each iteration's
+        best_at_check, reduced_at_check = loss_best.clone(), torch.ones(n, dtype=torch.bool, device=x.device)
+        checks, last_check = set(checkpoints(self.max_iter)), -1
+        x_old = x_adv.clone()
+        for i in range(self.max_iter):
+            momentum = 0.75 if i > 0 else 1.0
+            z = project(x_adv + step.view(view) * normalize(grad, self.norm), x, self.eps, self.norm, clip)
+            z = project(x_adv + momentum * (z - x_adv) + (1 - momentum) * (x_adv - x_old), x, self.eps, self.norm, clip)
+            x_old, x_adv = x_adv, z.detach()
+            offer(x_adv, i + 1)
+            grad, loss = self._loss_gradient(x_adv, y)
+            losses.append(loss)
+            better = loss > loss_best
+            x_best[better], grad_best[better], loss_best[better] = x_adv[better], grad[better], loss[better]
+            if i in checks:
+                k = i - last_check
+                rises = torch.stack([losses[j + 1] > losses[j] for j in range(len(losses) - 1 - k, len(losses) - 1)])
+                oscillating = rises.float().sum(0) <= 0.75 * k
+                stalled = ~reduced_at_check & (best_at_check >= loss_best)
+                reduce = oscillating | stalled
+                reduced_at_check, best_at_check, last_check = reduce, loss_best.clone(), i
+                step[reduce] /= 2
+                x_adv[reduce], grad[reduce] = x_best[reduce], grad_best[reduce]
+        return x_adv
 
     def generate(self, x: np.ndarray, y: np.ndarray | None = None, **kwargs) -> np.ndarray:
         """
         :param x: Inputs ``N×C×H×W`` in the estimator's ``clip_values``.
         :param y: True labels (indices or one-hot); default: the estimator's predictions.
-        :return: Adversarial inputs within ε of ``x``: per example the point, among the clean input and every run's
-            output, that the judgement found most broken.
+        :return: Adversarial inputs within ε of ``x``: per example the iterate, over every run, that the judgement
+            found most broken.
         """
-        y = labels(self.estimator, x, y)
-        dtype, x = x.dtype, x.astype(np.float32)
-        device = self.estimator.device
-        best = BestIterate(
-            self.estimator,
-            torch.as_tensor(y, device=device),
-            judgement=self.judgement,
-            draws=self.judge_draws,
-            seed=derived_seed(0 if self.seed is None else self.seed, "best-iterate"),
-            batch_size=self.batch_size,
-        )
-        state = np.random.get_state()
-        try:
-            if self.seed is not None:
-                np.random.seed(self.seed % 2**32)
-            with gradient_mode(self.estimator, self.gradient):
-                best.offer(torch.as_tensor(x, device=device))
-                for _ in range(self.num_random_init):
-                    for name in self.losses:
-                        rows = torch.nonzero(~best.broken)[:, 0]
-                        if len(rows) == 0:
-                            break
-                        idx = rows.cpu().numpy()
-                        x_run = self._run(name, x[idx], y[idx])
-                        best.offer(torch.as_tensor(x_run, device=device), rows)
-        finally:
-            np.random.set_state(state)
-        assert best.x is not None
-        return best.x.cpu().numpy().astype(dtype, copy=False)
-
-    def _run(self, name: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """One run of ART's APGD with the loss ``name`` on the EOT view of the estimator, from a random start."""
-        from art.attacks.evasion import AutoProjectedGradientDescent
-
-        loss: Callable[..., torch.Tensor] = LOSSES[name]
-        y_art = np.eye(self.estimator.nb_classes)[y]
-        if self.dev_weight:  # each draw's loss plus its states' deviation; the labels carry the row index
-            clean = torch.as_tensor(x, dtype=torch.float32, device=self.estimator.device)
-            loss = PurifiedStateLoss(loss, reference=clean, dev_weight=self.dev_weight)
-            y_art = tag_rows(y, self.estimator.nb_classes)
-        view = EOTClassifier(
-            self.estimator,
-            ensemble_size=self.eot_samples,
-            eot_samples=self.eot_samples,
-            batch_size=self.batch_size,
-            loss=loss,
-            memory_budget=self.memory_budget,
-            states=bool(self.dev_weight),
-        )
-        apgd = AutoProjectedGradientDescent(
-            view,
-            norm=self.norm,
-            eps=self.eps,
-            eps_step=self.eps_step,
-            max_iter=self.max_iter,
-            targeted=False,
-            nb_random_init=1,
-            batch_size=max(1, min(len(x), self.batch_size)),
-            loss_type=None,
-            verbose=self.verbose,
-        )
-        return apgd.generate(x, y=y_art).astype(np.float32)
+        self.generator = torch.Generator().manual_seed(int(self.seed) % 2**63)  # each call: the same starts
+        return super().generate(x, y, **kwargs)
 
 
 class APGDEOTDev(APGDEOT):
@@ -226,10 +246,9 @@ class APGDEOTDev(APGDEOT):
     :data:`~art_adp.attacks.purified_state_loss.DEV_WEIGHT` by default): each loss (CE, then DLR) plus
     λ · mean_t ‖x'_t − x_t‖₂ per draw over every intermediate state and the output
     (:class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`), the purifiers checkpointed step by step --
-    DiffAttack's Algorithm 2 (APGD, CE then DLR, momentum 0.75, step 2ε). What differs from the paper: ART's APGD
-    attacks only the examples still correctly classified (the paper keeps optimising all), and the loss is taken at
-    every state rather than at sampled time steps. Registered as ``"apgd-eot-dev"``; every other parameter is
-    APGDEOT's.
+    DiffAttack's Algorithm 2 (APGD, CE then DLR, momentum 0.75, step 2ε). What differs from the paper: the loss is
+    taken at every state rather than at sampled time steps, and the output is chosen by the best-iterate rule.
+    Registered as ``"apgd-eot-dev"``; every other parameter is APGDEOT's.
 
     | Paper link: Kang, Song & Li, NeurIPS 2023, https://arxiv.org/abs/2311.16124
     """

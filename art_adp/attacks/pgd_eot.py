@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import numpy as np
 import torch
 from art.estimators.classification import PyTorchClassifier
 
 from .._checks import memory_budget as check_memory_budget, number, one_of, positive_int
-from ..defended import DefendedModel
-from ..ensemble import eot_gradient, logits
-from ._core import DEFAULT_GRADIENT, GRADIENTS, IterativeAttack, cross_entropy, normalize
+from ._core import DEFAULT_GRADIENT, EOT_TARGETS, GRADIENTS, LOSSES, IterativeAttack, eot_loss_gradient, normalize
 from .purified_state_loss import DEV_WEIGHT, PurifiedStateLoss
 
 __all__ = ["PGDEOT", "PGDEOTDev"]
@@ -44,8 +39,14 @@ class PGDEOT(IterativeAttack):
         :data:`~art_adp.preprocessor.DEFAULT_GRADIENT`) or ``"bpda"`` (straight-through), as for
         :class:`~art_adp.ADPPurifier` and :class:`~art_adp.attacks.APGDEOT`.
     :param eot_samples: Purifications per gradient (15 in the paper).
+    :param loss: ``"ce"`` (cross-entropy) or ``"margin"`` (Carlini & Wagner's max_{j≠y} z_j − z_y), of what
+        ``eot_target`` says.
+    :param eot_target: ``"draws"``: the mean over the EOT draws of each draw's loss (Athalye et al.'s EOT);
+        ``"ensemble"``: the loss of the ensemble the tables judge, the log of the mean softmax over the draws
+        (:func:`~art_adp.ensemble.ensemble_gradient`), whose gradient weighs each draw by how much it moves the
+        ensemble rather than by how broken it already is.
     :param aggregate: ``"mean"`` (mean of the EOT gradients, the expected loss's gradient) or ``"sign"`` (the
-        authors' code: a vote, Σ_k sign ∇_k).
+        authors' code: a vote, Σ_k sign ∇_k; ``eot_target="draws"`` only).
     :param norm, eps, eps_step, max_iter, random_start, generator, batch_size, verbose: As in
         :class:`~art_adp.attacks.ClassifierPGD`; ``batch_size`` counts images per forward pass (examples × EOT copies).
     :param memory_budget: MiB of autograd graph per block of EOT draws (None:
@@ -65,6 +66,8 @@ class PGDEOT(IterativeAttack):
     attack_params = IterativeAttack.attack_params + [
         "gradient",
         "eot_samples",
+        "loss",
+        "eot_target",
         "aggregate",
         "memory_budget",
         "dev_weight",
@@ -80,6 +83,8 @@ class PGDEOT(IterativeAttack):
         eps_step: float = 2 / 255,
         max_iter: int = 40,
         eot_samples: int = 15,
+        loss: str = "ce",
+        eot_target: str = "draws",
         aggregate: str = "mean",
         random_start: bool = False,
         generator: torch.Generator | None = None,
@@ -91,6 +96,8 @@ class PGDEOT(IterativeAttack):
     ) -> None:
         self.gradient = gradient
         self.dev_weight = dev_weight
+        self.loss = loss
+        self.eot_target = eot_target
         self._loss: PurifiedStateLoss | None = None
         self.memory_budget = memory_budget
         self.eot_samples = eot_samples
@@ -124,31 +131,36 @@ class PGDEOT(IterativeAttack):
         one_of("gradient", self.gradient, GRADIENTS)
         positive_int("eot_samples", self.eot_samples)
         one_of("aggregate", self.aggregate, AGGREGATES)
+        one_of("loss", self.loss, ("ce", "margin"))
+        one_of("eot_target", self.eot_target, EOT_TARGETS)
         check_memory_budget(self.memory_budget)
         number("dev_weight", self.dev_weight, low=0)
+        if self.eot_target == "ensemble" and (self.aggregate != "mean" or self.dev_weight):
+            raise ValueError(
+                "eot_target='ensemble' differentiates the ensemble's loss: it takes aggregate='mean' and no "
+                "dev_weight (DiffAttack's state loss is per draw); use eot_target='draws' for those."
+            )
 
     def _start(self, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float]) -> torch.Tensor:
-        weight = self.dev_weight
-        self._loss = PurifiedStateLoss(cross_entropy, reference=x, dev_weight=weight) if weight else None
+        weight, loss = self.dev_weight, LOSSES[self.loss]
+        self._loss = PurifiedStateLoss(loss, reference=x, dev_weight=weight) if weight else None
         return super()._start(x, y, clip)
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        fn: Callable[[torch.Tensor], Any]
-        loss: Callable[..., torch.Tensor]
-        if self._loss is None:
-            fn, loss = (lambda z: logits(self.estimator, z)), cross_entropy
-        else:  # the deviation term: each draw's logits with its purification states; labels (class, row index)
-            fn, loss = DefendedModel.from_estimator(self.estimator, ensemble_size=1).draw_states, self._loss
+        states = self._loss is not None
+        if states:  # the deviation term: each draw's logits with its purification states; labels (class, row index)
             y = torch.stack([y, torch.arange(len(y), device=y.device)], 1)
-        g, _ = eot_gradient(
-            fn,
+        g, _ = eot_loss_gradient(
+            self.estimator,
             x_adv,
             y,
-            loss,
+            self._loss if states else LOSSES[self.loss],
             self.eot_samples,
+            target=self.eot_target,
             batch_size=self.batch_size,
             memory_budget=self.memory_budget,
             aggregate=self.aggregate,
+            states=states,
         )
         return normalize(g, self.norm)
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 import torch
 from art.attacks.attack import EvasionAttack
 
-from ._core import CHECK_EVERY, JUDGE_DRAWS
+from ._core import AUTO, CHECK_EVERY, JUDGE_DRAWS, check_interval
 from .apgd_eot import APGDEOT, APGDEOTDev
 from .classifier_pgd import ClassifierPGD
 from .joint_full import JointFull
@@ -109,6 +109,12 @@ class Budget:
         the iterate its judgement found most broken); 0: each run's last iterate only -- with one run, the last
         iterate, as every attack returned before the rule (:data:`OLD_BEHAVIOUR`).
     :param judge_draws: Purification draws per judgement of the iterates (the applications pass their S).
+    :param loss: PGD+EOT's loss, ``"ce"`` or ``"margin"`` (APGD runs CE then DLR).
+    :param eot_target: What the EOT gradients of PGD+EOT and APGD-EOT differentiate: ``"ensemble"``, the loss of the
+        S-draw ensemble the tables judge (the log of the mean softmax over the draws), or ``"draws"``, the mean of the
+        per-draw losses (:data:`~art_adp.attacks._core.EOT_TARGETS`).
+    :param step_schedule: The PGD family's steps: ``"constant"`` or ``"halving"`` (halved after half and again after
+        three quarters of the iterations; :data:`~art_adp.attacks._core.STEP_SCHEDULES`).
     """
 
     eps: float
@@ -124,23 +130,27 @@ class Budget:
     batch_size: int = 512
     memory_budget: float | None = None
     num_random_init: int = 1
-    check_every: int = CHECK_EVERY
+    check_every: int | str = CHECK_EVERY
     judge_draws: int = JUDGE_DRAWS
+    loss: str = "ce"
+    eot_target: str = "draws"
+    step_schedule: str = "constant"
 
 
 #: The values of the :class:`Budget` parameters that came after the first records, as those records were made (one
-#: run, the last iterate): a recorded budget names them only where they differ (:func:`recorded`), so a record
-#: without them keeps its meaning.
-OLD_BEHAVIOUR: Mapping[str, int] = MappingProxyType({"num_random_init": 1, "check_every": 0})
+#: run, the last iterate, constant steps, the mean of per-draw cross-entropies): a recorded budget names them only
+#: where they differ (:func:`recorded`), so a record without them keeps its meaning.
+OLD_BEHAVIOUR: Mapping[str, int | str] = MappingProxyType(
+    {"num_random_init": 1, "check_every": 0, "loss": "ce", "eot_target": "draws", "step_schedule": "constant"}
+)
 
 
 def recorded(b: Budget, spec: "AttackSpec") -> dict:
-    """The budget parameters of restarts and the best iterate that a record of ``spec``'s attack must carry: those of
-    :data:`OLD_BEHAVIOUR` the attack takes (``spec.best_iterate``) whose value differs from it; ``{}`` for the old
-    behaviour."""
-    if not spec.best_iterate:
-        return {}
-    fields = tuple(OLD_BEHAVIOUR) if spec.checks else ("num_random_init",)
+    """The budget parameters that came after the first records and that a record of ``spec``'s attack must carry:
+    those of :data:`OLD_BEHAVIOUR` the attack takes (restarts and the best iterate with ``spec.best_iterate``, the
+    interval with ``spec.checks``, its ``options``) whose value differs from it; ``{}`` for the old behaviour."""
+    fields = (("num_random_init", "check_every") if spec.checks else ("num_random_init",)) if spec.best_iterate else ()
+    fields += spec.options
     return {k: getattr(b, k) for k in fields if getattr(b, k) != OLD_BEHAVIOUR[k]}
 
 
@@ -179,8 +189,10 @@ class AttackSpec:
         sweep.
     :param best_iterate: Keeps each image's best iterate and restarts (the :class:`Budget`'s ``num_random_init``,
         ``check_every``, ``judge_draws``).
-    :param checks: Judges its iterates every ``check_every`` iterations (False: APGD and the systemic attack, which
-        keep their own best point within a run and are judged between runs only).
+    :param checks: Judges its iterates every ``check_every`` iterations (False: APGD, which judges by its own
+        interval, and the attacks that keep their own best point within a run and are judged between runs only).
+    :param options: The :class:`Budget` options beyond restarts and the best iterate that it takes, from ``loss``,
+        ``eot_target``, ``step_schedule``.
     """
 
     name: str
@@ -202,6 +214,7 @@ class AttackSpec:
     black_box: bool = False
     best_iterate: bool = True
     checks: bool = True
+    options: tuple[str, ...] = ()
 
 
 def _restarts(b: Budget) -> str:
@@ -216,11 +229,20 @@ def _steps_text(b: Budget) -> str:
 def _iterations(b: Budget) -> str:
     """The projected loop's budget: its steps, restarts and (``check_every=0``, one run) the last iterate."""
     last = ", last iterate" if b.check_every == 0 and b.num_random_init == 1 else ""
-    return _steps_text(b) + _restarts(b) + last
+    halving = ", steps halved at 1/2 and 3/4" if b.step_schedule == "halving" else ""
+    return _steps_text(b) + halving + _restarts(b) + last
+
+
+def _target(b: Budget) -> str:
+    """The EOT loss in words, where it is not the first records' (the mean of per-draw cross-entropies)."""
+    if b.eot_target == "draws" and b.loss == "ce":
+        return ""
+    of = "of the ensemble's log mean softmax" if b.eot_target == "ensemble" else "per draw"
+    return f", {b.loss.upper() if b.loss == 'ce' else b.loss} {of}"
 
 
 def _with_eot(b: Budget) -> str:
-    return f"{_iterations(b)}, EOT {b.eot_samples} ({b.eot_aggregate})"
+    return f"{_iterations(b)}, EOT {b.eot_samples} ({b.eot_aggregate}){_target(b)}"
 
 
 def _joint_text(b: Budget) -> str:
@@ -258,8 +280,11 @@ def _pgd_eot(gradient: str) -> Callable[..., EvasionAttack]:
             gradient=gradient,
             norm=b.norm,
             eot_samples=b.eot_samples,
+            loss=b.loss,
+            eot_target=b.eot_target,
             aggregate=b.eot_aggregate,
             memory_budget=b.memory_budget,
+            step_schedule=b.step_schedule,
             **_start(b, seed),
             **_steps(b),
             **_best(b),
@@ -323,14 +348,17 @@ def _selective_cost(b: Budget, forward: float, full: float) -> float:
 
 
 def _clf_pgd(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
-    return ClassifierPGD(estimator, norm=b.norm, **_start(b, seed), **_steps(b), **_best(b))
+    return ClassifierPGD(estimator, norm=b.norm, step_schedule=b.step_schedule, **_start(b, seed), **_steps(b),
+                         **_best(b))  # fmt: skip
 
 
 def _apgd(cls) -> Callable[..., EvasionAttack]:
     def build(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
         steps = {k: v for k, v in _steps(b).items() if k != "eps_step"}  # APGD sets its own step
+        target = b.eot_target if cls is APGDEOT else "draws"  # DiffAttack's state loss is per draw
         return cls(estimator, norm=b.norm, eot_samples=b.eot_samples, memory_budget=b.memory_budget, seed=seed,
-                   num_random_init=b.num_random_init, judge_draws=b.judge_draws, **steps)  # fmt: skip
+                   eot_target=target, num_random_init=b.num_random_init, judge_draws=b.judge_draws,
+                   **steps)  # fmt: skip
 
     return build
 
@@ -362,9 +390,10 @@ def _spsa(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
 def judgements(b: Budget) -> int:
     """Judgements of the iterates per image and run of the projected loop: the start, every ``check_every``-th
     iterate and the last (``check_every=0``: the last, and only when there are restarts to decide)."""
-    if b.check_every == 0:
+    every = check_interval(b.check_every, eot_samples=b.eot_samples, judge_draws=b.judge_draws)
+    if every == 0:
         return int(b.num_random_init > 1)
-    return b.max_iter // b.check_every + 1 + int(b.max_iter % b.check_every != 0)
+    return b.max_iter // every + 1 + int(b.max_iter % every != 0)
 
 
 def _judged(b: Budget, forward: float, per_run: int) -> float:
@@ -386,19 +415,24 @@ def _per_full_draw(b: Budget, forward: float, full: float) -> float:
 
 
 def _apgd_cost(b: Budget, forward: float, full: float) -> float:
-    # CE then DLR in every run, each draw forward + backward; judged at the start and after each run
-    runs = b.num_random_init * 2 * b.max_iter * b.eot_samples * (full + forward)
-    return runs + (1 + b.num_random_init * 2) * b.judge_draws * forward
+    # CE then DLR in every run, each draw forward + backward (the loss comes with the gradient); its iterates judged
+    # at APGD's own interval ("auto")
+    runs = b.num_random_init * 2 * b.max_iter * b.eot_samples * full
+    judged = judgements(replace(b, check_every=AUTO))
+    return runs + b.num_random_init * 2 * judged * b.judge_draws * forward
 
 
 _CLF = ("max_iter",)
+#: The options each kind of attack takes (:attr:`AttackSpec.options`).
+_PGD_OPTIONS = ("loss", "eot_target", "step_schedule")
 _APGD = ("max_iter", "eot_samples")
 _PGD = ("max_iter", "eot_samples", "eot_aggregate")
 _JOINT = ("max_iter", "eot_samples", "weight")
 
 ATTACKS: tuple[AttackSpec, ...] = (
-    AttackSpec(BLIND_ATTACK, "Clf-PGD (preprocessor-blind)", _clf_pgd, _CLF, _free, _iterations, gradient=False),
-    AttackSpec(SWEEP_ATTACK, "BPDA+EOT", _pgd_eot("bpda"), _PGD, _per_draw, _with_eot, sanity=2),
+    AttackSpec(BLIND_ATTACK, "Clf-PGD (preprocessor-blind)", _clf_pgd, _CLF, _free, _iterations, gradient=False,
+               options=("step_schedule",)),  # fmt: skip
+    AttackSpec(SWEEP_ATTACK, "BPDA+EOT", _pgd_eot("bpda"), _PGD, _per_draw, _with_eot, sanity=2, options=_PGD_OPTIONS),
     AttackSpec(registered_name(JointScore), "Joint (score)+EOT", _joint(JointScore), _JOINT, _per_draw, _joint_text),
     AttackSpec(registered_name(JointFull), "Joint (full)+EOT", _joint(JointFull), _JOINT, _per_draw, _joint_text),
     AttackSpec(
@@ -426,6 +460,7 @@ ATTACKS: tuple[AttackSpec, ...] = (
         strongest=True,
         sanity=0,
         full=True,
+        options=_PGD_OPTIONS,
     ),
     AttackSpec(
         registered_name(APGDEOT),
@@ -433,7 +468,8 @@ ATTACKS: tuple[AttackSpec, ...] = (
         _apgd(APGDEOT),
         _APGD,
         cost=_apgd_cost,
-        describe=lambda b: f"CE+DLR, {b.max_iter} it/loss, EOT {b.eot_samples}{_restarts(b)}",
+        describe=lambda b: f"CE+DLR, {b.max_iter} it/loss, EOT {b.eot_samples}{_restarts(b)}"
+        + (", losses of the ensemble's log mean softmax" if b.eot_target == "ensemble" else ""),
         protocol="croce",
         strongest=True,
         baseline=registered_name(APGDEOT),
@@ -443,6 +479,7 @@ ATTACKS: tuple[AttackSpec, ...] = (
         short="apgd",
         full=True,
         checks=False,
+        options=("eot_target",),
     ),
     AttackSpec(
         registered_name(LowFrequencyVote),
