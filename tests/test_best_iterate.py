@@ -28,11 +28,14 @@ def test_judgement_scores_by_hand():
     assert torch.allclose(mean, torch.tensor([0.4, 0.2]), atol=1e-6)
     worst = judgement_scores(z, y, "worst")  # image 0 broken by 1 of 3 draws; image 1 smallest margin 0.2
     assert torch.allclose(worst, torch.tensor([-1 / 3, 0.2]), atol=1e-6)
-    majority = judgement_scores(z, y, "majority")  # leads 1/3 and 1, plus mean margin / 12
-    assert torch.allclose(majority, torch.tensor([1 / 3 + 0.4 / 12, 1 + 0.2 / 12]), atol=1e-6)
-    # a tied vote is no win: broken (negative) whatever the mean margin
+    majority = judgement_scores(z, y, "majority")  # leads 1/3 and 1, + 1/(4·3), plus mean margin / 24
+    assert torch.allclose(majority, torch.tensor([1 / 3 + 1 / 12 + 0.4 / 24, 1 + 1 / 12 + 0.2 / 24]), atol=1e-6)
+    # a tied vote is no win for the attack: unbroken (positive) whatever the mean margin, below a lead of one vote
     tie = _logits([[[0.9, 0.1]], [[0.4, 0.6]]])
-    assert judgement_scores(tie, torch.tensor([0]), "majority").item() < 0
+    lost = judgement_scores(_logits([[[0.9, 0.1]], [[0.4, 0.6]], [[0.45, 0.55]]]), torch.tensor([0]), "majority")
+    won = judgement_scores(_logits([[[0.9, 0.1]], [[0.6, 0.4]], [[0.45, 0.55]]]), torch.tensor([0]), "majority")
+    assert 0 < judgement_scores(tie, torch.tensor([0]), "majority").item() < won.item() and lost.item() < 0
+    assert judgement_scores(_logits([[[0.1, 0.9]], [[0.9, 0.1]]]), torch.tensor([0]), "majority").item() > 0
     with pytest.raises(ValueError, match="judgement must be one of"):
         judgement_scores(z, y, "median")
 

@@ -241,10 +241,11 @@ def test_one_default_gradient_mode():
 def test_aims_parameters_and_messages():
     est = estimator(Overshoot())
     assert A.PGDEOT(est).judgement == "mean" and A.PGDEOT.aim == "mean"
-    # the attacks with loops of their own judge by their aim alone (no judgement parameter); the DLR loss needs three
-    # classes, so on two the selective attack runs margin and CE
+    # selective EOT aims at DiffHammer's N-evaluation unless told the table's judgement; the DLR loss needs three
+    # classes, so on two it runs margin and CE
     selective = A.SelectiveEOT(est, losses=("margin", "ce"))
-    assert selective.aim == "worst" and "judgement" not in selective.attack_params
+    assert selective.aim == selective.judgement == "worst"
+    assert A.SelectiveEOT(est, losses=("margin", "ce"), judgement="mean").judgement == "mean"
     vote = A.LowFrequencyVote(est)
     assert vote.aim == "majority" and "judgement" not in vote.attack_params
     assert not A.ClassifierPGD(est).judged_defended
@@ -261,3 +262,40 @@ def test_aims_parameters_and_messages():
             A.PGDEOT(est, **kw)
         with pytest.raises(ValueError, match=message):
             A.APGDEOT(est, **kw)
+
+
+def test_spsa_returns_its_best_iterate_not_its_last(one_thread, monkeypatch):
+    torchattacks = pytest.importorskip("torchattacks")
+    # a scripted SPSA gradient estimate that always raises u: Adam's steps of 0.01 pass the band at u ≈ 0.03 (broken)
+    # and end at the ball's edge u = 0.05 (robust), torchattacks' last iterate
+    monkeypatch.setattr(torchattacks.SPSA, "spsa_grad", lambda self, x, y, *a: -torch.ones_like(x))
+    est = estimator(Overshoot())
+    x, y = np.full((2, 1, 8, 8), 0.3, np.float32), np.zeros(2, np.int64)
+    out = A.BlackBoxSPSA(est, eps=0.05, eps_step=0.01, max_iter=8, samples_per_step=2).generate(x, y)
+    assert predicted(est, out).tolist() == [1, 1]
+    np.testing.assert_allclose((out - x).reshape(2, -1).mean(1), 0.03, atol=1e-3)
+    plain = torchattacks.SPSA(torch.nn.Identity(), eps=0.05, lr=0.01, nb_iter=8, nb_sample=2)
+    last = plain.spsa_perturb(torch.as_tensor(x), torch.as_tensor(y))  # the ablation: its last iterate
+    assert predicted(est, last.numpy()).tolist() == [0, 0]
+
+
+class NarrowBand(torch.nn.Module):
+    """Class 1 wins only for |u − 0.035| < 0.002 (u the mean offset from 0.3): sign steps of 0.01 from u = 0 circle
+    0.03 and 0.04 and never land in it; half a step does."""
+
+    def forward(self, x):
+        u = x.flatten(1).mean(1) - 0.3
+        return torch.stack([torch.zeros_like(u), 1 - (u - 0.035).abs() / 0.002], 1)
+
+
+@pytest.mark.parametrize("name", ["clf-pgd", "full-pgd-eot"])
+def test_the_halving_schedule_lands_where_constant_steps_circle(one_thread, name):
+    est = estimator(NarrowBand())
+    x, y = np.full((2, 1, 8, 8), 0.3, np.float32), np.zeros(2, np.int64)
+    kw = dict(eps=0.05, eps_step=0.01, max_iter=12, check_every=1)
+    constant = ATTACKS[name](est, **kw).generate(x, y)  # the ablation
+    assert predicted(est, constant).tolist() == [0, 0]
+    halving = ATTACKS[name](est, step_schedule="halving", **kw).generate(x, y)
+    assert predicted(est, halving).tolist() == [1, 1]
+    attack = ATTACKS[name](est, step_schedule="halving", **kw)
+    assert [attack.step_size(i) for i in (0, 5, 6, 8, 9, 11)] == [0.01, 0.01, 0.005, 0.005, 0.0025, 0.0025]

@@ -380,7 +380,8 @@ def test_the_strongest_preset_runs_the_strongest_of_each_protocol_at_the_referen
     judge = 10 * 10 * 1.0
     # the best iterate judged on S = 10 draws: 9 times in 40 iterations (every 5, the start included); APGD at the
     # start and after CE and DLR; the vote attack its own votes
-    assert _unit_cost(main, "selective-eot", top, probe) == 3 * 40 * (2 * 15 * 1.0 + 3.0) + judge
+    # selective EOT at DiffHammer's own budget: 50 iterations per loss, N = 10 draws
+    assert _unit_cost(main, "selective-eot", top, probe) == 3 * 50 * (2 * 10 * 1.0 + 3.0) + judge
     # APGD's CE and DLR runs: 100 iterations x 200 draws, each forward + backward (3.0); the step-wise checkpointing
     # recomputes each of those 2 x 100 x 200 draws' forward (1.0) once more; every iterate judged (a judgement of 10
     # draws is under a quarter of an iteration of 200): 101 judgements per loss of 10 draws forward
@@ -425,7 +426,7 @@ def test_plan_and_the_time_estimate_count_what_runs():
     main = plan(c)[0]
     # attack + its best iterate judged 9 times on S draws + S x R judgements
     assert _unit_cost(main, "bpda-eot", c, probe) == 40 * 15 * 1.0 + 9 * 10 + 10 * 3 * 1.0
-    assert _unit_cost(main, "spsa", c, probe) == 40 * 2 * 1280 + 30
+    assert _unit_cost(main, "spsa", c, probe) == 40 * 2 * 1280 + 41 * 10 + 30  # + its 41 iterates judged on S draws
     fixed = Setting("fixed", ("bpda-eot",), {"eot_samples": 1}, judge="fixed")
     assert _unit_cost(fixed, "bpda-eot", c, probe) == 40 + 9 * 10 + 1
 

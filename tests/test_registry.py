@@ -45,7 +45,8 @@ def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
         "spsa": ("spsa_max_iter", "spsa_samples_per_step"), "flags": (),
         "lowfreq-vote": ("max_iter", "eot_samples", "cutoff"),
         "full-pgd-eot-dev": ("max_iter", "eot_samples", "eot_aggregate"),
-        "apgd-eot-dev": ("apgd_max_iter", "apgd_eot_samples"), "selective-eot": ("max_iter", "eot_samples"),
+        "apgd-eot-dev": ("apgd_max_iter", "apgd_eot_samples"),
+        "selective-eot": ("selective_max_iter", "selective_eot_samples"),
     }
     assert report.LABELS["bpda-eot"] == "BPDA+EOT" and report.LABELS["clean"] == "Natural (clean)"
     assert report.BASELINE_ATTACK == {"clean": "clean", "clf-pgd": "clf-pgd", "bpda-eot": "clf-pgd",
@@ -68,13 +69,14 @@ def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
                                           "seed": 5}),
     ("full-pgd-eot-dev", A.PGDEOTDev, {"gradient": "full", "max_iter": 7, "eot_samples": 3, "dev_weight": 1.0}),
     ("apgd-eot-dev", A.APGDEOTDev, {"max_iter": 9, "eot_samples": 4, "seed": 5, "dev_weight": 1.0}),
-    ("selective-eot", A.SelectiveEOT, {"gradient": "full", "graft": True, "max_iter": 7, "eot_samples": 3, "seed": 5,
-                                       "em_steps": 5, "em_lambda": 5.0, "eps_step": None,
+    ("selective-eot", A.SelectiveEOT, {"gradient": "full", "graft": True, "max_iter": 6, "eot_samples": 2, "seed": 5,
+                                       "em_steps": 5, "em_lambda": 5.0, "eps_step": None, "judgement": "mean",
                                        "losses": ("margin", "ce", "dlr")}),
 ])
 def test_each_record_builds_its_attack_from_the_configs_budget(name, cls, expected):
     c = EvalConfig(eps=0.1, eps_step=0.01, max_iter=7, eot_samples=3, eot_aggregate="sign", weight=0.25, cutoff=0.25,
-                   apgd_max_iter=9, apgd_eot_samples=4, spsa_max_iter=2, spsa_samples_per_step=16, batch_size=32)
+                   apgd_max_iter=9, apgd_eot_samples=4, spsa_max_iter=2, spsa_samples_per_step=16, batch_size=32,
+                   selective_max_iter=6, selective_eot_samples=2)  # fmt: skip
     attack = REGISTRY[name].build(_estimator(), c.budget(name), 5)
     assert type(attack) is cls
     assert {k: getattr(attack, k) for k in expected} == expected
@@ -87,15 +89,17 @@ def test_cost_model_and_budget_text_per_attack():
     probe = {"forward": 1.0, "full": 10.0}
     judge = 2 * 3 * 1.0
     costs = {a: _unit_cost(main, a, c, probe) - judge for a in ATTACKS}
+    # SPSA's iterates judged, each of 2 steps and the start, on S = 2 draws: 6 forward passes;
     # the best iterate judged at the start and the last of 4 iterations (check_every 5) on S = 2 draws: 4 forward
     # passes; APGD (each draw forward + backward, the loss with it) at its own interval, "auto": a judgement of 2
     # draws is not under a quarter of an iteration of 2 draws, so every 5 of its 5: twice per loss, 8 forward passes;
     # the vote attack: its own vote after each step
     assert costs == {"clf-pgd": 0.0, "bpda-eot": 12.0 + 4, "joint-score": 12.0 + 4, "joint-full": 12.0 + 4,
-                     "spsa": 32.0, "full-pgd-eot": 120.0 + 4, "apgd-eot": 200.0 + 8,
+                     "spsa": 32.0 + 3 * 2, "full-pgd-eot": 120.0 + 4, "apgd-eot": 200.0 + 8,
                      "lowfreq-vote": 4 * 3 * (10.0 + 1.0) + 3 * 1.0, "full-pgd-eot-dev": 132.0 + 4,
                      "apgd-eot-dev": 220.0 + 8,  # + the checkpoints' forward recompute
-                     "selective-eot": 3 * 4 * (2 * 3 * 1.0 + 10.0)}  # 3 losses x 4 it x (N + N judging, 1 graft)
+                     # its own budget (50 it/loss, N = 10): 3 losses x 50 it x (N + N judging, 1 graft)
+                     "selective-eot": 3 * 50 * (2 * 10 * 1.0 + 10.0)}
     # three runs: each run's passes and judgements three times (an upper bound: restarts attack the unbroken only)
     r3 = replace(c, num_random_init=3)
     assert _unit_cost(main, "bpda-eot", r3, probe) - judge == 3 * (12.0 + 4)
@@ -115,7 +119,8 @@ def test_cost_model_and_budget_text_per_attack():
     assert budget_text("apgd-eot", c) == "CE+DLR, 5 it/loss, EOT 2"
     assert budget_text("joint-full", c) == f"4 it of {c.step:.4g}, EOT 3, w = 0.5"
     assert budget_text("clean", c) == "-"
-    assert budget_text("selective-eot", c) == "margin, CE, DLR; 4 it/loss, 3 draws, EM-weighted, grafted"
+    assert budget_text("selective-eot", c) == (
+        "margin, CE, DLR; 50 it/loss, 10 draws, EM-weighted, grafted, aimed at the mean judgement")
     assert budget_text("apgd-eot-dev", c) == "CE+DLR + 1 x mean state deviation, 5 it/loss, EOT 2"
 
 

@@ -379,3 +379,47 @@ def test_random_start_is_seeded_and_l2_ball_holds(one_thread):
 def test_bad_hyperparameters_are_refused_with_exact_messages(kwargs, message):
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         A.SelectiveEOT(planted(0), **{"losses": TWO_CLASS, **kwargs})
+
+
+class Peak(torch.nn.Module):
+    """Two classes by the mean offset u of 1×8×8 images from 0.3: class 1's logit −100 (u − 0.03)² never wins, so
+    every run goes to its end; the margin's gradient is sign(0.03 − u) on every pixel: an ascent oscillates about
+    u = 0.03."""
+
+    def forward(self, x):
+        u = x.flatten(1).mean(1) - 0.3
+        return torch.stack([torch.zeros_like(u), -100 * (u - 0.03) ** 2], 1)
+
+
+def _trajectory(monkeypatch, **changes):
+    """The mean offsets u of the iterates one margin run offers, on the planted peak (no purifier, one draw)."""
+    seen = []
+
+    class Recording(S.BestIterate):
+        def offer(self, x_adv, rows=None):
+            seen.append(float(x_adv.flatten(1).mean(1)[0]) - 0.3)
+            return super().offer(x_adv, rows)
+
+    monkeypatch.setattr(S, "BestIterate", Recording)
+    monkeypatch.setattr(A.SelectiveEOT, "_random_start", lambda self, x, clip: x.clone())  # from u = 0: exact steps
+    for name, value in changes.items():
+        monkeypatch.setattr(S, name, value)
+    est = PyTorchClassifier(Peak(), torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=2,
+                            clip_values=(0, 1), device_type="cpu")  # fmt: skip
+    x = np.full((1, 1, 8, 8), 0.3, np.float32)
+    A.SelectiveEOT(est, graft=False, eps=0.2, eps_step=0.04, max_iter=30, eot_samples=1, losses=("margin",),
+                   em_steps=0, em_alpha=0.0, seed=0).generate(x, np.zeros(1, np.int64))  # fmt: skip
+    return np.array(seen)
+
+
+def test_apgd_momentum_and_step_halving_by_hand(one_thread, monkeypatch):
+    u = _trajectory(monkeypatch)
+    steps = np.diff(u)
+    # step 1 is the full step η = 0.04 towards the peak; step 2, the gradient reversed past it, is momentum's
+    # 0.75 (−η) + 0.25 (+η) = −η/2, not −η
+    assert steps[0] == pytest.approx(0.04, abs=1e-5) and steps[1] == pytest.approx(-0.02, abs=1e-5)
+    assert np.abs(steps[-5:]).max() < 0.04 / 4  # the step halved at the checkpoints: the oscillation dies down
+    assert abs(u[-1] - 0.03) < 0.01
+    # the ablations: without momentum the reversal is a full step; without halving the oscillation does not die
+    assert np.diff(_trajectory(monkeypatch, MOMENTUM=1.0))[1] == pytest.approx(-0.04, abs=1e-5)
+    assert np.abs(np.diff(_trajectory(monkeypatch, CHECKPOINTS=()))[-5:]).max() > 0.04 / 4

@@ -334,6 +334,85 @@ def test_the_early_stop_leaves_won_images_untouched_and_spends_nothing_on_them(o
     assert any(not torch.equal(o[:2], torch.as_tensor(x[:2])) for o, _ in offers[1:])
 
 
+class MeanPixel(torch.nn.Module):
+    """Two classes by the mean pixel m of 1×8×8 images: class 1 wins in the band |m − ``peak``| < ``width`` (logit
+    ``scale`` (1 − |m − peak|/width)), class 0 elsewhere."""
+
+    def __init__(self, peak, width, scale=1.0):
+        super().__init__()
+        self.peak, self.width, self.scale = peak, width, scale
+
+    def forward(self, x):
+        m = x.flatten(1).mean(1)
+        return torch.stack([torch.zeros_like(m), self.scale * (1 - (m - self.peak).abs() / self.width)], 1)
+
+
+def bare(model):
+    return PyTorchClassifier(model, torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=2,
+                             clip_values=(0, 1), device_type="cpu")  # fmt: skip
+
+
+def test_pixels_at_a_clip_bound_keep_their_gradient():
+    # black images (every pixel at the lower clip bound, as MNIST's background), broken for a mean just above 0, the
+    # band the DC coefficient alone (cutoff 1/8 of 8×8); a random start with a negative DC coefficient leaves every
+    # pixel clipped to 0: the chain rule through clip(x + B c) then gives the coefficient a zero gradient and the
+    # attack never moves; the gradient at the clipped image, projected on the band, raises the mean
+    est = bare(MeanPixel(0.02, 0.01))
+    x, y = np.zeros((8, 1, 8, 8), np.float32), np.zeros(8, np.int64)
+    attack = LowFrequencyVote(est, eps=0.05, eps_step=0.04, max_iter=40, eot_samples=1, judge_draws=1, cutoff=0.125,
+                              random_start=True, seed=0)  # fmt: skip
+    basis = LowFrequencyBasis(8, 8, 0.125)
+    starts = attack._start_coefficients(basis, torch.as_tensor(x), torch.Generator().manual_seed(0))
+    assert (starts.flatten(1)[:, 0] < 0).sum() >= 2  # images whose start is all clipped
+    out = attack.generate(x, y)
+    assert est.predict(out).argmax(1).tolist() == [1] * 8
+    assert np.abs(out).max() <= 0.05 + 1e-6
+
+
+def test_adam_moves_where_the_gradient_is_faint():
+    # a margin of slope 1e-3 in the mean: plain gradient steps of 0.01 × a gradient of ~1e-4 never reach the band
+    # 0.02 above the start within 40 steps; Adam's normalised steps (0.01 a step on the DC coefficient) do
+    est = bare(MeanPixel(0.32, 0.01, scale=1e-3))
+    x, y = np.full((2, 1, 8, 8), 0.3, np.float32), np.zeros(2, np.int64)
+    out = LowFrequencyVote(est, eps=0.05, eps_step=0.01, max_iter=40, eot_samples=1, judge_draws=1).generate(x, y)
+    assert est.predict(out).argmax(1).tolist() == [1, 1]
+
+
+class Halves(PreprocessorPyTorch):
+    """A defence that marks the first half of the rows of each call 0 and the second half 1 in pixel (0, 0) (it keeps
+    a ``generator`` for the judgement's contract): with two draws of each image stacked in one call, draw 0 of every
+    image is of kind 0 and draw 1 of kind 1."""
+
+    def __init__(self):
+        super().__init__(device_type="cpu", is_fitted=True, apply_fit=False, apply_predict=True)
+        self.generator = torch.Generator().manual_seed(0)
+
+    def forward(self, x, y=None):
+        x = x.clone()
+        x[:, 0, 0, 0] = (torch.arange(len(x)) >= len(x) // 2).to(x.dtype)
+        return x, y
+
+
+class KindVote(torch.nn.Module):
+    """Kind-1 draws are always wrong; kind-0 draws are right until the mean offset u of the other pixels passes 0.01:
+    at the start the two draws' vote ties; beyond u = 0.01 it is won strictly."""
+
+    def forward(self, x):
+        kind = x[:, 0, 0, 0]
+        u = x.flatten(1)[:, 1:].mean(1) - 0.3
+        return torch.stack([torch.zeros_like(u), kind * 5 + (1 - kind) * (-1 + 100 * u)], 1)
+
+
+def test_a_tied_vote_does_not_stop_the_attack():
+    est = PyTorchClassifier(KindVote(), torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=2,
+                            clip_values=(0, 1), preprocessing_defences=[Halves()], device_type="cpu")  # fmt: skip
+    x, y = np.full((2, 1, 8, 8), 0.3, np.float32), np.zeros(2, np.int64)
+    attack = LowFrequencyVote(est, eps=0.05, eps_step=0.01, max_iter=30, eot_samples=2, judge_draws=2)
+    out = attack.generate(x, y)
+    u = (out - x).reshape(2, -1)[:, 1:].mean(1)
+    assert (u > 0.01).all()  # stepped on past the tie to a strict win (stopping at the tie returns the start)
+
+
 # -- every purifier family in both gradient modes, the memory budget -----------------------------------------------
 
 

@@ -243,10 +243,10 @@ def _evaluate(sub) -> None:
         "num_random_init": "runs (restarts on the unbroken)", "check_every": "best-iterate check interval (0: last)",
         "apgd_max_iter": f"APGD iterations per loss (croce: {croce.apgd_max_iter})",
         "apgd_eot_samples": f"APGD EOT draws (croce: {croce.apgd_eot_samples})",
-        "ensemble_size": "S, purifications per judged prediction",
+        "selective_max_iter": "selective EOT iterations per loss", "selective_eot_samples": "selective EOT draws N",
+        **registry.OPTION_HELP, "ensemble_size": "S, purifications per judged prediction",
         "repeats": f"R, judgements per example (croce: {croce.repeats})",
-        "chunk_size": "examples per unit of work (resume and sharding granularity)",
-        "batch_size": "images per forward pass (examples x EOT copies)",
+        "chunk_size": "examples per unit of work (resume, sharding)", "batch_size": "images per pass (examples x EOT)",
         "memory_budget": "MiB of autograd graph per block of EOT draws in the full-gradient attacks (None: the "
         "library's, 512 on a CPU, a quarter of free GPU memory); changes the blocking only, not the result, so it is "
         "not in the records' settings and a run resumes under another",
@@ -262,9 +262,9 @@ def _evaluate(sub) -> None:
     }  # fmt: skip
     _fields(p, EvalConfig, helps, skip=("eps", "preset_name", "overridden", "note", "sanity_iterations",
             "sanity_eot_samples", "compression_examples", "compression_directions", "weight"),
-            norm={"type": cmd.norm, "choices": [math.inf, 2],
-                  "metavar": "{inf,2}"},
+            norm={"type": cmd.norm, "choices": [math.inf, 2], "metavar": "{inf,2}"},
             eot_aggregate={"choices": ["mean", "sign"]}, memory_budget={"metavar": "MIB", "type": int},
+            **{k: {"choices": v} for k, v in registry.OPTION_CHOICES.items()},
             sanity={"flag": "--no-sanity", "action": "store_false"},
             fixed_noise={"flag": "--no-fixed-noise", "action": "store_false"},
             sigma_sweep={"nargs": "?", "const": SIGMA_SWEEP}, eot_sweep={"nargs": "?", "const": EOT_SWEEP},

@@ -56,8 +56,10 @@ def judgement_scores(z: torch.Tensor, y: torch.Tensor, judgement: str) -> torch.
     - ``"mean"``: the margin of the mean softmax over the draws.
     - ``"worst"``: broken when any draw is misclassified; a broken image scores minus the fraction of its draws that
       fail (more failing draws: more broken), an unbroken one the smallest margin of its draws.
-    - ``"majority"``: the vote's lead of ``y`` over the next class (a fraction of the draws; broken at a lead ≤ 0,
-      a tie being no win), plus the mean-softmax margin scaled below one vote (it orders images of equal lead).
+    - ``"majority"``: the vote's lead of ``y`` over the next class (a fraction of the draws), broken only at a
+      negative lead -- another class strictly wins the vote; a tie is no win for the attack -- plus the mean-softmax
+      margin scaled below one vote (it orders images of equal lead; a tie scores above every broken image and below
+      every lead of one vote).
 
     :param z: ``D×N×K`` logits of ``D`` draws of ``N`` images.
     :param y: ``N`` labels.
@@ -76,7 +78,9 @@ def judgement_scores(z: torch.Tensor, y: torch.Tensor, judgement: str) -> torch.
     draws = z.shape[0]
     votes = torch.nn.functional.one_hot(z.argmax(-1), z.shape[-1]).float().mean(0)  # N×K
     lead = probability_margin(votes, y)
-    return torch.where(lead > 0, lead, lead - 1 / (2 * draws)) + mean / (4 * draws)
+    order = mean / (8 * draws)  # in [−1/(8d), 1/(8d)]
+    tie = (2 + mean) / (8 * draws)  # in [1/(8d), 3/(8d)]: > 0
+    return torch.where(lead > 0, lead + 1 / (4 * draws) + order, torch.where(lead < 0, lead - 1 / (4 * draws) + order, tie))
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ from types import MappingProxyType
 import torch
 from art.attacks.attack import EvasionAttack
 
-from ._core import AUTO, CHECK_EVERY, JUDGE_DRAWS, check_interval
+from ._core import AUTO, CHECK_EVERY, EOT_TARGETS, JUDGE_DRAWS, STEP_SCHEDULES, check_interval
 from .apgd_eot import APGDEOT, APGDEOTDev
 from .classifier_pgd import ClassifierPGD
 from .joint_full import JointFull
@@ -38,6 +38,8 @@ __all__ = [
     "FULL_ATTACK",
     "LABELS",
     "OLD_BEHAVIOUR",
+    "OPTION_CHOICES",
+    "OPTION_HELP",
     "PROTOCOLS",
     "REGISTRY",
     "RETIRED",
@@ -115,6 +117,8 @@ class Budget:
         per-draw losses (:data:`~art_adp.attacks._core.EOT_TARGETS`).
     :param step_schedule: The PGD family's steps: ``"constant"`` or ``"halving"`` (halved after half and again after
         three quarters of the iterations; :data:`~art_adp.attacks._core.STEP_SCHEDULES`).
+    :param judgement: The judgement the attacks that choose theirs (selective EOT) are aimed at: the tables'
+        S-draw ensemble, ``"mean"``.
     """
 
     eps: float
@@ -135,14 +139,28 @@ class Budget:
     loss: str = "ce"
     eot_target: str = "draws"
     step_schedule: str = "constant"
+    judgement: str = "mean"
 
 
 #: The values of the :class:`Budget` parameters that came after the first records, as those records were made (one
 #: run, the last iterate, constant steps, the mean of per-draw cross-entropies): a recorded budget names them only
 #: where they differ (:func:`recorded`), so a record without them keeps its meaning.
 OLD_BEHAVIOUR: Mapping[str, int | str] = MappingProxyType(
-    {"num_random_init": 1, "check_every": 0, "loss": "ce", "eot_target": "draws", "step_schedule": "constant"}
+    {"num_random_init": 1, "check_every": 0, "loss": "ce", "eot_target": "draws", "step_schedule": "constant",
+     "judgement": "mean"}
 )
+
+
+#: The values of the :class:`Budget` options the command lines offer, and their help.
+OPTION_CHOICES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {"loss": ("ce", "margin"), "eot_target": EOT_TARGETS, "step_schedule": STEP_SCHEDULES}
+)
+OPTION_HELP: Mapping[str, str] = MappingProxyType({
+    "loss": "PGD+EOT's loss",
+    "eot_target": "what the EOT gradients of PGD+EOT and APGD-EOT differentiate: ensemble, the loss of the judged "
+    "ensemble's log mean softmax; draws, the mean of the per-draw losses",
+    "step_schedule": "the PGD family's steps: constant, or halving (halved at 1/2 and 3/4 of the iterations)",
+})  # fmt: skip
 
 
 def recorded(b: Budget, spec: "AttackSpec") -> dict:
@@ -151,7 +169,8 @@ def recorded(b: Budget, spec: "AttackSpec") -> dict:
     interval with ``spec.checks``, its ``options``) whose value differs from it; ``{}`` for the old behaviour."""
     fields = (("num_random_init", "check_every") if spec.checks else ("num_random_init",)) if spec.best_iterate else ()
     fields += spec.options
-    return {k: getattr(b, k) for k in fields if getattr(b, k) != OLD_BEHAVIOUR[k]}
+    old = {**OLD_BEHAVIOUR, **dict(spec.first)}
+    return {k: getattr(b, k) for k in fields if getattr(b, k) != old[k]}
 
 
 @dataclass(frozen=True)
@@ -192,7 +211,9 @@ class AttackSpec:
     :param checks: Judges its iterates every ``check_every`` iterations (False: APGD, which judges by its own
         interval, and the attacks that keep their own best point within a run and are judged between runs only).
     :param options: The :class:`Budget` options beyond restarts and the best iterate that it takes, from ``loss``,
-        ``eot_target``, ``step_schedule``.
+        ``eot_target``, ``step_schedule``, ``judgement``.
+    :param first: ``(option, value)`` pairs: its first records' values of options where they are not
+        :data:`OLD_BEHAVIOUR`'s (selective EOT was aimed at DiffHammer's N-evaluation).
     """
 
     name: str
@@ -215,6 +236,7 @@ class AttackSpec:
     best_iterate: bool = True
     checks: bool = True
     options: tuple[str, ...] = ()
+    first: tuple[tuple[str, str], ...] = ()
 
 
 def _restarts(b: Budget) -> str:
@@ -294,8 +316,9 @@ def _pgd_eot(gradient: str) -> Callable[..., EvasionAttack]:
 
 
 def _joint(cls) -> Callable[..., EvasionAttack]:
-    def build(estimator, b: Budget, seed: int = 0) -> EvasionAttack:  # pylint: disable=unused-argument
-        return cls(estimator, norm=b.norm, eot_samples=b.eot_samples, weight=b.weight, **_steps(b), **_best(b))
+    def build(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
+        return cls(estimator, norm=b.norm, eot_samples=b.eot_samples, weight=b.weight, step_schedule=b.step_schedule,
+                   **_start(b, seed), **_steps(b), **_best(b))  # fmt: skip
 
     return build
 
@@ -336,6 +359,7 @@ def _selective(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
         memory_budget=b.memory_budget,
         seed=seed,
         judge_samples=b.judge_draws,
+        judgement=b.judgement,
         **steps,
     )
 
@@ -384,7 +408,8 @@ def _lowfreq_vote(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
 
 
 def _spsa(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
-    return BlackBoxSPSA(estimator, samples_per_step=b.samples_per_step, seed=seed, **_steps(b))
+    return BlackBoxSPSA(estimator, samples_per_step=b.samples_per_step, seed=seed, judge_draws=b.judge_draws,
+                        **_steps(b))  # fmt: skip
 
 
 def judgements(b: Budget) -> int:
@@ -433,15 +458,18 @@ ATTACKS: tuple[AttackSpec, ...] = (
     AttackSpec(BLIND_ATTACK, "Clf-PGD (preprocessor-blind)", _clf_pgd, _CLF, _free, _iterations, gradient=False,
                options=("step_schedule",)),  # fmt: skip
     AttackSpec(SWEEP_ATTACK, "BPDA+EOT", _pgd_eot("bpda"), _PGD, _per_draw, _with_eot, sanity=2, options=_PGD_OPTIONS),
-    AttackSpec(registered_name(JointScore), "Joint (score)+EOT", _joint(JointScore), _JOINT, _per_draw, _joint_text),
-    AttackSpec(registered_name(JointFull), "Joint (full)+EOT", _joint(JointFull), _JOINT, _per_draw, _joint_text),
+    AttackSpec(registered_name(JointScore), "Joint (score)+EOT", _joint(JointScore), _JOINT, _per_draw, _joint_text,
+               options=("step_schedule",)),  # fmt: skip
+    AttackSpec(registered_name(JointFull), "Joint (full)+EOT", _joint(JointFull), _JOINT, _per_draw, _joint_text,
+               options=("step_schedule",)),  # fmt: skip
     AttackSpec(
         registered_name(BlackBoxSPSA),
         "SPSA (black-box)",
         _spsa,
         ("max_iter", "samples_per_step"),
-        cost=lambda b, f, g: b.max_iter * 2 * b.samples_per_step * f,
-        describe=lambda b: f"{_steps_text(b)}, {b.samples_per_step} samples/step",
+        # 2 × samples_per_step forward passes a step; every iterate (the start's too) judged on judge_draws draws
+        cost=lambda b, f, g: b.max_iter * 2 * b.samples_per_step * f + (b.max_iter + 1) * b.judge_draws * f,
+        describe=lambda b: f"{_steps_text(b)}, {b.samples_per_step} samples/step, best iterate",
         gradient=False,
         baseline=registered_name(BlackBoxSPSA),
         norms=(math.inf,),
@@ -531,12 +559,17 @@ ATTACKS: tuple[AttackSpec, ...] = (
         _selective,
         ("max_iter", "eot_samples"),
         _selective_cost,
-        lambda b: f"margin, CE, DLR; {b.max_iter} it/loss, {b.eot_samples} draws, EM-weighted, grafted",
+        lambda b: f"margin, CE, DLR; {b.max_iter} it/loss, {b.eot_samples} draws, EM-weighted, grafted"
+        + ("" if b.judgement == "worst" else f", aimed at the {b.judgement} judgement"),
         protocol="diffhammer",
         strongest=True,
         own_step=2.0,
+        own=("max_iter", "eot_samples"),  # DiffHammer's N = 10 draws and 50 iterations, apart from PGD's budget
+        short="selective",
         full=True,
-        checks=False,  # its own best iterate by N-evaluation within a run, its losses as restarts
+        checks=False,  # its own best iterate within a run, its losses as restarts
+        options=("judgement",),
+        first=(("judgement", "worst"),),
     ),
 )
 REGISTRY: Mapping[str, AttackSpec] = MappingProxyType({spec.name: spec for spec in ATTACKS})

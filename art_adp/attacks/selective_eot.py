@@ -33,7 +33,7 @@ from ._core import (
     normalize,
     project,
 )
-from .best_iterate import BestIterate
+from .best_iterate import JUDGEMENTS, BestIterate
 
 __all__ = [
     "CHECKPOINTS",
@@ -279,6 +279,10 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
     :param em_lambda: λ, the slope of the E-step's sigmoid.
     :param em_alpha: α of the averaging over iterates (0: r_i alone).
     :param judge_samples: Draws of the N-evaluation that judges the iterates (None: ``eot_samples``).
+    :param judgement: What the iterates are judged by, and the restarts decided on
+        (:data:`~art_adp.attacks.best_iterate.JUDGEMENTS`; None: :attr:`aim`, DiffHammer's N-evaluation ``"worst"``).
+        The applications aim it at the judgement of their tables, the S-draw ensemble (``"mean"``): an attack aimed at
+        another judgement keeps iterates that table may not find broken.
     :param restart_threshold: The fraction of judging draws an image's kept iterate may fail on and still restart.
     :param batch_size: Images per batch (and most rows per forward pass).
     :param memory_budget: MiB of autograd graph per block of draws (``graft=False``; None:
@@ -306,6 +310,7 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
         "em_lambda",
         "em_alpha",
         "judge_samples",
+        "judgement",
         "restart_threshold",
         "batch_size",
         "memory_budget",
@@ -330,6 +335,7 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
         em_lambda: float = 5.0,
         em_alpha: float = 0.5,
         judge_samples: int | None = None,
+        judgement: str | None = None,
         restart_threshold: float = 0.5,
         batch_size: int = 512,
         memory_budget: float | None = None,
@@ -343,6 +349,7 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
         self.losses = tuple(losses) if isinstance(losses, (list, tuple)) else losses
         self.em_steps, self.em_lambda, self.em_alpha = em_steps, em_lambda, em_alpha
         self.judge_samples, self.restart_threshold = judge_samples, restart_threshold
+        self.judgement = self.aim if judgement is None else judgement
         self.batch_size, self.memory_budget, self.seed, self.verbose = batch_size, memory_budget, seed, verbose
         #: Rows (images × draws) back-propagated through the purification by the last :meth:`generate`.
         self.purifier_backward_rows = 0
@@ -364,6 +371,7 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
         for name in ("max_iter", "eot_samples", "batch_size"):
             positive_int(name, getattr(self, name))
         positive_int("judge_samples", self.judge_samples, optional=True)
+        one_of("judgement", self.judgement, JUDGEMENTS)
         if not isinstance(self.losses, tuple) or not self.losses:
             raise ValueError(f"losses must be a non-empty tuple of {tuple(LOSSES)}, got {self.losses!r}.")
         for loss in self.losses:
@@ -459,6 +467,18 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
 
     # -- the loop --------------------------------------------------------------------------------------------------
 
+    @property
+    def _done(self) -> float:
+        """A kept score at or below which an image is as broken as the judgement can say (every draw failing, for
+        N-evaluation); the others have no such floor (−inf: a run ends at its last iteration)."""
+        return -1.0 if self.judgement == "worst" else -math.inf
+
+    @property
+    def _restart_below(self) -> float:
+        """The next loss restarts the images whose kept score is at least this: N-evaluation, those failing on fewer
+        than ``restart_threshold`` of the draws (DiffHammer's); another judgement, those it does not call broken."""
+        return -self.restart_threshold if self.judgement == "worst" else 0.0
+
     def _random_start(self, x: torch.Tensor, clip: tuple[float, float]) -> torch.Tensor:
         """A random start in the ε-ball (ℓ∞: uniform in the box, DiffHammer's ``initialize``; ℓ2: a uniform direction
         at a uniform radius), clipped, from the attack's seeded generator."""
@@ -478,7 +498,7 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
         best = BestIterate(
             self.estimator,
             y,
-            judgement=self.aim,
+            judgement=self.judgement,
             draws=self.judge_samples or self.eot_samples,
             seed=seed,
             batch_size=self.batch_size,
@@ -506,7 +526,8 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
             x_next = project(x_adv + a * (z - x_adv) + (1 - a) * (x_adv - x_prev), x, self.eps, self.norm, clip)
             x_prev, x_adv = x_adv, x_next.detach()
             best.offer(x_adv)
-            if i + 1 == self.max_iter or bool((_kept(best)[1] <= -1).all()):  # done, or every image fails every judge
+            if i + 1 == self.max_iter or bool((_kept(best)[1] <= self._done).all()):  # done, or every image as broken
+                # as the judgement can call it (N-evaluation: every draw fails)
                 break
             draws = self._draws(x_adv, y, loss)
             history.append(draws.losses.amax(0))
@@ -551,7 +572,7 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
                     rows = (
                         torch.arange(len(xb), device=device)
                         if best is None
-                        else torch.nonzero(_kept(best)[1] >= -self.restart_threshold)[:, 0]
+                        else torch.nonzero(_kept(best)[1] >= self._restart_below)[:, 0]
                     )
                     if len(rows) == 0:
                         break

@@ -9,7 +9,8 @@ from art.estimators.classification import PyTorchClassifier
 
 from .._checks import number, positive_int
 from ..defended import DefendedModel
-from ._core import gradient_mode, labels
+from ._core import JUDGE_DRAWS, gradient_mode, labels
+from .best_iterate import BestIterate, derived_seed
 
 __all__ = ["BlackBoxSPSA"]
 
@@ -37,6 +38,10 @@ class BlackBoxSPSA(EvasionAttack):
     :param delta: Finite-difference radius.
     :param batch_size: Images per forward pass (examples × directions).
     :param seed: Seed of the directions, or None to use torch's global generator as it is.
+    :param judge_draws: Each image returns the iterate the S-draw ensemble's judgement (``judge_draws`` purification
+        draws of its own, the same at every step; :mod:`~art_adp.attacks.best_iterate`) finds most broken -- every
+        step's, the start's included -- not torchattacks' last iterate. A judgement costs ``judge_draws`` forward
+        passes against a step's 2 × ``samples_per_step``.
     :param verbose: Unused (torchattacks shows no progress).
     """
 
@@ -51,6 +56,7 @@ class BlackBoxSPSA(EvasionAttack):
         "delta",
         "batch_size",
         "seed",
+        "judge_draws",
         "verbose",
     ]
     _estimator_requirements = (PyTorchClassifier,)
@@ -66,6 +72,7 @@ class BlackBoxSPSA(EvasionAttack):
         delta: float = 0.01,
         batch_size: int = 4096,
         seed: int | None = 0,
+        judge_draws: int = JUDGE_DRAWS,
         verbose: bool = False,
     ) -> None:
         super().__init__(estimator=estimator)
@@ -76,13 +83,14 @@ class BlackBoxSPSA(EvasionAttack):
         self.delta = delta
         self.batch_size = batch_size
         self.seed = seed
+        self.judge_draws = judge_draws
         self.verbose = verbose
         self._check_params()
 
     def _check_params(self) -> None:
         for name in ("eps", "eps_step", "delta"):
             number(name, getattr(self, name), low=0, low_open=True)
-        for name in ("max_iter", "samples_per_step", "batch_size"):
+        for name in ("max_iter", "samples_per_step", "batch_size", "judge_draws"):
             positive_int(name, getattr(self, name))
         clip = self.estimator.clip_values
         if clip is None or tuple(float(c) for c in clip) != (0.0, 1.0):
@@ -104,8 +112,11 @@ class BlackBoxSPSA(EvasionAttack):
         xt = torch.as_tensor(x, dtype=torch.float32, device=device)
         yt = torch.as_tensor(y, device=device)
         model = DefendedModel.from_estimator(self.estimator, ensemble_size=1)  # one purification per query
-        attack = torchattacks.SPSA(
+        best = BestIterate(self.estimator, yt, draws=self.judge_draws, batch_size=self.batch_size,
+                           seed=derived_seed(0 if self.seed is None else self.seed, "best-iterate"))  # fmt: skip
+        attack = _OfferingSPSA(
             model,
+            best,
             eps=self.eps,
             delta=self.delta,
             lr=self.eps_step,
@@ -117,6 +128,36 @@ class BlackBoxSPSA(EvasionAttack):
         with gradient_mode(self.estimator, "bpda"), torch.random.fork_rng(devices=devices):
             if self.seed is not None:
                 torch.manual_seed(self.seed)
-            x_adv = attack(xt, yt)
-        x_adv = (xt + (x_adv - xt).clamp(-self.eps, self.eps)).clamp(0, 1)  # exact ball despite float rounding
+            best.offer(xt)
+            attack(xt, yt)
+        assert best.x is not None
+        x_adv = (xt + (best.x - xt).clamp(-self.eps, self.eps)).clamp(0, 1)  # exact ball despite float rounding
         return x_adv.detach().cpu().numpy().astype(x.dtype, copy=False)
+
+
+def _offering_spsa():
+    """torchattacks' ``SPSA`` whose every iterate is offered to a best-iterate rule (its loop, unchanged otherwise)."""
+    import torchattacks
+
+    class OfferingSPSA(torchattacks.SPSA):
+        def __init__(self, model, best: BestIterate, **kwargs) -> None:
+            super().__init__(model, **kwargs)
+            self.best = best
+
+        def spsa_perturb(self, x, y):  # torchattacks 3.5.1's loop, offering each iterate
+            dx = torch.zeros_like(x)
+            dx.grad = torch.zeros_like(dx)
+            optimizer = torch.optim.Adam([dx], lr=self.lr)
+            for _ in range(self.nb_iter):
+                optimizer.zero_grad()
+                dx.grad = self.spsa_grad(x + dx, y, self.delta, self.nb_sample, self.max_batch_size)
+                optimizer.step()
+                dx = self.linf_clamp_(dx, x, self.eps)
+                self.best.offer(x + dx.detach())
+            return x + dx
+
+    return OfferingSPSA
+
+
+def _OfferingSPSA(model, best, **kwargs):  # noqa: N802 -- built on first use: torchattacks is optional
+    return _offering_spsa()(model, best, **kwargs)

@@ -145,6 +145,8 @@ class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attr
       draws; here the fresh vote chooses it (the suite's one rule, :mod:`~art_adp.attacks.best_iterate`), and the
       judgement's draws are the same at every step (iterates compared on common noise) where DiffBreak draws anew.
     - Coefficient gradients below float rounding of each image's largest are zeroed before Adam (:data:`ROUNDING`).
+    - The coefficients' gradient is the pixel gradient at the clipped iterate projected on the band (the adjoint of
+      the basis), not the chain rule through the clip, which gives no gradient to a pixel at a bound.
     - ``random_start`` may start from a random point of the ball ∩ band; ``confidence`` may cap the margin.
     - Batches of images, each with its own Adam moments and its own stop, where DiffBreak attacks one image at a time.
 
@@ -350,34 +352,48 @@ class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attr
         judging vote found most broken."""
         c = self._start_coefficients(basis, x, generator)
         judge_seed = 0 if self.seed is None else (self.seed + 1) % 2**63
-        best = BestIterate(
-            self.estimator,
-            y,
-            judgement=self.aim,
-            draws=self.judge_draws or self.eot_samples,
-            seed=judge_seed,
-            batch_size=self.batch_size,
-        )
+        judging = {"judgement": self.aim, "draws": self.judge_draws or self.eot_samples, "batch_size": self.batch_size}
+        best = BestIterate(self.estimator, y, seed=judge_seed, **judging)
+        # an image is stopped only when a second, fresh set of draws confirms the win its kept iterate was chosen by
+        confirm = BestIterate(self.estimator, y, seed=(judge_seed + 1) % 2**63, **judging)
         best.offer(self.image(x, c, basis, clip))
-        active = ~best.broken if self.early_stop else torch.ones(len(x), dtype=torch.bool, device=x.device)
+        active = torch.ones(len(x), dtype=torch.bool, device=x.device)
+        if self.early_stop:
+            active &= ~self._confirmed(confirm, best, torch.arange(len(x), device=x.device))
         m, v = torch.zeros_like(c), torch.zeros_like(c)
         for t in range(1, self.max_iter + 1):
             rows = active.nonzero()[:, 0]
             if len(rows) == 0:
                 break
-            cr = c[rows].detach().requires_grad_(True)
-            with torch.enable_grad():
-                x_adv = self.image(x[rows], cr, basis, clip)
-            g, _ = self._draws(x_adv.detach(), y[rows])
-            with torch.enable_grad():
-                (d,) = torch.autograd.grad(x_adv, cr, grad_outputs=g)  # through clip(x + B c): the exact chain rule
+            x_adv = self.image(x[rows], c[rows], basis, clip)
+            g, _ = self._draws(x_adv, y[rows])
+            # the coefficients' gradient is the pixel gradient at the clipped image, projected on the band (the adjoint
+            # of B), as PGD takes the gradient at its clipped iterate: a pixel at a clip bound keeps its part (the
+            # chain rule through clamp would drop it, and MNIST's background is 0)
+            d = basis.coefficients(g)
             step, m[rows], v[rows] = self._adam(d, m[rows], v[rows], t, self.eps_step)
-            c[rows] = self._project(basis, cr.detach() + step)
-            best.offer(self.image(x[rows], c[rows], basis, clip), rows=rows)
+            c[rows] = self._project(basis, c[rows] + step)
+            improved = best.offer(self.image(x[rows], c[rows], basis, clip), rows=rows)
             if self.early_stop:
-                active[rows] = ~best.broken[rows]
+                changed = rows[improved & best.broken[rows]]
+                active[changed] = ~self._confirmed(confirm, best, changed)
         assert best.x is not None
         return best.x
+
+    @staticmethod
+    def _confirmed(confirm: BestIterate, best: BestIterate, rows: torch.Tensor) -> torch.Tensor:
+        """Over ``rows``: the kept iterate wins the vote strictly on ``best``'s draws and on ``confirm``'s fresh ones."""
+        assert best.x is not None and best.score is not None
+        won = best.score[rows] < 0
+        if len(rows) == 0 or not bool(won.any()):
+            return won
+        y = confirm.y
+        try:
+            confirm.y = y[rows]
+            again = confirm.judge(best.x[rows]) < 0
+        finally:
+            confirm.y = y
+        return won & again
 
     def generate(self, x: np.ndarray, y: np.ndarray | None = None, **kwargs) -> np.ndarray:
         """

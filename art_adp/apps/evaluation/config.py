@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ...attacks import registry
-from ...attacks._core import CHECK_EVERY
+from ...attacks._core import CHECK_EVERY, EOT_TARGETS, STEP_SCHEDULES
 from ...attacks.registry import REGISTRY, Budget, recorded
 from ...diffusion_purify import SAMPLERS
 
@@ -70,6 +70,10 @@ class EvalConfig:
         (``ensemble_size``) draws of their own; 0: the last iterate (the records made before the rule).
     :param spsa_max_iter, spsa_samples_per_step, apgd_max_iter, apgd_eot_samples: The budgets SPSA and APGD count on
         their own (:attr:`~art_adp.attacks.registry.AttackSpec.own`).
+    :param selective_max_iter, selective_eot_samples: Selective EOT's own: DiffHammer's 50 iterations per loss and
+        N = 10 draws.
+    :param loss, eot_target, step_schedule: PGD+EOT's loss, what the EOT gradients of PGD+EOT and APGD-EOT
+        differentiate, and the PGD family's step schedule (:class:`~art_adp.attacks.registry.Budget`).
     :param ensemble_size: S, purifications averaged per judged prediction.
     :param repeats: R, independent judgements of every example (mean, worst case and majority vote are reported).
     :param chunk_size: Examples per unit of work (the resume and sharding granularity).
@@ -117,6 +121,11 @@ class EvalConfig:
     spsa_samples_per_step: int = 1280
     apgd_max_iter: int = 100
     apgd_eot_samples: int = 200
+    selective_max_iter: int = 50
+    selective_eot_samples: int = 10
+    loss: str = Budget.loss
+    eot_target: str = Budget.eot_target
+    step_schedule: str = Budget.step_schedule
     ensemble_size: int = 10
     repeats: int = 3
     seed: int = 0
@@ -158,6 +167,9 @@ class EvalConfig:
             num_random_init=self.num_random_init,
             check_every=self.check_every,
             judge_draws=self.ensemble_size,
+            loss=self.loss,
+            eot_target=self.eot_target,
+            step_schedule=self.step_schedule,
             **values,
         )
 
@@ -226,6 +238,9 @@ class EvalConfig:
             raise ValueError(f"sampler must be one of {', '.join(map(repr, SAMPLERS))}, got {self.sampler!r}.")
         if self.eot_aggregate not in ("mean", "sign"):
             raise ValueError(f"eot_aggregate must be 'mean' or 'sign', got {self.eot_aggregate!r}.")
+        for name, allowed in (("loss", ("ce", "margin")), ("eot_target", EOT_TARGETS), ("step_schedule", STEP_SCHEDULES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {getattr(self, name)!r}.")
         if any(not m > 0 for m in self.sanity_iterations) or any(
             isinstance(k, bool) or not (isinstance(k, int) and k >= 1) for k in self.sanity_eot_samples
         ):
