@@ -63,14 +63,26 @@ def test_a_run_measures_resumes_and_extends(tiny, tmp_path, one_thread):
     cell = {(c["model"], c["setting"], c["attack"]): c for c in table["cells"]}
     delta = np.abs(np.load(tmp_path / "clf-pgd.npy") - tiny.x_test[:3])
     assert 0.05 < delta.max() <= 0.3 + 1e-6  # the Clf-PGD examples moved, inside ε = 0.3
-    assert cell[("oracle", "one-step denoise", "bpda-eot")]["repeats"] == 2
+    bpda = "bpda-eot-40it-r1"  # the preset's row with its best iterate (the default: one run)
+    assert cell[("oracle", "one-step denoise", bpda)]["repeats"] == 2
+    # the adversarial examples are kept, block by block, for a later judgement
+    kept = np.load(tmp_path / "examples" / f"mlp__oracle__one-step_denoise__{bpda}__0.npz")
+    assert kept["indices"].tolist() == [0, 1, 2] and kept["images"].shape == (3, 1, 28, 28)
+    assert 0 < np.abs(kept["images"] - tiny.x_test[:3]).max() <= 0.3 + 1e-6
+    with_options = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert {json.dumps(r.get("options")) for r in with_options if r["attack"] == bpda} == {
+        json.dumps(levers.recorded(levers._budget(levers.with_restarts(levers.MNIST.rows[4], 1), 0.3, 1, judge_draws=2),
+                                   REGISTRY[SWEEP_ATTACK]))}  # fmt: skip
     assert table["provenance"]["models"].keys() == {"mlp", "adv-mlp"}
     run_levers(tiny, tmp_path, n_examples=3, **kwargs)  # nothing left to do
     assert len((tmp_path / "records.jsonl").read_text().splitlines()) == len(records)
     table = run_levers(tiny, tmp_path, n_examples=5, **kwargs)  # two more digits per cell
     assert {c["n"] for c in table["cells"]} == {5}
-    with pytest.raises(ValueError, match=r"holds \[\('bpda-eot', 1\)\] measured at other EOT draws"):
+    with pytest.raises(ValueError, match=r"holds \[\('bpda-eot-40it-r1', 1\)\] measured at other EOT draws"):
         run_levers(tiny, tmp_path, n_examples=5, **{**kwargs, "eot_samples": 2})  # another budget: its own folder
+    with pytest.raises(ValueError, match=r"holds rows \['bpda-eot-40it-r1'\] measured with other attack options"):
+        run_levers(tiny, tmp_path, n_examples=5, **kwargs,
+                   eot_target="draws" if levers.Budget.eot_target == "ensemble" else "ensemble")  # fmt: skip
 
 
 def test_worst_over_attacks_counts_an_image_robust_only_if_every_attack_left_it():
@@ -311,13 +323,14 @@ def test_baseline_rows_wiring(tiny, tmp_path, one_thread, monkeypatch):
                        judges=("ensemble", "fixed"), n_examples=2, ensemble_size=1, repeats=2, eot_samples=1,
                        progress=False)  # fmt: skip
     cells = {(c.get("classifier", c["setting"]), c["attack"], c.get("judge", "ensemble")): c for c in table["cells"]}
+    full = f"{FULL_ATTACK}-1it-r1"  # every adaptive row keeps its best iterate (one run) by default
     assert calls == [eps, eps]  # AutoAttack on the two undefended classifiers only
     assert {k for k in cells if k[0] in ("cnn", "adv-cnn") and cells[k]["n"] == 2} >= {
         ("cnn", "clean", "ensemble"), ("adv-cnn", levers.AUTOATTACK, "ensemble"),
-        ("adv-cnn", FULL_ATTACK, "ensemble"), ("adv-cnn", FULL_ATTACK, "fixed"), ("adv-cnn", "clean", "fixed")}
+        ("adv-cnn", full, "ensemble"), ("adv-cnn", full, "fixed"), ("adv-cnn", "clean", "fixed")}
     assert ("adv-cnn", BLIND_ATTACK, "fixed") not in cells  # fixed noise: clean and adaptive rows
-    assert cells[("adv-cnn", FULL_ATTACK, "ensemble")]["repeats"] == 2
-    assert "judgements" in cells[("adv-cnn", FULL_ATTACK, "ensemble")]
+    assert cells[("adv-cnn", full, "ensemble")]["repeats"] == 2
+    assert "judgements" in cells[("adv-cnn", full, "ensemble")]
     assert (tmp_path / f"{BLIND_ATTACK}@adv-cnn.npy").exists()  # Clf-PGD against the robust classifier itself
     facts = table["classifiers"]["adv-cnn"]["adversarial_training"]
     assert (facts["best_epoch"], facts["epochs_trained"]) == (1, 2) and table["eps"] == eps
@@ -432,22 +445,24 @@ def test_restarts_and_the_best_iterate_are_rows_of_their_own(tiny, tmp_path, one
     strong = levers.with_restarts(row, 2, 100)
     assert strong.name == "bpda-eot-100it-r2" and levers.VARIANT.match(strong.name)["runs"] == "2"
     budget = levers._budget(strong, 0.3, 16, judge_draws=10)
-    assert (budget.max_iter, budget.num_random_init, budget.check_every, budget.judge_draws) == (100, 2, 5, 10)
+    assert (budget.max_iter, budget.num_random_init, budget.check_every, budget.judge_draws) == (100, 2, "auto", 10)
     assert row_label(strong, 0.3) == "BPDA+EOT, 100 × ε/30, best iterate, 2 runs"
     with pytest.raises(ValueError, match="restarts apply to an adaptive row with runs >= 1"):
         levers.with_restarts(Row("clean"), 2)
-    built = []
-    real = levers._budget
+    built, attacked = [], []
+    real, adaptive = levers._budget, levers._adaptive
     monkeypatch.setattr(levers, "_budget", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
+    monkeypatch.setattr(levers, "_adaptive", lambda *a, **k: attacked.append(a[4].name) or adaptive(*a, **k))
     kwargs = dict(models=("oracle",), settings=["one-step denoise"], classifiers=(), ensemble_size=2, eot_samples=1,
                   max_iter=2, progress=False)  # fmt: skip
     table = run_levers(tiny, tmp_path, n_examples=2, attacks=(SWEEP_ATTACK,), restarts=2, **kwargs)
     assert {c["attack"] for c in table["cells"]} == {"bpda-eot-2it-r2"}
-    assert [(b.max_iter, b.num_random_init, b.check_every, b.judge_draws) for b in built] == [(2, 2, 5, 2)]
+    assert {(b.max_iter, b.num_random_init, b.check_every, b.judge_draws) for b in built} == {(2, 2, "auto", 2)}
+    assert attacked == ["bpda-eot-2it-r2"]
     assert any(r.get("variant") and r["name"] == "bpda-eot-2it-r2" for r in table["rows"])
     # the variant asked by name is the same row: nothing left to measure
     run_levers(tiny, tmp_path, n_examples=2, attacks=("bpda-eot-2it-r2",), **kwargs)
-    assert len(built) == 1
+    assert attacked == ["bpda-eot-2it-r2"]
 
 
 def test_estimate_only_prices_the_rows_left_by_the_cost_model_and_measures_nothing(tiny, tmp_path, monkeypatch):
@@ -459,11 +474,11 @@ def test_estimate_only_prices_the_rows_left_by_the_cost_model_and_measures_nothi
     out = run_levers(tiny, tmp_path, n_examples=5, attacks=("clean", FULL_ATTACK), restarts=2, **kwargs)
     prices = {k.split(" | ")[-1]: v for k, v in out["by_row"].items()}
     # clean: the S-ensemble judges each image once (2 forwards); the variant: 2 runs x 10 iterations x 4 full-gradient
-    # draws (3.0), its iterate judged at the start, every 5th and the last (3 times a run) on S = 2 draws, then R = 3
-    # judgements of the S = 2 ensemble
+    # draws (3.0), every iterate judged (a judgement of S = 2 draws is under a quarter of an iteration of 4: 11 times a
+    # run) on S = 2 draws, then R = 3 judgements of the S = 2 ensemble
     assert prices == {
         "clean": 5 * 2.0,
-        f"{FULL_ATTACK}-10it-r2": 5 * (2 * 10 * 4 * 3.0 + 2 * 3 * 2 * 1.0 + 3 * 2 * 1.0),
+        f"{FULL_ATTACK}-10it-r2": 5 * (2 * 10 * 4 * 3.0 + 2 * 11 * 2 * 1.0 + 3 * 2 * 1.0),
     }
     assert out["estimate_seconds"] == sum(prices.values())
     assert not (tmp_path / "records.jsonl").exists() and not list(tmp_path.glob("*.safetensors"))  # nothing trained

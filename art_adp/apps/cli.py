@@ -109,16 +109,16 @@ def _train_score(sub) -> None:
 
 
 def _train_denoiser(sub) -> None:
-    p = sub.add_parser(
-        "train-denoiser",
-        description=train_denoiser_command.__doc__,
-        help="train a sigma-conditional UNet denoiser (ADP's score at any level) within a time budget",
-    )
+    p = sub.add_parser("train-denoiser", description=train_denoiser_command.__doc__,
+                       help="train a sigma-conditional UNet denoiser (ADP's score at any level) within a time budget")
     _common(p, train_denoiser_command, settings=DenoiserTraining)
     _dataset(p)
     helps = {"minutes": "training time, over resumptions", "milestone": "steps between measurements",
              "channels": "UNet widths, top first"}  # fmt: skip
     _fields(p, DenoiserTraining, {**helps, "precision": TRAINER_HELP["precision"]}, precision=PRECISION)
+
+
+OPTIONS = {k: {"choices": v} for k, v in registry.OPTION_CHOICES.items()}  # the attacks' options as flags
 
 
 def _levers(sub) -> None:
@@ -137,6 +137,7 @@ def _levers(sub) -> None:
              "arch": "architecture of the classifier ADP defends (preset's)", "sigmas": "the sigma grid (preset's)",
              "max_iter": "iterations of the adaptive rows (preset's)", "eps_step": "step of the adaptive rows",
              "restarts": "K: adaptive rows with the best iterate, K runs", "estimate_only": ESTIMATE_HELP,
+             "keep_examples": "do not keep the adversarial examples (RUN_DIR/examples)", **registry.OPTION_HELP,
              "max_epochs": "cap on the adversarially trained classifiers' epochs (preset's: 100; they stop earlier "
                            "when validation robust accuracy plateaus)"}  # fmt: skip
     many = {"nargs": "+", "type": str}  # setting names hold commas: one argument each
@@ -144,6 +145,7 @@ def _levers(sub) -> None:
             settings={**many, "choices": SETTING_NAMES}, attacks={**many, "choices": ROW_NAMES},
             classifiers={"nargs": "*", "type": str, "choices": CLASSIFIER_NAMES},
             purified={"nargs": "*", "type": str, "choices": CLASSIFIER_NAMES},
+            keep_examples={"flag": "--no-keep-examples", "action": "store_false"}, **OPTIONS,
             judges={**many, "choices": list(JUDGES)}, arch={"choices": ["mlp", "cnn"]},
             sigmas={"nargs": "+", "type": float})  # fmt: skip
 
@@ -262,9 +264,8 @@ def _evaluate(sub) -> None:
     }  # fmt: skip
     _fields(p, EvalConfig, helps, skip=("eps", "preset_name", "overridden", "note", "sanity_iterations",
             "sanity_eot_samples", "compression_examples", "compression_directions", "weight"),
-            norm={"type": cmd.norm, "choices": [math.inf, 2], "metavar": "{inf,2}"},
+            norm={"type": cmd.norm, "choices": [math.inf, 2], "metavar": "{inf,2}"}, **OPTIONS,
             eot_aggregate={"choices": ["mean", "sign"]}, memory_budget={"metavar": "MIB", "type": int},
-            **{k: {"choices": v} for k, v in registry.OPTION_CHOICES.items()},
             sanity={"flag": "--no-sanity", "action": "store_false"},
             fixed_noise={"flag": "--no-fixed-noise", "action": "store_false"},
             sigma_sweep={"nargs": "?", "const": SIGMA_SWEEP}, eot_sweep={"nargs": "?", "const": EOT_SWEEP},
@@ -284,12 +285,8 @@ def _import(sub) -> None:
 
 
 def _reproduce(sub) -> None:
-    p = sub.add_parser(
-        "reproduce",
-        help="the paper's MNIST row end to end: train or resume the MLP and a score model, learning curve, attacks, "
-        "table beside the paper's numbers",
-        description=reproduce_command.__doc__,
-    )
+    p = sub.add_parser("reproduce", description=reproduce_command.__doc__, help="the paper's MNIST row end to end: "
+                       "train or resume the MLP and a score model, learning curve, attacks, table beside the paper's")
     add = p.add_argument
     add("benchmark", choices=["mnist"])
     add("--data-root", required=True, help="folder with the four MNIST idx(.gz) files")

@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..attacks._core import CHECK_EVERY, JUDGE_DRAWS
-from ..attacks.registry import BLIND_ATTACK, FULL_ATTACK, REGISTRY, SWEEP_ATTACK, Budget, registered_name
+from ..attacks._core import AUTO, JUDGE_DRAWS
+from ..attacks.registry import BLIND_ATTACK, FULL_ATTACK, REGISTRY, SWEEP_ATTACK, Budget, recorded, registered_name
 from ..attacks.apgd_eot import APGDEOT
 from ..models.checkpoint import check_purifier
 from ..runs.provenance import code_version, provenance
@@ -143,6 +143,7 @@ class Row:
     :param check_every: Its best-iterate rule's check interval; 0: the last iterate. The defaults, one run and the
         last iterate, are what the rows recorded before the rule measured: a row's name keeps its meaning, and
         :func:`with_restarts` gives the variant with the rule and restarts a name of its own.
+    :param eot_samples: Its own EOT draws (None: the run's ``eot_samples``): an attack whose paper sets them.
     """
 
     name: str
@@ -152,7 +153,8 @@ class Row:
     random_start: bool = False
     eps_scale: float = 1.0
     num_random_init: int = 1
-    check_every: int = 0
+    check_every: int | str = 0
+    eot_samples: int | None = None
 
     @property
     def adaptive(self) -> bool:
@@ -171,14 +173,15 @@ VARIANT = re.compile(r"^(?P<row>.+)-(?P<max_iter>\d+)it-r(?P<runs>\d+)$")
 
 def with_restarts(row: Row, runs: int, max_iter: int | None = None) -> Row:
     """
-    ``row`` (an adaptive one) with the best iterate judged every :data:`~art_adp.attacks._core.CHECK_EVERY`
-    iterations on S draws of its own, ``runs`` runs (``num_random_init``) and ``max_iter`` iterations (default: the
-    row's), named ``{row.name}-{max_iter}it-r{runs}`` (:data:`VARIANT`): its records are its own.
+    ``row`` (an adaptive one) with the best iterate judged on S draws of its own (every iterate where a judgement
+    costs under a quarter of an iteration, else every :data:`~art_adp.attacks._core.CHECK_EVERY`: ``"auto"``),
+    ``runs`` runs (``num_random_init``) and ``max_iter`` iterations (default: the row's), named
+    ``{row.name}-{max_iter}it-r{runs}`` (:data:`VARIANT`): its records are its own.
     """
     if not row.adaptive or isinstance(runs, bool) or not (isinstance(runs, int) and runs >= 1):
         raise ValueError(f"restarts apply to an adaptive row with runs >= 1, got {row.name!r} and {runs!r}.")
     it = row.max_iter if max_iter is None else int(max_iter)
-    return replace(row, name=f"{row.name}-{it}it-r{runs}", max_iter=it, num_random_init=runs, check_every=CHECK_EVERY)
+    return replace(row, name=f"{row.name}-{it}it-r{runs}", max_iter=it, num_random_init=runs, check_every=AUTO)
 
 
 @dataclass(frozen=True)
@@ -356,7 +359,13 @@ def _row_named(name: str, known: Mapping[str, Row], adaptive_default: Row) -> Ro
             return with_restarts(base, int(m["runs"]), int(m["max_iter"]))
     if name in known:
         return known[name]
-    return replace(adaptive_default, name=name, attack=name) if name in REGISTRY else None
+    own = OWN_BUDGETS.get(name, {})
+    return replace(adaptive_default, name=name, attack=name, **own) if name in REGISTRY else None
+
+
+#: The budgets of the registry attacks whose papers set their own, when they run as adaptive rows: DiffHammer's
+#: selective EOT, 50 iterations per loss of N = 10 draws.
+OWN_BUDGETS: Mapping[str, dict] = {"selective-eot": {"max_iter": 50, "eot_samples": 10}}
 
 
 def preset_for(
@@ -572,15 +581,31 @@ def _judge(classifier, purifier, x, y, *, ensemble_size: int, repeats: int, seed
     return np.stack(preds)
 
 
-def _budget(r: Row, eps: float, eot_samples: int, batch_size: int = 50, judge_draws: int = JUDGE_DRAWS) -> Budget:
-    return Budget(eps=eps * r.eps_scale, eps_step=r.eps_step or eps, max_iter=r.max_iter, eot_samples=eot_samples,
-                  random_start=r.random_start, batch_size=batch_size, num_random_init=r.num_random_init,
-                  check_every=r.check_every, judge_draws=judge_draws)  # fmt: skip
+def _budget(r: Row, eps: float, eot_samples: int, batch_size: int = 50, judge_draws: int = JUDGE_DRAWS,
+            options: Mapping[str, str] | None = None) -> Budget:  # fmt: skip
+    """The row's :class:`Budget` (its own EOT draws, else ``eot_samples``), with the attack ``options`` (loss,
+    EOT target, step schedule; None: the :class:`Budget`'s defaults)."""
+    return Budget(eps=eps * r.eps_scale, eps_step=r.eps_step or eps, max_iter=r.max_iter,
+                  eot_samples=r.eot_samples or eot_samples, random_start=r.random_start, batch_size=batch_size,
+                  num_random_init=r.num_random_init, check_every=r.check_every, judge_draws=judge_draws,
+                  **(options or {}))  # fmt: skip
 
 
 #: Images an adaptive row attacks, judges and records at a time, by their index (images 0-49, 50-99, ...): a row cut
 #: short resumes from its last whole block, and a resumed row equals an uninterrupted one.
 BLOCK = 50
+
+
+def keep(run_dir: Path, cell: Sequence[str], idx: Sequence[int], x_adv: np.ndarray) -> Path:
+    """Save a block's adversarial examples: ``RUN_DIR/examples/<cell joined by __>__<first index>.npz`` (compressed;
+    ``images`` float32, ``indices``), written atomically; returns the path."""
+    folder = run_dir / "examples"
+    folder.mkdir(exist_ok=True)
+    name = "__".join(re.sub(r"[^A-Za-z0-9.+-]+", "_", str(c)) for c in cell) + f"__{int(idx[0])}.npz"
+    tmp = folder / (name + ".tmp.npz")
+    np.savez_compressed(tmp, images=np.asarray(x_adv, np.float32), indices=np.asarray(idx, np.int64))
+    tmp.replace(folder / name)
+    return folder / name
 
 
 def _blocks(idx: Sequence[int], seed: int) -> list[tuple[list[int], int]]:
@@ -593,10 +618,10 @@ def _blocks(idx: Sequence[int], seed: int) -> list[tuple[list[int], int]]:
 
 
 def _adaptive(classifier, purifier, x, y, r: Row, eps: float, *, eot_samples: int, seed: int, device,
-              judge_draws: int = JUDGE_DRAWS) -> np.ndarray:  # fmt: skip
+              judge_draws: int = JUDGE_DRAWS, options: Mapping[str, str] | None = None) -> np.ndarray:  # fmt: skip
     purifier.generator.manual_seed(derive_seed(seed, "attack", r.name))
     estimator = _estimator(classifier, purifier, device)
-    budget = _budget(r, eps, eot_samples, judge_draws=judge_draws)
+    budget = _budget(r, eps, eot_samples, judge_draws=judge_draws, options=options)
     attack = REGISTRY[r.attack].build(estimator, budget, derive_seed(seed, r.name))
     return attack.generate(x, y=y).astype(np.float32)
 
@@ -634,7 +659,7 @@ def run_levers(
     judges: Sequence[str] = ("ensemble",),
     n_examples: int = 1000,
     ensemble_size: int = 10,
-    repeats: int = 1,
+    repeats: int = 10,
     eot_samples: int = 5,
     eps: float | None = None,
     arch: str | None = None,
@@ -642,7 +667,11 @@ def run_levers(
     max_iter: int | None = None,
     eps_step: float | None = None,
     max_epochs: int | None = None,
-    restarts: int | None = None,
+    restarts: int | None = 1,
+    loss: str = Budget.loss,
+    eot_target: str = Budget.eot_target,
+    step_schedule: str = Budget.step_schedule,
+    keep_examples: bool = True,
     seed: int = 0,
     device: str = "cpu",
     progress: bool = True,
@@ -668,12 +697,20 @@ def run_levers(
         adaptive rows).
     :param n_examples: Test images (the first ones of the test split).
     :param ensemble_size: S, purifications averaged per prediction (the paper's 10).
-    :param repeats: R, judgements of the adaptive rows (fresh noise each).
+    :param repeats: R, judgements of the adaptive rows (fresh noise each; 10, DiffHammer's Wor.Rob@10: the tables
+        give the worst of 10 beside the worst of the first 2).
     :param eot_samples: EOT draws per gradient of the adaptive attacks.
     :param eps, arch, sigmas, max_iter, eps_step, max_epochs: Overrides of the preset (:func:`preset_for`).
     :param restarts: K: measure every adaptive row as its :func:`with_restarts` variant (the best iterate, judged on
-        S draws of its own, and K runs), recorded under the variant's name; None: the rows as recorded before the
-        rule (one run, the last iterate).
+        S draws of its own, and K runs), recorded under the variant's name (the default: one run, its best iterate);
+        None: the rows as recorded before the rule (one run, the last iterate).
+    :param loss, eot_target, step_schedule: The attacks' options (:class:`~art_adp.attacks.registry.Budget`): PGD+EOT's
+        loss, what the EOT gradients differentiate, the PGD family's steps. Each adaptive record carries the options
+        its attack ran with that differ from the first records' (:func:`~art_adp.attacks.registry.recorded`), and a
+        run folder holding a row measured with other options (or before records carried them) is refused for it.
+    :param keep_examples: Keep the adversarial examples of every adaptive block
+        (``RUN_DIR/examples/<classifier>__<model>__<setting>__<row>__<first image>.npz``: images, indices), so a new
+        judgement needs no new attack.
     :param seed: Seed of every draw (random starts, purification noise, training).
     :param device: Where the networks run (``"cpu"`` or ``"cuda"``).
     :param progress: Print one line per measured cell.
@@ -709,6 +746,13 @@ def run_levers(
     if restarts is not None:
         rows = [with_restarts(r, restarts) if r.adaptive and not r.num_random_init > 1 and not r.check_every else r
                 for r in rows]  # fmt: skip
+    options = {"loss": loss, "eot_target": eot_target, "step_schedule": step_schedule}
+
+    def options_of(r: Row) -> dict:
+        """What an adaptive record of ``r`` carries: the options and best-iterate budget its attack takes that differ
+        from the first records'."""
+        spec = REGISTRY[r.attack]
+        return recorded(_budget(r, eps, eot_samples, judge_draws=ensemble_size, options=options), spec)
     if AUTOATTACK in attacks and importlib.util.find_spec("torchattacks") is None:
         raise ImportError("The autoattack row runs torchattacks' AutoAttack: pip install --no-deps torchattacks==3.5.1")
     all_settings = sigma_settings(preset.sigmas)
@@ -742,12 +786,19 @@ def run_levers(
 
     on_file = read_jsonl(path)
     done = {key(r) for r in on_file}
-    adaptive_names = {a.name for a in rows if a.adaptive}
-    other_eot = sorted({(r["attack"], r["eot_samples"]) for r in on_file if r["attack"] in adaptive_names
-                        and r.get("eot_samples", eot_samples) != eot_samples})  # fmt: skip
+    draws = {a.name: a.eot_samples or eot_samples for a in rows if a.adaptive}  # a row's own, or the run's
+    other_eot = sorted({(r["attack"], r["eot_samples"]) for r in on_file if r["attack"] in draws
+                        and r.get("eot_samples", draws[r["attack"]]) != draws[r["attack"]]})  # fmt: skip
     if other_eot:
         raise ValueError(f"{path} holds {other_eot} measured at other EOT draws than eot_samples={eot_samples}; "
                          "measure into another run folder, or pass the folder's eot_samples.")  # fmt: skip
+    wanted = {r.name: options_of(r) for r in rows if r.adaptive}
+    other = sorted({r["attack"] for r in on_file if r["attack"] in wanted
+                    and r.get("judge", "ensemble") == "ensemble" and r.get("options") != wanted[r["attack"]]})  # fmt: skip
+    if other:
+        raise ValueError(f"{path} holds rows {other} measured with other attack options than {options} (or by the "
+                         "attacks before their records carried them); measure into another run folder, or pass the "
+                         "options those rows were measured with.")  # fmt: skip
 
     def todo(clf, model, setting, attack, judge="ensemble") -> list[int]:
         return [i for i in range(len(x)) if (clf, model, setting, attack, judge, i) not in done]
@@ -820,10 +871,14 @@ def run_levers(
                 idx = todo(name, model, s.name, r.name)
                 for part, part_seed in _blocks(idx, seed) if r.adaptive and "ensemble" in judges else ():
                     xa = _adaptive(clf, purifier, x[part], y[part], r, eps, eot_samples=eot_samples, seed=part_seed,
-                                   device=device, judge_draws=ensemble_size)  # fmt: skip
+                                   device=device, judge_draws=ensemble_size, options=options)  # fmt: skip
+                    if keep_examples:
+                        keep(run_dir, (name, model, s.name, r.name), part, xa)
                     preds = _judge(clf, purifier, xa, y[part], ensemble_size=ensemble_size, repeats=repeats,
                                    seed=part_seed, device=device)  # fmt: skip
-                    record(name, model, s.name, r.name, part, preds, {**extra, "repeats": repeats})
+                    record(name, model, s.name, r.name, part, preds,
+                           {**extra, "repeats": repeats, "options": wanted[r.name],
+                            **({"eot_samples": r.eot_samples} if r.eot_samples else {})})  # fmt: skip
                 if idx and "ensemble" in judges and not r.adaptive:
                     xa = x[idx] if not r.attack else adv[(name, r.name)][idx]
                     preds = _judge(clf, purifier, xa, y[idx], ensemble_size=ensemble_size, repeats=1, seed=seed,
@@ -926,7 +981,7 @@ def worst_over_attacks(cells: Mapping[tuple, list[dict]], base: str | None = Non
 
 def table_markdown(table: dict) -> str:
     """One line per (classifier, score model, setting), one column per attack and judge: accuracy % (n) [95 %
-    interval] (worst of R for the adaptive rows)."""
+    interval] (worst of R for the adaptive rows; with R > 2, the worst of the first 2 after it)."""
     cols: list[tuple[str, str]] = []
     for c in table["cells"]:
         col = (c["attack"], c.get("judge", "ensemble"))
@@ -942,10 +997,12 @@ def table_markdown(table: dict) -> str:
         cells = []
         for col in cols:
             c = by.get(col)
+            two = (c or {}).get("judgements", {}).get("worst of 2")
             cells.append(
                 ""
                 if c is None
                 else f"{100 * c['accuracy']:.1f} ({c['n']}) [{100 * c['ci95'][0]:.0f}–{100 * c['ci95'][1]:.0f}]"
+                + ("" if two is None else f"; worst of 2: {100 * two['accuracy']:.1f}")
             )
         lines.append(f"| {clf} | {model} | {setting} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -966,7 +1023,7 @@ class LeversConfig:
     judges: tuple[str, ...] = ("ensemble",)
     n_examples: int = 1000
     ensemble_size: int = 10
-    repeats: int = 1
+    repeats: int = 10
     eot_samples: int = 5
     eps: float | None = None
     arch: str | None = None
@@ -974,7 +1031,11 @@ class LeversConfig:
     max_iter: int | None = None
     eps_step: float | None = None
     max_epochs: int | None = None
-    restarts: int | None = None
+    restarts: int | None = 1
+    loss: str = Budget.loss
+    eot_target: str = Budget.eot_target
+    step_schedule: str = Budget.step_schedule
+    keep_examples: bool = True
     seed: int = 0
     estimate_only: bool = False
 

@@ -74,14 +74,18 @@ def majority_correct(preds: list[int], label: int) -> bool:
 def judgements(rows: list[dict]) -> dict[str, float]:
     """
     The three judgements of R predictions per example (each row: ``pred``, the R predictions, and ``label``): the
-    mean over examples and R, the worst case over R (correct in all R), the majority vote over R.
+    mean over examples and R, the worst case over R (correct in all R), the majority vote over R; with R > 2, also
+    the worst case over the first two (``"worst of 2"``: what a table judged worst of R = 2 would say).
     """
     correct = np.array([[p == r["label"] for p in r["pred"]] for r in rows], dtype=bool)
-    return {
+    out = {
         "mean": float(correct.mean()),
         "worst": float(correct.all(1).mean()),
         "majority": float(np.mean([majority_correct(r["pred"], r["label"]) for r in rows])),
     }
+    if correct.shape[1] > 2:
+        out["worst of 2"] = float(correct[:, :2].all(1).mean())
+    return out
 
 
 def summarize(rows: list[dict]) -> dict:
