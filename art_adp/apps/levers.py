@@ -189,9 +189,11 @@ class ClassifierRecipe:
     """
     How a classifier of a preset is trained on the training split.
 
-    :param arch: ``"mlp"`` (2 × 512 ReLU) or ``"cnn"`` (:class:`~art_adp.models.SmallCNN`: 5×5, stride 1, padding 2).
+    :param arch: A name of :data:`~art_adp.apps.commands.CLASSIFIERS`: ``"mlp"`` (2 × 512 ReLU), ``"cnn"``
+        (:class:`~art_adp.models.SmallCNN`: 5×5, stride 1, padding 2), ``"resnet20"``
+        (:class:`~art_adp.models.CifarResNet`); for a brought classifier (``epochs`` 0), what it is.
+    :param epochs: Epochs (with ``patience``: the most epochs); 0: not trained here but brought (:func:`brought`).
     :param adversarial: PGD adversarial training at the preset's ε (``max_iter`` steps of 2.5 ε / ``max_iter``).
-    :param epochs: Epochs (with ``patience``: the most epochs).
     :param patience: Early stopping: epochs without a higher validation robust accuracy
         (:func:`~art_adp.apps.robust_baseline.train_until_plateau`; trained behind a purifier plainly: clean accuracy
         through it); None: ``epochs`` epochs.
@@ -309,20 +311,21 @@ FASHION_MNIST = Preset(
 
 CIFAR10_EPS = DATASET_EPS["cifar10"]
 
-#: CIFAR-10 at the paper's ε = 8/255: ADP in front of ResNet-20 (``resnet20``: a CIFAR ResNet-20 checkpoint put in
-#: the run folder as ``resnet20.safetensors``, e.g. the published one, see docs/cifar10.md); the same ResNet-20
-#: adversarially trained by fast adversarial training (FGSM from a random start, 15 epochs of a one-cycle schedule,
-#: the best of them on 1,000 held-out training images under PGD 20); rows as Fashion-MNIST's, plus BPDA+EOT at the
-#: paper's budget (40 × 2/255, EOT 15 by ``--eot-samples``).
+#: CIFAR-10 at the paper's ε = 8/255: ADP in front of two published classifiers brought into the run folder
+#: (:func:`brought`; examples/cifar10_classifiers.py makes them): ResNet-20 (``resnet20``, He et al.'s, as trained by
+#: akamaster/pytorch_resnet_cifar10) and Tiniest (``tiniest``, 97,530 parameters, ThalesGroup/scio); the same
+#: ResNet-20 adversarially trained by fast adversarial training (FGSM from a random start, 15 epochs of a one-cycle
+#: schedule, the best of them on 1,000 held-out training images under PGD 20); rows as Fashion-MNIST's.
 CIFAR10 = Preset(
     eps=CIFAR10_EPS,
     classifier="resnet20",
     classifiers={
         "resnet20": ClassifierRecipe("resnet20", epochs=0),
+        "tiniest": ClassifierRecipe("tiniest", epochs=0),
         "adv-resnet20": ClassifierRecipe("resnet20", adversarial=True, epochs=15, patience=15, batch_size=128,
                                          method="fgsm-rs", lr=0.2, validation=0.02),
     },  # fmt: skip
-    baselines=("resnet20", "adv-resnet20"),
+    baselines=("resnet20", "tiniest", "adv-resnet20"),
     sigmas=(0.1, 0.25, 0.5),
     rows=(
         Row("clean"),
@@ -416,14 +419,17 @@ def row_label(row: Row, eps: float) -> str:
     return f"{label}, {row.max_iter} × {_step_text(row.eps_step, eps * row.eps_scale)}{rs}{radius}"
 
 
-def _estimator(model, purifier=None, device: str = "cpu"):
+def _estimator(model, purifier=None, device: str = "cpu", input_shape: Sequence[int] | None = None):
+    """ART's estimator of ``model`` (ten classes, [0, 1] pixels) behind ``purifier``; its input shape ``input_shape``,
+    else the model's ``config``'s (one of this package's classifiers), else 1×28×28."""
     from art.estimators.classification import PyTorchClassifier
 
     config = getattr(model, "config", {})
     side = config.get("image_size", 28)
+    shape = tuple(input_shape) if input_shape is not None else (config.get("in_channels", 1), side, side)
     return PyTorchClassifier(
-        model, torch.nn.CrossEntropyLoss(), input_shape=(config.get("in_channels", 1), side, side),
-        nb_classes=config.get("nb_classes", 10), clip_values=(0.0, 1.0),
+        model, torch.nn.CrossEntropyLoss(), input_shape=shape, nb_classes=config.get("nb_classes", 10),
+        clip_values=(0.0, 1.0),
         preprocessing_defences=[purifier] if purifier is not None else None,
         device_type="gpu" if device == "cuda" else "cpu",
     )  # fmt: skip
@@ -490,6 +496,8 @@ def _classifier(name: str, preset: Preset, data, run_dir: Path, seed: int, progr
 
     path = run_dir / f"{name}.safetensors"
     recipe = preset.classifiers[name]
+    if not recipe.epochs:
+        return brought(name, run_dir)
     if path.exists() and not recipe.patience:
         return models.load_classifier(path).eval()
     torch.manual_seed(seed)
@@ -510,9 +518,6 @@ def _classifier(name: str, preset: Preset, data, run_dir: Path, seed: int, progr
                                    patience=recipe.patience, max_epochs=recipe.epochs, batch_size=recipe.batch_size,
                                    seed=seed, progress=progress, device=device, method=recipe.method,
                                    lr=recipe.lr, val_fraction=recipe.validation)[0]  # fmt: skip
-    if not recipe.epochs:
-        raise FileNotFoundError(f"{path}: the classifier {name!r} is not trained here; put its checkpoint there "
-                                "(art_adp.models.save_classifier), see docs/cifar10.md.")  # fmt: skip
     if recipe.adversarial:
         models.train_adversarial_classifier(model, data.x_train, data.y_train, eps=preset.eps, max_iter=recipe.max_iter,
                                             epochs=recipe.epochs, seed=seed, verbose=progress)  # fmt: skip
@@ -523,11 +528,30 @@ def _classifier(name: str, preset: Preset, data, run_dir: Path, seed: int, progr
     return model.eval()
 
 
+def brought(name: str, run_dir: Path) -> torch.nn.Module:
+    """A classifier a preset does not train but is given (a recipe of 0 epochs, e.g. a published one): the run
+    folder's ``NAME.safetensors`` (:func:`~art_adp.models.save_classifier`) or ``NAME.pt`` (TorchScript), read as
+    ``--classifier`` reads them (:func:`~art_adp.apps.loading.load_classifier_arg`; never unpickled)."""
+    from .loading import load_classifier_arg
+
+    found = [run_dir / f"{name}{ext}" for ext in (".safetensors", ".pt") if (run_dir / f"{name}{ext}").exists()]
+    if not found:
+        raise FileNotFoundError(
+            f"The classifier {name!r} is not trained here: put it in {run_dir} as {name}.safetensors "
+            f"(art_adp.models.save_classifier) or {name}.pt (TorchScript); examples/cifar10_classifiers.py makes both "
+            "published CIFAR-10 classifiers so (docs/cifar10.md)."
+        )
+    return load_classifier_arg(str(found[0]))[0].eval()
+
+
 def _stand_in(name: str, preset: Preset, run_dir: Path) -> torch.nn.Module:
-    """The classifier ``name`` if trained, else its untrained architecture: what a price needs (the same cost)."""
+    """The classifier ``name`` if trained (or brought), else its untrained architecture: what a price needs (the
+    same cost)."""
     from .. import models
 
     path = run_dir / f"{name}.safetensors"
+    if not preset.classifiers[name].epochs:
+        return brought(name, run_dir)
     return models.load_classifier(path).eval() if path.exists() else _architecture(name, preset).eval()
 
 
@@ -562,6 +586,8 @@ def _training_facts(name: str, preset: Preset, run_dir: Path) -> dict:
     from ..serialization import read_checkpoint
 
     facts = {**asdict(preset.classifiers[name])}
+    if not (run_dir / f"{name}.safetensors").exists():  # brought as TorchScript: nothing recorded in it
+        return {**facts, "brought": f"{name}.pt (TorchScript)"}
     header = read_checkpoint(run_dir / f"{name}.safetensors")[1]
     for key in ("adversarial_training", "training", "purifier"):
         if key in header:
@@ -573,7 +599,8 @@ def _judge(classifier, purifier, x, y, *, ensemble_size: int, repeats: int, seed
     """The S-run ensemble's (mean softmax) prediction, ``repeats`` times with fresh noise: ``repeats × N``."""
     from ..eot import EOTClassifier
 
-    ensemble = EOTClassifier(_estimator(classifier, purifier, device), ensemble_size=ensemble_size, batch_size=500)
+    estimator = _estimator(classifier, purifier, device, x.shape[1:])
+    ensemble = EOTClassifier(estimator, ensemble_size=ensemble_size, batch_size=500)
     preds = []
     for r in range(repeats):
         purifier.generator.manual_seed(derive_seed(seed, "judge", r))
@@ -620,7 +647,7 @@ def _blocks(idx: Sequence[int], seed: int) -> list[tuple[list[int], int]]:
 def _adaptive(classifier, purifier, x, y, r: Row, eps: float, *, eot_samples: int, seed: int, device,
               judge_draws: int = JUDGE_DRAWS, options: Mapping[str, str] | None = None) -> np.ndarray:  # fmt: skip
     purifier.generator.manual_seed(derive_seed(seed, "attack", r.name))
-    estimator = _estimator(classifier, purifier, device)
+    estimator = _estimator(classifier, purifier, device, x.shape[1:])
     budget = _budget(r, eps, eot_samples, judge_draws=judge_draws, options=options)
     attack = REGISTRY[r.attack].build(estimator, budget, derive_seed(seed, r.name))
     return attack.generate(x, y=y).astype(np.float32)
@@ -632,7 +659,7 @@ def _fixed(classifier, purifier, x, y, r: Row, eps: float, *, seed: int, device,
     from ..eot import EOTClassifier
     from .evaluation.run import frozen_noise
 
-    estimator = _estimator(classifier, purifier, device)
+    estimator = _estimator(classifier, purifier, device, x.shape[1:])
     preds = []
     for start in range(0, len(x), chunk):
         xb, yb = x[start : start + chunk], y[start : start + chunk]
@@ -858,7 +885,7 @@ def run_levers(
             extra = {"purifier": asdict(s)}
             if estimate_only:
                 pending = {r.name: len(todo(name, model, s.name, r.name)) for r in rows if r.attack != AUTOATTACK}
-                for row, seconds in price_rows(_estimator(clf, purifier, device), x, rows, pending, eps=eps,
+                for row, seconds in price_rows(_estimator(clf, purifier, device, x.shape[1:]), x, rows, pending, eps=eps,
                                                eot_samples=eot_samples, ensemble_size=ensemble_size,
                                                repeats=repeats).items():  # fmt: skip
                     prices[f"{name} ← {model} | {s.name} | {row}"] = seconds
@@ -908,7 +935,7 @@ def run_levers(
         *({**asdict(r), "label": row_label(r, eps), "adaptive": True, "variant": True} for r in variants if r),
     ]  # fmt: skip
     table["classifiers"] = {k: _training_facts(k, preset, run_dir) for k in clfs}
-    hashes = {k: run_dir / f"{k}.safetensors" for k in clfs}
+    hashes = {k: run_dir / f"{k}.safetensors" if (run_dir / f"{k}.safetensors").exists() else clfs[k] for k in clfs}
     table["provenance"] = provenance(
         wall_time_s=time.monotonic() - started,
         device=device,
