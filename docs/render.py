@@ -456,6 +456,9 @@ def denoiser_training(path: str) -> str:
     levels = list(curve[0]["mse"])
     rows = [[r["step"], f"{r['samples']:,}", wall(r["train_seconds"]), r["samples_per_s"],
              *(f"{r['mse'][k]:.5f}" for k in levels)] for r in curve]  # fmt: skip
+    if "linear_mse" in result:  # the yardstick, on the same images and noise
+        rows.append(["best linear denoiser (Wiener filter of the training images)", "", "", "",
+                     *(f"{result['linear_mse'][k]:.5f}" for k in levels)])  # fmt: skip
     s = result["settings"]
     return "\n".join([
         f"DenoiserUNet{tuple(s['channels'])}, {result['parameters']:,} parameters, trained on {s['n_train']:,} "
@@ -638,6 +641,7 @@ def levers_page(result: dict, path: str, earlier: str | None = None) -> str:
     rows = [["paper (NCSNv2, 60,000 training images)", "ADP σ 0.25", *(paper.get(a, "") for a in attacks)]]
     rows += [[who, setting, *(cell(by.get(a)) for a in attacks)] for (who, setting), by in groups.items()]
     judged = []
+    two = any("worst of 2" in c.get("judgements", {}) for c in result["cells"])  # judged R > 2 times: worst of 2 too
     for c in result["cells"]:
         if c["attack"] in adaptive and c.get("judge", "ensemble") == "ensemble":
             fixed = next((f for f in result["cells"] if f.get("judge") == "fixed" and f["attack"] == c["attack"]
@@ -645,7 +649,7 @@ def levers_page(result: dict, path: str, earlier: str | None = None) -> str:
                           and f.get("classifier") == c.get("classifier")), None)  # fmt: skip
             j = c.get("judgements", {})
             short = [cell({**v, "n": c["n"]}).rsplit(" (", 1)[0] if v else "" for v in
-                     (j.get("mean"), j.get("worst"), j.get("majority"))]  # fmt: skip
+                     (j.get("mean"), *((j.get("worst of 2"),) if two else ()), j.get("worst"), j.get("majority"))]
             who = _who(c, result)
             judged.append([who, c["setting"], labels[c["attack"]], c["n"], c.get("eot_samples", ""),
                            c.get("repeats", 1), *short, cell(fixed).rsplit(" (", 1)[0] if fixed else ""])  # fmt: skip
@@ -666,8 +670,9 @@ def levers_page(result: dict, path: str, earlier: str | None = None) -> str:
     if judged:
         out += ["The adaptive rows under each judgement (R fresh S-ensembles: mean, worst and majority of R; fixed "
                 "noise: one frozen draw shared by the attack, run with EOT 1, and the judge):", "",
-                *table(["score model → classifier", "setting", "attack", "images", "EOT", "R", "mean", "worst of R",
-                        "majority of R", "fixed noise"], judged), ""]  # fmt: skip
+                *table(["score model → classifier", "setting", "attack", "images", "EOT", "R", "mean",
+                        *(["worst of 2"] if two else []), "worst of R", "majority of R", "fixed noise"], judged),
+                ""]  # fmt: skip
     if earlier:
         out += against_earlier(result, load(earlier), earlier)
     facts = result.get("classifiers", {})

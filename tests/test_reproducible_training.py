@@ -2,6 +2,7 @@
 whatever the process's global RNG held before (torch seeds it afresh in every interpreter)."""
 
 import numpy as np
+import pytest
 import torch
 
 from art_adp.runs.provenance import weights_sha256
@@ -36,3 +37,20 @@ def test_the_demo_trains_the_same_models_twice(tmp_path):
         score, classifier = _models(data, c, tmp_path / run, torch.device("cpu"), progress=False)
         hashes.append((weights_sha256(score), weights_sha256(classifier)))
     assert hashes[0] == hashes[1]
+
+
+def test_the_linear_yardstick_is_the_wiener_filters_mse_on_gaussian_images():
+    """On Gaussian images the Wiener filter is the MMSE denoiser: its per-pixel MSE at level σ is
+    (1/d) Σ λ σ² / (λ + σ²) over the covariance's eigenvalues λ."""
+    from art_adp.apps.train_denoiser import linear_denoising_mse
+
+    g = torch.Generator().manual_seed(0)
+    mix = torch.randn(4, 4, generator=g) * 0.1
+    cov = mix @ mix.T
+    sample = lambda n: (0.5 + torch.randn(n, 4, generator=g) @ mix.T).view(n, 1, 2, 2).numpy()  # noqa: E731
+    got = linear_denoising_mse(sample(20000), sample(4000), (0.05, 0.2), seed=3)
+    values = torch.linalg.eigvalsh(cov.double())
+    for level in (0.05, 0.2):
+        expected = float((values * level**2 / (values + level**2)).mean())
+        assert got[f"{level:g}"] == pytest.approx(expected, rel=0.05)
+        assert got[f"{level:g}"] < level**2  # better than the noisy input

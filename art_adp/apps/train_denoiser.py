@@ -27,7 +27,8 @@ from ..score.sigmas import geometric_sigmas
 from ..score.train import train_score_model
 from ..score.unet import DenoiserUNet
 
-__all__ = ["LEVELS", "DenoiserTraining", "denoising_mse", "train_denoiser", "train_denoiser_command"]
+__all__ = ["LEVELS", "DenoiserTraining", "denoising_mse", "linear_denoising_mse", "train_denoiser",
+           "train_denoiser_command"]
 
 #: The levels (in [0, 1] pixel units) at which the curve measures one-step denoising.
 LEVELS = (0.05, 0.1, 0.25, 0.5)
@@ -46,7 +47,7 @@ def denoising_mse(denoiser, x, levels: Sequence[float] = LEVELS, *, seed: int = 
     :return: ``{σ as str: MSE}``, the MSE averaged over pixels and images.
     """
     x = torch.as_tensor(np.asarray(x), dtype=torch.float32)
-    device = next(denoiser.parameters()).device
+    device = next(iter([*denoiser.parameters(), *denoiser.buffers()])).device
     out = {}
     for level in levels:
         gen = torch.Generator().manual_seed(derive_seed(seed, "denoise", float(level)))
@@ -57,6 +58,39 @@ def denoising_mse(denoiser, x, levels: Sequence[float] = LEVELS, *, seed: int = 
             total += float((denoiser(noisy.to(device), level).cpu() - xb).square().sum())
         out[f"{level:g}"] = total / x.numel()
     return out
+
+
+@torch.no_grad()
+def linear_denoising_mse(x_train, x_test, levels: Sequence[float] = LEVELS, *, seed: int = 0) -> dict:
+    """
+    The yardstick of :func:`denoising_mse`: the best *linear* denoiser of the training images, the Wiener filter
+    x̂ = μ + C (C + σ² I)⁻¹ (x̃ − μ) with μ and C their mean and covariance, on the same images and the same noise.
+    Any denoiser worth training beats it; the MMSE denoiser (what a perfect score model gives) beats it by the
+    images' non-Gaussian structure.
+
+    :param x_train: Training images ``N×C×H×W`` in [0, 1] (μ and C; float64).
+    :param x_test: The images measured (as :func:`denoising_mse` takes them).
+    :return: ``{σ as str: MSE}``.
+    """
+    flat = torch.as_tensor(np.asarray(x_train), dtype=torch.float64).flatten(1)
+    mean = flat.mean(0)
+    centred = flat - mean
+    values, vectors = torch.linalg.eigh(centred.T @ centred / len(flat))
+    values = values.clamp_min(0)
+
+    class Wiener(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("mean", mean)
+            self.register_buffer("vectors", vectors)
+            self.register_buffer("values", values)
+
+        def forward(self, noisy, level):
+            z = (noisy.flatten(1).double() - self.mean) @ self.vectors
+            out = self.mean + (z * (self.values / (self.values + level**2))) @ self.vectors.T
+            return out.float().view_as(noisy)
+
+    return denoising_mse(Wiener(), x_test, levels, seed=seed)
 
 
 def train_denoiser(
@@ -172,6 +206,7 @@ def train_denoiser(
         "parameters": sum(p.numel() for p in model.parameters()),
         "curve": [{k: v for k, v in r.items() if k != "settings"} for r in curve],
         "final": next((r for r in reversed(curve) if "mse" in r), None),
+        "linear_mse": linear_denoising_mse(x_train, x_eval, seed=seed),  # the yardstick: the best linear denoiser
         "precision_reason": precision_reason,  # the precision itself: settings["precision"]
         "provenance": provenance(
             wall_time_s=time.monotonic() - started, device=device, models={"denoiser": checkpoint}, precision=precision
