@@ -2,6 +2,7 @@
 
     python docs/publish.py runs/fm-behind/table.json docs/results/fashion_mnist_adv_behind_purifier.json
     python docs/publish.py EARLIER.json [EARLIER.json ...] runs/fm-den-full/table.json docs/results/NAME.json
+    python docs/publish.py --variants runs/cmp-a runs/cmp-b ... docs/results/NAME.json
 
 A committed result holds no path of the machine that measured it (tests/test_docs_drift.py): the command's
 ``--data-root PATH`` becomes ``--data-root DIR`` and the folder's name goes to ``provenance.data_root``, from which
@@ -75,10 +76,54 @@ def with_calls(result: dict, earlier: list[dict]) -> dict:
     return {**result, "provenance": {**result["provenance"], "calls": calls}} if calls else result
 
 
+def option_text(options: dict | None) -> str:
+    """A record's attack options in a row's name: ``"ensemble, margin, halving"``; the first records' options (none
+    differing): ``"as first recorded"``."""
+    shown = [str(v) for k, v in (options or {}).items() if k not in ("num_random_init", "check_every")]
+    return ", ".join(shown) or "mean of per-draw CE, constant steps"
+
+
+def with_variants(folders: list[Path]) -> dict:
+    """
+    ``art-adp levers`` run folders that measured the same defence on the same images with other attack options (a
+    folder refuses a row measured with other options, so each set has its own), as one result: every folder's records,
+    each adaptive row renamed ``ROW [options]``, rendered together by the levers' own rendering (so the per-image worst
+    case runs over every variant), the last folder's table for everything else, each folder's call in
+    ``provenance.calls`` (``provenance.variants`` says the calls are side by side, not one after another).
+    """
+    from art_adp.apps.levers import render_levers
+    from art_adp.runs.records import read_jsonl
+
+    tables = [publish(json.loads((f / "table.json").read_text(encoding="utf-8"))) for f in folders]
+    records = []
+    for f in folders:
+        for r in read_jsonl(f / "records.jsonl"):
+            records.append({**r, "attack": f"{r['attack']} [{option_text(r['options'])}]"} if "options" in r else r)
+    models = [t["provenance"].get("models", {}) for t in tables]
+    if any(m != models[0] for m in models):
+        raise ValueError("the folders measured other weights: variants compare attacks on one defence")
+    last = tables[-1]
+    rendered = render_levers(records, base=last["classifier"])
+    calls = [{k: t["provenance"][k] for k in CALL if k in t["provenance"]} for t in tables[:-1]]
+    names = {c["attack"] for c in rendered["cells"]}
+    rows = [r for r in last["rows"] if r["name"] in names]
+    rows += [{**r, "name": n, "label": f"{r['label']} [{n.split(' [', 1)[1]}"} for t in tables for r in t["rows"]
+             for n in names if n.startswith(r["name"] + " [")]  # fmt: skip
+    rows = list({r["name"]: r for r in rows}.values())
+    return {**last, "cells": rendered["cells"], "rows": rows,
+            "provenance": {**last["provenance"], "calls": calls, "variants": True}}  # fmt: skip
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print(__doc__)
         return 2
+    if argv[0] == "--variants":
+        *folders, target = map(Path, argv[1:])
+        out = with_variants(folders)
+        Path(target).write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"wrote {target} ({len(folders)} folders)")
+        return 0
     *sources, target = map(Path, argv)
     *earlier, last = (json.loads(s.read_text(encoding="utf-8")) for s in sources)
     out = with_calls(last, earlier)

@@ -140,7 +140,9 @@ def source(path: str, result: dict) -> str:
     calls, earlier = p.get("calls", []), ""
     if calls:  # the earlier calls into the same run folder (docs/publish.py), each as it ran
         total = wall(p["wall_time_s"] + sum(c["wall_time_s"] for c in calls))
-        earlier = (f" · after {len(calls)} earlier call(s) into the same run folder, {total} in all: " + "; ".join(
+        where = ("beside {n} call(s) with other attack options, a run folder each" if p.get("variants")
+                 else "after {n} earlier call(s) into the same run folder")  # fmt: skip
+        earlier = (f" · {where.format(n=len(calls))}, {total} in all: " + "; ".join(
             f"`{command({'provenance': c})}` ({wall(c['wall_time_s'])}, code {c['code_version']}"
             + (f", the checkout at its end: {c['code_version_at_end']})" if c.get("code_version_at_end") else ")")
             for c in calls))
