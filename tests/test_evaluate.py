@@ -457,11 +457,12 @@ def test_estimate_only_prices_each_attack_by_the_cost_model(tmp_path, monkeypatc
     out = evaluate(mlp, art_adp.ADPPurifier(score, steps=1), x, y, config=config, run_dir=tmp_path, progress=False,
                    log=logged.append, estimate_only=True)
     judge = 10 * 3 * 1.0  # S x R forward passes per image
-    # 40 iterations x 15 draws, each a forward pass (BPDA) or a full-gradient pass (3.0); 9 judgements of 10 draws
+    # 40 iterations x 15 draws, each a forward pass (BPDA) or a full-gradient pass (3.0); judgements of 10 draws, "auto":
+    # 9 for BPDA (every 5: a judgement is not under a quarter of its iteration), 41 for the full gradient (every one)
     assert out["by_attack"]["bpda-eot"] == 4 * (40 * 15 * 1.0 + 9 * 10 * 1.0 + judge)
-    assert out["by_attack"]["full-pgd-eot"] == 4 * (40 * 15 * 3.0 + 9 * 10 * 1.0 + judge)
+    assert out["by_attack"]["full-pgd-eot"] == 4 * (40 * 15 * 3.0 + 41 * 10 * 1.0 + judge)
     assert out["estimate_seconds"] == sum(out["by_attack"].values())  # the clean row costs its judgement only
-    assert "By attack: clean 2 min, bpda-eot 48 min, full-pgd-eot 2.1 h, clf-pgd 0 s." in logged[0]  # 2,880 s, 7,680 s
+    assert "By attack: clean 2 min, bpda-eot 48 min, full-pgd-eot 2.5 h, clf-pgd 0 s." in logged[0]  # 2,880 s, 8,960 s
 
 
 def test_the_estimate_draws_nothing_the_run_would_draw(tmp_path):

@@ -90,13 +90,15 @@ def test_cost_model_and_budget_text_per_attack():
     judge = 2 * 3 * 1.0
     costs = {a: _unit_cost(main, a, c, probe) - judge for a in ATTACKS}
     # SPSA's iterates judged, each of 2 steps and the start, on S = 2 draws: 6 forward passes;
-    # the best iterate judged at the start and the last of 4 iterations (check_every 5) on S = 2 draws: 4 forward
+    # the best iterate ("auto") of BPDA and the joint attacks judged at the start and the last of 4 iterations (a
+    # judgement of S = 2 draws is not under a quarter of an iteration of 3 forward passes) on S = 2 draws: 4 forward
+    # passes; full-gradient PGD+EOT's every iterate (under a quarter of 3 forward and backward passes): 10 forward
     # passes; APGD (each draw forward + backward, the loss with it) at its own interval, "auto": a judgement of 2
     # draws is not under a quarter of an iteration of 2 draws, so every 5 of its 5: twice per loss, 8 forward passes;
     # the vote attack: its own vote after each step
     assert costs == {"clf-pgd": 0.0, "bpda-eot": 12.0 + 4, "joint-score": 12.0 + 4, "joint-full": 12.0 + 4,
-                     "spsa": 32.0 + 3 * 2, "full-pgd-eot": 120.0 + 4, "apgd-eot": 200.0 + 8,
-                     "lowfreq-vote": 4 * 3 * (10.0 + 1.0) + 3 * 1.0, "full-pgd-eot-dev": 132.0 + 4,
+                     "spsa": 32.0 + 3 * 2, "full-pgd-eot": 120.0 + 10, "apgd-eot": 200.0 + 8,
+                     "lowfreq-vote": 4 * 3 * (10.0 + 1.0) + 3 * 1.0, "full-pgd-eot-dev": 132.0 + 10,
                      "apgd-eot-dev": 220.0 + 8,  # + the checkpoints' forward recompute
                      # its own budget (50 it/loss, N = 10): 3 losses x 50 it x (N + N judging, 1 graft)
                      "selective-eot": 3 * 50 * (2 * 10 * 1.0 + 10.0)}
@@ -113,7 +115,7 @@ def test_cost_model_and_budget_text_per_attack():
     assert "num_random_init" not in attack_budget("full-pgd-eot", last)
     assert budget_text("full-pgd-eot", last) == f"4 it of {c.step:.4g}, last iterate, EOT 3 (mean)"
     assert attack_budget("full-pgd-eot", r3)["num_random_init"] == 3
-    assert attack_budget("full-pgd-eot", c)["check_every"] == 5
+    assert attack_budget("full-pgd-eot", c)["check_every"] == "auto"
     assert "check_every" not in attack_budget("apgd-eot", r3) and attack_budget("apgd-eot", r3)["num_random_init"] == 3
     assert "num_random_init" not in attack_budget("spsa", r3)
     assert budget_text("apgd-eot", c) == "CE+DLR, 5 it/loss, EOT 2"

@@ -19,7 +19,7 @@ from typing import Any
 from .._hardware import PRECISION_CHOICES
 from ..attacks import registry
 from . import commands as cmd
-from .flags import CONFIG, add_fields as _fields, split as _split
+from .flags import CONFIG, add_fields as _fields, interval, split as _split
 from .loading import CLASSIFIER_HELP, SCORE_HELP, STANDARDISATION_HELP
 from .certify_run import CertifyConfig, certify_command
 from .corruption_table import VARIANTS, CorruptionConfig, corruptions_command
@@ -242,7 +242,7 @@ def _evaluate(sub) -> None:
         "max_iter": "PGD/BPDA/joint iterations", "eot_samples": "EOT draws of BPDA, joint and full-gradient PGD",
         "eot_aggregate": "mean of the EOT gradients or the authors' sign vote",
         "cutoff": "the systemic low-frequency attack's band: fraction of the DCT frequencies per side",
-        "num_random_init": "runs (restarts on the unbroken)", "check_every": "best-iterate check interval (0: last)",
+        "num_random_init": "runs (restarts on the unbroken)", "check_every": "best-iterate check interval (0: last; auto)",
         "apgd_max_iter": f"APGD iterations per loss (croce: {croce.apgd_max_iter})",
         "apgd_eot_samples": f"APGD EOT draws (croce: {croce.apgd_eot_samples})",
         "selective_max_iter": "selective EOT iterations per loss", "selective_eot_samples": "selective EOT draws N",
@@ -265,6 +265,7 @@ def _evaluate(sub) -> None:
     _fields(p, EvalConfig, helps, skip=("eps", "preset_name", "overridden", "note", "sanity_iterations",
             "sanity_eot_samples", "compression_examples", "compression_directions", "weight"),
             norm={"type": cmd.norm, "choices": [math.inf, 2], "metavar": "{inf,2}"}, **OPTIONS,
+            check_every={"type": interval},
             eot_aggregate={"choices": ["mean", "sign"]}, memory_budget={"metavar": "MIB", "type": int},
             sanity={"flag": "--no-sanity", "action": "store_false"},
             fixed_noise={"flag": "--no-fixed-noise", "action": "store_false"},

@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["CONFIG", "add_fields", "split"]
+__all__ = ["CONFIG", "add_fields", "interval", "split"]
 
 CONFIG = "config."  # the dest prefix of a flag that sets a field of the command's settings
 
@@ -17,6 +17,11 @@ CONFIG = "config."  # the dest prefix of a flag that sets a field of the command
 def split(kind: Callable[[str], Any]) -> Callable[[str], tuple]:
     """A parser of comma-separated values: ``"1,2,"`` -> ``(1, 2)``."""
     return lambda text: tuple(kind(v.strip()) for v in text.split(",") if v.strip())
+
+
+def interval(text: str) -> int | str:
+    """The parser of a best-iterate check interval: an integer, or ``auto``."""
+    return text if text == "auto" else int(text)
 
 
 def _kind(annotation: str) -> Callable[[str], Any]:

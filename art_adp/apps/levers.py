@@ -43,6 +43,7 @@ import torch
 from ..attacks._core import AUTO, JUDGE_DRAWS
 from ..attacks.registry import BLIND_ATTACK, FULL_ATTACK, REGISTRY, SWEEP_ATTACK, Budget, recorded, registered_name
 from ..attacks.apgd_eot import APGDEOT
+from ..attacks.selective_eot import SelectiveEOT
 from ..models.checkpoint import check_purifier
 from ..runs.provenance import code_version, provenance
 from ..runs.records import append_records, read_jsonl
@@ -368,7 +369,7 @@ def _row_named(name: str, known: Mapping[str, Row], adaptive_default: Row) -> Ro
 
 #: The budgets of the registry attacks whose papers set their own, when they run as adaptive rows: DiffHammer's
 #: selective EOT, 50 iterations per loss of N = 10 draws.
-OWN_BUDGETS: Mapping[str, dict] = {"selective-eot": {"max_iter": 50, "eot_samples": 10}}
+OWN_BUDGETS: Mapping[str, dict] = {registered_name(SelectiveEOT): {"max_iter": 50, "eot_samples": 10}}
 
 
 def preset_for(

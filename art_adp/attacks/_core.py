@@ -202,7 +202,7 @@ class IterativeAttack(EvasionAttack):
         batch_size: int = 512,
         verbose: bool = False,
         num_random_init: int = 1,
-        check_every: int | str = CHECK_EVERY,
+        check_every: int | str = AUTO,
         judgement: str | None = None,
         judge_draws: int = JUDGE_DRAWS,
         step_schedule: str = "constant",

@@ -18,7 +18,7 @@ from types import MappingProxyType
 import torch
 from art.attacks.attack import EvasionAttack
 
-from ._core import AUTO, CHECK_EVERY, EOT_TARGETS, JUDGE_DRAWS, STEP_SCHEDULES, check_interval
+from ._core import AUTO, EOT_TARGETS, JUDGE_DRAWS, STEP_SCHEDULES, check_interval
 from .apgd_eot import APGDEOT, APGDEOTDev
 from .classifier_pgd import ClassifierPGD
 from .joint_full import JointFull
@@ -134,7 +134,7 @@ class Budget:
     batch_size: int = 512
     memory_budget: float | None = None
     num_random_init: int = 1
-    check_every: int | str = CHECK_EVERY
+    check_every: int | str = AUTO
     judge_draws: int = JUDGE_DRAWS
     loss: str = "ce"
     eot_target: str = "draws"
@@ -412,10 +412,11 @@ def _spsa(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
                         **_steps(b))  # fmt: skip
 
 
-def judgements(b: Budget) -> int:
+def judgements(b: Budget, full: bool = True) -> int:
     """Judgements of the iterates per image and run of the projected loop: the start, every ``check_every``-th
-    iterate and the last (``check_every=0``: the last, and only when there are restarts to decide)."""
-    every = check_interval(b.check_every, eot_samples=b.eot_samples, judge_draws=b.judge_draws)
+    iterate and the last (``check_every=0``: the last, and only when there are restarts to decide); ``"auto"``
+    resolved for an attack with (``full``) or without backward passes through the purification."""
+    every = check_interval(b.check_every, eot_samples=b.eot_samples, judge_draws=b.judge_draws, full=full)
     if every == 0:
         return int(b.num_random_init > 1)
     return b.max_iter // every + 1 + int(b.max_iter % every != 0)
@@ -432,7 +433,7 @@ def _free(b: Budget, forward: float, full: float) -> float:  # pylint: disable=u
 
 def _per_draw(b: Budget, forward: float, full: float) -> float:  # pylint: disable=unused-argument
     runs = b.num_random_init * b.max_iter * b.eot_samples * forward  # BPDA and the Joint attacks: forward passes only
-    return runs + _judged(b, forward, judgements(b))
+    return runs + _judged(b, forward, judgements(b, full=False))
 
 
 def _per_full_draw(b: Budget, forward: float, full: float) -> float:

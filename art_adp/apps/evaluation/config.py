@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ...attacks import registry
-from ...attacks._core import CHECK_EVERY, EOT_TARGETS, STEP_SCHEDULES
+from ...attacks._core import AUTO, EOT_TARGETS, STEP_SCHEDULES
 from ...attacks.registry import REGISTRY, Budget, recorded
 from ...diffusion_purify import SAMPLERS
 
@@ -67,7 +67,8 @@ class EvalConfig:
     :param num_random_init: Runs of every iterative attack (ART's name): each after the first from a fresh random
         point, on the examples still unbroken (:class:`~art_adp.attacks.registry.Budget`).
     :param check_every: Iterations between the best-iterate rule's judgements of the iterates, on S
-        (``ensemble_size``) draws of their own; 0: the last iterate (the records made before the rule).
+        (``ensemble_size``) draws of their own; ``"auto"`` (the default): every iterate where a judgement costs under a
+        quarter of an iteration, else every 5; 0: the last iterate (the records made before the rule).
     :param spsa_max_iter, spsa_samples_per_step, apgd_max_iter, apgd_eot_samples: The budgets SPSA and APGD count on
         their own (:attr:`~art_adp.attacks.registry.AttackSpec.own`).
     :param selective_max_iter, selective_eot_samples: Selective EOT's own: DiffHammer's 50 iterations per loss and
@@ -116,7 +117,7 @@ class EvalConfig:
     weight: float = 0.5
     cutoff: float = 0.5
     num_random_init: int = 1
-    check_every: int = CHECK_EVERY
+    check_every: int | str = AUTO
     spsa_max_iter: int = 40
     spsa_samples_per_step: int = 1280
     apgd_max_iter: int = 100
@@ -207,6 +208,8 @@ class EvalConfig:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
         for name, low in (("compression_examples", 0), ("compression_directions", 1), ("check_every", 0)):
             value = getattr(self, name)
+            if name == "check_every" and value == AUTO:
+                continue
             if isinstance(value, bool) or not (isinstance(value, int) and value >= low):
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}.")
         if self.n_examples is not None and (
