@@ -200,7 +200,9 @@ class ADPPurifier(PurifierPyTorch):
         device_type: str = "gpu",
     ) -> None:
         """
-        :param score_model: Noise-level-free score network h: ``N×C×H×W`` in ``clip_values`` → same shape.
+        :param score_model: Noise-level-free score network h: ``N×C×H×W`` in ``clip_values`` → same shape; a
+            σ-conditional denoiser (:class:`~art_adp.DenoiserUNet`, e.g. ``load_score_model("cifar10")``) is taken at
+            ``sigma`` (:func:`~art_adp.score.diffusion.score_at`: through :class:`~art_adp.EDMScore`).
         :param sigma, steps, step_size, lam, delta, step_clamp, tau, clip_values: ADP's hyperparameters, declared and
             checked once in :class:`~art_adp.purification.ADPParams`: σ (0.25 in the paper), T, the step rule
             (``"adaptive"``, paper eq. 11; ``"adaptive-jvp"``; a constant α or a schedule), λ, δ (released code:
@@ -236,6 +238,10 @@ class ADPPurifier(PurifierPyTorch):
         super().__init__(device_type=device_type, is_fitted=True, apply_fit=apply_fit, apply_predict=apply_predict)
         if not isinstance(score_model, torch.nn.Module):
             raise ValueError(f"score_model must be a torch.nn.Module, got {type(score_model).__name__}.")
+        if getattr(score_model, "sigma_conditional", False):  # a denoiser D(x, σ): h at this σ, as score_at gives it
+            from .score.diffusion import score_at
+
+            score_model = score_at(score_model, sigma)
         self.score_model = score_model.to(self.device).eval().requires_grad_(False)
         self._compiled: tuple[Any, Any] | None = None  # (compile setting, compiled network)
         self.sigma, self.steps, self.step_size, self.lam = sigma, steps, step_size, lam  # ADP's hyperparameters

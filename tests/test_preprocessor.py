@@ -163,3 +163,18 @@ def test_0_255_images_are_refused_through_art(nets):
     score, clf, x, _ = nets
     with pytest.raises(ValueError, match="divide 0-255 images by 255"):
         art_classifier(clf, [purifier(score)]).predict(x * 255)
+
+
+def test_a_sigma_conditional_denoiser_is_taken_at_the_purifiers_sigma():
+    """ADPPurifier(DenoiserUNet) purifies as ADPPurifier(EDMScore(unet, σ)) does: h at its own σ, not a TypeError."""
+    from art_adp import DenoiserUNet, EDMScore
+
+    torch.manual_seed(0)
+    unet = DenoiserUNet(1, channels=(4, 8), emb_dim=8).eval()
+    x = torch.rand(3, 1, 8, 8, generator=torch.Generator().manual_seed(1))
+    outs = []
+    for score in (unet, EDMScore(unet, sigma=0.2, data_range=(0.0, 1.0))):
+        purifier = ADPPurifier(score, sigma=0.2, steps=2, generator=torch.Generator().manual_seed(5), device_type="cpu")
+        outs.append(purifier.forward(x)[0])
+    assert isinstance(ADPPurifier(unet, sigma=0.2, device_type="cpu").score_model, EDMScore)
+    torch.testing.assert_close(outs[0], outs[1])
