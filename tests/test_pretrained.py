@@ -75,3 +75,36 @@ def test_the_bundle_records_the_code_that_trained_the_models_not_its_own_writes(
     assert record["code_version"] == "art-adp 9.9 (abc1234)"
     assert record["demo_run"] == {"wall_time_s": 1.5}
     assert weights_sha256(tmp_path / "out" / "digits_classifier.safetensors") == weights_sha256(HERE / "digits_classifier.safetensors")
+
+
+def test_a_cifar10_denoiser_is_bundled_beside_the_digits_models(tmp_path, one_thread):
+    """bundle_cifar10 re-saves a train-denoiser run's weights and records them with the training's provenance; the
+    digits' record stays, and bundling the digits again keeps the cifar10 entry."""
+    import json
+
+    import numpy as np
+
+    from art_adp.apps import bundle
+    from art_adp.apps.train_denoiser import train_denoiser
+    from art_adp.models import save_classifier
+    from art_adp.score import save_score_model
+
+    x = np.random.default_rng(0).random((16, 3, 8, 8)).astype(np.float32)
+    train_denoiser(x, x, tmp_path / "den", minutes=0.001, milestone=2, batch_size=4, channels=(4, 8), n_test=4,
+                   progress=False)  # fmt: skip
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "bundled.json").write_text(json.dumps(RECORD))
+    record = bundle.bundle_cifar10(tmp_path / "den", out)
+    entry = record["models"]["cifar10"]["score"]
+    assert record["models"]["digits"] == RECORD["models"]["digits"] and record["command"] == COMMAND
+    assert hashlib.sha256((out / entry["file"]).read_bytes()).hexdigest() == entry["sha256"]
+    assert record["made"]["cifar10"]["command"].endswith("&& python -m art_adp.apps.bundle --cifar10 DIR")
+    assert set(record["made"]["cifar10"]["training"]["linear_mse"]) == {"0.05", "0.1", "0.25", "0.5"}
+    assert type(load_score_model(out / entry["file"])).__name__ == "DenoiserUNet"
+    run = tmp_path / "demo"
+    run.mkdir()
+    save_score_model(load_score_model("digits"), run / "score.safetensors")
+    save_classifier(load_classifier("digits"), run / "classifier.safetensors")
+    again = bundle.bundle_digits(run, out)
+    assert again["models"]["cifar10"] == record["models"]["cifar10"] and "cifar10" in again["made"]
