@@ -310,15 +310,13 @@ FASHION_MNIST = Preset(
     attacks=("clean", BLIND_ATTACK, "clf-pgd-strong"),
 )
 
-CIFAR10_EPS = DATASET_EPS["cifar10"]
-
 #: CIFAR-10 at the paper's ε = 8/255: ADP in front of two published classifiers brought into the run folder
 #: (:func:`brought`; examples/cifar10_classifiers.py makes them): ResNet-20 (``resnet20``, He et al.'s, as trained by
 #: akamaster/pytorch_resnet_cifar10) and Tiniest (``tiniest``, 97,530 parameters, ThalesGroup/scio); the same
 #: ResNet-20 adversarially trained by fast adversarial training (FGSM from a random start, 15 epochs of a one-cycle
 #: schedule, the best of them on 1,000 held-out training images under PGD 20); rows as Fashion-MNIST's.
 CIFAR10 = Preset(
-    eps=CIFAR10_EPS,
+    eps=DATASET_EPS["cifar10"],
     classifier="resnet20",
     classifiers={
         "resnet20": ClassifierRecipe("resnet20", epochs=0),
@@ -328,16 +326,8 @@ CIFAR10 = Preset(
     },  # fmt: skip
     baselines=("resnet20", "tiniest", "adv-resnet20"),
     sigmas=(0.1, 0.25, 0.5),
-    rows=(
-        Row("clean"),
-        Row(BLIND_ATTACK, BLIND_ATTACK, CIFAR10_EPS / 4, 40, True),
-        Row("clf-pgd-strong", BLIND_ATTACK, CIFAR10_EPS / 8, 100, True),
-        adaptive_row(SWEEP_ATTACK, CIFAR10_EPS / 4),
-        adaptive_row(FULL_ATTACK, CIFAR10_EPS / 4),
-        adaptive_row(APGD_ATTACK, 0.0),
-        Row(AUTOATTACK, AUTOATTACK),
-    ),
-    attacks=("clean", BLIND_ATTACK, "clf-pgd-strong"),
+    rows=FASHION_MNIST.rows,  # Fashion-MNIST's rows: the same ε, 8/255
+    attacks=FASHION_MNIST.attacks,
     image_shape=(3, 32, 32),
 )
 

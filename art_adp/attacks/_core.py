@@ -453,7 +453,7 @@ def eot_loss_gradient(
     The EOT gradient and loss of ``loss`` at ``x_adv`` through the estimator's whole chain: of the ensemble's log mean
     softmax (``target="ensemble"``) or the mean of per-draw losses (``"draws"``; ``aggregate`` ``"sign"``: the
     authors' vote). With ``states`` (DiffAttack's loss on the purification states, per draw only) ``loss`` takes each
-    draw's logits with its states, and ``y`` is ``N×2`` (class, row index).
+    draw's logits with its states, and labels ``N×2`` (class, row index: the row's clean image), made here from ``y``.
 
     :return: ``(gradient shaped like x_adv, loss N)``.
     """
@@ -461,6 +461,7 @@ def eot_loss_gradient(
 
     if states:
         fn = DefendedModel.from_estimator(estimator, ensemble_size=1).draw_states
+        y = torch.stack([y, torch.arange(len(y), device=y.device)], 1)
     else:
         fn = lambda z: logits(estimator, z)  # noqa: E731
     if target == "ensemble":

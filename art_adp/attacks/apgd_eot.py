@@ -182,18 +182,9 @@ class APGDEOT(IterativeAttack):
     def _loss_gradient(self, x_adv: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The EOT gradient and loss (per image) of the run's loss at ``x_adv``."""
         states = self._state_loss is not None
-        labels = torch.stack([y, torch.arange(len(y), device=y.device)], 1) if states else y
-        return eot_loss_gradient(
-            self.estimator,
-            x_adv,
-            labels,
-            self._state_loss if states else LOSSES[self._loss_name],
-            self.eot_samples,
-            target=self.eot_target,
-            batch_size=self.batch_size,
-            memory_budget=self.memory_budget,
-            states=states,
-        )
+        return eot_loss_gradient(self.estimator, x_adv, y, self._state_loss if states else LOSSES[self._loss_name],
+                                 self.eot_samples, target=self.eot_target, batch_size=self.batch_size,
+                                 memory_budget=self.memory_budget, states=states)  # fmt: skip
 
     def _loop(self, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float], offer: Offer) -> torch.Tensor:
         """One APGD run (Croce & Hein 2020, Algorithm 1, as their code runs it) from a random start, offering every

@@ -147,21 +147,10 @@ class PGDEOT(IterativeAttack):
         return super()._start(x, y, clip)
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        states = self._loss is not None
-        if states:  # the deviation term: each draw's logits with its purification states; labels (class, row index)
-            y = torch.stack([y, torch.arange(len(y), device=y.device)], 1)
-        g, _ = eot_loss_gradient(
-            self.estimator,
-            x_adv,
-            y,
-            self._loss if states else LOSSES[self.loss],
-            self.eot_samples,
-            target=self.eot_target,
-            batch_size=self.batch_size,
-            memory_budget=self.memory_budget,
-            aggregate=self.aggregate,
-            states=states,
-        )
+        states = self._loss is not None  # the deviation term: each draw's logits with its purification states
+        g, _ = eot_loss_gradient(self.estimator, x_adv, y, self._loss if states else LOSSES[self.loss],
+                                 self.eot_samples, target=self.eot_target, batch_size=self.batch_size,
+                                 memory_budget=self.memory_budget, aggregate=self.aggregate, states=states)  # fmt: skip
         return normalize(g, self.norm)
 
 
