@@ -199,3 +199,39 @@ def test_publish_keeps_every_call_into_the_run_folder_and_the_line_names_them():
     line = render.source("r.json", out)
     assert "wall time 30 s" in line and "after 2 earlier call(s) into the same run folder, 3 min 30 s in all" in line
     assert "`art-adp levers --data-root DIR --run-dir runs/a --attacks apgd` (2 min 0 s, code v1)" in line
+
+
+def test_publish_sets_variants_of_the_attack_options_side_by_side(tmp_path):
+    """--variants: each folder's records, adaptive rows renamed by their options, rendered together, so the per-image
+    worst case runs over every variant; other weights are refused."""
+    spec_ = importlib.util.spec_from_file_location("publish", ROOT / "docs" / "publish.py")
+    publish = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(publish)
+
+    def folder(name, options, correct, models=None):
+        d = tmp_path / name
+        d.mkdir()
+        rec = lambda i, ok, attack, **kw: {"model": "oracle", "setting": "s", "attack": attack, "index": i,  # noqa: E731
+                                          "correct": ok, "label": 0, "pred": [0 if ok else 1] * 3, **kw}
+        rows = [rec(i, ok, "pgd-r1", options=options, repeats=3) for i, ok in enumerate(correct)]
+        (d / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        table = {"classifier": "cnn", "rows": [{"name": "pgd-r1", "label": "PGD", "adaptive": True}], "cells": [],
+                 "provenance": {"command": f"art-adp levers --data-root /x/mnist-subset --run-dir {d}",
+                                "code_version": "v", "device": "CPU", "wall_time_s": 2.0,
+                                "models": models or {"cnn": "a"}}}  # fmt: skip
+        (d / "table.json").write_text(json.dumps(table))
+        return d
+
+    a = folder("a", {"check_every": "auto"}, [True, True, False, True])
+    b = folder("b", {"check_every": "auto", "eot_target": "ensemble"}, [True, False, True, True])
+    out = publish.with_variants([a, b])
+    cells = {c["attack"]: c for c in out["cells"]}
+    assert cells["pgd-r1 [mean of per-draw CE, constant steps]"]["accuracy"] == 0.75
+    assert cells["pgd-r1 [ensemble]"]["accuracy"] == 0.75
+    assert cells["worst-case"]["accuracy"] == 0.5  # images 1 and 2: each broken by one variant only
+    assert {r["label"] for r in out["rows"]} == {"PGD [mean of per-draw CE, constant steps]", "PGD [ensemble]"}
+    assert out["provenance"]["variants"] and len(out["provenance"]["calls"]) == 1
+    assert "beside 1 call(s) with other attack options, a run folder each" in render.source("r.json", out)
+    c = folder("c", {"check_every": "auto"}, [True] * 4, models={"cnn": "b"})
+    with pytest.raises(ValueError, match="measured other weights"):
+        publish.with_variants([a, c])
