@@ -515,7 +515,9 @@ def cell(c) -> str:
 #: The paper's Fashion-MNIST row (appendix, "more datasets"): ADP, ε = 8/255, clean / preprocessor-blind PGD.
 PAPER_FASHION_MNIST = (93.19, 86.62)
 #: The paper's row per data set (clean, preprocessor-blind PGD): Fashion-MNIST at 8/255, MNIST at 0.3.
-PAPER_ROWS = {"fashion-mnist": PAPER_FASHION_MNIST, "mnist": (98.07, 96.41)}
+PAPER_ROWS = {"fashion-mnist": PAPER_FASHION_MNIST, "mnist": (98.07, 96.41), "cifar10": (86.14, 80.24)}
+#: The paper's defence per data set, as its row is labelled.
+PAPER_LABELS = {"cifar10": "paper (NCSNv2 of 50,000 training images → WRN-28-10)"}
 SCORE_LABELS = {"none": "no purification", "oracle": "oracle (exact score)", "denoiser": "DenoiserUNet"}
 
 
@@ -529,8 +531,18 @@ def _behind(purifier: dict | None) -> str:
 
 
 def _training(name: str, facts: dict, eps_text: str) -> str:
-    arch = {"cnn": "SmallCNN", "mlp": "MLP (2 × 512)"}.get(facts.get("arch"), facts.get("arch"))
+    arch = {"cnn": "SmallCNN", "mlp": "MLP (2 × 512)", "resnet20": "ResNet-20"}.get(facts.get("arch"), facts.get("arch"))
     at, purifier, plain = facts.get("adversarial_training"), facts.get("purifier"), facts.get("training")
+    if facts.get("epochs") == 0:  # brought, not trained here
+        return f"`{name}`: {arch}, a published classifier brought into the run folder, not trained here"
+    if at and at.get("method") == "fgsm-rs":
+        return (
+            f"`{name}`: {arch}, fast adversarial training at ε {eps_text} (FGSM from a random start, step "
+            f"{at['eps_step']:.4g}; {at['optimizer']}, {at['schedule']} peaking at {at['lr_max']:g}; "
+            f"{at['augmentation']}) on {at['n_train']:,} training images, {at['n_validation']:,} held out to keep the "
+            f"epoch of highest robust accuracy ({at['validation_attack']}): best epoch {at['best_epoch']} of "
+            f"{at['epochs_trained']}, kept"
+        )
     if not at and purifier and plain:
         return (
             f"`{name}`: {arch}, trained on purified inputs{_behind(purifier)}, each epoch purified afresh, on "
@@ -640,7 +652,8 @@ def levers_page(result: dict, path: str, earlier: str | None = None) -> str:
     blind = next((a for a in attacks if a not in adaptive and a not in ("clean", AUTOATTACK, WORST_CASE)), None)
     row = PAPER_ROWS.get(result.get("dataset", "fashion-mnist"), PAPER_FASHION_MNIST)
     paper = {"clean": f"**{row[0]}**", blind: f"**{row[1]}**"}
-    rows = [["paper (NCSNv2, 60,000 training images)", "ADP σ 0.25", *(paper.get(a, "") for a in attacks)]]
+    label = PAPER_LABELS.get(result.get("dataset", ""), "paper (NCSNv2, 60,000 training images)")
+    rows = [[label, "ADP σ 0.25", *(paper.get(a, "") for a in attacks)]]
     rows += [[who, setting, *(cell(by.get(a)) for a in attacks)] for (who, setting), by in groups.items()]
     judged = []
     two = any("worst of 2" in c.get("judgements", {}) for c in result["cells"])  # judged R > 2 times: worst of 2 too
