@@ -10,9 +10,20 @@ Part 2: the learning curve and the diagnostics (every snapshot reached), the tab
         on 20), ``benchmarks/gpu.py``, then -- if time remains -- the paper-budget digits card on 100 digits and the
         MNIST-subset corruption table.
 
+Part cifar10: the CIFAR-10 rows a CPU cannot afford, as ``art-adp levers`` runs them (records that resume and publish
+        on the CPU): ADP's released schedule with the trained DenoiserUNet in front of ResNet-20 under the paper's
+        BPDA+EOT (40 × 2/255, EOT 15) and full-gradient PGD+EOT at the same budget, then APGD-EOT (100 per loss,
+        EOT 15), on the first 200 development images, judged on R = 10 S-ensembles. The training images do not
+        travel (150 MB against the 64 MiB a call carries): the denoiser is trained on the CPU, and the GPU part runs
+        the DenoiserUNet rows only.
+
 Here (a machine with the registry and ../shared), once per checkout, before the GPU session::
 
     python benchmarks/device_run.py prepare           # .whl/ (wheels) and .gpu-data/ (MNIST subset, digits models)
+    python benchmarks/device_run.py prepare --cifar10 DATA --cifar10-run RUN_DIR --denoiser DENOISER
+                                                      # + .gpu-data/cifar10/ (development split, 5,000 training
+                                                      #   images) and .gpu-data/cifar10-run/ (the classifiers, the
+                                                      #   DenoiserUNet)
 
 On the GPU (the calls are in benchmarks/DEVICE_RUN.md, developer notes)::
 
@@ -529,6 +540,39 @@ def optional_commands(data: Path, work: Path, smoke: bool) -> tuple[list[str], l
     return card, corr
 
 
+def cifar10_commands(data: Path, work: Path, smoke: bool) -> list[tuple[str, list[str]]]:
+    """Part cifar10's ``art-adp levers`` calls: (stage, command), in order of what they decide."""
+    run = work / "cifar10"
+    base = [*_python(), "-m", "art_adp", "levers", "--dataset", "cifar10", "--data-root", str(data / "cifar10"),
+            "--run-dir", str(run), "--device", "cpu" if smoke else "cuda", "--quiet", "--models", "denoiser",
+            "--denoiser", str(data / "cifar10-run" / "denoiser.safetensors"), "--classifiers", "--purified",
+            "resnet20", "--settings", "released (T 10, λ 0.05)", "--n-examples", "2" if smoke else "200",
+            "--eot-samples", "1" if smoke else "15", "--ensemble-size", "2" if smoke else "10", "--repeats",
+            "2" if smoke else "10"]  # fmt: skip
+    it = ["--max-iter", "1" if smoke else "40"]
+    return [
+        ("cifar10-bpda", [*base, "--attacks", "bpda-eot", *it]),
+        ("cifar10-pgd", [*base, "--attacks", "full-pgd-eot", *it]),
+        ("cifar10-apgd", [*base, "--attacks", "apgd-eot", "--max-iter", "1" if smoke else "100"]),
+    ]
+
+
+def cifar10_part(run: Run, args) -> None:
+    """Part cifar10: the run folder seeded with the carried classifiers, then each levers call under its limit."""
+    data, work = Path(args.data), Path(args.work)
+    target = work / "cifar10"
+    target.mkdir(parents=True, exist_ok=True)
+    for f in (data / "cifar10-run").glob("*"):
+        if f.name != "denoiser.safetensors" and not (target / f.name).exists():
+            shutil.copy(f, target / f.name)
+    for name, cmd in cifar10_commands(data, work, args.smoke):
+        run.stage(name, cmd, limit=run.left() - 30, reserve=30, interrupt=True)
+    with tarfile.open(run.out / "cifar10.tar.gz", "w:gz") as tar:  # records, tables, kept examples: resume on a CPU
+        for path in sorted(target.rglob("*")):
+            if path.is_file() and path.suffix in (".json", ".jsonl", ".md", ".npz"):
+                tar.add(path, arcname=str(path.relative_to(work)))
+
+
 def run_parts(args) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -547,6 +591,10 @@ def run_parts(args) -> None:
     me = [*_python(), str(Path(__file__).resolve())]
     common = ["--data", args.data, "--work", args.work] + (["--smoke"] if args.smoke else [])
     parts = ("1", "2") if args.part == "all" else (args.part,)
+    if args.part == "cifar10":
+        cifar10_part(run, args)
+        summary(run, work)
+        return
     state_src = Path(args.state)
     if not (work / "mnist" / "score").exists() and unpack_state(state_src, work):
         print(f"== resumed the trainer state from {state_src}", flush=True)
@@ -603,7 +651,39 @@ def prepare(args) -> None:
         (DATA_DIR / "demo").mkdir(parents=True, exist_ok=True)
         for name in ("score.safetensors", "classifier.safetensors"):
             shutil.copy(demo / name, DATA_DIR / "demo" / name)
+    if args.cifar10:
+        cifar10_data(Path(args.cifar10), Path(args.cifar10_run), Path(args.denoiser), DATA_DIR)
     print(f"ready: {ROOT / '.whl'} and {DATA_DIR} (both ignored; name them in the run call's carry)")
+
+
+def cifar10_data(root: Path, run_dir: Path, denoiser: Path, out: Path, per_batch: int = 1000) -> None:
+    """``out/cifar10``: the development split and the first ``per_batch`` images of each training batch (the rows
+    that travel need none: the classifiers and the denoiser were trained here), in the batches' own format;
+    ``out/cifar10-run``: the run folder's brought and trained classifiers and the denoiser."""
+    import pickle  # to write the batches' format; they are read with the package's own safe reader
+
+    import numpy as np
+
+    from art_adp.data import load_cifar10
+
+    full = load_cifar10(root)
+    src, dst = root / "cifar-10-batches-py", out / "cifar10" / "cifar-10-batches-py"
+    dst.mkdir(parents=True, exist_ok=True)
+    shutil.copy(src / "test_batch", dst / "test_batch")
+    shutil.copy(src / "batches.meta", dst / "batches.meta")
+    size = len(full.x_train) // 5  # the five training batches, in order
+    for b in range(5):
+        rows = slice(b * size, b * size + min(per_batch, size))
+        data = np.round(full.x_train[rows] * 255).astype(np.uint8).reshape(-1, 3072)  # the stored bytes, exactly
+        batch = {b"batch_label": f"training batch {b + 1} of 5 (first {data.shape[0]})".encode(),
+                 b"labels": [int(v) for v in full.y_train[rows]], b"data": data}  # fmt: skip
+        with open(dst / f"data_batch_{b + 1}", "wb") as f:
+            pickle.dump(batch, f, protocol=2)
+    (out / "cifar10-run").mkdir(parents=True, exist_ok=True)
+    for f in [*run_dir.glob("*.safetensors"), *run_dir.glob("*.pt")]:
+        if ".last." not in f.name and ".best." not in f.name:
+            shutil.copy(f, out / "cifar10-run" / f.name)
+    shutil.copy(denoiser, out / "cifar10-run" / "denoiser.safetensors")
 
 
 def collect(args) -> None:
@@ -628,7 +708,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("run", help="on the GPU (or --smoke on a CPU)")
-    p.add_argument("--part", choices=["1", "2", "all"], required=True)
+    p.add_argument("--part", choices=["1", "2", "all", "cifar10"], required=True)
     p.add_argument("--out", required=True, help="where results.json, log and state parts go ($OUT on the GPU)")
     p.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU, end to end, under a minute")
     p.add_argument("--seconds", type=float, default=None, help="this part's deadline (default: 390; smoke: 900)")
@@ -653,6 +733,9 @@ def main() -> None:
     p.set_defaults(func=run_parts)
     p = sub.add_parser("prepare", help="here: wheels and data for the GPU run")
     p.add_argument("--mnist", default=str(ROOT.parent / "shared" / "data" / "mnist-subset"))
+    p.add_argument("--cifar10", help="a CIFAR-10 data root (cifar-10-batches-py): the part cifar10's data")
+    p.add_argument("--cifar10-run", help="the levers run folder holding resnet20.safetensors, tiniest.pt, ...")
+    p.add_argument("--denoiser", help="the DenoiserUNet the CIFAR-10 rows purify with (train-denoiser's)")
     p.add_argument("--digits", default=os.environ.get("ART_ADP_DIGITS", "runs/demo"), help="the digits demo run")
     p.set_defaults(func=prepare)
     p = sub.add_parser("collect", help="here: file what the GPU run returned")

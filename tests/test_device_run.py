@@ -109,3 +109,46 @@ def test_a_state_saved_under_the_recipes_old_field_names_resumes_under_the_new_o
     assert new == {"ensemble_size": 10, "max_iter": 40, "bpda_max_iter": 40, "eot_samples": 15, "full_max_iter": 40,
                    "full_eot_samples": 15, "seed": 0}  # fmt: skip
     assert set(new) <= set(MnistRecipe.__dataclass_fields__)
+
+
+def test_the_cifar10_parts_commands_parse(tmp_path):
+    """Part cifar10's GPU-sized levers calls parse, at the paper's BPDA budget, with the denoiser rows only."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import device_run
+
+    from art_adp.apps.cli import build_parser
+
+    calls = device_run.cifar10_commands(tmp_path, tmp_path, smoke=False)
+    assert [name for name, _ in calls] == ["cifar10-bpda", "cifar10-pgd", "cifar10-apgd"]
+    for _, cmd in calls:
+        args = vars(build_parser().parse_args(cmd[3:]))
+        assert (args["dataset"], args["device"], args["config.models"]) == ("cifar10", "cuda", ["denoiser"])
+        assert args["config.settings"] == ["released (T 10, λ 0.05)"] and args["config.n_examples"] == 200
+    bpda = vars(build_parser().parse_args(calls[0][1][3:]))
+    assert (bpda["config.attacks"], bpda["config.max_iter"], bpda["config.eot_samples"]) == (["bpda-eot"], 40, 15)
+
+
+def test_the_cifar10_data_that_travels_is_the_development_split_and_a_slice_of_training(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import device_run
+    import numpy as np
+
+    from art_adp.data import load_cifar10
+    from test_data import _write_cifar10
+
+    _write_cifar10(tmp_path / "full" / "cifar-10-batches-py", n=5)
+    import pickle
+
+    with open(tmp_path / "full" / "cifar-10-batches-py" / "batches.meta", "wb") as f:
+        pickle.dump({b"label_names": [b"airplane"] * 10}, f)
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("resnet20.safetensors", "tiniest.pt", "adv-resnet20.safetensors", "adv-resnet20.last.safetensors"):
+        (run / name).write_bytes(b"x")
+    (tmp_path / "den.safetensors").write_bytes(b"d")
+    device_run.cifar10_data(tmp_path / "full", run, tmp_path / "den.safetensors", tmp_path / "out", per_batch=2)
+    full, small = load_cifar10(tmp_path / "full"), load_cifar10(tmp_path / "out" / "cifar10")
+    np.testing.assert_array_equal(small.x_test, full.x_test)  # the development split, whole
+    assert len(small.x_train) == 10 and np.array_equal(small.x_train[:2], full.x_train[:2])
+    carried = sorted(p.name for p in (tmp_path / "out" / "cifar10-run").iterdir())
+    assert carried == ["adv-resnet20.safetensors", "denoiser.safetensors", "resnet20.safetensors", "tiniest.pt"]
