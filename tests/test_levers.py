@@ -81,8 +81,7 @@ def test_a_run_measures_resumes_and_extends(tiny, tmp_path, one_thread):
     with pytest.raises(ValueError, match=r"holds \[\('bpda-eot-40it-r1', 1\)\] measured at other EOT draws"):
         run_levers(tiny, tmp_path, n_examples=5, **{**kwargs, "eot_samples": 2})  # another budget: its own folder
     with pytest.raises(ValueError, match=r"holds rows \['bpda-eot-40it-r1'\] measured with other attack options"):
-        run_levers(tiny, tmp_path, n_examples=5, **kwargs,
-                   eot_target="draws" if levers.Budget.eot_target == "ensemble" else "ensemble")  # fmt: skip
+        run_levers(tiny, tmp_path, n_examples=5, **kwargs, loss="margin")
 
 
 def test_worst_over_attacks_counts_an_image_robust_only_if_every_attack_left_it():

@@ -227,11 +227,14 @@ def test_pgd_eot_loses_the_vote_of_the_planted_purifier_and_only_the_low_band_wi
     est, purifier, x, y = planted
     assert judged(est, purifier, x) == (1.0, 1.0)
     budget = dict(eps=EPS, eps_step=EPS / 4, max_iter=40)
-    for gradient in ("full", "bpda"):
-        x_pgd = PGDEOT(est, gradient=gradient, eot_samples=16, **budget).generate(x, y)
+    for gradient in ("full", "bpda"):  # EOT on the mean of per-draw losses
+        x_pgd = PGDEOT(est, gradient=gradient, eot_samples=16, eot_target="draws", **budget).generate(x, y)
         draw_acc, vote_acc = judged(est, purifier, x_pgd)
         assert np.abs(x_pgd - x).max() <= EPS + 1e-6
         assert draw_acc < 0.9 and vote_acc == 1.0, (gradient, draw_acc)  # breaks the draws keeping u₇₇, not the vote
+    # PGD+EOT on the loss of the ensemble (its default) weighs the draws that keep the ensemble right: it wins the vote
+    x_ens = PGDEOT(est, gradient="full", eot_samples=16, eot_target="ensemble", **budget).generate(x, y)
+    assert judged(est, purifier, x_ens)[1] < 0.5
     x_vote = LowFrequencyVote(est, eot_samples=16, **budget).generate(x, y)  # the defaults otherwise: cutoff 0.5
     assert np.abs(x_vote - x).max() <= EPS + 1e-6
     assert judged(est, purifier, x_vote) == (0.0, 0.0)
@@ -533,15 +536,15 @@ def test_records_of_the_retired_name_still_read():
 
 def test_the_card_judged_by_majority_vote_names_it_strongest(planted, tmp_path):
     """On the planted purifier, judged by single draws (S = 1) R = 15 times, the card's majority of R is the vote over
-    15 purifications: PGD+EOT breaks some draws (worst of R ≈ 0 %) and no vote; the low-frequency vote attack breaks
-    the vote."""
+    15 purifications: PGD+EOT on the mean of per-draw losses breaks some draws (worst of R ≈ 0 %) and no vote; the
+    low-frequency vote attack breaks the vote."""
     from art_adp.apps.evaluation import EvalConfig, evaluate
 
     est, purifier, x, y = planted
     purifier.generator.manual_seed(7)
     config = EvalConfig.preset(
         "smoke",
-        attacks=("full-pgd-eot", "lowfreq-vote"),
+        attacks=("full-pgd-eot-draws", "lowfreq-vote"),
         eps=EPS,
         max_iter=40,
         eot_samples=12,
@@ -558,7 +561,8 @@ def test_the_card_judged_by_majority_vote_names_it_strongest(planted, tmp_path):
     )
     rows = {r["attack"]: r for r in result["card"]}
     # an example stays correct in all 15 draws with probability 0.8^15 = 3.5 %: here 1 of 8
-    assert rows["full-pgd-eot"]["worst"]["value"] <= 0.25 and rows["full-pgd-eot"]["majority"]["value"] == 1.0
+    draws = rows["full-pgd-eot-draws"]
+    assert draws["worst"]["value"] <= 0.25 and draws["majority"]["value"] == 1.0
     # the vote broken on at least 7 of the 8 images (which ones stay depends on the draws), against none by PGD+EOT
     assert rows["lowfreq-vote"]["majority"]["value"] <= 0.125
     assert result["strongest_majority_candidate"] == "lowfreq-vote" and result["strongest_majority"] is None

@@ -13,7 +13,7 @@ from .classifier_pgd import ClassifierPGD
 from .fixed_noise_pgd import FixedNoisePGD
 from .joint_full import JointFull
 from .joint_score import JointScore
-from .pgd_eot import PGDEOT, PGDEOTDev
+from .pgd_eot import PGDEOT, PGDEOTDev, PGDEOTDraws
 from .purified_state_loss import PurifiedStateLoss
 from .selective_eot import SelectiveEOT
 from .evade_detector import EvadeDetectorLoss
@@ -32,6 +32,7 @@ __all__ = [
     "LowFrequencyVote",
     "PGDEOT",
     "PGDEOTDev",
+    "PGDEOTDraws",
     "PurifiedStateLoss",
     "SelectiveEOT",
     "SystemicLowFrequency",

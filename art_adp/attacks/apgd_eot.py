@@ -67,7 +67,9 @@ class APGDEOT(IterativeAttack):
     :param max_iter: Iterations per loss (100 in Croce et al.).
     :param eot_samples: Draws per gradient (200 in Croce et al. against ADP).
     :param losses: Losses run in turn, from ``("ce", "dlr", "margin")``.
-    :param eot_target: ``"draws"`` (the mean of per-draw losses) or ``"ensemble"`` (the ensemble's loss).
+    :param eot_target: ``"ensemble"`` (the ensemble's losses) or ``"draws"`` (the mean of per-draw losses, Croce et
+        al.'s); None (the default): ``"ensemble"``, or ``"draws"`` with a ``dev_weight`` (DiffAttack's state loss is
+        per draw).
     :param gradient: ``"full"`` (through purification; the default,
         :data:`~art_adp.preprocessor.DEFAULT_GRADIENT`) or ``"bpda"``.
     :param batch_size: Images per forward pass (examples × EOT copies).
@@ -108,7 +110,7 @@ class APGDEOT(IterativeAttack):
         max_iter: int = 100,
         eot_samples: int = 200,
         losses: tuple[str, ...] = ("ce", "dlr"),
-        eot_target: str = "draws",
+        eot_target: str | None = None,
         gradient: str = DEFAULT_GRADIENT,
         batch_size: int = 512,
         memory_budget: float | None = None,
@@ -122,7 +124,7 @@ class APGDEOT(IterativeAttack):
     ) -> None:
         self.eot_samples = eot_samples
         self.losses = tuple(losses)
-        self.eot_target = eot_target
+        self.eot_target = eot_target or ("draws" if dev_weight else "ensemble")
         self.gradient = gradient
         self.memory_budget = memory_budget
         self.seed = 0 if seed is None else seed

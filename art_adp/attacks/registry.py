@@ -23,7 +23,7 @@ from .apgd_eot import APGDEOT, APGDEOTDev
 from .classifier_pgd import ClassifierPGD
 from .joint_full import JointFull
 from .joint_score import JointScore
-from .pgd_eot import PGDEOT, PGDEOTDev
+from .pgd_eot import PGDEOT, PGDEOTDev, PGDEOTDraws
 from .purified_state_loss import DEV_WEIGHT
 from .selective_eot import SelectiveEOT
 from .spsa import BlackBoxSPSA
@@ -77,8 +77,9 @@ SWEEP_ATTACK = registered_name(PGDEOT, "bpda")
 #: The MNIST recipe's default full-gradient row.
 FULL_ATTACK = registered_name(PGDEOT, "full")
 #: The published evaluations the attacks come from (:attr:`AttackSpec.protocol`): Yoon et al.'s Table 3, Croce et
-#: al. 2022, DiffAttack (Kang et al. 2023), DiffHammer (Wang et al. 2024).
-PROTOCOLS = ("paper", "croce", "diffattack", "diffhammer", "diffbreak")
+#: al. 2022, DiffAttack (Kang et al. 2023), DiffHammer (Wang et al. 2024), DiffBreak (Kassis et al. 2025), and EOT as
+#: Athalye et al. (2018) define it, the mean of per-draw losses.
+PROTOCOLS = ("paper", "croce", "diffattack", "diffhammer", "diffbreak", "athalye")
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ class Budget:
     check_every: int | str = AUTO
     judge_draws: int = JUDGE_DRAWS
     loss: str = "ce"
-    eot_target: str = "draws"
+    eot_target: str = "ensemble"
     step_schedule: str = "constant"
     judgement: str = "mean"
 
@@ -163,10 +164,17 @@ OPTION_HELP: Mapping[str, str] = MappingProxyType({
 })  # fmt: skip
 
 
+def target(b: Budget) -> str:
+    """The EOT target a budget's attack runs with: ``b.eot_target``, except for the authors' sign vote of the per-draw
+    gradients (``eot_aggregate="sign"``), which is a vote of per-draw losses (``"draws"``)."""
+    return b.eot_target if b.eot_aggregate == "mean" else "draws"
+
+
 def recorded(b: Budget, spec: "AttackSpec") -> dict:
     """The budget parameters that came after the first records and that a record of ``spec``'s attack must carry:
     those of :data:`OLD_BEHAVIOUR` the attack takes (restarts and the best iterate with ``spec.best_iterate``, the
     interval with ``spec.checks``, its ``options``) whose value differs from it; ``{}`` for the old behaviour."""
+    b = replace(b, eot_target=target(b))
     fields = (("num_random_init", "check_every") if spec.checks else ("num_random_init",)) if spec.best_iterate else ()
     fields += spec.options
     old = {**OLD_BEHAVIOUR, **dict(spec.first)}
@@ -264,7 +272,12 @@ def _target(b: Budget) -> str:
 
 
 def _with_eot(b: Budget) -> str:
-    return f"{_iterations(b)}, EOT {b.eot_samples} ({b.eot_aggregate}){_target(b)}"
+    return f"{_iterations(b)}, EOT {b.eot_samples} ({b.eot_aggregate}){_target(replace(b, eot_target=target(b)))}"
+
+
+def _per_draw_text(b: Budget) -> str:
+    """An attack on the mean of per-draw losses whatever the budget's EOT target."""
+    return _with_eot(replace(b, eot_target="draws"))
 
 
 def _joint_text(b: Budget) -> str:
@@ -295,15 +308,19 @@ def _with_best(attack: EvasionAttack, b: Budget) -> EvasionAttack:
     return attack
 
 
-def _pgd_eot(gradient: str) -> Callable[..., EvasionAttack]:
+def _pgd_eot(gradient: str, cls=PGDEOT, per_draw: bool = False) -> Callable[..., EvasionAttack]:
+    """The builder of a PGD+EOT record: the budget's EOT target, or (``per_draw``, or the draws variant) the mean of
+    per-draw losses."""
+
     def build(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
-        return PGDEOT(
+        own = {"eot_target": "draws" if per_draw else target(b)} if cls is PGDEOT else {}
+        return cls(
             estimator,
             gradient=gradient,
             norm=b.norm,
             eot_samples=b.eot_samples,
             loss=b.loss,
-            eot_target=b.eot_target,
+            **own,
             aggregate=b.eot_aggregate,
             memory_budget=b.memory_budget,
             step_schedule=b.step_schedule,
@@ -379,9 +396,9 @@ def _clf_pgd(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
 def _apgd(cls) -> Callable[..., EvasionAttack]:
     def build(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
         steps = {k: v for k, v in _steps(b).items() if k != "eps_step"}  # APGD sets its own step
-        target = b.eot_target if cls is APGDEOT else "draws"  # DiffAttack's state loss is per draw
+        per = b.eot_target if cls is APGDEOT else "draws"  # DiffAttack's state loss is per draw
         return cls(estimator, norm=b.norm, eot_samples=b.eot_samples, memory_budget=b.memory_budget, seed=seed,
-                   eot_target=target, num_random_init=b.num_random_init, judge_draws=b.judge_draws,
+                   eot_target=per, num_random_init=b.num_random_init, judge_draws=b.judge_draws,
                    **steps)  # fmt: skip
 
     return build
@@ -458,7 +475,9 @@ _JOINT = ("max_iter", "eot_samples", "weight")
 ATTACKS: tuple[AttackSpec, ...] = (
     AttackSpec(BLIND_ATTACK, "Clf-PGD (preprocessor-blind)", _clf_pgd, _CLF, _free, _iterations, gradient=False,
                options=("step_schedule",)),  # fmt: skip
-    AttackSpec(SWEEP_ATTACK, "BPDA+EOT", _pgd_eot("bpda"), _PGD, _per_draw, _with_eot, sanity=2, options=_PGD_OPTIONS),
+    # BPDA+EOT as the paper ran it: the mean of per-draw losses' gradients (the reproduction's attack)
+    AttackSpec(SWEEP_ATTACK, "BPDA+EOT", _pgd_eot("bpda", per_draw=True), _PGD, _per_draw, _per_draw_text, sanity=2,
+               options=("loss", "step_schedule")),  # fmt: skip
     AttackSpec(registered_name(JointScore), "Joint (score)+EOT", _joint(JointScore), _JOINT, _per_draw, _joint_text,
                options=("step_schedule",)),  # fmt: skip
     AttackSpec(registered_name(JointFull), "Joint (full)+EOT", _joint(JointFull), _JOINT, _per_draw, _joint_text,
@@ -490,6 +509,18 @@ ATTACKS: tuple[AttackSpec, ...] = (
         sanity=0,
         full=True,
         options=_PGD_OPTIONS,
+    ),
+    AttackSpec(
+        registered_name(PGDEOTDraws, "full"),
+        "Full-gradient PGD+EOT, mean of per-draw losses",
+        _pgd_eot("full", PGDEOTDraws),
+        _PGD,
+        _per_full_draw,
+        _per_draw_text,
+        protocol="athalye",
+        strongest=True,
+        full=True,
+        options=("loss", "step_schedule"),
     ),
     AttackSpec(
         registered_name(APGDEOT),
