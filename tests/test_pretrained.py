@@ -16,14 +16,31 @@ from art_adp.pretrained import BUNDLED, HERE, RECORD, bundled_file
 from art_adp.runs.records import weights_sha256
 
 
-@pytest.mark.parametrize("kind", ["score", "classifier"])
-def test_the_bundled_files_are_the_recorded_ones(kind):
-    entry = RECORD["models"]["digits"][kind]
+@pytest.mark.parametrize("name, kind, most", [("digits", "score", 600_000), ("digits", "classifier", 600_000),
+                                              ("cifar10", "score", 10_000_000)])  # fmt: skip
+def test_the_bundled_files_are_the_recorded_ones(name, kind, most):
+    entry = RECORD["models"][name][kind]
     path = HERE / entry["file"]
     assert hashlib.sha256(path.read_bytes()).hexdigest() == entry["sha256"]
     assert weights_sha256(path) == entry["weights_sha256"]  # what result files' provenance records
-    assert path.stat().st_size < 600_000  # small enough to ship: weights only, no training state
+    assert path.stat().st_size < most  # small enough to ship: weights only, no training state
     assert RECORD["command"] == COMMAND and COMMAND.startswith("art-adp demo ")
+
+
+def test_the_cifar10_denoiser_loads_by_name_and_purifies_at_adps_sigma():
+    from art_adp import ADPPurifier, EDMScore
+
+    score = load_score_model("cifar10")
+    assert type(score).__name__ == "DenoiserUNet" and sum(p.numel() for p in score.parameters()) == 999_523
+    made = RECORD["made"]["cifar10"]
+    assert made["training"]["settings"]["n_train"] == 50_000 and "--data-root DIR" in made["command"]
+    final, linear = made["training"]["final"]["mse"], made["training"]["linear_mse"]
+    assert all(final[k] < linear[k] for k in final)  # it beats the best linear denoiser at every level recorded
+    purifier = ADPPurifier(score, sigma=0.25, generator=torch.Generator().manual_seed(0), device_type="cpu")
+    assert isinstance(purifier.score_model, EDMScore)
+    x = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    out = purifier.forward(x)[0]
+    assert out.shape == x.shape and 0 <= float(out.min()) and float(out.max()) <= 1
 
 
 def test_the_digits_models_load_by_name_and_work_together():
@@ -41,7 +58,7 @@ def test_a_path_wins_over_a_name_and_an_unknown_name_lists_the_bundled_ones(tmp_
     (tmp_path / "digits").write_text("a file the user named digits")
     assert bundled_file("digits", "score") == Path("digits")  # the relative path as given, not the bundled file
     message = "No checkpoint at mnist, and no bundled score model of that name: give a checkpoint file, or one of the "
-    with pytest.raises(FileNotFoundError, match=re.escape(message + "bundled names ['digits'].")):
+    with pytest.raises(FileNotFoundError, match=re.escape(message + "bundled names ['cifar10', 'digits'].")):
         load_score_model("mnist")
     with pytest.raises(FileNotFoundError, match=re.escape("no bundled classifier model of that name")):
         load_classifier("runs/demo/classifier.safetensors")

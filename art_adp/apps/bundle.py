@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 from pathlib import Path
 
 from ..models import load_classifier, save_classifier
@@ -86,11 +87,12 @@ def bundle_cifar10(run_dir: str | Path, out_dir: str | Path = HERE) -> dict:
     record.setdefault("models", {})["cifar10"] = {
         "score": {"file": path.name, "sha256": _sha256(path), "weights_sha256": weights_sha256(path)}
     }
+    command = re.sub(r"(--(?:data-root|run-dir)[= ])\S+", r"\1DIR", p["command"])  # no path of this machine
     record.setdefault("made", {})["cifar10"] = {
-        "command": f"{p['command']} && python -m art_adp.apps.bundle --cifar10 DIR",
+        "command": f"{command} && python -m art_adp.apps.bundle --cifar10 DIR",
         "code_version": p["code_version"],
-        "training": {"device": p["device"], "wall_time_s": p["wall_time_s"], "settings": result["settings"],
-                     "final": result["final"], "linear_mse": result.get("linear_mse")},
+        "training": {"device": p["device"], "training_seconds": result["final"]["train_seconds"],
+                     "settings": result["settings"], "final": result["final"], "linear_mse": result.get("linear_mse")},
     }  # fmt: skip
     record.setdefault("about", {})["cifar10"] = (
         f"a DenoiserUNet{tuple(result['settings']['channels'])} ({result['parameters']:,} parameters) trained by "
