@@ -330,6 +330,21 @@ def eot_memory(path: str) -> str:
     return "\n".join([*out, "", source(path, result)])
 
 
+def eot_target(path: str) -> str:
+    """benchmarks/README.md: one PGD+EOT direction with the ensemble's loss against the mean of per-draw losses."""
+    result = load(path)
+    rows = []
+    for k in sorted({r["eot"] for r in result["runs"]}):
+        by = {r["target"]: r for r in result["runs"] if r["eot"] == k}
+        d, e = by["draws"], by["ensemble"]
+        rows.append([k, f"{d['seconds']:.2f} s", f"{e['seconds']:.2f} s ({e['seconds'] / d['seconds']:.2f}×)",
+                     f"{d['peak_rss_mib']:,}", f"{e['peak_rss_mib']:,}"])  # fmt: skip
+    head = ["EOT draws", "mean of per-draw CE", "CE of the ensemble", "peak RSS, per draw (MiB)",
+            "peak RSS, ensemble (MiB)"]  # fmt: skip
+    return "\n".join([f"One direction on {result['images']} digits (median of the call's repeats), one thread, a fresh "
+                      "process per cell:", "", *table(head, rows), "", source(path, result)])
+
+
 def train_speed(path: str) -> str:
     result = load(path)
     rows = [[r["mode"], r["ngf"], r["batch_size"], f"{r['samples_per_s']:,.1f}", f"{r['tflops_per_s']:.3f}",
@@ -853,6 +868,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "upstream-notebook": ("upstream/results/notebook.json", upstream_notebook),
     "upstream-checks": ("upstream/results/pinned_tests_torch2.8.0.json", upstream_checks),
     "eot-memory": ("benchmarks/results/eot_memory.json", eot_memory),
+    "eot-target": ("benchmarks/results/eot_target.json", eot_target),
     "train-speed": ("benchmarks/results/train_speed_cpu.json", train_speed),
     "first-hour-epyc": ("benchmarks/results/first_hour_amd-epyc.json", first_hour),
     "gpu-h100": ("benchmarks/results/device_run_h100_2026-11-27_gpu.json", gpu_throughput),
