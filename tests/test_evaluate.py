@@ -367,8 +367,8 @@ def test_the_strongest_preset_runs_the_strongest_of_each_protocol_at_the_referen
     from art_adp.apps.evaluation.config import judging_shortfalls, shortfalls
 
     top = EvalConfig.preset("strongest")
-    assert top.attacks == ("full-pgd-eot", "full-pgd-eot-draws", "apgd-eot", "lowfreq-vote", "apgd-eot-dev",
-                           "selective-eot")
+    assert top.attacks == ("full-pgd-eot", "full-pgd-eot-ensemble", "apgd-eot", "apgd-eot-ensemble", "lowfreq-vote",
+                           "apgd-eot-dev", "selective-eot")
     assert (top.max_iter, top.eot_samples, top.apgd_max_iter, top.apgd_eot_samples) == (40, 15, 100, 200)
     assert (top.ensemble_size, top.repeats) == (10, 10)  # DiffHammer's N = 10 resubmissions: the worst of R = 10
     assert all(shortfalls(a, top) == [] for a in top.attacks) and judging_shortfalls(top) == []

@@ -544,7 +544,7 @@ def test_the_card_judged_by_majority_vote_names_it_strongest(planted, tmp_path):
     purifier.generator.manual_seed(7)
     config = EvalConfig.preset(
         "smoke",
-        attacks=("full-pgd-eot-draws", "lowfreq-vote"),
+        attacks=("full-pgd-eot", "lowfreq-vote"),
         eps=EPS,
         max_iter=40,
         eot_samples=12,
@@ -561,7 +561,7 @@ def test_the_card_judged_by_majority_vote_names_it_strongest(planted, tmp_path):
     )
     rows = {r["attack"]: r for r in result["card"]}
     # an example stays correct in all 15 draws with probability 0.8^15 = 3.5 %: here 1 of 8
-    draws = rows["full-pgd-eot-draws"]
+    draws = rows["full-pgd-eot"]
     assert draws["worst"]["value"] <= 0.25 and draws["majority"]["value"] == 1.0
     # the vote broken on at least 7 of the 8 images (which ones stay depends on the draws), against none by PGD+EOT
     assert rows["lowfreq-vote"]["majority"]["value"] <= 0.125

@@ -8,12 +8,12 @@ defended model -- sets the purifier gradient mode it needs while it runs and res
 inside the ε-ball and ``clip_values``.
 """
 
-from .apgd_eot import APGDEOT, APGDEOTDev
+from .apgd_eot import APGDEOT, APGDEOTDev, APGDEOTEnsemble
 from .classifier_pgd import ClassifierPGD
 from .fixed_noise_pgd import FixedNoisePGD
 from .joint_full import JointFull
 from .joint_score import JointScore
-from .pgd_eot import PGDEOT, PGDEOTDev, PGDEOTDraws
+from .pgd_eot import PGDEOT, PGDEOTDev, PGDEOTEnsemble
 from .purified_state_loss import PurifiedStateLoss
 from .selective_eot import SelectiveEOT
 from .evade_detector import EvadeDetectorLoss
@@ -23,6 +23,7 @@ from .systemic_lowfreq import LowFrequencyVote, SystemicLowFrequency
 __all__ = [
     "APGDEOT",
     "APGDEOTDev",
+    "APGDEOTEnsemble",
     "BlackBoxSPSA",
     "ClassifierPGD",
     "EvadeDetectorLoss",
@@ -32,7 +33,7 @@ __all__ = [
     "LowFrequencyVote",
     "PGDEOT",
     "PGDEOTDev",
-    "PGDEOTDraws",
+    "PGDEOTEnsemble",
     "PurifiedStateLoss",
     "SelectiveEOT",
     "SystemicLowFrequency",

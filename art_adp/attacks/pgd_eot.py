@@ -10,7 +10,7 @@ from .._checks import memory_budget as check_memory_budget, number, one_of, posi
 from ._core import DEFAULT_GRADIENT, EOT_TARGETS, GRADIENTS, LOSSES, IterativeAttack, eot_loss_gradient, normalize
 from .purified_state_loss import DEV_WEIGHT, PurifiedStateLoss
 
-__all__ = ["PGDEOT", "PGDEOTDev", "PGDEOTDraws"]
+__all__ = ["PGDEOT", "PGDEOTDev", "PGDEOTEnsemble"]
 
 AGGREGATES = ("mean", "sign")
 
@@ -41,11 +41,10 @@ class PGDEOT(IterativeAttack):
     :param eot_samples: Purifications per gradient (15 in the paper).
     :param loss: ``"ce"`` (cross-entropy) or ``"margin"`` (Carlini & Wagner's max_{j≠y} z_j − z_y), of what
         ``eot_target`` says.
-    :param eot_target: ``"ensemble"``: the loss of the ensemble the tables judge, the log of the mean softmax over the
-        draws (:func:`~art_adp.ensemble.ensemble_gradient`), whose gradient weighs each draw by how much it moves the
-        ensemble rather than by how broken it already is; ``"draws"``: the mean over the EOT draws of each draw's loss
-        (Athalye et al.'s EOT; :class:`PGDEOTDraws`). None (the default): ``"ensemble"``, or ``"draws"`` where only
-        it is defined (``aggregate="sign"``, a ``dev_weight``).
+    :param eot_target: ``"draws"`` (the default, the papers'): the mean over the EOT draws of each draw's loss
+        (Athalye et al.'s EOT); ``"ensemble"``: the loss of the ensemble the tables judge, the log of the mean softmax
+        over the draws (:func:`~art_adp.ensemble.ensemble_gradient`), whose gradient weighs each draw by how much it
+        moves the ensemble rather than by how broken it already is (:class:`PGDEOTEnsemble`).
     :param aggregate: ``"mean"`` (mean of the EOT gradients, the expected loss's gradient) or ``"sign"`` (the
         authors' code: a vote, Σ_k sign ∇_k; ``eot_target="draws"`` only).
     :param norm, eps, eps_step, max_iter, random_start, generator, batch_size, verbose: As in
@@ -85,7 +84,7 @@ class PGDEOT(IterativeAttack):
         max_iter: int = 40,
         eot_samples: int = 15,
         loss: str = "ce",
-        eot_target: str | None = None,
+        eot_target: str = "draws",
         aggregate: str = "mean",
         random_start: bool = False,
         generator: torch.Generator | None = None,
@@ -98,7 +97,7 @@ class PGDEOT(IterativeAttack):
         self.gradient = gradient
         self.dev_weight = dev_weight
         self.loss = loss
-        self.eot_target = eot_target or ("draws" if dev_weight or aggregate != "mean" else "ensemble")
+        self.eot_target = eot_target
         self._loss: PurifiedStateLoss | None = None
         self.memory_budget = memory_budget
         self.eot_samples = eot_samples
@@ -174,16 +173,17 @@ class PGDEOTDev(PGDEOT):
         super().__init__(estimator, dev_weight=dev_weight, **kwargs)
 
 
-class PGDEOTDraws(PGDEOT):
+class PGDEOTEnsemble(PGDEOT):
     """
-    :class:`PGDEOT` on the mean of the per-draw losses (``eot_target="draws"``: Athalye et al.'s EOT, the gradient of
-    the expected loss) rather than the loss of the judged ensemble. Neither dominates on the real rows measured here
-    (docs/attacks.md), each breaking an image or two the other leaves, so the strongest preset runs both. Registered
-    as ``"full-pgd-eot-draws"`` (``gradient="full"``); every other parameter is PGDEOT's.
+    :class:`PGDEOT` on the loss of the ensemble the tables judge (``eot_target="ensemble"``: the cross-entropy, or
+    ``loss="margin"``, of the log of the mean softmax over the EOT draws) rather than the mean of per-draw losses.
+    Neither dominates on the real rows measured here (docs/attacks.md): each breaks images the other leaves, so the
+    strongest preset runs both. Registered as ``"full-pgd-eot-ensemble"`` (``gradient="full"``); every other
+    parameter is PGDEOT's.
     """
 
     #: The name in :data:`~art_adp.attacks.registry.REGISTRY` of each gradient mode (:attr:`name`).
-    names = {"bpda": "bpda-eot-draws", "full": "full-pgd-eot-draws"}
+    names = {"bpda": "bpda-eot-ensemble", "full": "full-pgd-eot-ensemble"}
 
-    def __init__(self, estimator: PyTorchClassifier, *, eot_target: str = "draws", **kwargs) -> None:
+    def __init__(self, estimator: PyTorchClassifier, *, eot_target: str = "ensemble", **kwargs) -> None:
         super().__init__(estimator, eot_target=eot_target, **kwargs)
