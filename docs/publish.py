@@ -59,7 +59,8 @@ def with_calls(result: dict, earlier: list[dict]) -> dict:
     """``result`` (the last call's table) with the earlier calls into the same run folder in ``provenance.calls``."""
     result = publish(result)
     last = run_dir(result["provenance"]["command"])
-    calls = []
+    calls = [{k: c[k] for k in CALL if k in c} for c in map(lambda c: publish({"provenance": c})["provenance"],
+                                                             result["provenance"].get("calls", []))]  # its own
     for e in map(publish, earlier):
         p = e["provenance"]
         if run_dir(p["command"]) != last:
@@ -94,7 +95,7 @@ def with_variants(folders: list[Path]) -> dict:
     from art_adp.apps.levers import render_levers
     from art_adp.runs.records import read_jsonl
 
-    tables = [publish(json.loads((f / "table.json").read_text(encoding="utf-8"))) for f in folders]
+    tables = [with_calls(json.loads((f / "table.json").read_text(encoding="utf-8")), []) for f in folders]
     records = []
     for f in folders:
         for r in read_jsonl(f / "records.jsonl"):
@@ -104,7 +105,9 @@ def with_variants(folders: list[Path]) -> dict:
         raise ValueError("the folders measured other weights: variants compare attacks on one defence")
     last = tables[-1]
     rendered = render_levers(records, base=last["classifier"])
-    calls = [{k: t["provenance"][k] for k in CALL if k in t["provenance"]} for t in tables[:-1]]
+    calls = [c for t in tables[:-1] for c in [*t["provenance"].get("calls", []),
+                                              {k: t["provenance"][k] for k in CALL if k in t["provenance"]}]]
+    calls += last["provenance"].get("calls", [])  # the last folder's earlier calls
     names = {c["attack"] for c in rendered["cells"]}
     rows = [r for r in last["rows"] if r["name"] in names]
     rows += [{**r, "name": n, "label": f"{r['label']} [{n.split(' [', 1)[1]}"} for t in tables for r in t["rows"]

@@ -74,8 +74,10 @@ def test_a_run_measures_resumes_and_extends(tiny, tmp_path, one_thread):
         json.dumps(levers.recorded(levers._budget(levers.with_restarts(levers.MNIST.rows[4], 1), 0.3, 1, judge_draws=2),
                                    REGISTRY[SWEEP_ATTACK]))}  # fmt: skip
     assert table["provenance"]["models"].keys() == {"mlp", "adv-mlp"}
-    run_levers(tiny, tmp_path, n_examples=3, **kwargs)  # nothing left to do
+    first = json.loads((tmp_path / "table.json").read_text())["provenance"]
+    again = run_levers(tiny, tmp_path, n_examples=3, **kwargs)  # nothing left to do
     assert len((tmp_path / "records.jsonl").read_text().splitlines()) == len(records)
+    assert again["provenance"]["calls"] == [first]  # every earlier call into the folder, kept in order
     table = run_levers(tiny, tmp_path, n_examples=5, **kwargs)  # two more digits per cell
     assert {c["n"] for c in table["cells"]} == {5}
     with pytest.raises(ValueError, match=r"holds \[\('bpda-eot-40it-r1', 1\)\] measured at other EOT draws"):

@@ -190,6 +190,8 @@ def test_publish_keeps_every_call_into_the_run_folder_and_the_line_names_them():
     assert out["provenance"]["calls"][0]["command"].startswith("art-adp levers --data-root DIR")
     assert publish.with_calls(last, [first, publish.with_calls(second, [first])]) == out  # a published one: the same
     assert publish.with_calls(last, []) == publish.publish(last)  # no earlier call: no list
+    own = {**last, "provenance": {**last["provenance"], "calls": [first["provenance"], second["provenance"]]}}
+    assert publish.with_calls(own, []) == out  # the calls the run folder kept itself (levers' provenance.calls)
     with pytest.raises(ValueError, match="an earlier call wrote 'runs/b', the last 'runs/a'"):
         publish.with_calls(last, [call("pgd", 1.0, run="runs/b")])
     retrained = call("pgd", 1.0)

@@ -698,7 +698,8 @@ def run_levers(
     """
     Measure ``attacks`` × ``settings`` × ``models`` × ``purified`` classifiers, and the undefended ``classifiers``,
     on the first ``n_examples`` test images; resumes from ``RUN_DIR/records.jsonl`` (images already measured are
-    skipped), then writes ``table.json`` / ``table.md``.
+    skipped), then writes ``table.json`` / ``table.md``; ``table.json``'s provenance keeps every earlier call into the
+    folder (``provenance.calls``, in order, each with its own command, code, device and wall time).
 
     :param data: A :class:`~art_adp.data.Dataset` of 28×28 grey images (MNIST, Fashion-MNIST).
     :param run_dir: The run folder (classifiers, adversarial examples, records, table).
@@ -933,6 +934,11 @@ def run_levers(
         models={"denoiser": denoiser_path, **hashes} if denoiser_path else hashes,
         started_at=code,
     )
+    earlier = run_dir / "table.json"  # the earlier calls into this folder: kept, in order, with their provenance
+    if earlier.exists():
+        held = json.loads(earlier.read_text()).get("provenance", {})
+        calls = [*held.get("calls", []), {k: v for k, v in held.items() if k != "calls"}]
+        table["provenance"]["calls"] = calls
     (run_dir / "table.json").write_text(json.dumps(table, indent=1))
     (run_dir / "table.md").write_text(table_markdown(table))
     return table
