@@ -513,3 +513,29 @@ def test_an_adaptive_row_cut_short_resumes_from_its_last_whole_block(tiny, tmp_p
     assert [c["accuracy"] for c in resumed["cells"]] == [c["accuracy"] for c in whole["cells"]]
     assert [len(p) for p, _ in levers._blocks([0, 1, 2, 3, 4], 7)] == [2, 2, 1]
     assert levers._blocks([1], 7)[0][1] == 7 and levers._blocks([4], 7)[0][1] != 7  # the first block: the row's seed
+
+
+def test_a_recipe_with_init_fine_tunes_the_brought_classifier(tiny, tmp_path, monkeypatch):
+    """init: the classifier trained behind the purifier starts from the brought one's weights (fine-tuned), with the
+    recipe's learning rate and held-out fraction."""
+    from art_adp.models import MLP, save_classifier
+
+    torch.manual_seed(3)
+    base = MLP(hidden=(8,))
+    save_classifier(base, tmp_path / "base.safetensors")
+    preset = levers.Preset(eps=0.1, classifier="base", sigmas=(0.25,), rows=(Row("clean"),), attacks=("clean",),
+                           baselines=(), classifiers={
+                               "base": ClassifierRecipe("mlp", epochs=0),
+                               "tuned": ClassifierRecipe("mlp", epochs=2, patience=1, lr=1e-4, validation=0.25,
+                                                         purifier=("oracle", levers.ONE_STEP), init="base")})  # fmt: skip
+    seen = {}
+
+    def train(model, x, y, path, **kw):
+        seen.update(kw, weights={k: v.clone() for k, v in model.state_dict().items()})
+        return model, {}
+
+    monkeypatch.setattr(levers, "train_until_plateau", train)
+    levers._classifier("tuned", preset, tiny, tmp_path, 0, False)
+    assert all(torch.equal(seen["weights"][k], v) for k, v in base.state_dict().items())
+    assert (seen["lr"], seen["val_fraction"], seen["adversarial"]) == (1e-4, 0.25, False)
+    assert levers._classifier("base", preset, tiny, tmp_path, 0, False).config == base.config  # brought, untouched
