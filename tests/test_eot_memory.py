@@ -242,10 +242,12 @@ def test_the_estimate_states_the_sanity_checks_cost():
     per_example = (
         (3 + 3) + 2 * 40 * 15 * 3 + sum(k * 15 * 3 for k in (10, 20, 100)) + sum(40 * k * 3 for k in (1, 5, 50))
     )
-    # the best iterate (one run, checked every 5 iterations) judged on 10 fresh draws forward (1 s) each time: at the
-    # start and at iterations 5, 10, ..., k, i.e. k // 5 + 1 judgements of a k-iteration run: 9 at 40 iterations
-    # (ε = 1, ε/2 and the three EOT runs: 5 runs), 3, 5 and 21 at 10, 20 and 100 iterations
-    per_example += 10 * 1 * (5 * (40 // 5 + 1) + sum(k // 5 + 1 for k in (10, 20, 100)))
+    # the best iterate (one run) judged on 10 fresh draws forward (1 s) each time, check_every "auto": every iterate
+    # where 10 draws cost under a quarter of an iteration (EOT × 3 passes, so EOT 15 and 50: k + 1 judgements of a
+    # k-iteration run), else at the start and every 5 iterations (EOT 1 and 5 at 40 iterations: 40 // 5 + 1 = 9)
+    judged = 2 * 41 + (9 + 9 + 41) + sum(k + 1 for k in (10, 20, 100))
+    assert judged == 274
+    per_example += 10 * 1 * judged
     expected = 64 * (per_example + 9 * 30)
     assert cost["seconds"] == pytest.approx(expected)
     assert sanity_cost([u for u in units if not u[0].name.startswith("sanity")], c, probe, "cpu")["seconds"] == 0
