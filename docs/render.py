@@ -486,6 +486,26 @@ def denoiser_training(path: str) -> str:
     ])  # fmt: skip
 
 
+def denoiser_bundled(path: str) -> str:
+    """docs/cifar10.md: the bundled CIFAR-10 DenoiserUNet's training record (``art_adp/pretrained/bundled.json``,
+    written by ``python -m art_adp.apps.bundle``): its one-step denoising MSE beside the best linear denoiser."""
+    bundle = json.loads((ROOT / path).read_text(encoding="utf-8"))
+    made, t = bundle["made"]["cifar10"], bundle["made"]["cifar10"]["training"]
+    f, s, linear = t["final"], t["settings"], t["linear_mse"]
+    levels = list(f["mse"])
+    rows = [[f["step"], f"{f['samples']:,}", wall(t["training_seconds"]), f["samples_per_s"],
+             *(f"{f['mse'][k]:.5f}" for k in levels)],
+            ["best linear denoiser (Wiener filter of the training images)", "", "", "",
+             *(f"{linear[k]:.5f}" for k in levels)]]  # fmt: skip
+    return "\n".join([
+        f"{bundle['about']['cifar10']}: batch {s['batch_size']}, Adam {s['lr']:g}, {s['precision']}, one-step "
+        "denoising MSE on the first 500 development images, [0, 1] pixels.", "",
+        *table(["step", "samples", "training time", "samples/s", *(f"MSE at σ {k}" for k in levels)], rows), "",
+        f"<sub>Rendered from `{path}` by `docs/render.py`: `{made['command']}` · {t['device']} · code "
+        f"{made['code_version']} · weights SHA-256 {bundle['models']['cifar10']['score']['weights_sha256'][:12]}.</sub>",
+    ])  # fmt: skip
+
+
 def mnist_levers(path: str) -> str:
     """docs/mnist.md: ADP lever by lever on the MNIST development split (art-adp levers)."""
     result = load(path)
@@ -815,6 +835,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "denoiser-fashion-mnist-seeded": ("docs/results/denoiser_fashion_mnist_seeded.json", denoiser_training),
     "denoiser-mnist-fp32": ("docs/results/denoiser_mnist_fp32.json", denoiser_training),
     "denoiser-mnist-seeded": ("docs/results/denoiser_mnist_seeded.json", denoiser_training),
+    "denoiser-cifar10": ("art_adp/pretrained/bundled.json", denoiser_bundled),
     "mnist-levers": ("docs/results/mnist_levers.json", mnist_levers),
     "fashion-mnist-levers": ("docs/results/fashion_mnist_levers.json", fashion_mnist_levers),
     "fashion-mnist-full-strength": ("docs/results/fashion_mnist_full_strength.json", fashion_mnist_full_strength),
