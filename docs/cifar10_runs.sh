@@ -2,7 +2,8 @@
 # The calls behind docs/cifar10.md's tables, in the order they ran. One torch thread per call on a 2-core CPU (AMD
 # EPYC, AVX-512, fp32); each call resumes its run folder's records (blocks of 50 images).
 #   bash docs/cifar10_runs.sh CIFAR10_DIR RESNET20_TH TINIEST_DIR
-# CIFAR10_DIR: the "python version" batches from ../shared/data/cifar10/make_cifar10.py; RESNET20_TH:
+# CIFAR10_DIR: the "python version" batches (all 50,000 training images; for measuring, the development half of the
+# test set, 500 images a class); RESNET20_TH:
 # pretrained_models/resnet20-12fca82f.th of akamaster/pytorch_resnet_cifar10; TINIEST_DIR: tiniest.py and tiniest.pt
 # of ThalesGroup/scio, branch hub. The purifier is the bundled DenoiserUNet (load_score_model("cifar10"); its
 # training command is in art_adp/pretrained/bundled.json).

@@ -78,10 +78,11 @@ def with_calls(result: dict, earlier: list[dict]) -> dict:
 
 
 def option_text(options: dict | None) -> str:
-    """A record's attack options in a row's name: ``"ensemble, margin, halving"``; the first records' options (none
-    differing): ``"as first recorded"``."""
+    """A record's attack options in a row's name: ``"ensemble, margin, halving"``; none differing from the row's own
+    first records (the registry's defaults for that row: the papers' mean of per-draw losses for ``full-pgd-eot``, the
+    ensemble's loss for ``full-pgd-eot-ensemble``, CE, constant steps or APGD's own): ``"defaults"``."""
     shown = [str(v) for k, v in (options or {}).items() if k not in ("num_random_init", "check_every")]
-    return ", ".join(shown) or "mean of per-draw CE, constant steps"
+    return ", ".join(shown) or "defaults"
 
 
 def with_variants(folders: list[Path]) -> dict:

@@ -77,6 +77,10 @@ DATA_SPLITS = {
     "fashion-mnist-subset": (
         "Fashion-MNIST test images 0–2,999 for training and 3,000–3,942 for measuring, the development split"
     ),
+    "cifar10": (
+        "CIFAR-10's 50,000 training images for training; for measuring, the development half of the official test set "
+        "(the first 5,000 of its seed-0 shuffle, 500 a class; the other 5,000 are kept for independent checks)"
+    ),
 }
 _ABSOLUTE_OUT = re.compile(r"(?<= )(?:/(?:root|tmp|work|home)/\S*/|\$OUT/)([\w.-]+\.json)\b")
 # A device string names its processor when it names a CPU or GPU model; otherwise the line says it was not recorded,
@@ -741,6 +745,24 @@ def mnist_adv_cnn(path: str) -> str:
     return levers_page(load(path), path)
 
 
+def levers_result(path: str) -> str:
+    """A table of ``art-adp levers`` (any data set), or of ``docs/publish.py --variants`` (its attack options side by
+    side), as the levers render it."""
+    return levers_page(load(path), path)
+
+
+def levers_estimate(path: str) -> str:
+    """The rows ``art-adp levers --estimate-only`` priced and that were not run (``RUN_DIR/estimate.json``)."""
+    result = load(path)
+    rows = [[row.replace(" | ", " · "), result["n_examples"], wall(seconds)] for row, seconds in result["by_row"].items()]
+    return "\n".join([
+        "Not measured here: each row's estimated time on the device below, from the attack registry's cost model and a "
+        "timed probe of the purifier (one thread; a probe under load overstates an idle core).", "",
+        *table(["classifier ← purifier · setting · attack", "images", "estimated time"], rows), "",
+        f"Total: {wall(result['estimate_seconds'])}.", "", source(path, result),
+    ])  # fmt: skip
+
+
 def fashion_mnist_levers(path: str) -> str:
     """docs/fashion_mnist.md: ADP lever by lever on Fashion-MNIST at ε = 8/255 (art-adp levers)."""
     return levers_page(load(path), path)
@@ -836,6 +858,11 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "denoiser-mnist-fp32": ("docs/results/denoiser_mnist_fp32.json", denoiser_training),
     "denoiser-mnist-seeded": ("docs/results/denoiser_mnist_seeded.json", denoiser_training),
     "denoiser-cifar10": ("art_adp/pretrained/bundled.json", denoiser_bundled),
+    "cifar10-levers": ("docs/results/cifar10_levers.json", levers_result),
+    "cifar10-full-gradient": ("docs/results/cifar10_full_gradient.json", levers_result),
+    "cifar10-not-run": ("docs/results/cifar10_not_run.json", levers_estimate),
+    "fashion-mnist-attack-options": ("docs/results/fashion_mnist_attack_options.json", levers_result),
+    "mnist-attack-options": ("docs/results/mnist_attack_options.json", levers_result),
     "mnist-levers": ("docs/results/mnist_levers.json", mnist_levers),
     "fashion-mnist-levers": ("docs/results/fashion_mnist_levers.json", fashion_mnist_levers),
     "fashion-mnist-full-strength": ("docs/results/fashion_mnist_full_strength.json", fashion_mnist_full_strength),

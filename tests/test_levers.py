@@ -483,6 +483,10 @@ def test_estimate_only_prices_the_rows_left_by_the_cost_model_and_measures_nothi
     }
     assert out["estimate_seconds"] == sum(prices.values())
     assert not (tmp_path / "records.jsonl").exists() and not list(tmp_path.glob("*.safetensors"))  # nothing trained
+    # the estimate is kept beside the run, with its provenance, so a table can say what the rows not run would cost
+    kept = json.loads((tmp_path / "estimate.json").read_text())
+    assert kept["by_row"] == out["by_row"] and kept["n_examples"] == 5
+    assert {"command", "code_version", "device", "wall_time_s"} <= set(kept["provenance"])
 
 
 def test_an_adaptive_row_cut_short_resumes_from_its_last_whole_block(tiny, tmp_path, one_thread, monkeypatch):

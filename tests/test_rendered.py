@@ -228,10 +228,10 @@ def test_publish_sets_variants_of_the_attack_options_side_by_side(tmp_path):
     b = folder("b", {"check_every": "auto", "eot_target": "ensemble"}, [True, False, True, True])
     out = publish.with_variants([a, b])
     cells = {c["attack"]: c for c in out["cells"]}
-    assert cells["pgd-r1 [mean of per-draw CE, constant steps]"]["accuracy"] == 0.75
+    assert cells["pgd-r1 [defaults]"]["accuracy"] == 0.75
     assert cells["pgd-r1 [ensemble]"]["accuracy"] == 0.75
     assert cells["worst-case"]["accuracy"] == 0.5  # images 1 and 2: each broken by one variant only
-    assert {r["label"] for r in out["rows"]} == {"PGD [mean of per-draw CE, constant steps]", "PGD [ensemble]"}
+    assert {r["label"] for r in out["rows"]} == {"PGD [defaults]", "PGD [ensemble]"}
     assert out["provenance"]["variants"] and len(out["provenance"]["calls"]) == 1
     assert "beside 1 call(s) with other attack options, a run folder each" in render.source("r.json", out)
     c = folder("c", {"check_every": "auto"}, [True] * 4, models={"cnn": "b"})

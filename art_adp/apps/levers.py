@@ -742,9 +742,10 @@ def run_levers(
     :param seed: Seed of every draw (random starts, purification noise, training).
     :param device: Where the networks run (``"cpu"`` or ``"cuda"``).
     :param progress: Print one line per measured cell.
-    :param estimate_only: Price the defended rows still to measure and stop (nothing trained, attacked or written):
+    :param estimate_only: Price the defended rows still to measure and stop (nothing trained, attacked or recorded):
         one line per row with its estimated time on this device, from the attack registry's cost model and a timed
-        probe of each purifier (:func:`price_rows`); returns ``{"estimate_seconds": total, "by_row": {...}}``. A
+        probe of each purifier (:func:`price_rows`); returns ``{"estimate_seconds": total, "by_row": {...},
+        "n_examples", "provenance"}``, also written to ``RUN_DIR/estimate.json``. A
         classifier not trained yet is priced with its untrained architecture (the same cost); its training is not.
     """
     from ..preprocessor import ADPPurifier
@@ -922,7 +923,11 @@ def run_levers(
             f"Estimated time on this device ({device}, {torch.get_num_threads()} CPU threads): about "
             f"{total / 60:.1f} min for the defended rows left (the undefended rows and training not priced)."
         )
-        return {"estimate_seconds": total, "by_row": prices}
+        estimate = {"estimate_seconds": total, "by_row": prices, "n_examples": n_examples,
+                    "provenance": provenance(wall_time_s=time.monotonic() - started, device=device, started_at=code)}
+        run_dir.mkdir(parents=True, exist_ok=True)  # what a table says of the rows not run, with its provenance
+        (run_dir / "estimate.json").write_text(json.dumps(estimate, indent=1, ensure_ascii=False))
+        return estimate
     table = render_levers(read_jsonl(path), base=base)
     table["dataset"] = dataset
     table["classifier"] = base
