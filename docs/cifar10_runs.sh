@@ -20,9 +20,23 @@ C=(art-adp levers --dataset cifar10 --data-root "$DATA" --run-dir runs/cifar10 -
 #    cores finished), alone and behind the purifier
 "${C[@]}" --classifiers resnet20 adv-resnet20 --purified resnet20 adv-resnet20 --attacks clean clf-pgd autoattack \
     --n-examples 500 --max-epochs 6
-# 3. full-gradient PGD+EOT through the purifier (100 × ε/4, EOT 8), judged on R = 10 fresh S = 10 ensembles
-mkdir -p runs/cifar10-eot && cp runs/cifar10/resnet20.safetensors runs/cifar10-eot/
-art-adp levers --dataset cifar10 --data-root "$DATA" --run-dir runs/cifar10-eot --threads 1 --quiet \
+# 3. Tiniest undefended and behind the one-step denoise; the released schedule (T 10, λ 0.05) in front of ResNet-20;
+#    the exact score of the 50,000 training images (the oracle) in front of ResNet-20
+"${C[@]}" --classifiers tiniest --purified tiniest --attacks clean clf-pgd --n-examples 500 --max-epochs 6
+"${C[@]/one-step denoise/released (T 10, λ 0.05)}" --classifiers --purified resnet20 --attacks clean clf-pgd \
+    --n-examples 200 --max-epochs 6
+art-adp levers --dataset cifar10 --data-root "$DATA" --run-dir runs/cifar10 --threads 1 --quiet --models oracle \
+    --settings "one-step denoise" --classifiers --purified resnet20 --attacks clean clf-pgd --n-examples 200 --max-epochs 6
+# 4. full-gradient PGD+EOT through the purifier (100 × ε/4, EOT 8), judged on R = 10 fresh S = 10 ensembles
+mkdir -p runs/cifar10-eot2 && cp runs/cifar10/resnet20.safetensors runs/cifar10-eot2/
+art-adp levers --dataset cifar10 --data-root "$DATA" --run-dir runs/cifar10-eot2 --threads 1 --quiet \
     --models denoiser --denoiser "$DENOISER" --settings "one-step denoise" --classifiers --purified resnet20 \
     --attacks full-pgd-eot --n-examples 200 --max-iter 100 --eot-samples 8 --repeats 10
-echo "python docs/publish.py runs/cifar10/table.json docs/results/cifar10_levers.json && python docs/render.py"
+# 5. the rows not run, priced (RUN_DIR/estimate.json)
+mkdir -p runs/cifar10-est && cp runs/cifar10/resnet20.safetensors runs/cifar10/tiniest.pt runs/cifar10-est/
+art-adp levers --dataset cifar10 --data-root "$DATA" --run-dir runs/cifar10-est --threads 1 --models denoiser oracle \
+    --denoiser "$DENOISER" --settings "one-step denoise" "released (T 10, λ 0.05)" --classifiers --purified resnet20 \
+    tiniest --attacks clean clf-pgd bpda-eot full-pgd-eot apgd-eot --n-examples 200 --max-iter 100 --eot-samples 8 \
+    --estimate-only
+echo "python docs/publish.py runs/cifar10/table.json docs/results/cifar10_levers.json (likewise cifar10-eot2/table.json:"
+echo "cifar10_full_gradient.json; cifar10-est/estimate.json: cifar10_not_run.json) && python docs/render.py"

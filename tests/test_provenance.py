@@ -77,3 +77,14 @@ def test_a_run_that_outlives_its_checkout_keeps_the_code_it_started_with(monkeyp
     assert (moved["code_version"], moved["code_version_at_end"]) == ("art-adp 9.9 (aaaaaaa)", "art-adp 9.9 (bbbbbbb)")
     still = provenance(wall_time_s=1, command="c", started_at="art-adp 9.9 (bbbbbbb)")
     assert still["code_version"] == "art-adp 9.9 (bbbbbbb)" and "code_version_at_end" not in still
+
+
+def test_a_run_started_on_uncommitted_code_carries_the_diff_it_started_with(monkeypatch):
+    """A run that started dirty and ended clean (the change committed meanwhile) keeps the diff it loaded; without
+    it the result could not carry its code, and provenance refuses."""
+    monkeypatch.setattr(provenance_module, "code_version", lambda: "art-adp 9.9 (bbbbbbb)")
+    started = provenance(wall_time_s=1, command="c", started_at="art-adp 9.9 (aaaaaaa-dirty)", started_diff="-a\n+b\n")
+    assert started["code_version"] == "art-adp 9.9 (aaaaaaa-dirty)" and started["code_diff"] == "-a\n+b\n"
+    assert started["code_diff_sha256"] == hashlib.sha256(b"-a\n+b\n").hexdigest()
+    with pytest.raises(ValueError, match="pass started_diff=code_diff"):
+        provenance(wall_time_s=1, command="c", started_at="art-adp 9.9 (aaaaaaa-dirty)")

@@ -46,7 +46,7 @@ from ..attacks.registry import BLIND_ATTACK, FULL_ATTACK, REGISTRY, SWEEP_ATTACK
 from ..attacks.apgd_eot import APGDEOT
 from ..attacks.selective_eot import SelectiveEOT
 from ..models.checkpoint import check_purifier
-from ..runs.provenance import code_version, provenance
+from ..runs.provenance import code_diff, code_version, provenance
 from ..runs.records import append_records, read_jsonl
 from ..runs.seeds import derive_seed
 from .commands import DATASET_EPS
@@ -754,6 +754,7 @@ def run_levers(
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     started, code = time.monotonic(), code_version()  # the code this run loads now, whatever the checkout is later
+    diff = code_diff() if code.endswith("-dirty)") else None  # and, uncommitted, its diff as read now
     preset = preset_for(dataset, eps=eps, arch=arch, sigmas=sigmas, max_iter=max_iter, eps_step=eps_step,
                         max_epochs=max_epochs)  # fmt: skip
     eps = preset.eps
@@ -924,7 +925,8 @@ def run_levers(
             f"{total / 60:.1f} min for the defended rows left (the undefended rows and training not priced)."
         )
         estimate = {"estimate_seconds": total, "by_row": prices, "n_examples": n_examples,
-                    "provenance": provenance(wall_time_s=time.monotonic() - started, device=device, started_at=code)}
+                    "provenance": provenance(wall_time_s=time.monotonic() - started, device=device, started_at=code,
+                                              started_diff=diff)}
         run_dir.mkdir(parents=True, exist_ok=True)  # what a table says of the rows not run, with its provenance
         (run_dir / "estimate.json").write_text(json.dumps(estimate, indent=1, ensure_ascii=False))
         return estimate
@@ -947,6 +949,7 @@ def run_levers(
         device=device,
         models={"denoiser": denoiser_path, **hashes} if denoiser_path else hashes,
         started_at=code,
+        started_diff=diff,
     )
     earlier = run_dir / "table.json"  # the earlier calls into this folder: kept, in order, with their provenance
     if earlier.exists():

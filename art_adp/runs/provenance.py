@@ -96,6 +96,7 @@ def provenance(
     command: str | None = None,
     precision: str | None = None,
     started_at: str | None = None,
+    started_diff: str | None = None,
 ) -> dict:
     """
     The ``"provenance"`` record of a result file.
@@ -109,6 +110,8 @@ def provenance(
     :param started_at: The :func:`code_version` the run read when it started. A long run's code is what it loaded
         then; where the checkout has moved on since, that is its ``code_version`` and the checkout's now is
         ``code_version_at_end``.
+    :param started_diff: :func:`code_diff` as the run read it when it started, for a ``started_at`` that is
+        ``-dirty``: the diff recorded is the code the run loaded, not the checkout's at its end.
     :return: ``{"command", "code_version", "models", "models_hash", "device", "wall_time_s"}``, and
         ``code_diff`` / ``code_diff_sha256`` when the code version is ``-dirty``.
     """
@@ -127,7 +130,11 @@ def provenance(
     }
     if started_at and started_at != version:
         record["code_version_at_end"] = version
-    if version.endswith("-dirty)"):
-        diff = code_diff()
+    started_dirty = str(record["code_version"]).endswith("-dirty)")
+    if started_dirty and started_at and started_diff is None:
+        raise ValueError(f"the run started at uncommitted code ({started_at}): pass started_diff=code_diff() as read "
+                         "then, or the result cannot carry the code it ran")
+    if started_dirty or version.endswith("-dirty)"):
+        diff = started_diff if started_at and started_dirty else code_diff()
         record.update(code_diff=diff, code_diff_sha256=hashlib.sha256(diff.encode()).hexdigest())
     return record
