@@ -491,10 +491,11 @@ def denoiser_training(path: str) -> str:
 
 
 def denoiser_bundled(path: str) -> str:
-    """docs/cifar10.md: the bundled CIFAR-10 DenoiserUNet's training record (``art_adp/pretrained/bundled.json``,
-    written by ``python -m art_adp.apps.bundle``): its one-step denoising MSE beside the best linear denoiser."""
-    bundle = json.loads((ROOT / path).read_text(encoding="utf-8"))
-    made, t = bundle["made"]["cifar10"], bundle["made"]["cifar10"]["training"]
+    """docs/cifar10.md: the bundled CIFAR-10 DenoiserUNet's training record (``art_adp/pretrained/bundled.json``'s
+    ``made.cifar10``, written by ``python -m art_adp.apps.bundle``, copied with its provenance into ``path``): its
+    one-step denoising MSE beside the best linear denoiser's."""
+    result = load(path)
+    t = result["training"]
     f, s, linear = t["final"], t["settings"], t["linear_mse"]
     levels = list(f["mse"])
     rows = [[f["step"], f"{f['samples']:,}", wall(t["training_seconds"]), f["samples_per_s"],
@@ -502,11 +503,10 @@ def denoiser_bundled(path: str) -> str:
             ["best linear denoiser (Wiener filter of the training images)", "", "", "",
              *(f"{linear[k]:.5f}" for k in levels)]]  # fmt: skip
     return "\n".join([
-        f"{bundle['about']['cifar10']}: batch {s['batch_size']}, Adam {s['lr']:g}, {s['precision']}, one-step "
-        "denoising MSE on the first 500 development images, [0, 1] pixels.", "",
+        f"{result['about']}: batch {s['batch_size']}, Adam {s['lr']:g}, {s['precision']}, one-step denoising MSE on "
+        "the first 500 development images, [0, 1] pixels.", "",
         *table(["step", "samples", "training time", "samples/s", *(f"MSE at σ {k}" for k in levels)], rows), "",
-        f"<sub>Rendered from `{path}` by `docs/render.py`: `{made['command']}` · {t['device']} · code "
-        f"{made['code_version']} · weights SHA-256 {bundle['models']['cifar10']['score']['weights_sha256'][:12]}.</sub>",
+        source(path, result),
     ])  # fmt: skip
 
 
@@ -870,7 +870,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "denoiser-fashion-mnist-seeded": ("docs/results/denoiser_fashion_mnist_seeded.json", denoiser_training),
     "denoiser-mnist-fp32": ("docs/results/denoiser_mnist_fp32.json", denoiser_training),
     "denoiser-mnist-seeded": ("docs/results/denoiser_mnist_seeded.json", denoiser_training),
-    "denoiser-cifar10": ("art_adp/pretrained/bundled.json", denoiser_bundled),
+    "denoiser-cifar10": ("docs/results/denoiser_cifar10.json", denoiser_bundled),
     "cifar10-levers": ("docs/results/cifar10_levers.json", levers_result),
     "cifar10-full-gradient": ("docs/results/cifar10_full_gradient.json", levers_result),
     "cifar10-more": ("docs/results/cifar10_more.json", levers_result),
