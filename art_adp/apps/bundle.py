@@ -4,7 +4,7 @@
     python -m art_adp.apps.bundle DIR                    # their weights, without the training state, into the package
 
     art-adp train-denoiser --dataset cifar10 ... --run-dir DIR    # a DenoiserUNet of CIFAR-10's 50,000 training images
-    python -m art_adp.apps.bundle --cifar10 DIR                   # its weights into the package: load_score_model("cifar10")
+    python -m art_adp.apps.bundle --cifar10 DIR   # its weights into the package: load_score_model("cifar10")
 
 The second step re-saves each checkpoint's weights (for the score model its EMA weights, σ schedule and step) without
 the optimiser and RNG state a trainer keeps for resuming, and writes ``art_adp/pretrained/bundled.json``: each file's

@@ -109,8 +109,8 @@ def _train_score(sub) -> None:
 
 
 def _train_denoiser(sub) -> None:
-    p = sub.add_parser("train-denoiser", description=train_denoiser_command.__doc__,
-                       help="train a sigma-conditional UNet denoiser (ADP's score at any level) within a time budget")
+    what = "train a sigma-conditional UNet denoiser (ADP's score at any level) within a time budget"
+    p = sub.add_parser("train-denoiser", description=train_denoiser_command.__doc__, help=what)
     _common(p, train_denoiser_command, settings=DenoiserTraining)
     _dataset(p)
     helps = {"minutes": "training time, over resumptions", "milestone": "steps between measurements",
@@ -242,7 +242,7 @@ def _evaluate(sub) -> None:
         "max_iter": "PGD/BPDA/joint iterations", "eot_samples": "EOT draws of BPDA, joint and full-gradient PGD",
         "eot_aggregate": "mean of the EOT gradients or the authors' sign vote",
         "cutoff": "the systemic low-frequency attack's band: fraction of the DCT frequencies per side",
-        "num_random_init": "runs (restarts on the unbroken)", "check_every": "best-iterate check interval (0: last; auto)",
+        "num_random_init": "runs (restarts on the unbroken)", "check_every": "best-iterate check interval (0: last)",
         "apgd_max_iter": f"APGD iterations per loss (croce: {croce.apgd_max_iter})",
         "apgd_eot_samples": f"APGD EOT draws (croce: {croce.apgd_eot_samples})",
         "selective_max_iter": "selective EOT iterations per loss", "selective_eot_samples": "selective EOT draws N",
@@ -286,8 +286,8 @@ def _import(sub) -> None:
 
 
 def _reproduce(sub) -> None:
-    p = sub.add_parser("reproduce", description=reproduce_command.__doc__, help="the paper's MNIST row end to end: "
-                       "train or resume the MLP and a score model, learning curve, attacks, table beside the paper's")
+    what = "the paper's MNIST row: train or resume the MLP and a score model, learning curve, attacks, the paper beside"
+    p = sub.add_parser("reproduce", description=reproduce_command.__doc__, help=what)
     add = p.add_argument
     add("benchmark", choices=["mnist"])
     add("--data-root", required=True, help="folder with the four MNIST idx(.gz) files")

@@ -28,7 +28,8 @@ __all__ = [
     "run",
 ]
 
-CLASSIFIERS = {"digits-cnn": "DigitsCNN", "mlp": "MLP", "cnn": "SmallCNN", "wrn": "WideResNet", "resnet20": "CifarResNet"}
+CLASSIFIERS = {"digits-cnn": "DigitsCNN", "mlp": "MLP", "cnn": "SmallCNN", "wrn": "WideResNet"}
+CLASSIFIERS["resnet20"] = "CifarResNet"  # CIFAR-10's ResNet-20
 DATASETS = ("digits", "mnist", "fashion-mnist", "cifar10", "cifar100")
 # Each data set's l_inf radius, the threat model evaluate defaults to (--eps overrides): the digits demo's 0.175,
 # MNIST's 0.3 (Madry et al.; the paper's MNIST row), 8/255 elsewhere (the paper's CIFAR-10 protocol).

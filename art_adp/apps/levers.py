@@ -326,12 +326,28 @@ CIFAR10 = Preset(
     classifiers={
         "resnet20": ClassifierRecipe("resnet20", epochs=0),
         "tiniest": ClassifierRecipe("tiniest", epochs=0),
-        "adv-resnet20": ClassifierRecipe("resnet20", adversarial=True, epochs=15, patience=15, batch_size=128,
-                                         method="fgsm-rs", lr=0.2, validation=0.02),
+        "adv-resnet20": ClassifierRecipe(
+            "resnet20",
+            adversarial=True,
+            epochs=15,
+            patience=15,
+            batch_size=128,
+            method="fgsm-rs",
+            lr=0.2,
+            validation=0.02,
+        ),
         # the published ResNet-20 fine-tuned on the DenoiserUNet's one-step denoise (each epoch purified afresh; Adam
         # 1e-4), kept at its best clean accuracy through the purifier on 1,000 held-out training images
-        "resnet20-denoiser": ClassifierRecipe("resnet20", epochs=8, patience=3, batch_size=128, lr=1e-4,
-                                              validation=0.02, purifier=("denoiser", ONE_STEP), init="resnet20"),
+        "resnet20-denoiser": ClassifierRecipe(
+            "resnet20",
+            epochs=8,
+            patience=3,
+            batch_size=128,
+            lr=1e-4,
+            validation=0.02,
+            purifier=("denoiser", ONE_STEP),
+            init="resnet20",
+        ),
     },  # fmt: skip
     baselines=("resnet20", "tiniest", "adv-resnet20"),
     sigmas=(0.1, 0.25, 0.5),
@@ -561,8 +577,8 @@ def _architecture(name: str, preset: Preset) -> torch.nn.Module:
     from .commands import CLASSIFIERS
 
     channels, side, _ = preset.image_shape
-    return getattr(models, CLASSIFIERS[preset.classifiers[name].arch])(in_channels=channels, image_size=side,
-                                                                        nb_classes=10)  # fmt: skip
+    architecture = getattr(models, CLASSIFIERS[preset.classifiers[name].arch])
+    return architecture(in_channels=channels, image_size=side, nb_classes=10)
 
 
 def price_rows(estimator, x: np.ndarray, rows: Sequence[Row], pending: Mapping[str, int], *, eps: float,
@@ -612,10 +628,11 @@ def _budget(r: Row, eps: float, eot_samples: int, batch_size: int = 50, judge_dr
             options: Mapping[str, str] | None = None) -> Budget:  # fmt: skip
     """The row's :class:`Budget` (its own EOT draws, else ``eot_samples``), with the attack ``options`` (loss,
     EOT target, step schedule; None: the :class:`Budget`'s defaults)."""
+    extra: dict[str, Any] = dict(options or {})
     return Budget(eps=eps * r.eps_scale, eps_step=r.eps_step or eps, max_iter=r.max_iter,
                   eot_samples=r.eot_samples or eot_samples, random_start=r.random_start, batch_size=batch_size,
                   num_random_init=r.num_random_init, check_every=r.check_every, judge_draws=judge_draws,
-                  **(options or {}))  # fmt: skip
+                  **extra)  # fmt: skip
 
 
 #: Images an adaptive row attacks, judges and records at a time, by their index (images 0-49, 50-99, ...): a row cut
@@ -783,6 +800,7 @@ def run_levers(
         from the first records'."""
         spec = REGISTRY[r.attack]
         return recorded(_budget(r, eps, eot_samples, judge_draws=ensemble_size, options=options), spec)
+
     if AUTOATTACK in attacks and importlib.util.find_spec("torchattacks") is None:
         raise ImportError("The autoattack row runs torchattacks' AutoAttack: pip install --no-deps torchattacks==3.5.1")
     all_settings = sigma_settings(preset.sigmas)
@@ -824,7 +842,8 @@ def run_levers(
                          "measure into another run folder, or pass the folder's eot_samples.")  # fmt: skip
     wanted = {r.name: options_of(r) for r in rows if r.adaptive}
     other = sorted({r["attack"] for r in on_file if r["attack"] in wanted
-                    and r.get("judge", "ensemble") == "ensemble" and r.get("options") != wanted[r["attack"]]})  # fmt: skip
+                    and r.get("judge", "ensemble") == "ensemble"
+                    and r.get("options") != wanted[r["attack"]]})  # fmt: skip
     if other:
         raise ValueError(f"{path} holds rows {other} measured with other attack options than {options} (or by the "
                          "attacks before their records carried them); measure into another run folder, or pass the "
@@ -888,7 +907,8 @@ def run_levers(
             extra = {"purifier": asdict(s)}
             if estimate_only:
                 pending = {r.name: len(todo(name, model, s.name, r.name)) for r in rows if r.attack != AUTOATTACK}
-                for row, seconds in price_rows(_estimator(clf, purifier, device, x.shape[1:]), x, rows, pending, eps=eps,
+                defended = _estimator(clf, purifier, device, x.shape[1:])
+                for row, seconds in price_rows(defended, x, rows, pending, eps=eps,
                                                eot_samples=eot_samples, ensemble_size=ensemble_size,
                                                repeats=repeats).items():  # fmt: skip
                     prices[f"{name} ← {model} | {s.name} | {row}"] = seconds
@@ -924,9 +944,14 @@ def run_levers(
             f"Estimated time on this device ({device}, {torch.get_num_threads()} CPU threads): about "
             f"{total / 60:.1f} min for the defended rows left (the undefended rows and training not priced)."
         )
-        estimate = {"estimate_seconds": total, "by_row": prices, "n_examples": n_examples,
-                    "provenance": provenance(wall_time_s=time.monotonic() - started, device=device, started_at=code,
-                                              started_diff=diff)}
+        estimate = {
+            "estimate_seconds": total,
+            "by_row": prices,
+            "n_examples": n_examples,
+            "provenance": provenance(
+                wall_time_s=time.monotonic() - started, device=device, started_at=code, started_diff=diff
+            ),
+        }
         run_dir.mkdir(parents=True, exist_ok=True)  # what a table says of the rows not run, with its provenance
         (run_dir / "estimate.json").write_text(json.dumps(estimate, indent=1, ensure_ascii=False))
         return estimate

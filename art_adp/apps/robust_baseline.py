@@ -208,7 +208,8 @@ def train_until_plateau(
     if method == "fgsm-rs":
         del facts["max_iter"]
         facts.update(method=method, eps_step=1.25 * eps, lr_max=lr, optimizer="SGD, momentum 0.9, weight decay 5e-4",
-                     schedule=f"one-cycle over {max_epochs} epochs", augmentation="random crop (pad 4), flip")  # fmt: skip
+                     schedule=f"one-cycle over {max_epochs} epochs",
+                     augmentation="random crop (pad 4), flip")  # fmt: skip
     if last.exists():
         state = load_classifier(last, device, purifier=purifier)
         model.load_state_dict(state.state_dict())

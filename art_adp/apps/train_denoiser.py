@@ -27,8 +27,14 @@ from ..score.sigmas import geometric_sigmas
 from ..score.train import train_score_model
 from ..score.unet import DenoiserUNet
 
-__all__ = ["LEVELS", "DenoiserTraining", "denoising_mse", "linear_denoising_mse", "train_denoiser",
-           "train_denoiser_command"]
+__all__ = [
+    "LEVELS",
+    "DenoiserTraining",
+    "denoising_mse",
+    "linear_denoising_mse",
+    "train_denoiser",
+    "train_denoiser_command",
+]
 
 #: The levels (in [0, 1] pixel units) at which the curve measures one-step denoising.
 LEVELS = (0.05, 0.1, 0.25, 0.5)

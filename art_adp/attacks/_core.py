@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -134,6 +135,7 @@ def check_interval(check_every: int | str, *, eot_samples: int, judge_draws: int
         return int(check_every)
     step = eot_samples * (3 if full else 1)
     return 1 if judge_draws < step / 4 else CHECK_EVERY
+
 
 #: ``offer(x_adv, step)``: hand the iterate after ``step`` of ``max_iter`` iterations (0: the start) to the best-iterate
 #: rule; see :meth:`IterativeAttack._best_of_runs`.
@@ -440,7 +442,7 @@ def eot_loss_gradient(
     estimator: PyTorchClassifier,
     x_adv: torch.Tensor,
     y: torch.Tensor,
-    loss: Callable,
+    loss: Any,
     draws: int,
     *,
     target: str,
@@ -459,11 +461,13 @@ def eot_loss_gradient(
     """
     from ..defended import DefendedModel
 
+    def plain(z: torch.Tensor) -> torch.Tensor:
+        return logits(estimator, z)
+
+    fn: Callable[[torch.Tensor], Any] = plain
     if states:
         fn = DefendedModel.from_estimator(estimator, ensemble_size=1).draw_states
         y = torch.stack([y, torch.arange(len(y), device=y.device)], 1)
-    else:
-        fn = lambda z: logits(estimator, z)  # noqa: E731
     if target == "ensemble":
         return ensemble_gradient(fn, x_adv, y, loss, draws, batch_size=batch_size, memory_budget=memory_budget,
                                  generators=generators(estimator))  # fmt: skip

@@ -80,7 +80,9 @@ def judgement_scores(z: torch.Tensor, y: torch.Tensor, judgement: str) -> torch.
     lead = probability_margin(votes, y)
     order = mean / (8 * draws)  # in [−1/(8d), 1/(8d)]
     tie = (2 + mean) / (8 * draws)  # in [1/(8d), 3/(8d)]: > 0
-    return torch.where(lead > 0, lead + 1 / (4 * draws) + order, torch.where(lead < 0, lead - 1 / (4 * draws) + order, tie))
+    return torch.where(
+        lead > 0, lead + 1 / (4 * draws) + order, torch.where(lead < 0, lead - 1 / (4 * draws) + order, tie)
+    )
 
 
 @contextlib.contextmanager

@@ -148,8 +148,14 @@ class Budget:
 #: run, the last iterate, constant steps, the mean of per-draw cross-entropies): a recorded budget names them only
 #: where they differ (:func:`recorded`), so a record without them keeps its meaning.
 OLD_BEHAVIOUR: Mapping[str, int | str] = MappingProxyType(
-    {"num_random_init": 1, "check_every": 0, "loss": "ce", "eot_target": "draws", "step_schedule": "constant",
-     "judgement": "mean"}
+    {
+        "num_random_init": 1,
+        "check_every": 0,
+        "loss": "ce",
+        "eot_target": "draws",
+        "step_schedule": "constant",
+        "judgement": "mean",
+    }
 )
 
 
@@ -176,7 +182,9 @@ def recorded(b: Budget, spec: "AttackSpec") -> dict:
     those of :data:`OLD_BEHAVIOUR` the attack takes (restarts and the best iterate with ``spec.best_iterate``, the
     interval with ``spec.checks``, its ``options``) whose value differs from it; ``{}`` for the old behaviour."""
     b = replace(b, eot_target=target(b))
-    fields = (("num_random_init", "check_every") if spec.checks else ("num_random_init",)) if spec.best_iterate else ()
+    fields: tuple[str, ...] = (
+        (("num_random_init", "check_every") if spec.checks else ("num_random_init",)) if spec.best_iterate else ()
+    )
     fields += spec.options
     old = {**OLD_BEHAVIOUR, **dict(spec.first)}
     return {k: getattr(b, k) for k in fields if getattr(b, k) != old[k]}
@@ -477,13 +485,35 @@ _PGD = ("max_iter", "eot_samples", "eot_aggregate")
 _JOINT = ("max_iter", "eot_samples", "weight")
 
 ATTACKS: tuple[AttackSpec, ...] = (
-    AttackSpec(BLIND_ATTACK, "Clf-PGD (preprocessor-blind)", _clf_pgd, _CLF, _free, _iterations, gradient=False,
-               options=("step_schedule",)),  # fmt: skip
+    AttackSpec(
+        BLIND_ATTACK,
+        "Clf-PGD (preprocessor-blind)",
+        _clf_pgd,
+        _CLF,
+        _free,
+        _iterations,
+        gradient=False,
+        options=("step_schedule",),
+    ),  # fmt: skip
     AttackSpec(SWEEP_ATTACK, "BPDA+EOT", _pgd_eot("bpda"), _PGD, _per_draw, _with_eot, sanity=2, options=_PGD_OPTIONS),
-    AttackSpec(registered_name(JointScore), "Joint (score)+EOT", _joint(JointScore), _JOINT, _per_draw, _joint_text,
-               options=("step_schedule",)),  # fmt: skip
-    AttackSpec(registered_name(JointFull), "Joint (full)+EOT", _joint(JointFull), _JOINT, _per_draw, _joint_text,
-               options=("step_schedule",)),  # fmt: skip
+    AttackSpec(
+        registered_name(JointScore),
+        "Joint (score)+EOT",
+        _joint(JointScore),
+        _JOINT,
+        _per_draw,
+        _joint_text,
+        options=("step_schedule",),
+    ),  # fmt: skip
+    AttackSpec(
+        registered_name(JointFull),
+        "Joint (full)+EOT",
+        _joint(JointFull),
+        _JOINT,
+        _per_draw,
+        _joint_text,
+        options=("step_schedule",),
+    ),  # fmt: skip
     AttackSpec(
         registered_name(BlackBoxSPSA),
         "SPSA (black-box)",

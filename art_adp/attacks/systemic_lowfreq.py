@@ -20,6 +20,7 @@ LF attack.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import torch
@@ -352,7 +353,11 @@ class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attr
         judging vote found most broken."""
         c = self._start_coefficients(basis, x, generator)
         judge_seed = 0 if self.seed is None else (self.seed + 1) % 2**63
-        judging = {"judgement": self.aim, "draws": self.judge_draws or self.eot_samples, "batch_size": self.batch_size}
+        judging: dict[str, Any] = {
+            "judgement": self.aim,
+            "draws": self.judge_draws or self.eot_samples,
+            "batch_size": self.batch_size,
+        }
         best = BestIterate(self.estimator, y, seed=judge_seed, **judging)
         # an image is stopped only when a second, fresh set of draws confirms the win its kept iterate was chosen by
         confirm = BestIterate(self.estimator, y, seed=(judge_seed + 1) % 2**63, **judging)
@@ -382,7 +387,8 @@ class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attr
 
     @staticmethod
     def _confirmed(confirm: BestIterate, best: BestIterate, rows: torch.Tensor) -> torch.Tensor:
-        """Over ``rows``: the kept iterate wins the vote strictly on ``best``'s draws and on ``confirm``'s fresh ones."""
+        """Over ``rows``: the kept iterate wins the vote strictly on ``best``'s draws and on ``confirm``'s fresh
+        ones."""
         assert best.x is not None and best.score is not None
         won = best.score[rows] < 0
         if len(rows) == 0 or not bool(won.any()):

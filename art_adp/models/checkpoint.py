@@ -24,7 +24,9 @@ from .wrn import WideResNet
 
 __all__ = ["save_classifier", "load_classifier", "ARCHITECTURES", "check_purifier", "purifier_record"]
 
-ARCHITECTURES: dict[str, type[torch.nn.Module]] = {c.__name__: c for c in (MLP, SmallCNN, DigitsCNN, WideResNet, CifarResNet)}
+ARCHITECTURES: dict[str, type[torch.nn.Module]] = {
+    c.__name__: c for c in (MLP, SmallCNN, DigitsCNN, WideResNet, CifarResNet)
+}
 #: The purifier's attributes that decide what it computes (ADP's hyperparameters); the rest (gradient mode, batch
 #: size, device, leave-one-out at training) change how, or only while training.
 PURIFIER_FIELDS = ("sigma", "steps", "step_size", "lam", "delta", "step_clamp", "tau", "clip_values")

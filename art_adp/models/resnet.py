@@ -96,7 +96,7 @@ class CifarResNet(nn.Module):
                 in_planes = width
             stages.append(nn.Sequential(*blocks))
         self.layer1, self.layer2, self.layer3 = stages
-        self.linear = nn.Linear(64, self.config["nb_classes"])
+        self.linear = nn.Linear(64, positive_int("nb_classes", nb_classes))
         for m in self.modules():
             if isinstance(m, (nn.Conv2d, nn.Linear)):
                 nn.init.kaiming_normal_(m.weight)

@@ -132,9 +132,11 @@ def provenance(
         record["code_version_at_end"] = version
     started_dirty = str(record["code_version"]).endswith("-dirty)")
     if started_dirty and started_at and started_diff is None:
-        raise ValueError(f"the run started at uncommitted code ({started_at}): pass started_diff=code_diff() as read "
-                         "then, or the result cannot carry the code it ran")
+        raise ValueError(
+            f"the run started at uncommitted code ({started_at}): pass started_diff=code_diff() as read "
+            "then, or the result cannot carry the code it ran"
+        )
     if started_dirty or version.endswith("-dirty)"):
-        diff = started_diff if started_at and started_dirty else code_diff()
+        diff = started_diff if started_at and started_dirty and started_diff is not None else code_diff()
         record.update(code_diff=diff, code_diff_sha256=hashlib.sha256(diff.encode()).hexdigest())
     return record

@@ -241,7 +241,11 @@ class EvalConfig:
             raise ValueError(f"sampler must be one of {', '.join(map(repr, SAMPLERS))}, got {self.sampler!r}.")
         if self.eot_aggregate not in ("mean", "sign"):
             raise ValueError(f"eot_aggregate must be 'mean' or 'sign', got {self.eot_aggregate!r}.")
-        for name, allowed in (("loss", ("ce", "margin")), ("eot_target", EOT_TARGETS), ("step_schedule", STEP_SCHEDULES)):
+        for name, allowed in (
+            ("loss", ("ce", "margin")),
+            ("eot_target", EOT_TARGETS),
+            ("step_schedule", STEP_SCHEDULES),
+        ):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {getattr(self, name)!r}.")
         if any(not m > 0 for m in self.sanity_iterations) or any(
