@@ -496,24 +496,10 @@ ATTACKS: tuple[AttackSpec, ...] = (
         options=("step_schedule",),
     ),  # fmt: skip
     AttackSpec(SWEEP_ATTACK, "BPDA+EOT", _pgd_eot("bpda"), _PGD, _per_draw, _with_eot, sanity=2, options=_PGD_OPTIONS),
-    AttackSpec(
-        registered_name(JointScore),
-        "Joint (score)+EOT",
-        _joint(JointScore),
-        _JOINT,
-        _per_draw,
-        _joint_text,
-        options=("step_schedule",),
-    ),  # fmt: skip
-    AttackSpec(
-        registered_name(JointFull),
-        "Joint (full)+EOT",
-        _joint(JointFull),
-        _JOINT,
-        _per_draw,
-        _joint_text,
-        options=("step_schedule",),
-    ),  # fmt: skip
+    *(
+        AttackSpec(registered_name(c), label, _joint(c), _JOINT, _per_draw, _joint_text, options=("step_schedule",))
+        for c, label in ((JointScore, "Joint (score)+EOT"), (JointFull, "Joint (full)+EOT"))
+    ),
     AttackSpec(
         registered_name(BlackBoxSPSA),
         "SPSA (black-box)",
