@@ -26,6 +26,7 @@ from art_adp.apps.levers import (
 )
 from art_adp.attacks.registry import BLIND_ATTACK, FULL_ATTACK, REGISTRY, SWEEP_ATTACK
 from art_adp.data import Dataset
+from art_adp.runs.engine import defended_estimator
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +206,7 @@ def test_cifar10_preset_defends_resnet20_beside_its_fast_adversarial_training():
     assert p.classifiers["resnet20"].epochs == 0  # brought, not trained here
     model = levers._architecture("adv-resnet20", p)
     assert model.config["in_channels"] == 3 and model.config["image_size"] == 32
-    assert levers._estimator(model).input_shape == (3, 32, 32)
+    assert levers._classes(model) == 10 and model(torch.zeros(1, *p.image_shape)).shape == (1, 10)
 
 
 def test_preset_overrides():
@@ -343,9 +344,9 @@ def test_a_random_start_row_starts_inside_the_ball_seeded_by_its_record(tiny):
 
     budget = Budget(eps=0.05, eps_step=1e-6, max_iter=1, random_start=True, eot_samples=1)
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 10))
-    attack = REGISTRY[BLIND_ATTACK].build(levers._estimator(model), budget, 3)
+    attack = REGISTRY[BLIND_ATTACK].build(defended_estimator(model, input_shape=(1, 28, 28)), budget, 3)
     x = tiny.x_test[:2]
-    again = REGISTRY[BLIND_ATTACK].build(levers._estimator(model), budget, 3)
+    again = REGISTRY[BLIND_ATTACK].build(defended_estimator(model, input_shape=(1, 28, 28)), budget, 3)
     a, b = attack.generate(x, tiny.y_test[:2]), again.generate(x, tiny.y_test[:2])
     inside = np.abs(a - x).max() <= 0.05 + 1e-6 and ((a >= 0) & (a <= 1)).all()
     assert inside and np.abs(a - x).max() > 0.04 and np.array_equal(a, b)  # seeded by the record's seed
@@ -515,8 +516,7 @@ def test_an_adaptive_row_cut_short_resumes_from_its_last_whole_block(tiny, tmp_p
         d / "records.jsonl").read_text().splitlines()))
     assert key(tmp_path / "cut") == key(tmp_path / "whole") and len(key(tmp_path / "whole")) == 5
     assert [c["accuracy"] for c in resumed["cells"]] == [c["accuracy"] for c in whole["cells"]]
-    assert [len(p) for p, _ in levers._blocks([0, 1, 2, 3, 4], 7)] == [2, 2, 1]
-    assert levers._blocks([1], 7)[0][1] == 7 and levers._blocks([4], 7)[0][1] != 7  # the first block: the row's seed
+    assert levers._block_seed(7, 0) == 7 and levers._block_seed(7, 2) != 7  # the first block: the row's seed
 
 
 def test_a_recipe_with_init_fine_tunes_the_brought_classifier(tiny, tmp_path, monkeypatch):

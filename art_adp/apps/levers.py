@@ -47,7 +47,8 @@ from ..attacks.apgd_eot import APGDEOT
 from ..attacks.selective_eot import SelectiveEOT
 from ..models.checkpoint import check_purifier
 from ..runs.provenance import code_diff, code_version, provenance
-from ..runs.records import append_records, read_jsonl
+from ..runs.engine import Cell, Judgement, Outcome, Seeds, clean, defended_estimator, registry_attack, run_cells
+from ..runs.records import read_jsonl
 from ..runs.seeds import derive_seed
 from .commands import DATASET_EPS
 from .evaluation.report import judgements, wilson
@@ -435,20 +436,9 @@ def row_label(row: Row, eps: float) -> str:
     return f"{label}, {row.max_iter} × {_step_text(row.eps_step, eps * row.eps_scale)}{rs}{radius}"
 
 
-def _estimator(model, purifier=None, device: str = "cpu", input_shape: Sequence[int] | None = None):
-    """ART's estimator of ``model`` (ten classes, [0, 1] pixels) behind ``purifier``; its input shape ``input_shape``,
-    else the model's ``config``'s (one of this package's classifiers), else 1×28×28."""
-    from art.estimators.classification import PyTorchClassifier
-
-    config = getattr(model, "config", {})
-    side = config.get("image_size", 28)
-    shape = tuple(input_shape) if input_shape is not None else (config.get("in_channels", 1), side, side)
-    return PyTorchClassifier(
-        model, torch.nn.CrossEntropyLoss(), input_shape=shape, nb_classes=config.get("nb_classes", 10),
-        clip_values=(0.0, 1.0),
-        preprocessing_defences=[purifier] if purifier is not None else None,
-        device_type="gpu" if device == "cuda" else "cpu",
-    )  # fmt: skip
+def _classes(model) -> int:
+    """The classes of one of this package's classifiers (its ``config``), else ten."""
+    return getattr(model, "config", {}).get("nb_classes", 10)
 
 
 def _pgd(model, x, y, r: Row, eps: float, seed: int, device: str = "cpu") -> np.ndarray:
@@ -611,19 +601,6 @@ def _training_facts(name: str, preset: Preset, run_dir: Path) -> dict:
     return facts
 
 
-def _judge(classifier, purifier, x, y, *, ensemble_size: int, repeats: int, seed: int, device: str) -> np.ndarray:
-    """The S-run ensemble's (mean softmax) prediction, ``repeats`` times with fresh noise: ``repeats × N``."""
-    from ..eot import EOTClassifier
-
-    estimator = _estimator(classifier, purifier, device, x.shape[1:])
-    ensemble = EOTClassifier(estimator, ensemble_size=ensemble_size, batch_size=500)
-    preds = []
-    for r in range(repeats):
-        purifier.generator.manual_seed(derive_seed(seed, "judge", r))
-        preds.append(ensemble.predict(x).argmax(1))
-    return np.stack(preds)
-
-
 def _budget(r: Row, eps: float, eot_samples: int, batch_size: int = 50, judge_draws: int = JUDGE_DRAWS,
             options: Mapping[str, str] | None = None) -> Budget:  # fmt: skip
     """The row's :class:`Budget` (its own EOT draws, else ``eot_samples``), with the attack ``options`` (loss,
@@ -640,53 +617,30 @@ def _budget(r: Row, eps: float, eot_samples: int, batch_size: int = 50, judge_dr
 BLOCK = 50
 
 
-def keep(run_dir: Path, cell: Sequence[str], idx: Sequence[int], x_adv: np.ndarray) -> Path:
-    """Save a block's adversarial examples: ``RUN_DIR/examples/<cell joined by __>__<first index>.npz`` (compressed;
-    ``images`` float32, ``indices``), written atomically; returns the path."""
-    folder = run_dir / "examples"
-    folder.mkdir(exist_ok=True)
-    name = "__".join(re.sub(r"[^A-Za-z0-9.+-]+", "_", str(c)) for c in cell) + f"__{int(idx[0])}.npz"
-    tmp = folder / (name + ".tmp.npz")
-    np.savez_compressed(tmp, images=np.asarray(x_adv, np.float32), indices=np.asarray(idx, np.int64))
-    tmp.replace(folder / name)
-    return folder / name
+def _block_seed(seed: int, block: int) -> int:
+    """A block's seed: the run's for the first block (a row of at most one block is measured as before blocks were),
+    derived from the block's number for the others."""
+    return seed if block == 0 else derive_seed(seed, "block", block)
 
 
-def _blocks(idx: Sequence[int], seed: int) -> list[tuple[list[int], int]]:
-    """``idx`` cut into the blocks of :data:`BLOCK` images they fall in, each with its seed (the first block's is the
-    row's own: a row of at most one block is measured as before blocks were)."""
-    parts: dict[int, list[int]] = {}
-    for i in idx:
-        parts.setdefault(i // BLOCK, []).append(i)
-    return [(part, seed if b == 0 else derive_seed(seed, "block", b)) for b, part in parts.items()]
+def _adaptive(
+    estimator, x, y, idx, r: Row, *, budget: Budget, seeds: Seeds
+) -> np.ndarray:  # pylint: disable=unused-argument
+    """An adaptive row's attack on one block: the registry's attack at the row's budget."""
+    return registry_attack(r.attack, budget)(estimator, x, y, idx, seeds)
 
 
-def _adaptive(classifier, purifier, x, y, r: Row, eps: float, *, eot_samples: int, seed: int, device,
-              judge_draws: int = JUDGE_DRAWS, options: Mapping[str, str] | None = None) -> np.ndarray:  # fmt: skip
-    purifier.generator.manual_seed(derive_seed(seed, "attack", r.name))
-    estimator = _estimator(classifier, purifier, device, x.shape[1:])
-    budget = _budget(r, eps, eot_samples, judge_draws=judge_draws, options=options)
-    attack = REGISTRY[r.attack].build(estimator, budget, derive_seed(seed, r.name))
-    return attack.generate(x, y=y).astype(np.float32)
+def _white(r: Row, eps: float, seed: int, device: str):
+    """The attack of a white-box row on an undefended classifier: none (clean), AutoAttack or PGD on the model."""
 
+    def attack(estimator, x, y, idx, seeds):  # pylint: disable=unused-argument
+        if not r.attack:
+            return x
+        if r.attack == AUTOATTACK:
+            return _autoattack(estimator.model, x, y, eps, seed, device)
+        return _pgd(estimator.model, x, y, r, eps, seed, device)
 
-def _fixed(classifier, purifier, x, y, r: Row, eps: float, *, seed: int, device, chunk: int = 50) -> np.ndarray:
-    """The fixed-noise view: the purifier's randomness frozen (one draw, the same for the attack and the judge), the
-    attack with EOT 1; the prediction of that one draw, in chunks the attack and the judge share."""
-    from ..eot import EOTClassifier
-    from .evaluation.run import frozen_noise
-
-    estimator = _estimator(classifier, purifier, device, x.shape[1:])
-    preds = []
-    for start in range(0, len(x), chunk):
-        xb, yb = x[start : start + chunk], y[start : start + chunk]
-        with frozen_noise(estimator, derive_seed(seed, "fixed", start)):
-            if r.adaptive:
-                budget = _budget(r, eps, 1, batch_size=chunk, judge_draws=1)  # judged by the frozen draw
-                xb = REGISTRY[r.attack].build(estimator, budget, derive_seed(seed, r.name)).generate(xb, y=yb)
-            fixed = EOTClassifier(estimator, ensemble_size=1, batch_size=chunk)
-            preds.append(fixed.predict(xb.astype(np.float32)).argmax(1))
-    return np.concatenate(preds)[None]
+    return attack
 
 
 def run_levers(
@@ -828,12 +782,12 @@ def run_levers(
     path = run_dir / "records.jsonl"
     base = preset.classifier
 
-    def key(r: dict) -> tuple:
+    def key_of(r: dict) -> tuple:
         judge = r.get("judge", "ensemble")
         return (r.get("classifier", base), r["model"], r["setting"], r["attack"], judge, r["index"])
 
     on_file = read_jsonl(path)
-    done = {key(r) for r in on_file}
+    done = {key_of(r) for r in on_file}
     draws = {a.name: a.eot_samples or eot_samples for a in rows if a.adaptive}  # a row's own, or the run's
     other_eot = sorted({(r["attack"], r["eot_samples"]) for r in on_file if r["attack"] in draws
                         and r.get("eot_samples", draws[r["attack"]]) != draws[r["attack"]]})  # fmt: skip
@@ -852,37 +806,36 @@ def run_levers(
     def todo(clf, model, setting, attack, judge="ensemble") -> list[int]:
         return [i for i in range(len(x)) if (clf, model, setting, attack, judge, i) not in done]
 
-    def record(clf, model, setting, attack, idx, preds, extra=None, judge="ensemble"):
-        ok = (preds == y[idx]).all(0)
-        more = {**({"classifier": clf} if clf != base and model != "none" else {}),
-                **({"judge": judge} if judge != "ensemble" else {})}  # fmt: skip
-        rows_ = [
-            {"model": model, "setting": setting, "attack": attack, "index": int(i), "correct": bool(c),
-             "label": int(y[i]), "pred": [int(p) for p in preds[:, j]], "ensemble_size": ensemble_size,
-             "eot_samples": eot_samples, **more, **(extra or {})}
-            for j, (i, c) in enumerate(zip(idx, ok))
-        ]  # fmt: skip
-        append_records(path, rows_)
-        if progress:
-            where = f"{clf} ← {model}" if model != "none" else model
-            print(f"{where:>18} | {setting:<24} | {attack:<16} | {judge:<8} | {np.mean(ok):6.1%} of {len(ok)}",
-                  flush=True)  # fmt: skip
+    def write(clf, model, setting, attack, extra=None, judge="ensemble"):
+        """The records of a block of the cell (``clf``, ``model``, ``setting``, ``attack``, ``judge``)."""
+
+        def rows_(o: Outcome) -> list[dict]:
+            more = {**({"classifier": clf} if clf != base and model != "none" else {}),
+                    **({"judge": judge} if judge != "ensemble" else {})}  # fmt: skip
+            out = [
+                {"model": model, "setting": setting, "attack": attack, "index": int(i), "correct": bool(c),
+                 "label": int(o.label[j]), "pred": [int(p) for p in o.preds[:, j]], "ensemble_size": ensemble_size,
+                 "eot_samples": eot_samples, **more, **(extra or {})}
+                for j, (i, c) in enumerate(zip(o.index, o.correct))
+            ]  # fmt: skip
+            if progress:
+                where = f"{clf} ← {model}" if model != "none" else model
+                print(f"{where:>18} | {setting:<24} | {attack:<16} | {judge:<8} | {np.mean(o.correct):6.1%} of "
+                      f"{len(o.index)}", flush=True)  # fmt: skip
+            return out
+
+        return rows_
 
     white = [r for r in rows if not r.adaptive]
     prices: dict[str, float] = {}
-    for name in () if estimate_only else classifiers:  # the undefended classifiers under white-box attacks
-        clf = clfs[name]
-        check_purifier(getattr(clf, "trained_behind", None), None, what=f"levers classifier {name!r}")
-        for r in white:
-            idx = todo(base, "none", name, r.name)
-            if not idx:
-                continue
-            xi, yi = x[idx], y[idx]
-            xa = (xi if not r.attack else _autoattack(clf, xi, yi, eps, seed, device) if r.attack == AUTOATTACK
-                  else _pgd(clf, xi, yi, r, eps, seed, device))  # fmt: skip
-            with torch.no_grad():
-                preds = clf(torch.as_tensor(xa, device=device)).argmax(1).cpu().numpy()[None]
-            record(base, "none", name, r.name, idx, preds)
+    once = Judgement("once", batch_size=max(1, len(x)))
+    cells: list[Cell] = [  # the undefended classifiers under white-box attacks
+        Cell((base, "none", name, r.name, "ensemble"), f"bare:{name}", _white(r, eps, seed, device), once,
+             seeds=lambda b, first: Seeds(seed, seed), write=write(base, "none", name, r.name), block_size=None)
+        for name in (() if estimate_only else classifiers) for r in white
+    ]  # fmt: skip
+    for name in () if estimate_only else classifiers:
+        check_purifier(getattr(clfs[name], "trained_behind", None), None, what=f"levers classifier {name!r}")
     adv: dict = {}
     for name in () if estimate_only else purified:  # Clf-PGD examples against the bare classifier, made once, shared
         for r in (r for r in white if r.attack == BLIND_ATTACK):
@@ -893,21 +846,42 @@ def run_levers(
                 held = np.concatenate([held, _pgd(clfs[name], x[len(held) :], y[len(held) :], r, eps, seed, device)])
                 np.save(cache, held)
             adv[(name, r.name)] = held[: len(x)]
+
+    def purifier_of(model: str, s: Setting):
+        score = _score_model(model, s.sigma, data.x_train, denoiser, device)
+        gen = torch.Generator(device).manual_seed(seed)
+        return ADPPurifier(score, gradient="bpda", batch_size=500, generator=gen,
+                           device_type="gpu" if device == "cuda" else "cpu", **s.purifier_kwargs())  # fmt: skip
+
+    def judged(r: Row, repeats_: int):
+        def seeds(b: int, first: int) -> Seeds:  # pylint: disable=unused-argument
+            part = _block_seed(seed, b)
+            judge_seeds = tuple(derive_seed(part, "judge", k) for k in range(repeats_))
+            return Seeds(attack=derive_seed(part, r.name), noise=derive_seed(part, "attack", r.name), judge=judge_seeds)
+
+        return seeds
+
+    def cached(name: str, r: Row):
+        return clean if not r.attack else lambda est, xb, yb, idx, s: adv[(name, r.name)][idx]
+
+    def adaptive_attack(r: Row, budget: Budget):
+        return lambda est, xb, yb, idx, s: _adaptive(est, xb, yb, idx, r, budget=budget, seeds=s)
+
+    targets: dict[str, tuple] = {}
     for name in purified:
         clf = clfs[name]
         own = behind.get(name)  # a classifier trained behind a purification is measured behind that one only
         pairs = [(own[0], setting_named(own[1], preset.sigmas))] if own else [(m, s) for m in models for s in chosen]
         for model, s in pairs:
-            score = _score_model(model, s.sigma, data.x_train, denoiser, device)
-            gen = torch.Generator(device).manual_seed(seed)
-            purifier = ADPPurifier(score, gradient="bpda", batch_size=500, generator=gen,
-                                   device_type="gpu" if device == "cuda" else "cpu",
-                                   **s.purifier_kwargs())  # fmt: skip
-            check_purifier(getattr(clf, "trained_behind", None), purifier, what=f"levers classifier {name!r}")
-            extra = {"purifier": asdict(s)}
+            target = f"{name}|{model}|{s.name}"
+            targets[target] = (name, model, s)
             if estimate_only:
+                purifier = purifier_of(model, s)
+                check_purifier(getattr(clf, "trained_behind", None), purifier, what=f"levers classifier {name!r}")
                 pending = {r.name: len(todo(name, model, s.name, r.name)) for r in rows if r.attack != AUTOATTACK}
-                defended = _estimator(clf, purifier, device, x.shape[1:])
+                defended = defended_estimator(
+                    clf, purifier, input_shape=x.shape[1:], nb_classes=_classes(clf), device=device
+                )
                 for row, seconds in price_rows(defended, x, rows, pending, eps=eps,
                                                eot_samples=eot_samples, ensemble_size=ensemble_size,
                                                repeats=repeats).items():  # fmt: skip
@@ -915,29 +889,57 @@ def run_levers(
                     print(f"{name} ← {model} | {s.name} | {row}: about {seconds / 60:.1f} min for {pending[row]} "
                           "images", flush=True)  # fmt: skip
                 continue
+            extra = {"purifier": asdict(s)}
+            ensemble = Judgement("ensemble", ensemble_size, repeats, batch_size=500)
             for r in rows:
                 if r.attack == AUTOATTACK:
                     continue  # a deterministic white-box attack: APGD-EOT is its randomized counterpart
-                idx = todo(name, model, s.name, r.name)
-                for part, part_seed in _blocks(idx, seed) if r.adaptive and "ensemble" in judges else ():
-                    xa = _adaptive(clf, purifier, x[part], y[part], r, eps, eot_samples=eot_samples, seed=part_seed,
-                                   device=device, judge_draws=ensemble_size, options=options)  # fmt: skip
-                    if keep_examples:
-                        keep(run_dir, (name, model, s.name, r.name), part, xa)
-                    preds = _judge(clf, purifier, xa, y[part], ensemble_size=ensemble_size, repeats=repeats,
-                                   seed=part_seed, device=device)  # fmt: skip
-                    record(name, model, s.name, r.name, part, preds,
-                           {**extra, "repeats": repeats, "options": wanted[r.name],
-                            **({"eot_samples": r.eot_samples} if r.eot_samples else {})})  # fmt: skip
-                if idx and "ensemble" in judges and not r.adaptive:
-                    xa = x[idx] if not r.attack else adv[(name, r.name)][idx]
-                    preds = _judge(clf, purifier, xa, y[idx], ensemble_size=ensemble_size, repeats=1, seed=seed,
-                                   device=device)  # fmt: skip
-                    record(name, model, s.name, r.name, idx, preds, {**extra, "repeats": 1})
-                idx = todo(name, model, s.name, r.name, "fixed")
-                if idx and "fixed" in judges and (r.adaptive or not r.attack):
-                    preds = _fixed(clf, purifier, x[idx], y[idx], r, eps, seed=seed, device=device)
-                    record(name, model, s.name, r.name, idx, preds, {**extra, "repeats": 1}, judge="fixed")
+                key = (name, model, s.name, r.name)
+                if r.adaptive and "ensemble" in judges:
+                    budget = _budget(r, eps, eot_samples, judge_draws=ensemble_size, options=options)
+                    more = {**extra, "repeats": repeats, "options": wanted[r.name],
+                            **({"eot_samples": r.eot_samples} if r.eot_samples else {})}  # fmt: skip
+                    cells.append(Cell((*key, "ensemble"), target, adaptive_attack(r, budget), ensemble,
+                                      seeds=judged(r, repeats), write=write(*key, more), block_size=BLOCK,
+                                      keep=key if keep_examples else None))  # fmt: skip
+                if "ensemble" in judges and not r.adaptive:
+                    cells.append(Cell((*key, "ensemble"), target, cached(name, r), replace(ensemble, repeats=1),
+                                      seeds=lambda b, first: Seeds(seed, seed, (derive_seed(seed, "judge", 0),)),
+                                      write=write(*key, {**extra, "repeats": 1}), block_size=None))  # fmt: skip
+                if "fixed" in judges and (r.adaptive or not r.attack):
+                    budget = _budget(r, eps, 1, batch_size=BLOCK, judge_draws=1)  # judged by the frozen draw
+                    attack = adaptive_attack(r, budget) if r.adaptive else clean
+                    cells.append(Cell((*key, "fixed"), target, attack, Judgement("fixed", 1, 1, batch_size=BLOCK),
+                                      seeds=lambda b, first, r=r: Seeds(derive_seed(seed, r.name),
+                                                                        derive_seed(seed, "fixed", b * BLOCK)),
+                                      write=write(*key, {**extra, "repeats": 1}, judge="fixed"),
+                                      block_size=BLOCK))  # fmt: skip
+    held: dict[str, Any] = {}
+
+    def build(target: str):
+        """The estimator ``target`` names: an undefended classifier, or one behind a purifier (the last one built is
+        kept: the cells of a purifier are consecutive, and the exact score holds the training split)."""
+        if target not in held:
+            held.clear()
+            if target.startswith("bare:"):
+                held[target] = defended_estimator(
+                    clfs[target[5:]],
+                    None,
+                    input_shape=x.shape[1:],
+                    nb_classes=_classes(clfs[target[5:]]),
+                    device=device,
+                )
+            else:
+                name, model, s = targets[target]
+                purifier = purifier_of(model, s)
+                check_purifier(getattr(clfs[name], "trained_behind", None), purifier,
+                               what=f"levers classifier {name!r}")  # fmt: skip
+                held[target] = defended_estimator(
+                    clfs[name], purifier, input_shape=x.shape[1:], nb_classes=_classes(clfs[name]), device=device
+                )
+        return held[target]
+
+    run_cells(cells, build, x, y, path, key=key_of, run_dir=run_dir, progress=False, desc="levers")
     if estimate_only:
         total = sum(prices.values())
         print(

@@ -1,0 +1,503 @@
+"""The evaluation engine: a plan of cells -- a defended model, an attack with its budget, a judgement -- run in blocks
+of images, resumably, into one record file, with the per-image worst case over attacks as an output.
+
+    from art_adp.runs.engine import evaluate_robustness
+    result = evaluate_robustness(classifier, purifier, x, y, eps=8 / 255, run_dir="runs/mine")
+    result["worst_case"]["accuracy"], result["robust"]  # per image: left correct by every attack
+
+Every command that measures accuracy under attack is a plan of this engine: ``art-adp evaluate`` (its card),
+``art-adp levers`` (the lever tables) and ``reproduce`` (the paper's MNIST row), and :func:`evaluate_robustness`, the
+Python entry point, as AutoAttack's ``run_standard_evaluation`` is: a list of attacks with their budgets, each image
+judged robust only if no attack broke it, the state on disk to resume.
+
+One block of one cell: the purifiers reseeded for the attack (:attr:`Seeds.noise`; a *fixed* judgement freezes that
+draw for the attack and the judge alike), the attack run (:attr:`Cell.attack`, seeded by :attr:`Seeds.attack`), the
+adversarial examples judged (:func:`judge`: the S-run ensemble R times with fresh noise, one frozen draw, or once), and
+the block's records appended (one line per image, written as the plan lays it out, atomically: a run killed
+mid-block resumes from its last whole block). A cell's seeds come from its identity and its block alone, so a block
+gives the same records whichever process runs it, in any order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..attacks._core import purifiers
+from ..attacks.registry import REGISTRY, Budget
+from ..ensemble import logits
+from ..eot import EOTClassifier
+from .records import append_records, read_jsonl
+from .seeds import derive_seed
+
+__all__ = [
+    "Cell",
+    "Judgement",
+    "Outcome",
+    "Seeds",
+    "defended_estimator",
+    "evaluate_robustness",
+    "frozen_noise",
+    "judge",
+    "keep",
+    "registry_attack",
+    "reseed",
+    "run_cells",
+    "worst_case",
+]
+
+#: How a cell's adversarial examples are judged: the S-run ensemble (mean softmax of S purifications) R times with
+#: fresh noise; one frozen draw shared with the attack (the purifier made deterministic); once (a deterministic model).
+JUDGES = ("ensemble", "fixed", "once")
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """How a cell is judged (:data:`JUDGES`), with S = ``ensemble_size`` and R = ``repeats``, in batches."""
+
+    kind: str = "ensemble"
+    ensemble_size: int = 10
+    repeats: int = 1
+    batch_size: int = 500
+
+    def __post_init__(self):
+        if self.kind not in JUDGES:
+            raise ValueError(f"judgement must be one of {JUDGES}, got {self.kind!r}.")
+
+
+@dataclass(frozen=True)
+class Seeds:
+    """The draws of one block: the attack's own (random start, directions), the purifiers' noise while attacking (or
+    the frozen draw of a fixed judgement) and each of the R judgements' noise."""
+
+    attack: int
+    noise: int
+    judge: tuple[int, ...] = ()
+
+
+def block_seeds(seed: int, *identity, repeats: int = 1) -> Seeds:
+    """The engine's seed scheme for a block of a cell: ``derive_seed(seed, *identity)`` for the attack and its noise,
+    ``derive_seed(seed, "judge", *identity, r)`` for the R judgements (``identity``: the cell's key and the block's
+    first image)."""
+    s = derive_seed(seed, *identity)
+    return Seeds(attack=s, noise=s, judge=tuple(derive_seed(seed, "judge", *identity, r) for r in range(repeats)))
+
+
+#: An attack of a cell: ``(estimator, x, y, indices, seeds) -> x_adv`` for one block.
+Attack = Callable[[Any, np.ndarray, np.ndarray, np.ndarray, Seeds], np.ndarray]
+
+
+@dataclass
+class Outcome:
+    """What one block gives its records: the images' indices, labels, adversarial examples and the judgement's
+    predictions (``R × N``; one line for a fixed or once judgement), the seconds it took; the undefended prediction
+    (the bare classifier on the adversarial examples) on demand."""
+
+    index: np.ndarray
+    label: np.ndarray
+    x: np.ndarray
+    x_adv: np.ndarray
+    preds: np.ndarray
+    seconds: float
+    estimator: Any = field(repr=False, default=None)
+
+    @property
+    def correct(self) -> np.ndarray:
+        """Correct in every judgement (the worst of R)."""
+        return (self.preds == self.label).all(0)
+
+    def undefended(self) -> np.ndarray:
+        """The bare classifier's prediction on the adversarial examples (the defences skipped)."""
+        xt = torch.as_tensor(self.x_adv, dtype=torch.float32, device=self.estimator.device)
+        with torch.no_grad():
+            return logits(self.estimator, xt, defended=False).argmax(1).cpu().numpy()
+
+    def linf(self) -> np.ndarray:
+        return np.abs(self.x_adv - self.x).reshape(len(self.index), -1).max(1)
+
+    def l2(self) -> np.ndarray:
+        return np.linalg.norm((self.x_adv - self.x).reshape(len(self.index), -1), axis=1)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """
+    One cell of a plan: the estimator ``target`` attacked by ``attack`` and judged by ``judgement``.
+
+    :param key: The cell's identity: its records are those whose plan key (``run_cells``' ``key``) is ``(*key,
+        index)``.
+    :param target: The name of the estimator attacked (``run_cells``' ``targets`` builds it).
+    :param attack: ``(estimator, x, y, indices, seeds) -> x_adv`` (:func:`registry_attack`, :func:`clean`, ...).
+    :param judgement: How the adversarial examples are judged.
+    :param seeds: ``(block number, first index) -> Seeds``.
+    :param block_size: Images per block (blocks by index: 0 to B - 1, B to 2B - 1, ...); None: every pending image in
+        one block.
+    :param write: ``(outcome) -> records``: the plan's record lines for a block.
+    :param keep: Keep the block's adversarial examples in the run folder's ``examples/`` under this name
+        (:func:`keep`); None: not kept.
+    """
+
+    key: tuple
+    target: str
+    attack: Attack
+    judgement: Judgement
+    seeds: Callable[[int, int], Seeds]
+    write: Callable[[Outcome], list[dict]]
+    block_size: int | None = 50
+    keep: tuple | None = None
+
+
+def clean(estimator, x, y, idx, seeds):  # pylint: disable=unused-argument
+    """The clean row: the images themselves."""
+    return x
+
+
+def registry_attack(name: str, budget: Budget) -> Attack:
+    """The attack registry's ``name`` at ``budget``, built on the block's estimator with the block's attack seed."""
+    if name not in REGISTRY:
+        raise ValueError(f"Unknown attack {name!r}; choose from {list(REGISTRY)}.")
+
+    def run(estimator, x, y, idx, seeds):  # pylint: disable=unused-argument
+        return REGISTRY[name].build(estimator, budget, seeds.attack).generate(x, y=y).astype(np.float32)
+
+    return run
+
+
+def reseed(estimator, seed: int) -> None:
+    """Give every purifier of ``estimator`` a generator seeded with ``seed``."""
+    for p in purifiers(estimator):
+        p.set_params(generator=torch.Generator(p.device).manual_seed(seed))
+
+
+@contextlib.contextmanager
+def frozen_noise(estimator, seed: int):
+    """
+    Fix the randomness of the estimator's purifiers: every forward pass re-seeds the purifier's generator with
+    ``seed``, so a batch of N rows gets the same noise draw on every call (the attack's and the judge's alike): a
+    deterministic defence. Rows are drawn by position, so the view is exact for attacks that always pass the whole
+    block with EOT 1 (PGD, BPDA, Joint, full-gradient PGD); APGD's later passes on the examples still unbroken see
+    the draws of their new positions.
+    """
+    found = purifiers(estimator)
+    for p in found:
+        original = type(p).forward
+
+        def forward(x, y=None, _p=p, _original=original):
+            if _p.generator is None:
+                _p.set_params(generator=torch.Generator(_p.device))
+            _p.generator.manual_seed(seed)
+            return _original(_p, x, y)
+
+        setattr(p, "forward", forward)  # an instance attribute, shadowing the class's method until restored
+    try:
+        yield
+    finally:
+        for p in found:
+            p.__dict__.pop("forward", None)
+
+
+def judge(estimator, x: np.ndarray, judgement: Judgement, seeds: Sequence[int] = ()) -> np.ndarray:
+    """
+    The predictions of ``estimator`` on ``x`` as ``judgement`` asks: ``R × N`` labels of the S-run ensemble, the
+    purifiers reseeded with ``seeds[r]`` before judgement r (``"ensemble"``); ``1 × N`` of one draw (``"fixed"``:
+    inside :func:`frozen_noise`) or of the estimator itself (``"once"``).
+    """
+    x = np.asarray(x, dtype=np.float32)
+    if judgement.kind == "once":
+        return estimator.predict(x, batch_size=judgement.batch_size).argmax(1)[None]
+    if judgement.kind == "fixed":
+        return EOTClassifier(estimator, ensemble_size=1, batch_size=judgement.batch_size).predict(x).argmax(1)[None]
+    if len(seeds) != judgement.repeats:
+        raise ValueError(f"an ensemble judgement of R = {judgement.repeats} needs {judgement.repeats} seeds.")
+    ensemble = EOTClassifier(estimator, ensemble_size=judgement.ensemble_size, batch_size=judgement.batch_size)
+    preds = []
+    for s in seeds:
+        for p in purifiers(estimator):
+            if p.generator is None:
+                p.set_params(generator=torch.Generator(p.device))
+            p.generator.manual_seed(s)
+        preds.append(ensemble.predict(x).argmax(1))
+    return np.stack(preds)
+
+
+def keep(run_dir: Path, cell: Sequence[str], idx: Sequence[int], x_adv: np.ndarray) -> Path:
+    """Save a block's adversarial examples: ``RUN_DIR/examples/<cell joined by __>__<first index>.npz`` (compressed;
+    ``images`` float32, ``indices``), written atomically; returns the path."""
+    folder = Path(run_dir) / "examples"
+    folder.mkdir(parents=True, exist_ok=True)
+    name = "__".join(re.sub(r"[^A-Za-z0-9.+-]+", "_", str(c)) for c in cell) + f"__{int(idx[0])}.npz"
+    tmp = folder / (name + ".tmp.npz")
+    np.savez_compressed(tmp, images=np.asarray(x_adv, np.float32), indices=np.asarray(idx, np.int64))
+    tmp.replace(folder / name)
+    return folder / name
+
+
+def blocks(cell: Cell, pending: Sequence[int]) -> list[tuple[int, list[int]]]:
+    """``pending`` cut into the cell's blocks by index, each with its number (one block when ``block_size`` is
+    None)."""
+    if cell.block_size is None:
+        return [(0, list(pending))] if len(pending) else []
+    parts: dict[int, list[int]] = {}
+    for i in pending:
+        parts.setdefault(int(i) // cell.block_size, []).append(int(i))
+    return list(parts.items())
+
+
+def run_cells(
+    cells: Iterable[Cell],
+    targets: Callable[[str], Any],
+    x: np.ndarray,
+    y: np.ndarray,
+    path: str | Path,
+    *,
+    key: Callable[[dict], tuple],
+    done: Iterable[tuple] | None = None,
+    run_dir: str | Path | None = None,
+    shard: tuple[int, int] = (0, 1),
+    progress: bool = True,
+    desc: str = "evaluate",
+) -> dict[tuple, float]:
+    """
+    Run every block of ``cells`` not yet recorded, appending each block's records to ``path``.
+
+    :param targets: Target name → its estimator (built when a cell first needs it; the plan may cache).
+    :param key: A record's identity ``(*cell.key, index)``: a block's image is done when a record with its key is on
+        file (``path``, or ``done`` when given: e.g. every rank's records).
+    :param run_dir: Where kept examples go (``cell.keep``).
+    :param shard: ``(rank, world)``: this process runs every world-th block (torchrun), all ranks the same list.
+    :return: Seconds per cell key.
+    """
+    from tqdm.auto import tqdm
+
+    path = Path(path)
+    recorded = set(done) if done is not None else {key(r) for r in read_jsonl(path)}
+    units = [(c, b, part) for c in cells for b, part in blocks(c, range(len(x)))]
+    rank, world = shard
+    mine = [(c, b, [i for i in part if (*c.key, i) not in recorded]) for c, b, part in units[rank::world]]
+    mine = [u for u in mine if u[2]]
+    seconds: dict[tuple, float] = {}
+    bar = tqdm(total=sum(len(u[2]) for u in mine), disable=not progress or not mine, unit="image", desc=desc)
+    for cell, b, part in mine:
+        start = time.perf_counter()
+        idx = np.asarray(part)
+        outcome = run_block(cell, targets(cell.target), x[idx], y[idx], idx, b)
+        if cell.keep is not None and run_dir is not None:
+            keep(Path(run_dir), cell.keep, idx, outcome.x_adv)
+        outcome.seconds = time.perf_counter() - start
+        append_records(path, cell.write(outcome))
+        seconds[cell.key] = seconds.get(cell.key, 0.0) + outcome.seconds
+        bar.update(len(idx))
+    bar.close()
+    return seconds
+
+
+def run_block(cell: Cell, estimator, x: np.ndarray, y: np.ndarray, idx: np.ndarray, block: int) -> Outcome:
+    """One block of ``cell``: attack (its noise seeded, or frozen for a fixed judgement), then judge."""
+    seeds = cell.seeds(block, int(idx[0]))
+    if cell.judgement.kind == "fixed":
+        context = frozen_noise(estimator, seeds.noise)
+    else:
+        reseed(estimator, seeds.noise)
+        context = contextlib.nullcontext()
+    with context:
+        x_adv = np.asarray(cell.attack(estimator, x, y, idx, seeds), dtype=np.float32)
+        preds = judge(estimator, x_adv, cell.judgement, seeds.judge)
+    return Outcome(index=idx, label=np.asarray(y), x=x, x_adv=x_adv, preds=preds, seconds=0.0, estimator=estimator)
+
+
+def worst_case(correct: Mapping[str, Mapping[int, bool]]) -> tuple[list[int], np.ndarray] | None:
+    """
+    The per-image worst case over attacks: ``correct[attack][index]`` → the images every attack was measured on and,
+    per image, whether every attack left it correct (an image counts as robust only if no attack broke it). None
+    with fewer than two attacks or no shared image.
+    """
+    if len(correct) < 2:
+        return None
+    shared = sorted(set.intersection(*(set(v) for v in correct.values())))
+    if not shared:
+        return None
+    return shared, np.array([all(v[i] for v in correct.values()) for i in shared])
+
+
+def defended_estimator(classifier, defences=None, *, input_shape, nb_classes: int = 10, clip_values=(0.0, 1.0),
+                       device: str = "cpu"):  # fmt: skip
+    """ART's ``PyTorchClassifier`` of ``classifier`` (cross-entropy loss) behind ``defences`` (a preprocessor or a
+    list; None: undefended), on ``device`` (``"cpu"``/``"cuda"``): the one way every plan builds its models."""
+    from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
+    from art.estimators.classification import PyTorchClassifier
+
+    if isinstance(defences, PreprocessorPyTorch):
+        defences = [defences]
+    return PyTorchClassifier(
+        classifier.to(device).eval(), torch.nn.CrossEntropyLoss(), input_shape=tuple(input_shape),
+        nb_classes=nb_classes, clip_values=clip_values, preprocessing_defences=list(defences) if defences else None,
+        device_type="gpu" if str(device).startswith("cuda") else "cpu",
+    )  # fmt: skip
+
+
+#: The Python entry point's attacks by default: the paper's Clf-PGD, then full-gradient PGD+EOT and APGD-EOT through
+#: the purification, each on the per-draw mean and on the ensemble's loss (the strongest preset's gradient attacks).
+STANDARD = ("clf-pgd", "full-pgd-eot", "full-pgd-eot-ensemble", "apgd-eot", "apgd-eot-ensemble")
+
+
+def _summary(correct: np.ndarray, rows: list[dict] | None = None) -> dict:
+    from .statistics import judgements, wilson
+
+    p = float(np.mean(correct)) if len(correct) else float("nan")
+    out = {"accuracy": p, "n": int(len(correct)), "ci95": list(wilson(p, len(correct)))}
+    if rows and all(len(r["pred"]) >= 2 for r in rows):
+        out["judgements"] = judgements(rows)
+    return out
+
+
+def evaluate_robustness(
+    classifier: torch.nn.Module,
+    defences,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    eps: float,
+    attacks: Sequence[str] | Mapping[str, Budget] = STANDARD,
+    eps_step: float | None = None,
+    max_iter: int = 100,
+    eot_samples: int = 8,
+    ensemble_size: int = 10,
+    repeats: int = 10,
+    run_dir: str | Path = "runs/robustness",
+    seed: int = 0,
+    block_size: int = 50,
+    nb_classes: int | None = None,
+    device: str = "cpu",
+    progress: bool = True,
+) -> dict:
+    """
+    Accuracy of ``classifier`` behind ``defences`` (an :class:`~art_adp.ADPPurifier`, a list of ART PyTorch
+    preprocessors, or None) under every attack of ``attacks``, and the per-image worst case over them: the engine's
+    plan a user calls the way AutoAttack's users call ``run_standard_evaluation``.
+
+    Clean images and each attack are judged on the S-run ensemble R times with fresh noise (an image counts as correct
+    under an attack only if every judgement is: the worst of R); an image is robust only if it is correct clean and
+    under every attack. Blocks of ``block_size`` images are recorded in ``RUN_DIR/records.jsonl`` as they finish, their
+    adversarial examples in ``RUN_DIR/examples/``; calling again with the same folder resumes (more attacks, or more
+    images, may be added), and a call whose data, weights, defence, judging or an attack's budget differs from the
+    folder's is refused, naming what differs.
+
+    :param attacks: Names of the attack registry (:data:`~art_adp.attacks.registry.REGISTRY`), each at the shared
+        budget (ℓ∞ ``eps``, ``max_iter`` steps of ``eps_step`` (default ε/4) from a random start, ``eot_samples`` EOT
+        draws, the best iterate judged on S draws), or a mapping name → :class:`~art_adp.attacks.registry.Budget`.
+    :return: ``{"clean": summary, "attacks": {name: summary}, "worst_case": summary, "robust": bool per image,
+        "run_dir": str}``; a summary holds ``accuracy``, ``n``, ``ci95`` (Wilson) and, with R ≥ 2, ``judgements``
+        (mean, worst, majority, worst of 2).
+    """
+    from .records import array_sha256, describe_differences, module_sha256
+
+    x, y = np.asarray(x, dtype=np.float32), np.asarray(y, dtype=np.int64)
+    if x.ndim != 4 or len(x) != len(y):
+        raise ValueError(f"x must be N×C×H×W and y N labels, got shapes {x.shape} and {y.shape}.")
+    budgets = _budgets(attacks, eps, eps_step, max_iter, eot_samples, block_size, ensemble_size)
+    classifier = classifier.to(device).eval()
+    if nb_classes is None:
+        with torch.no_grad():
+            nb_classes = int(classifier(torch.as_tensor(x[:1], device=device)).shape[-1])
+    estimator = defended_estimator(classifier, defences, input_shape=x.shape[1:], nb_classes=nb_classes, device=device)
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    common = {"data_sha256": array_sha256(x, y), "classifier_sha256": module_sha256(classifier), "seed": seed,
+              "defences": [{"type": type(d).__name__, **{k: _plain(getattr(d, k, None)) for k in d.params}}
+                           for d in purifiers(estimator)],
+              "ensemble_size": ensemble_size, "repeats": repeats, "block_size": block_size}  # fmt: skip
+    mine = {"common": common, "attacks": {a: _plain(vars(b)) for a, b in budgets.items()}}
+    _guard(run_dir / "settings.json", mine, describe_differences)
+    judgement = Judgement("ensemble", ensemble_size, repeats, batch_size=max(block_size, 1))
+
+    def write(attack):
+        def rows(o: Outcome) -> list[dict]:
+            bare = o.undefended()
+            return [{"attack": attack, "index": int(i), "label": int(o.label[j]),
+                     "pred": [int(p) for p in o.preds[:, j]], "undefended_pred": int(bare[j]),
+                     "linf": round(float(o.linf()[j]), 6)} for j, i in enumerate(o.index)]  # fmt: skip
+
+        return rows
+
+    cells = [
+        Cell((a,), "defended", clean if a == "clean" else registry_attack(a, budgets[a]), judgement,
+             seeds=lambda b, first, a=a: block_seeds(seed, a, first, repeats=repeats), write=write(a),
+             block_size=block_size, keep=None if a == "clean" else (a,))
+        for a in ("clean", *budgets)
+    ]  # fmt: skip
+    path = run_dir / "records.jsonl"
+    run_cells(cells, lambda _: estimator, x, y, path, key=lambda r: (r["attack"], r["index"]), run_dir=run_dir,
+              progress=progress, desc="robustness")  # fmt: skip
+    return {**_result(read_jsonl(path), ("clean", *budgets), len(x)), "run_dir": str(run_dir)}
+
+
+def _result(records: list[dict], attacks: Sequence[str], n: int) -> dict:
+    """Each attack's summary over the first ``n`` images, the per-image worst case over them and the robust flags."""
+    by: dict[str, dict[int, dict]] = {}
+    for r in records:
+        if r["index"] < n:
+            by.setdefault(r["attack"], {})[r["index"]] = r
+    correct = {a: {i: all(p == r["label"] for p in r["pred"]) for i, r in by[a].items()} for a in attacks}
+    robust = np.array([all(correct[a].get(i, False) for a in attacks) for i in range(n)])
+    worst = worst_case(correct)
+    summary = {a: _summary(np.array(list(correct[a].values())), list(by[a].values())) for a in attacks}
+    return {"clean": summary["clean"], "attacks": {a: summary[a] for a in attacks if a != "clean"},
+            "worst_case": _summary(worst[1] if worst else robust), "robust": robust}  # fmt: skip
+
+
+def _budgets(attacks, eps, eps_step, max_iter, eot_samples, block_size, ensemble_size) -> dict[str, Budget]:
+    """Name → budget: a mapping as given, or each name at the shared budget."""
+    if isinstance(attacks, Mapping):
+        budgets = dict(attacks)
+    else:
+        step = eps / 4 if eps_step is None else eps_step
+        budgets = {a: Budget(eps=eps, eps_step=step, max_iter=max_iter, eot_samples=eot_samples, random_start=True,
+                             batch_size=block_size, check_every="auto", judge_draws=ensemble_size)
+                   for a in attacks}  # fmt: skip
+    unknown = sorted(set(budgets) - set(REGISTRY))
+    if unknown:
+        raise ValueError(f"Unknown attacks {unknown}; choose from {list(REGISTRY)}.")
+    return budgets
+
+
+def _plain(value):
+    """A JSON-able form of a setting (tensors and generators by their type name, tuples as lists)."""
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, torch.nn.Module):
+        from .records import module_sha256
+
+        return {"module": type(value).__name__, "sha256": module_sha256(value)}
+    return type(value).__name__
+
+
+def _guard(path: Path, mine: dict, describe) -> None:
+    """Refuse a call whose common settings, or the budget of an attack already in the folder, differ from the folder's
+    (``settings.json``); record the new attacks' budgets."""
+    import json
+
+    if path.exists():
+        held = json.loads(path.read_text())
+        changed = [("the common settings", held["common"], mine["common"])] if held["common"] != mine["common"] else []
+        changed += [(f"attack {a!r}", held["attacks"][a], b) for a, b in mine["attacks"].items()
+                    if a in held["attacks"] and held["attacks"][a] != b]  # fmt: skip
+        if changed:
+            what, old, new = changed[0]
+            raise ValueError(f"{path.parent} holds records made with other settings for {what}: "
+                             f"{describe(old, new)}. Use another run_dir, or the same settings to resume.")  # fmt: skip
+        mine = {"common": mine["common"], "attacks": {**held["attacks"], **mine["attacks"]}}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(mine, indent=1, sort_keys=True))
+    tmp.replace(path)

@@ -1,0 +1,60 @@
+"""The statistics of every accuracy the engine reports: the Wilson interval of a proportion, the exact
+(Clopper-Pearson) one, and the three judgements of R predictions per image (mean, worst case, majority vote)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["LEVEL", "clopper_pearson", "judgements", "majority_correct", "wilson"]
+
+LEVEL = 0.95
+
+
+def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:
+    """Exact (Clopper–Pearson) interval for a proportion of ``k`` successes in ``n`` trials (scipy's beta)."""
+    from scipy.stats import beta
+
+    a = 1 - level
+    lo = 0.0 if k == 0 else float(beta.ppf(a / 2, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - a / 2, k + 1, n - k))
+    return lo, hi
+
+
+def wilson(p: float, n: int, level: float = LEVEL) -> tuple[float, float]:
+    """Wilson score interval for a proportion ``p`` over ``n`` examples (``p·n`` need not be an integer; ``(nan,
+    nan)`` for n = 0). The one interval of every accuracy the applications report."""
+    from scipy.stats import norm
+
+    if n == 0:
+        return math.nan, math.nan
+    z = float(norm.ppf(1 - (1 - level) / 2))
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def majority_correct(preds: list[int], label: int) -> bool:
+    """The label is the unique most frequent of the R predictions (a tie counts against the defence)."""
+    values, counts = np.unique(preds, return_counts=True)
+    top = counts.max()
+    return bool(counts[values == label].sum() == top and (counts == top).sum() == 1)
+
+
+def judgements(rows: list[dict]) -> dict[str, float]:
+    """
+    The three judgements of R predictions per example (each row: ``pred``, the R predictions, and ``label``): the
+    mean over examples and R, the worst case over R (correct in all R), the majority vote over R; with R > 2, also
+    the worst case over the first two (``"worst of 2"``: what a table judged worst of R = 2 would say).
+    """
+    correct = np.array([[p == r["label"] for p in r["pred"]] for r in rows], dtype=bool)
+    out = {
+        "mean": float(correct.mean()),
+        "worst": float(correct.all(1).mean()),
+        "majority": float(np.mean([majority_correct(r["pred"], r["label"]) for r in rows])),
+    }
+    if correct.shape[1] > 2:
+        out["worst of 2"] = float(correct[:, :2].all(1).mean())
+    return out
