@@ -26,7 +26,8 @@ from art_adp import save_score_model
 from art_adp.apps.evaluation import EvalConfig, evaluate
 from art_adp.apps.evaluation import report, sanity
 from art_adp.runs.records import append_records, load_records, read_jsonl
-from art_adp.apps.evaluation.run import Setting, _unit_cost, compression, frozen_noise, plan
+from art_adp.apps.evaluation.run import Setting, _unit_cost, compression, plan
+from art_adp.runs.engine import frozen_noise
 from art_adp.models import MLP, save_classifier
 from evalsuite_models import tiny_models
 
@@ -448,9 +449,9 @@ def test_estimate_only_logs_the_estimate_and_attacks_nothing(tmp_path, monkeypat
 
 
 def test_estimate_only_prices_each_attack_by_the_cost_model(tmp_path, monkeypatch):
-    from art_adp.apps.evaluation import run as run_module
+    from art_adp.runs import engine
 
-    monkeypatch.setattr(run_module, "_probe", lambda *a: {"forward": 1.0, "full": 3.0, "rows": 4, "graph_row_bytes": 1.0})
+    monkeypatch.setattr(engine, "probe", lambda *a: {"forward": 1.0, "full": 3.0, "rows": 4, "graph_row_bytes": 1.0})
     mlp, score, x, y = tiny_models()
     config = EvalConfig.preset("paper", attacks=("bpda-eot", "full-pgd-eot"), n_examples=4, sanity=False,
                                fixed_noise=False, compression_examples=0)

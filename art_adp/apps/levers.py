@@ -47,7 +47,18 @@ from ..attacks.apgd_eot import APGDEOT
 from ..attacks.selective_eot import SelectiveEOT
 from ..models.checkpoint import check_purifier
 from ..runs.provenance import code_diff, code_version, provenance
-from ..runs.engine import Cell, Judgement, Outcome, Seeds, clean, defended_estimator, registry_attack, run_cells
+from ..runs.engine import (
+    Cell,
+    Judgement,
+    Outcome,
+    Seeds,
+    clean,
+    defended_estimator,
+    probe,
+    registry_attack,
+    run_cells,
+    unit_seconds,
+)
 from ..runs.records import read_jsonl
 from ..runs.seeds import derive_seed
 from .commands import DATASET_EPS
@@ -577,13 +588,11 @@ def price_rows(estimator, x: np.ndarray, rows: Sequence[Row], pending: Mapping[s
     the attack's purification passes (the registry's cost model, with the best iterate judged on ``ensemble_size``
     draws as the rows run it) and the judgement's (S × R forward passes; Clf-PGD's examples are made on the bare
     classifier, unpriced), times the seconds per image a timed probe of this purifier gives on this device."""
-    from .evaluation.run import _probe, unit_seconds
-
-    probe = _probe(estimator, x[: max(1, min(len(x), 32))], 50)
+    timed = probe(estimator, x[: max(1, min(len(x), 32))], 50)
     return {
         r.name: pending[r.name] * unit_seconds(r.attack if r.adaptive else None,
                                                _budget(r, eps, eot_samples, judge_draws=ensemble_size),
-                                               ensemble_size * (repeats if r.adaptive else 1), probe)
+                                               ensemble_size * (repeats if r.adaptive else 1), timed)
         for r in rows if r.name in pending
     }  # fmt: skip
 

@@ -45,6 +45,8 @@ __all__ = [
     "Seeds",
     "defended_estimator",
     "evaluate_robustness",
+    "probe",
+    "unit_seconds",
     "frozen_noise",
     "judge",
     "keep",
@@ -55,8 +57,9 @@ __all__ = [
 ]
 
 #: How a cell's adversarial examples are judged: the S-run ensemble (mean softmax of S purifications) R times with
-#: fresh noise; one frozen draw shared with the attack (the purifier made deterministic); once (a deterministic model).
-JUDGES = ("ensemble", "fixed", "once")
+#: fresh noise; one frozen draw shared with the attack (the purifier made deterministic); once (a deterministic model);
+#: none (a cell whose records are not predictions, e.g. a sanity check's flags).
+JUDGES = ("ensemble", "fixed", "once", "none")
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,7 @@ class Outcome:
     preds: np.ndarray
     seconds: float
     estimator: Any = field(repr=False, default=None)
+    seeds: Seeds | None = None
 
     @property
     def correct(self) -> np.ndarray:
@@ -140,6 +144,7 @@ class Cell:
     :param seeds: ``(block number, first index) -> Seeds``.
     :param block_size: Images per block (blocks by index: 0 to B - 1, B to 2B - 1, ...); None: every pending image in
         one block.
+    :param limit: Only the blocks that start below this index (None: every block).
     :param write: ``(outcome) -> records``: the plan's record lines for a block.
     :param keep: Keep the block's adversarial examples in the run folder's ``examples/`` under this name
         (:func:`keep`); None: not kept.
@@ -152,6 +157,7 @@ class Cell:
     seeds: Callable[[int, int], Seeds]
     write: Callable[[Outcome], list[dict]]
     block_size: int | None = 50
+    limit: int | None = None
     keep: tuple | None = None
 
 
@@ -211,6 +217,8 @@ def judge(estimator, x: np.ndarray, judgement: Judgement, seeds: Sequence[int] =
     inside :func:`frozen_noise`) or of the estimator itself (``"once"``).
     """
     x = np.asarray(x, dtype=np.float32)
+    if judgement.kind == "none":
+        return np.zeros((0, len(x)), dtype=np.int64)
     if judgement.kind == "once":
         return estimator.predict(x, batch_size=judgement.batch_size).argmax(1)[None]
     if judgement.kind == "fixed":
@@ -248,7 +256,7 @@ def blocks(cell: Cell, pending: Sequence[int]) -> list[tuple[int, list[int]]]:
     parts: dict[int, list[int]] = {}
     for i in pending:
         parts.setdefault(int(i) // cell.block_size, []).append(int(i))
-    return list(parts.items())
+    return [(b, part) for b, part in parts.items() if cell.limit is None or b * cell.block_size < cell.limit]
 
 
 def run_cells(
@@ -310,7 +318,8 @@ def run_block(cell: Cell, estimator, x: np.ndarray, y: np.ndarray, idx: np.ndarr
     with context:
         x_adv = np.asarray(cell.attack(estimator, x, y, idx, seeds), dtype=np.float32)
         preds = judge(estimator, x_adv, cell.judgement, seeds.judge)
-    return Outcome(index=idx, label=np.asarray(y), x=x, x_adv=x_adv, preds=preds, seconds=0.0, estimator=estimator)
+    return Outcome(index=idx, label=np.asarray(y), x=x, x_adv=x_adv, preds=preds, seconds=0.0, estimator=estimator,
+                   seeds=seeds)  # fmt: skip
 
 
 def worst_case(correct: Mapping[str, Mapping[int, bool]]) -> tuple[list[int], np.ndarray] | None:
@@ -325,6 +334,59 @@ def worst_case(correct: Mapping[str, Mapping[int, bool]]) -> tuple[list[int], np
     if not shared:
         return None
     return shared, np.array([all(v[i] for v in correct.values()) for i in shared])
+
+
+#: Timings of the probe; it keeps the fastest.
+PROBE_REPEATS = 3
+
+
+def probe(estimator, x: np.ndarray, batch_size: int) -> dict:
+    """Seconds per image of one defended forward pass (no gradient) and of one full-gradient forward+backward pass,
+    timed on a batch of the real inputs, and the bytes of autograd graph per image of the latter."""
+    from ..attacks._core import gradient_mode
+    from ..ensemble import GraphMemory
+
+    dev = estimator.device
+    rows = min(batch_size, 1024 if dev.type == "cuda" else 32)
+    xb = torch.as_tensor(np.resize(x, (rows, *x.shape[1:])), dtype=torch.float32, device=dev)
+    xf = xb[: max(1, rows // 4)]  # the full-gradient pass holds every purification step: a quarter of the rows
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
+    reseed(estimator, 0)
+    with torch.no_grad():
+        logits(estimator, xb[:8])  # warm-up, of the backward pass too (its first call allocates: 1.5-2x slower)
+    with gradient_mode(estimator, "full"), torch.enable_grad():
+        out = logits(estimator, xb[:2].clone().requires_grad_(True))
+        if out.requires_grad:
+            out.sum().backward()
+    sync()
+    forward = full = float("inf")
+    for _ in range(PROBE_REPEATS):  # the fastest of a few timings: a busy machine only ever slows one down
+        t = time.perf_counter()
+        with torch.no_grad():
+            logits(estimator, xb)
+        sync()
+        forward = min(forward, (time.perf_counter() - t) / rows)
+        t = time.perf_counter()
+        with gradient_mode(estimator, "full"), torch.enable_grad():
+            xg = xf.clone().requires_grad_(True)
+            with GraphMemory() as graph:
+                out = logits(estimator, xg)
+            if out.requires_grad:
+                out.sum().backward()
+        sync()
+        full = min(full, (time.perf_counter() - t) / len(xf))
+    return {"rows": rows, "forward": forward, "full": max(full, forward), "graph_row_bytes": graph.nbytes / len(xf)}
+
+
+def unit_seconds(attack: str | None, budget, judge_passes: int, probe: dict) -> float:
+    """Estimated seconds per example of one attack (``None``: none behind the purifier) and its judgement: the
+    registry's count of purification passes for ``budget`` and ``judge_passes`` forward passes, at the probe's cost."""
+    f, b = probe["forward"], probe["full"]
+    return (REGISTRY[attack].cost(budget, f, b) if attack else 0.0) + judge_passes * f
 
 
 def defended_estimator(classifier, defences=None, *, input_shape, nb_classes: int = 10, clip_values=(0.0, 1.0),

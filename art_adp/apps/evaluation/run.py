@@ -12,7 +12,6 @@ produced it (threat model, budget, defence parameters, S, R, seed, the SHA-256 o
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,8 +25,7 @@ from art.estimators.classification import PyTorchClassifier
 
 from ...attacks._core import purifiers
 from ...attacks.registry import BLIND_ATTACK, REGISTRY, SWEEP_ATTACK
-from ...ensemble import GraphMemory, default_memory_budget, logits
-from ...eot import EOTClassifier
+from ...ensemble import default_memory_budget, logits
 from ...runs import distributed
 from ...runs.seeds import derive_seed
 from ...diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
@@ -44,12 +42,24 @@ from .config import (
     white_box_fields,
 )
 from ...runs.provenance import provenance
+from ...runs import engine
+from ...runs.engine import (
+    Cell,
+    Judgement,
+    Outcome,
+    block_seeds,
+    clean,
+    registry_attack,
+    reseed,
+    run_cells,
+    unit_seconds,
+)
 from ...runs.records import (
-    append_records,
     array_sha256,
     check_settings,
     load_records,
     module_sha256,
+    record_key,
     save_settings,
     settings_digest,
 )
@@ -136,38 +146,6 @@ def build_attack(name: str, estimator: PyTorchClassifier, c: EvalConfig, seed: i
     return REGISTRY[name].build(estimator, c.budget(name), seed)
 
 
-def _reseed(estimator: PyTorchClassifier, seed: int) -> None:
-    for p in purifiers(estimator):
-        p.set_params(generator=torch.Generator(p.device).manual_seed(seed))
-
-
-@contextlib.contextmanager
-def frozen_noise(estimator: PyTorchClassifier, seed: int):
-    """
-    Fix the randomness of the estimator's ADPPurifiers: every forward pass re-seeds the purifier's generator with
-    ``seed``, so a batch of N rows gets the same noise draw on every call (the attack's and the judge's alike): a
-    deterministic defence. Rows are drawn by position, so the view is exact for attacks that always pass the whole
-    chunk with EOT 1 (PGD, BPDA, Joint, full-gradient PGD); APGD's later passes on the examples still unbroken see
-    the draws of their new positions.
-    """
-    found = purifiers(estimator)
-    for p in found:
-        original = type(p).forward
-
-        def forward(x, y=None, _p=p, _original=original):
-            if _p.generator is None:
-                _p.set_params(generator=torch.Generator(_p.device))
-            _p.generator.manual_seed(seed)
-            return _original(_p, x, y)
-
-        setattr(p, "forward", forward)  # an instance attribute, shadowing the class's method until restored
-    try:
-        yield
-    finally:
-        for p in found:
-            p.__dict__.pop("forward", None)
-
-
 def _flags(
     estimator: PyTorchClassifier, xt: torch.Tensor, yt: torch.Tensor, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -175,11 +153,11 @@ def _flags(
     the defence is exactly zero."""
     outs = []
     for r in range(2):
-        _reseed(estimator, derive_seed(seed, "flags", r))
+        reseed(estimator, derive_seed(seed, "flags", r))
         with torch.no_grad():
             outs.append(logits(estimator, xt).float())
     random = ((outs[0] - outs[1]).abs().flatten(1).amax(1) > 1e-6).cpu().numpy()
-    _reseed(estimator, derive_seed(seed, "flags", "gradient"))
+    reseed(estimator, derive_seed(seed, "flags", "gradient"))
     xg = xt.clone().requires_grad_(True)
     with torch.enable_grad():
         loss = torch.nn.functional.cross_entropy(logits(estimator, xg), yt, reduction="sum")
@@ -191,63 +169,46 @@ def _flags(
     return random, zero
 
 
-def _run_unit(
-    estimator: PyTorchClassifier,
-    setting: Setting,
-    attack: str,
-    idx: np.ndarray,
-    x: np.ndarray,
-    y: np.ndarray,
-    c: EvalConfig,
-    digest: str,
-) -> list[dict]:
-    cs = config_for(setting, c)
-    seed = derive_seed(c.seed, setting.name, attack, int(idx[0]))
-    xb, yb = x[idx], y[idx]
-    device = estimator.device
+def _write(setting: Setting, attack: str, digest: str):
+    """The records of a block of (``setting``, ``attack``): the R predictions, the undefended prediction and the
+    perturbation's norms per example (the flags of the sanity check's ``"flags"``)."""
     base = {"setting": setting.name, "attack": attack, "settings": digest}
-    if attack == "flags":
-        random, zero = _flags(estimator, torch.as_tensor(xb, device=device), torch.as_tensor(yb, device=device), seed)
+
+    def rows(o: Outcome) -> list[dict]:
+        if attack == "flags":
+            dev = o.estimator.device
+            xt, yt = torch.as_tensor(o.x, device=dev), torch.as_tensor(o.label, device=dev)
+            random, zero = _flags(o.estimator, xt, yt, o.seeds.attack)
+            return [{**base, "index": int(i), "label": int(o.label[j]), "random_output": bool(random[j]),
+                     "zero_gradient": bool(zero[j])} for j, i in enumerate(o.index)]  # fmt: skip
+        bare, delta = o.undefended(), (o.x_adv - o.x).reshape(len(o.index), -1)
         return [
-            {
-                **base,
-                "index": int(i),
-                "label": int(yb[j]),
-                "random_output": bool(random[j]),
-                "zero_gradient": bool(zero[j]),
-            }
-            for j, i in enumerate(idx)
-        ]
-    _reseed(estimator, seed)
-    frozen = frozen_noise(estimator, seed) if setting.judge == "fixed" else contextlib.nullcontext()
-    with frozen:
-        x_adv = xb if attack == "clean" else build_attack(attack, estimator, cs, seed).generate(xb, y=yb)
-        xt = torch.as_tensor(x_adv, dtype=torch.float32, device=device)
-        if setting.judge == "ensemble":
-            preds, ensemble = [], EOTClassifier(estimator, ensemble_size=c.ensemble_size, batch_size=c.batch_size)
-            for r in range(c.repeats):
-                _reseed(estimator, derive_seed(c.seed, "judge", setting.name, attack, int(idx[0]), r))
-                preds.append(ensemble.predict(x_adv.astype(np.float32)).argmax(1))  # ART's numpy convention
-        elif setting.judge == "fixed":
-            fixed = EOTClassifier(estimator, ensemble_size=1, batch_size=c.batch_size)
-            preds = [fixed.predict(x_adv.astype(np.float32)).argmax(1)]
-        else:
-            preds = [estimator.predict(x_adv.astype(np.float32), batch_size=c.batch_size).argmax(1)]
-    with torch.no_grad():
-        bare = logits(estimator, xt, defended=False).argmax(1).cpu().numpy()
-    delta = (x_adv - xb).reshape(len(idx), -1)
-    return [
-        {
-            **base,
-            "index": int(i),
-            "label": int(yb[j]),
-            "pred": [int(p[j]) for p in preds],
-            "undefended_pred": int(bare[j]),
-            "linf": round(float(np.abs(delta[j]).max()), 6),
-            "l2": round(float(np.linalg.norm(delta[j])), 6),
-        }
-        for j, i in enumerate(idx)
-    ]
+            {**base, "index": int(i), "label": int(o.label[j]), "pred": [int(p[j]) for p in o.preds],
+             "undefended_pred": int(bare[j]), "linf": round(float(np.abs(delta[j]).max()), 6),
+             "l2": round(float(np.linalg.norm(delta[j])), 6)}
+            for j, i in enumerate(o.index)
+        ]  # fmt: skip
+
+    return rows
+
+
+def _cells(settings: Sequence[Setting], c: EvalConfig, digests: dict) -> list[Cell]:
+    """The plan's cells: one per (setting, attack), blocks of ``chunk_size`` examples (the sanity checks' only those
+    starting below ``sanity_examples``), seeded by the engine's scheme from (seed, setting, attack, first example)."""
+    cells = []
+    for s in settings:
+        cs = config_for(s, c)
+        repeats = c.repeats if s.judge == "ensemble" else 0
+        judgement = Judgement(s.judge, c.ensemble_size, max(repeats, 1), batch_size=c.batch_size)
+        for a in s.attacks:
+            attack = clean if a in ("clean", "flags") else registry_attack(a, cs.budget(a))
+            cells.append(Cell(
+                (s.name, a), s.name, attack, Judgement("none") if a == "flags" else judgement,
+                seeds=lambda b, first, s=s, a=a, r=repeats: block_seeds(c.seed, s.name, a, first, repeats=r),
+                write=_write(s, a, digests[(s.name, a)]), block_size=c.chunk_size,
+                limit=c.sanity_examples if s.subset else None,
+            ))  # fmt: skip
+    return cells
 
 
 def compression(
@@ -347,51 +308,6 @@ def unit_settings(setting: Setting, attack: str, c: EvalConfig, common: dict) ->
     return out
 
 
-#: Timings of the probe; it keeps the fastest.
-PROBE_REPEATS = 3
-
-
-def _probe(estimator: PyTorchClassifier, x: np.ndarray, batch_size: int) -> dict:
-    """Seconds per image of one defended forward pass (no gradient) and of one full-gradient forward+backward pass,
-    timed on a batch of the real inputs, and the bytes of autograd graph per image of the latter."""
-    from ...attacks._core import gradient_mode
-
-    dev = estimator.device
-    rows = min(batch_size, 1024 if dev.type == "cuda" else 32)
-    xb = torch.as_tensor(np.resize(x, (rows, *x.shape[1:])), dtype=torch.float32, device=dev)
-    xf = xb[: max(1, rows // 4)]  # the full-gradient pass holds every purification step: a quarter of the rows
-
-    def sync():
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-
-    _reseed(estimator, 0)
-    with torch.no_grad():
-        logits(estimator, xb[:8])  # warm-up, of the backward pass too (its first call allocates: 1.5-2x slower)
-    with gradient_mode(estimator, "full"), torch.enable_grad():
-        out = logits(estimator, xb[:2].clone().requires_grad_(True))
-        if out.requires_grad:
-            out.sum().backward()
-    sync()
-    forward = full = float("inf")
-    for _ in range(PROBE_REPEATS):  # the fastest of a few timings: a busy machine only ever slows one down
-        t = time.perf_counter()
-        with torch.no_grad():
-            logits(estimator, xb)
-        sync()
-        forward = min(forward, (time.perf_counter() - t) / rows)
-        t = time.perf_counter()
-        with gradient_mode(estimator, "full"), torch.enable_grad():
-            xg = xf.clone().requires_grad_(True)
-            with GraphMemory() as graph:
-                out = logits(estimator, xg)
-            if out.requires_grad:
-                out.sum().backward()
-        sync()
-        full = min(full, (time.perf_counter() - t) / len(xf))
-    return {"rows": rows, "forward": forward, "full": max(full, forward), "graph_row_bytes": graph.nbytes / len(xf)}
-
-
 def sanity_cost(units: Sequence[tuple[Setting, str, np.ndarray]], c: EvalConfig, probe: dict, dev) -> dict:
     """The sanity checks' share of ``units``: estimated seconds, and the autograd graph their gradient attacks hold
     at a time (one block of EOT draws: examples × draws rows, at most ``batch_size`` and the memory budget's)."""
@@ -413,13 +329,6 @@ def _unit_cost(setting: Setting, attack: str, c: EvalConfig, probe: dict) -> flo
     if attack in ("clean", "flags"):
         return (0.0 if attack == "clean" else 3 * f + b) + judge * f
     return unit_seconds(attack, cs.budget(attack), judge, probe)
-
-
-def unit_seconds(attack: str | None, budget, judge_passes: int, probe: dict) -> float:
-    """Estimated seconds per example of one attack (``None``: none behind the purifier) and its judgement: the
-    registry's count of purification passes for ``budget`` and ``judge_passes`` forward passes, at the probe's cost."""
-    f, b = probe["forward"], probe["full"]
-    return (REGISTRY[attack].cost(budget, f, b) if attack else 0.0) + judge_passes * f
 
 
 def _peak_rss() -> float:
@@ -540,7 +449,6 @@ def evaluate(
     done = _resume(run_dir, digests, expected)
 
     pending = [u for u in units if not all((u[0].name, u[1], int(i)) in done for i in u[2])]
-    todo_units = [u for u in distributed.shard(units, rank, world) if any(u is v for v in pending)]
     est_seconds = sanity = prices = None
     if rank == 0 and (pending or estimate_only):
         est_seconds, sanity, prices = _log_estimate(estimator, x, config, pending, len(units), dev, world, log)
@@ -551,7 +459,9 @@ def evaluate(
         save_settings(run_dir / "settings.json", {digests[k]: v for k, v in expected.items()})
     distributed.barrier()
     targets = {None: estimator, **baseline_estimators}
-    seconds = _work(todo_units, targets, x, y, config, digests, records_dir / f"rank-{rank}.jsonl", progress)
+    cells = _cells(settings, config, digests)
+    seconds = _work(cells, settings, targets, x, y, set(done), records_dir / f"rank-{rank}.jsonl", (rank, world),
+                    progress)  # fmt: skip
     distributed.barrier()
     if rank != 0:
         distributed.finish()
@@ -662,7 +572,7 @@ def _log_estimate(estimator, x, config: EvalConfig, pending, n_units: int, dev, 
     rewound = [(g, g.get_state()) for op in estimator.preprocessing_operations
                if isinstance(g := getattr(op, "generator", None), torch.Generator)]  # fmt: skip
     with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):  # the global RNG, too, as it was
-        probe = _probe(estimator, x, config.batch_size)
+        probe = engine.probe(estimator, x, config.batch_size)
     for p, generator in generators:
         p.set_params(generator=generator)
     for g, state in rewound:
@@ -698,28 +608,25 @@ def _attack_order(units) -> list[str]:
     return list(dict.fromkeys(a for _, a, _ in units))
 
 
-def _work(units, targets: dict, x, y, config: EvalConfig, digests: dict, path: Path, progress: bool) -> dict:
-    """Run ``units`` (setting, attack, chunk) on their target estimator (``targets[setting.baseline]``), appending
-    each unit's records to ``path``; the purifiers' σ and generators are restored afterwards.
+def _work(cells, settings, targets: dict, x, y, done, path: Path, shard, progress: bool) -> dict:
+    """Run the ``cells`` not yet done (``done``: every rank's records) on their target estimator (the setting's
+    baseline, else the defended one with the setting's σ), appending the records to ``path``; the purifiers' σ and
+    generators are restored afterwards.
 
     :return: Seconds per ``"setting/attack"``.
     """
-    from tqdm.auto import tqdm
-
+    by_name = {s.name: s for s in settings}
     saved = [(p, p.sigma, p.generator) for p in purifiers(targets[None])]
-    seconds: dict[str, float] = {}
+
+    def target(name: str):
+        setting = by_name[name]
+        for p, sigma, _ in saved:
+            p.set_params(sigma=setting.overrides.get("sigma", sigma))
+        return targets[setting.baseline]
+
     try:
-        pbar = tqdm(total=len(units), disable=not progress or not units, unit="unit", desc="evaluate")
-        for s, a, ch in units:
-            pbar.set_description(f"{s.name}: {a}")
-            for p, sigma, _ in saved:
-                p.set_params(sigma=s.overrides.get("sigma", sigma))
-            start = time.perf_counter()
-            append_records(path, _run_unit(targets[s.baseline], s, a, ch, x, y, config, digests[(s.name, a)]))
-            seconds[f"{s.name}/{a}"] = seconds.get(f"{s.name}/{a}", 0.0) + time.perf_counter() - start
-            pbar.update(1)
-        pbar.close()
+        seconds = run_cells(cells, target, x, y, path, key=record_key, done=done, shard=shard, progress=progress)
     finally:
         for p, sigma, generator in saved:
             p.set_params(sigma=sigma, generator=generator)
-    return seconds
+    return {f"{s}/{a}": t for (s, a), t in seconds.items()}
