@@ -172,7 +172,7 @@ class _TowardsGrey(torch.nn.Module):
 
 
 def test_denoising_ratio_of_a_linear_score_is_the_adaptive_rules_contraction():
-    from art_adp.apps.measure import denoising_ratio
+    from art_adp.apps.reproduce import denoising_ratio
 
     # α = λ·0.25 every step, so each step removes λ = 5 % of the distance to 0.5: 10 steps leave 0.95¹⁰ of it
     x = torch.full((6, 1, 8, 8), 0.5)
@@ -197,8 +197,7 @@ def test_report_carries_the_diagnostics(done_run):
 
 
 def test_curve_points_carry_the_snapshots_compression_rate(done_run):
-    from art_adp.apps.measure import defended_estimator
-    from art_adp.apps.reproduce import CURVE_DIRECTIONS, _snapshot
+    from art_adp.apps.reproduce import CURVE_DIRECTIONS, _purifier, _snapshot
     from art_adp.compression import compression_rate
     from art_adp.data import load_mnist
     from art_adp.runs.seeds import derive_seed
@@ -209,8 +208,7 @@ def test_curve_points_carry_the_snapshots_compression_rate(done_run):
     table = (run / "table.md").read_text()
     assert f"| compression rate (median, l_inf radius 0.3, {CURVE_DIRECTIONS} directions) |" in table
     for point in report["curve"]:
-        _, purifier = defended_estimator(mlp, _snapshot(run, point["step"], "cpu"), (1, 28, 28), 10,
-                                         sigma=TINY.sigma, steps=TINY.steps)
+        purifier = _purifier(_snapshot(run, point["step"], "cpu"), TINY, "cpu")
         direct = compression_rate(purifier, data.x_test[:4], radius=0.3, norm="inf", nb_directions=CURVE_DIRECTIONS,
                                   seed=derive_seed(TINY.seed, "compression"))
         assert point["compression_rate"] == round(direct.summary["median"], 4) > 0

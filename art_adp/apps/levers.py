@@ -61,8 +61,8 @@ from ..runs.engine import (
 )
 from ..runs.records import read_jsonl
 from ..runs.seeds import derive_seed
+from ..runs.statistics import judgements, wilson
 from .commands import DATASET_EPS
-from .evaluation.report import judgements, wilson
 from .robust_baseline import train_until_plateau, white_box_pgd
 
 __all__ = [

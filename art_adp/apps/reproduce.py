@@ -31,11 +31,14 @@ import torch
 from .._device import to_model
 from .._hardware import resolve_precision
 from ..attacks import registry
-from ..attacks.registry import LABELS
+from ..attacks.registry import LABELS, REGISTRY, Budget
 from ..runs.provenance import device_description
+from ..preprocessor import ADPPurifier
+from ..purification import purify
+from ..runs.engine import Cell, Judgement, Outcome, Seeds, defended_estimator, run_cells
 from ..runs.records import append_records, guard_settings, read_jsonl
+from ..runs.statistics import wilson
 from ..runs.seeds import derive_seed
-from .measure import attack, defended_estimator, denoising_ratio, judge, wilson
 from .snapshots import read_snapshot_log, train_with_snapshots
 
 __all__ = ["PAPER_MNIST", "STAGES", "MnistRecipe", "reproduce_command", "reproduce_mnist", "render_table"]
@@ -280,9 +283,8 @@ def _units(recipe: MnistRecipe, n_test: int, run_dir: Path, stages, log) -> list
 def _stage_eval(
     classifier, data, recipe: MnistRecipe, run_dir: Path, device: str, progress: bool, log, stages
 ) -> list[dict]:
-    """Judge every (snapshot, row, chunk) the curve and the table need; one JSON line per example."""
-    from tqdm.auto import tqdm
-
+    """Judge every (snapshot, row, chunk) the curve and the table need: one cell of the engine per (snapshot, row),
+    blocks of ``chunk_size`` images; one JSON line per example."""
     path = run_dir / "records.jsonl"
     done = {(r["budget"], r["row"], r["index"]) for r in read_jsonl(path)}
     n_test = len(data.x_test)
@@ -296,63 +298,97 @@ def _stage_eval(
     n_pgd = min(n_test, max(recipe.n_curve, n_test if recipe.n_examples is None else recipe.n_examples))
     needs_pgd = any(u[1] == registry.BLIND_ATTACK for u in units)
     x_pgd = _clf_pgd(classifier, data, recipe, n_pgd, run_dir, device) if needs_pgd else None
-    bar = tqdm(total=sum(len(u[2]) for u in units), desc="eval", unit="image", disable=not progress)
-    loaded: dict[int, tuple] = {}
+    images: dict[tuple[int, str], int] = {}  # (snapshot, row) -> the images its chunks cover
     for b, row, idx in units:
-        if b not in loaded:
+        images[(b, row)] = max(images.get((b, row), 0), int(idx[-1]) + 1)
+    cells = [_cell(b, row, n, recipe, x_pgd) for (b, row), n in images.items()]
+    loaded: dict[int, object] = {}
+
+    def target(b: int):
+        if b not in loaded:  # one snapshot's estimator at a time
             loaded.clear()
-            loaded[b] = defended_estimator(
-                classifier,
-                _snapshot(run_dir, b, device),
-                data.x_test.shape[1:],
-                data.nb_classes,
-                sigma=recipe.sigma,
-                steps=recipe.steps,
-                device=device,
-            )
-        est, pur = loaded[b]
-        spec = recipe.rows()[row]
-        start = time.perf_counter()
-        x, y = data.x_test[idx], data.y_test[idx]
-        seed = derive_seed(recipe.seed, b, row, int(idx[0]))
-        if row == registry.BLIND_ATTACK:
-            assert x_pgd is not None  # computed above whenever a clf-pgd row is pending
-            x_adv = x_pgd[idx]
-        else:
-            x_adv = attack(
-                row,
-                est,
-                pur,
-                x,
-                y,
-                eps=recipe.eps,
-                eps_step=spec.get("eps_step", recipe.eps_step),
-                max_iter=spec.get("max_iter", 1),
-                eot_samples=spec.get("eot_samples", 1),
-                seed=seed,
-                batch_size=len(idx),
-            )
-        ok = judge(est, pur, x_adv, y, ensemble_size=recipe.ensemble_size, repeats=recipe.repeats, seed=seed)
-        with torch.no_grad():
-            bare = classifier(to_model(x_adv, classifier)).argmax(1).cpu().numpy() == y
-        wall = (time.perf_counter() - start) / len(idx)
-        linf = np.abs(x_adv - x).reshape(len(idx), -1).max(1)
-        records = [
-            {
-                "budget": b,
-                "row": row,
-                "index": int(i),
-                "correct": bool(ok[j]),
-                "undefended_correct": bool(bare[j]),
-                "linf": round(float(linf[j]), 6),
-                "wall_s": round(wall, 3),
-            }
-            for j, i in enumerate(idx)
-        ]
-        append_records(path, records)
-        bar.update(len(idx))
-    bar.close()
+            loaded[b] = _defended(classifier, _snapshot(run_dir, b, device), data, recipe, device)
+        return loaded[b]
+
+    run_cells(cells, target, data.x_test, data.y_test, path, key=lambda r: (r["budget"], r["row"], r["index"]),
+              progress=progress, desc="eval")  # fmt: skip
     return read_jsonl(path)
+
+
+def _purifier(score_model, recipe: MnistRecipe, device: str) -> ADPPurifier:
+    """One ADP purification per call at the recipe's σ and T (adaptive α), seeded."""
+    return ADPPurifier(score_model, sigma=recipe.sigma, steps=recipe.steps, batch_size=256,
+                       generator=torch.Generator(device).manual_seed(0), channels_last=device == "cpu",
+                       device_type="gpu" if device == "cuda" else "cpu")  # fmt: skip
+
+
+def _defended(classifier, score_model, data, recipe: MnistRecipe, device: str):
+    """The classifier behind :func:`_purifier`."""
+    return defended_estimator(classifier, _purifier(score_model, recipe, device), input_shape=data.x_test.shape[1:],
+                              nb_classes=data.nb_classes, device=device)  # fmt: skip
+
+
+def _cell(b: int, row: str, n: int, recipe: MnistRecipe, x_pgd) -> Cell:
+    """The table's row ``row`` at snapshot ``b`` on the first ``n`` test images: clean, the Clf-PGD examples made once,
+    or a registry attack at the row's budget; judged worst of R on the S-ensemble."""
+    spec = recipe.rows()[row]
+
+    def attack(estimator, x, y, idx, seeds):
+        if row == "clean":
+            return x
+        if row == registry.BLIND_ATTACK:
+            return x_pgd[idx]
+        budget = Budget(eps=recipe.eps, eps_step=spec.get("eps_step", recipe.eps_step), max_iter=spec.get("max_iter", 1),
+                        eot_samples=spec.get("eot_samples", 1), batch_size=len(idx))  # fmt: skip
+        return REGISTRY[row].build(estimator, budget, seeds.attack).generate(x, y=y)
+
+    def seeds(block: int, first: int) -> Seeds:  # pylint: disable=unused-argument
+        s = derive_seed(recipe.seed, b, row, first)
+        return Seeds(s, derive_seed(s, "attack", row), tuple(derive_seed(s, "judge", r) for r in range(recipe.repeats)))
+
+    def write(o: Outcome) -> list[dict]:
+        bare, linf, wall = o.undefended() == o.label, o.linf(), o.seconds / len(o.index)
+        return [{"budget": b, "row": row, "index": int(i), "correct": bool(o.correct[j]),
+                 "undefended_correct": bool(bare[j]), "linf": round(float(linf[j]), 6), "wall_s": round(wall, 3)}
+                for j, i in enumerate(o.index)]  # fmt: skip
+
+    judgement = Judgement("ensemble", recipe.ensemble_size, recipe.repeats, batch_size=512)
+    return Cell((b, row), b, attack, judgement, seeds, write, block_size=recipe.chunk_size, images=n)
+
+
+def denoising_ratio(
+    score_model: torch.nn.Module,
+    x,
+    *,
+    sigma: float = 0.25,
+    steps: int = 10,
+    seed: int = 0,
+    batch_size: int = 256,
+    x_start=None,
+) -> float:
+    """
+    How many times purification shrinks the squared distance to the clean images ``x``.
+
+    Without ``x_start``: the MSE of the noisy start x₀ = clip(x + σε) to x, divided by the MSE of the purified
+    output (same ε) -- the denoising ratio (> 1: it denoises). With ``x_start`` (e.g. adversarial images of x):
+    MSE(x_start, x) / MSE(purify(x_start), x) -- 1 means the perturbation survives purification intact.
+    """
+    x = to_model(x if isinstance(x, torch.Tensor) else np.asarray(x, dtype=np.float32), score_model)
+    start = x if x_start is None else to_model(np.asarray(x_start, dtype=np.float32), score_model)
+    if start.shape != x.shape:
+        raise ValueError(f"x_start must have the shape of x, {tuple(x.shape)}; got {tuple(start.shape)}.")
+    before = after = 0.0
+    with torch.no_grad():
+        for i, (xb, sb) in enumerate(zip(x.split(batch_size), start.split(batch_size))):
+            g = torch.Generator().manual_seed(derive_seed(seed, "denoise", i))
+            clean = purify(score_model, sb, sigma=sigma, steps=steps, generator=g)
+            if x_start is None:
+                g.manual_seed(derive_seed(seed, "denoise", i))
+                before += float((purify(score_model, sb, sigma=sigma, steps=0, generator=g) - xb).pow(2).sum())
+            else:
+                before += float((sb - xb).pow(2).sum())
+            after += float((clean - xb).pow(2).sum())
+    return before / max(after, 1e-30)
 
 
 def _stage_denoise(classifier, data, recipe: MnistRecipe, run_dir: Path, device: str, log) -> dict[int, dict]:
@@ -393,9 +429,7 @@ def _stage_denoise(classifier, data, recipe: MnistRecipe, run_dir: Path, device:
                 denoising_ratio(score, x, sigma=recipe.sigma, steps=recipe.steps, seed=recipe.seed, x_start=x_pgd), 4
             )
         if "compression_rate" not in rec:
-            _, purifier = defended_estimator(
-                classifier, score, x.shape[1:], data.nb_classes, sigma=recipe.sigma, steps=recipe.steps, device=device
-            )
+            purifier = _purifier(score, recipe, device)
             rate = compression_rate(
                 purifier,
                 x,

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from ..attacks._core import purifiers
-from ..attacks.registry import REGISTRY, Budget
+from ..attacks.registry import BLIND_ATTACK, REGISTRY, Budget
 from ..ensemble import logits
 from ..eot import EOTClassifier
 from .records import append_records, read_jsonl
@@ -144,7 +144,7 @@ class Cell:
     :param seeds: ``(block number, first index) -> Seeds``.
     :param block_size: Images per block (blocks by index: 0 to B - 1, B to 2B - 1, ...); None: every pending image in
         one block.
-    :param limit: Only the blocks that start below this index (None: every block).
+    :param images: Only the first ``images`` images (None: all).
     :param write: ``(outcome) -> records``: the plan's record lines for a block.
     :param keep: Keep the block's adversarial examples in the run folder's ``examples/`` under this name
         (:func:`keep`); None: not kept.
@@ -157,7 +157,7 @@ class Cell:
     seeds: Callable[[int, int], Seeds]
     write: Callable[[Outcome], list[dict]]
     block_size: int | None = 50
-    limit: int | None = None
+    images: int | None = None
     keep: tuple | None = None
 
 
@@ -256,7 +256,7 @@ def blocks(cell: Cell, pending: Sequence[int]) -> list[tuple[int, list[int]]]:
     parts: dict[int, list[int]] = {}
     for i in pending:
         parts.setdefault(int(i) // cell.block_size, []).append(int(i))
-    return [(b, part) for b, part in parts.items() if cell.limit is None or b * cell.block_size < cell.limit]
+    return list(parts.items())
 
 
 def run_cells(
@@ -287,16 +287,17 @@ def run_cells(
 
     path = Path(path)
     recorded = set(done) if done is not None else {key(r) for r in read_jsonl(path)}
-    units = [(c, b, part) for c in cells for b, part in blocks(c, range(len(x)))]
+    units = [(c, b, part) for c in cells for b, part in blocks(c, range(len(x) if c.images is None else c.images))]
     rank, world = shard
     mine = [(c, b, [i for i in part if (*c.key, i) not in recorded]) for c, b, part in units[rank::world]]
     mine = [u for u in mine if u[2]]
     seconds: dict[tuple, float] = {}
     bar = tqdm(total=sum(len(u[2]) for u in mine), disable=not progress or not mine, unit="image", desc=desc)
     for cell, b, part in mine:
+        estimator = targets(cell.target)
         start = time.perf_counter()
         idx = np.asarray(part)
-        outcome = run_block(cell, targets(cell.target), x[idx], y[idx], idx, b)
+        outcome = run_block(cell, estimator, x[idx], y[idx], idx, b)
         if cell.keep is not None and run_dir is not None:
             keep(Path(run_dir), cell.keep, idx, outcome.x_adv)
         outcome.seconds = time.perf_counter() - start
@@ -407,7 +408,8 @@ def defended_estimator(classifier, defences=None, *, input_shape, nb_classes: in
 
 #: The Python entry point's attacks by default: the paper's Clf-PGD, then full-gradient PGD+EOT and APGD-EOT through
 #: the purification, each on the per-draw mean and on the ensemble's loss (the strongest preset's gradient attacks).
-STANDARD = ("clf-pgd", "full-pgd-eot", "full-pgd-eot-ensemble", "apgd-eot", "apgd-eot-ensemble")
+STANDARD = (BLIND_ATTACK, *(a for a, spec in REGISTRY.items()
+                            if spec.strongest and spec.protocol in ("paper", "croce", "ensemble")))  # fmt: skip
 
 
 def _summary(correct: np.ndarray, rows: list[dict] | None = None) -> dict:

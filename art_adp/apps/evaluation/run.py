@@ -192,7 +192,7 @@ def _write(setting: Setting, attack: str, digest: str):
     return rows
 
 
-def _cells(settings: Sequence[Setting], c: EvalConfig, digests: dict) -> list[Cell]:
+def _cells(settings: Sequence[Setting], c: EvalConfig, digests: dict, x: np.ndarray) -> list[Cell]:
     """The plan's cells: one per (setting, attack), blocks of ``chunk_size`` examples (the sanity checks' only those
     starting below ``sanity_examples``), seeded by the engine's scheme from (seed, setting, attack, first example)."""
     cells = []
@@ -206,7 +206,7 @@ def _cells(settings: Sequence[Setting], c: EvalConfig, digests: dict) -> list[Ce
                 (s.name, a), s.name, attack, Judgement("none") if a == "flags" else judgement,
                 seeds=lambda b, first, s=s, a=a, r=repeats: block_seeds(c.seed, s.name, a, first, repeats=r),
                 write=_write(s, a, digests[(s.name, a)]), block_size=c.chunk_size,
-                limit=c.sanity_examples if s.subset else None,
+                images=min(len(x), -(-c.sanity_examples // c.chunk_size) * c.chunk_size) if s.subset else None,
             ))  # fmt: skip
     return cells
 
@@ -459,7 +459,7 @@ def evaluate(
         save_settings(run_dir / "settings.json", {digests[k]: v for k, v in expected.items()})
     distributed.barrier()
     targets = {None: estimator, **baseline_estimators}
-    cells = _cells(settings, config, digests)
+    cells = _cells(settings, config, digests, x)
     seconds = _work(cells, settings, targets, x, y, set(done), records_dir / f"rank-{rank}.jsonl", (rank, world),
                     progress)  # fmt: skip
     distributed.barrier()
