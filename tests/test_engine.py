@@ -1,0 +1,177 @@
+"""The evaluation engine (art_adp.runs.engine): blocks, seeds, judgements, the per-image worst case, resume after a
+kill mid-block, the settings guard, and the Python entry point against hand-made records."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from art_adp import ADPPurifier, KernelScore
+from art_adp.attacks.registry import BLIND_ATTACK, FULL_ATTACK
+from art_adp.runs import engine
+from art_adp.runs.engine import (
+    Cell,
+    Judgement,
+    Seeds,
+    block_seeds,
+    blocks,
+    clean,
+    defended_estimator,
+    evaluate_robustness,
+    judge,
+    run_cells,
+    worst_case,
+)
+from art_adp.runs.seeds import derive_seed
+
+
+@pytest.fixture(scope="module")
+def digits():
+    """A linear classifier on the first 300 digits' complement, and a one-step exact-score purifier."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x, y = (d.images / 16).astype(np.float32)[:, None], d.target.astype(np.int64)
+    torch.manual_seed(0)
+    clf = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
+    opt = torch.optim.Adam(clf.parameters(), 1e-2)
+    xt, yt = torch.as_tensor(x[300:]), torch.as_tensor(y[300:])
+    for _ in range(150):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(clf(xt), yt).backward()
+        opt.step()
+    return clf.eval(), x[:300], y[:300], torch.as_tensor(x[300:700])
+
+
+def purifier(train):
+    return ADPPurifier(KernelScore(train, bandwidth=0.25), sigma=0.25, steps=1, step_size=0.25, tau=0.0)
+
+
+KW = dict(eps=0.1, max_iter=3, eot_samples=2, ensemble_size=2, repeats=3, block_size=4, progress=False)
+
+
+def test_blocks_cut_by_index_and_one_block_without_a_size():
+    cell = Cell(("a",), "t", clean, Judgement(), block_seeds, lambda o: [], block_size=3)
+    assert blocks(cell, [0, 1, 2, 3, 7, 8]) == [(0, [0, 1, 2]), (1, [3]), (2, [7, 8])]
+    one = Cell(("a",), "t", clean, Judgement(), block_seeds, lambda o: [], block_size=None)
+    assert blocks(one, [4, 9]) == [(0, [4, 9])] and blocks(one, []) == []
+
+
+def test_block_seeds_are_the_evaluation_harness_scheme():
+    s = block_seeds(5, "main", "bpda-eot", 16, repeats=2)
+    assert s.attack == s.noise == derive_seed(5, "main", "bpda-eot", 16)
+    assert s.judge == (
+        derive_seed(5, "judge", "main", "bpda-eot", 16, 0),
+        derive_seed(5, "judge", "main", "bpda-eot", 16, 1),
+    )
+
+
+def test_worst_case_by_hand():
+    shared, robust = worst_case({"a": {0: True, 1: True, 2: False}, "b": {0: True, 1: False, 3: True}})
+    assert shared == [0, 1] and robust.tolist() == [True, False]
+    assert worst_case({"a": {0: True}}) is None and worst_case({"a": {0: True}, "b": {1: True}}) is None
+
+
+def test_judge_kinds(digits):
+    clf, x, y, train = digits
+    est = defended_estimator(clf, purifier(train), input_shape=(1, 8, 8))
+    xs = x[:6]
+    ens = judge(est, xs, Judgement("ensemble", 2, 3, batch_size=4), (1, 2, 1))
+    assert ens.shape == (3, 6) and (ens[0] == ens[2]).all()  # the same seed, the same draws
+    assert (ens[0] == judge(est, xs, Judgement("ensemble", 2, 1, batch_size=6), (1,))[0]).all()  # batch-independent
+    with pytest.raises(ValueError, match="R = 3 needs 3 seeds"):
+        judge(est, xs, Judgement("ensemble", 2, 3), (1,))
+    bare = defended_estimator(clf, None, input_shape=(1, 8, 8))
+    once = judge(bare, xs, Judgement("once", batch_size=2))
+    assert once.tolist() == [clf(torch.as_tensor(xs)).argmax(1).tolist()]
+    assert judge(est, xs, Judgement("none")).shape == (0, 6)
+    with engine.frozen_noise(est, 3):
+        fixed = [judge(est, xs, Judgement("fixed", batch_size=6)) for _ in range(2)]
+    assert (fixed[0] == fixed[1]).all()
+    with pytest.raises(ValueError, match="judgement must be one of"):
+        Judgement("vote")
+
+
+def test_run_cells_resumes_and_shards(digits, tmp_path):
+    """Blocks go in order; a rank runs every world-th block; what is on file is skipped."""
+    clf, x, y, _ = digits
+    est = defended_estimator(clf, None, input_shape=(1, 8, 8))
+    seen = []
+
+    def write(o):
+        seen.append(o.index.tolist())
+        return [{"k": "a", "index": int(i), "ok": bool(c)} for i, c in zip(o.index, o.correct)]
+
+    cell = Cell(("a",), "bare", clean, Judgement("once"), lambda b, f: Seeds(0, 0), write, block_size=2, images=7)
+    key = lambda r: (r["k"], r["index"])  # noqa: E731
+    run_cells([cell], lambda _: est, x, y, tmp_path / "r1.jsonl", key=key, shard=(1, 2), progress=False)
+    assert seen == [[2, 3], [6]]
+    run_cells([cell], lambda _: est, x, y, tmp_path / "r1.jsonl", key=key, progress=False)
+    assert seen[2:] == [[0, 1], [4, 5]]  # the rest, in order
+    recs = [json.loads(line) for line in (tmp_path / "r1.jsonl").read_text().splitlines()]
+    assert sorted(r["index"] for r in recs) == list(range(7))
+    truth = (clf(torch.as_tensor(x[:7])).argmax(1).numpy() == y[:7]).tolist()
+    assert [r["ok"] for r in sorted(recs, key=lambda r: r["index"])] == truth
+
+
+def test_evaluate_robustness_by_hand_from_its_records(digits, tmp_path):
+    clf, x, y, train = digits
+    res = evaluate_robustness(clf, purifier(train), x[:10], y[:10], attacks=(BLIND_ATTACK, FULL_ATTACK),
+                              run_dir=tmp_path, **KW)  # fmt: skip
+    recs = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert len(recs) == 30 and {len(r["pred"]) for r in recs} == {3}
+    ok = {(r["attack"], r["index"]): all(p == r["label"] for p in r["pred"]) for r in recs}
+    for a in (BLIND_ATTACK, FULL_ATTACK):
+        assert res["attacks"][a]["accuracy"] == np.mean([ok[(a, i)] for i in range(10)])
+        assert res["attacks"][a]["judgements"]["worst"] == res["attacks"][a]["accuracy"]
+    robust = [all(ok[(a, i)] for a in ("clean", BLIND_ATTACK, FULL_ATTACK)) for i in range(10)]
+    assert res["robust"].tolist() == robust and res["worst_case"]["accuracy"] == np.mean(robust)
+    assert res["worst_case"]["accuracy"] <= min(v["accuracy"] for v in res["attacks"].values())
+    assert max(r["linf"] for r in recs) <= 0.1 + 1e-6 and min(r["linf"] for r in recs if r["attack"] != "clean") > 0
+    assert sorted(p.name for p in (tmp_path / "examples").iterdir())[:1] == [f"{BLIND_ATTACK}__0.npz"]
+    assert res["robust"].sum() < 10  # the attacks break something: the test can tell a no-op attack
+
+
+def test_a_kill_mid_block_resumes_to_the_uninterrupted_records(digits, tmp_path, monkeypatch):
+    clf, x, y, train = digits
+    kw = dict(attacks=(FULL_ATTACK,), **KW)
+    whole = evaluate_robustness(clf, purifier(train), x[:10], y[:10], run_dir=tmp_path / "whole", **kw)
+    real, calls = engine.run_block, []
+
+    def cut(cell, *a, **k):
+        calls.append(cell.key)
+        if len(calls) == 5:  # clean's three blocks, the attack's first, then killed in its second
+            raise KeyboardInterrupt
+        return real(cell, *a, **k)
+
+    monkeypatch.setattr(engine, "run_block", cut)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate_robustness(clf, purifier(train), x[:10], y[:10], run_dir=tmp_path / "cut", **kw)
+    kept = (tmp_path / "cut" / "records.jsonl").read_text().splitlines()
+    assert len(kept) == 14  # 10 clean + the attack's first block of 4
+    monkeypatch.setattr(engine, "run_block", real)
+    resumed = evaluate_robustness(clf, purifier(train), x[:10], y[:10], run_dir=tmp_path / "cut", **kw)
+    lines = lambda d: sorted((d / "records.jsonl").read_text().splitlines())  # noqa: E731
+    assert lines(tmp_path / "cut") == lines(tmp_path / "whole")
+    assert resumed["robust"].tolist() == whole["robust"].tolist()
+
+
+def test_a_changed_setting_is_refused_and_a_new_attack_added(digits, tmp_path, monkeypatch):
+    clf, x, y, train = digits
+    evaluate_robustness(clf, purifier(train), x[:8], y[:8], attacks=(BLIND_ATTACK,), run_dir=tmp_path, **KW)
+    with pytest.raises(ValueError, match=r"other settings for attack 'clf-pgd': eps 0.1 \(now 0.2\)"):
+        evaluate_robustness(clf, purifier(train), x[:8], y[:8], attacks=(BLIND_ATTACK,), run_dir=tmp_path,
+                            **{**KW, "eps": 0.2})  # fmt: skip
+    with pytest.raises(ValueError, match=r"the common settings: repeats 3 \(now 2\)"):
+        evaluate_robustness(clf, purifier(train), x[:8], y[:8], attacks=(BLIND_ATTACK,), run_dir=tmp_path,
+                            **{**KW, "repeats": 2})  # fmt: skip
+    ran, real = [], engine.run_block
+    monkeypatch.setattr(engine, "run_block", lambda cell, *a, **k: ran.append(cell.key) or real(cell, *a, **k))
+    res = evaluate_robustness(clf, purifier(train), x[:8], y[:8], attacks=(BLIND_ATTACK, FULL_ATTACK),
+                              run_dir=tmp_path, **KW)  # fmt: skip
+    assert ran == [(FULL_ATTACK,)] * 2 and set(res["attacks"]) == {BLIND_ATTACK, FULL_ATTACK}  # only the new one
+    with pytest.raises(ValueError, match="Unknown attacks"):
+        evaluate_robustness(clf, None, x[:8], y[:8], attacks=("nope",), run_dir=tmp_path / "n", **KW)
+    with pytest.raises(ValueError, match="x must be N×C×H×W"):
+        evaluate_robustness(clf, None, x[:8, 0], y[:8], run_dir=tmp_path / "n", **KW)
