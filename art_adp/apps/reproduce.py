@@ -239,21 +239,11 @@ def _adversarials(name: str, cache: Path, make: Callable[[], np.ndarray]) -> np.
 
 
 def _clf_pgd(classifier, data, recipe: MnistRecipe, n: int, run_dir: Path, device: str) -> np.ndarray:
-    from art.estimators.classification import PyTorchClassifier
-
     def make():
-        est = PyTorchClassifier(
-            classifier,
-            torch.nn.CrossEntropyLoss(),
-            input_shape=data.x_test.shape[1:],
-            nb_classes=data.nb_classes,
-            clip_values=(0.0, 1.0),
-            device_type="gpu" if device == "cuda" else "cpu",
-        )
-        from .. import attacks as A
-
-        atk = A.ClassifierPGD(est, eps=recipe.eps, eps_step=recipe.eps_step, max_iter=recipe.max_iter, batch_size=256)
-        return atk.generate(data.x_test[:n], y=data.y_test[:n])
+        est = defended_estimator(classifier, None, input_shape=data.x_test.shape[1:], nb_classes=data.nb_classes,
+                                 device=device)  # fmt: skip
+        budget = Budget(eps=recipe.eps, eps_step=recipe.eps_step, max_iter=recipe.max_iter, batch_size=256)
+        return REGISTRY[registry.BLIND_ATTACK].build(est, budget, 0).generate(data.x_test[:n], y=data.y_test[:n])
 
     return _adversarials(registry.BLIND_ATTACK, run_dir / f"{registry.BLIND_ATTACK}_{n}.npz", make)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..runs.engine import defended_estimator
 from ..runs.seeds import derive_seed
 
 __all__ = ["METHODS", "plateau", "robust_accuracy", "split_validation", "train_until_plateau", "white_box_pgd"]
@@ -76,15 +77,10 @@ def white_box_pgd(
     classifier), or on the composed model behind ``purifier`` (its ``gradient`` decides the gradient); ART draws the
     random start from NumPy's global RNG, seeded here with ``seed`` and restored after."""
     from art.attacks.evasion import ProjectedGradientDescent
-    from art.estimators.classification import PyTorchClassifier
 
     with torch.no_grad():
         nb_classes = int(model(torch.as_tensor(x[:1], device=device)).shape[1])
-    estimator = PyTorchClassifier(
-        model, torch.nn.CrossEntropyLoss(), input_shape=tuple(x.shape[1:]), nb_classes=nb_classes,
-        clip_values=(0.0, 1.0), device_type="gpu" if device == "cuda" else "cpu",
-        preprocessing_defences=None if purifier is None else [purifier],
-    )  # fmt: skip
+    estimator = defended_estimator(model, purifier, input_shape=x.shape[1:], nb_classes=nb_classes, device=device)
     state = np.random.get_state()
     try:
         np.random.seed(seed % 2**32)

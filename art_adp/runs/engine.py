@@ -400,7 +400,7 @@ def defended_estimator(classifier, defences=None, *, input_shape, nb_classes: in
     if isinstance(defences, PreprocessorPyTorch):
         defences = [defences]
     return PyTorchClassifier(
-        classifier.to(device).eval(), torch.nn.CrossEntropyLoss(), input_shape=tuple(input_shape),
+        classifier.to(device), torch.nn.CrossEntropyLoss(), input_shape=tuple(input_shape),
         nb_classes=nb_classes, clip_values=clip_values, preprocessing_defences=list(defences) if defences else None,
         device_type="gpu" if str(device).startswith("cuda") else "cpu",
     )  # fmt: skip

@@ -45,6 +45,7 @@ from ...runs.provenance import provenance
 from ...runs import engine
 from ...runs.engine import (
     Cell,
+    defended_estimator,
     Judgement,
     Outcome,
     block_seeds,
@@ -365,16 +366,8 @@ def _as_estimator(
 ) -> PyTorchClassifier:
     if isinstance(model, PyTorchClassifier):
         return model
-    model = model.to(dev).eval()
-    return PyTorchClassifier(
-        model,
-        torch.nn.CrossEntropyLoss(),
-        input_shape=x.shape[1:],
-        nb_classes=nb_classes,
-        clip_values=clip_values,
-        preprocessing_defences=defences or None,
-        device_type="gpu" if dev.type == "cuda" else "cpu",
-    )
+    return defended_estimator(model.to(dev).eval(), defences or None, input_shape=x.shape[1:], nb_classes=nb_classes,
+                              clip_values=clip_values, device=dev.type)  # fmt: skip
 
 
 def evaluate(
