@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The calls behind docs/cifar10.md's tables. One torch thread per call on a 2-core CPU (AMD EPYC, AVX-512, fp32);
+# The calls behind docs/cifar10_results.md's tables. One torch thread per call on a 2-core CPU (AMD EPYC, AVX-512, fp32);
 # each call resumes its run folder's records (blocks of 50 images); folders can run side by side on the cores.
 #   bash docs/cifar10_runs.sh CIFAR10_DIR RESNET20_TH TINIEST_DIR
 # CIFAR10_DIR: the "python version" batches (all 50,000 training images; for measuring, the development half of the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The calls behind docs/fashion_mnist.md's "attacks at full strength" tables, in order: the seeded DenoiserUNet, then
+# The calls behind docs/fashion_mnist_results.md's "attacks at full strength" tables, in order: the seeded DenoiserUNet, then
 # each defence's attacks at full strength on the first 200 measuring images, one run folder per defence (each call
 # resumes its folder's records per image; folders can run side by side on the cores). Sized for one torch thread per
 # call on a 2-core CPU (AMD EPYC, AVX2, fp32, two calls at a time): the exact score's rows take about 12 min (PGD+EOT),

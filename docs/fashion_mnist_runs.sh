@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The calls that measure docs/results/fashion_mnist_levers.json (docs/fashion_mnist.md), in order, each resuming the
+# The calls that measure docs/results/fashion_mnist_levers.json (docs/fashion_mnist_results.md), in order, each resuming the
 # same run folder (records per image: an interrupted call re-run measures only what is missing; more images can be
 # added later by a larger --n-examples). Sized for a shared 2-core CPU, one torch thread per call: clean and Clf-PGD
 # on 943 test images (all of the subset's), adaptive rows (EOT 8, R 2, judged also with fixed noise) on 200 (one-step

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The calls that measured docs/results/mnist_levers.json (docs/mnist.md, "The answer on a CPU"), in the order they
+# The calls that measured docs/results/mnist_levers.json (docs/mnist_results.md, "The answer on a CPU"), in the order they
 # ran, each resuming the same run folder (records per digit: an interrupted call re-run measures only what is
 # missing). One torch thread per call, on a shared 2-core CPU; the table names the last call.
 #   bash docs/mnist_levers_runs.sh MNIST_DIR

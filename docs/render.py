@@ -510,13 +510,16 @@ def denoiser_bundled(path: str) -> str:
     ])  # fmt: skip
 
 
+#: The attacks of docs/results/mnist_levers.json (written before levers tables recorded their rows), as it ran them.
+MNIST_LEVERS_LABELS = {"clean": "clean", "clf-pgd": "Clf-PGD 40 × 0.01", "clf-pgd-strong": "Clf-PGD 100 × 0.025 (rs)",
+                       "clf-pgd-eps/256": "Clf-PGD at ε 0.3/256", "bpda-eot": "BPDA+EOT 40 × 0.01",
+                       "full-pgd-eot": "full-gradient PGD+EOT 40 × 0.01"}  # fmt: skip
+
+
 def mnist_levers(path: str) -> str:
     """docs/mnist.md: ADP lever by lever on the MNIST development split (art-adp levers)."""
     result = load(path)
-    order = ["clean", "clf-pgd", "clf-pgd-strong", "clf-pgd-eps/256", "bpda-eot", "full-pgd-eot"]
-    names = {"clean": "clean", "clf-pgd": "Clf-PGD 40 × 0.01", "clf-pgd-strong": "Clf-PGD 100 × 0.025 (rs)",
-             "clf-pgd-eps/256": "Clf-PGD at ε 0.3/256", "bpda-eot": "BPDA+EOT 40 × 0.01",
-             "full-pgd-eot": "full-gradient PGD+EOT 40 × 0.01"}  # fmt: skip
+    order, names = list(MNIST_LEVERS_LABELS), MNIST_LEVERS_LABELS
     attacks = [a for a in order if any(c["attack"] == a for c in result["cells"])]
     groups: dict[tuple, dict] = {}
     for c in result["cells"]:
@@ -776,6 +779,164 @@ def cifar10_not_run(path: str) -> str:
                                   "docs/results/cifar10_full_gradient.json"))
 
 
+#: The answer table of each data-set page: the levers tables it draws on (the first holds the adversarially trained
+#: classifier it is set beside) and that classifier's name.
+ANSWERS: dict[str, tuple[tuple[str, ...], str]] = {
+    "fashion-mnist": (tuple(f"docs/results/fashion_mnist_{n}.json" for n in (
+        "levers", "full_strength", "full_strength_attacks", "full_strength_adv_cnn", "full_strength_denoiser",
+        "full_strength_denoiser_adv_cnn", "behind_purifier", "adv_behind_purifier", "adv_behind_purifier_full",
+        "behind_denoiser", "adv_behind_denoiser", "attack_options")), "adv-cnn"),
+    "mnist": (tuple(f"docs/results/mnist_{n}.json" for n in (
+        "adv_cnn_plateau", "levers", "new_attacks", "full_strength", "full_strength_denoiser", "adv_cnn",
+        "behind_purifier", "adv_behind_purifier", "behind_denoiser", "attack_options")), "adv-cnn"),
+    "cifar10": (tuple(f"docs/results/cifar10_{n}.json" for n in ("levers", "more", "full_gradient")), "adv-resnet20"),
+}  # fmt: skip
+
+
+def _sees_the_defence(attack: str, result: dict) -> bool:
+    """Whether an attack of a levers table takes its gradient through the defence (an adaptive row), rather than
+    the preprocessor-blind Clf-PGD; a table written before it recorded its rows (mnist_levers.json) names Clf-PGD
+    ``clf-pgd...``."""
+    adaptive = {r["name"]: r["adaptive"] for r in result.get("rows", [])}
+    return adaptive.get(attack, not attack.startswith("clf-pgd"))
+
+
+def _attack_label(attack: str, result: dict) -> str:
+    from art_adp.attacks.registry import LABELS
+
+    labels = {r["name"]: r["label"] for r in result.get("rows", [])} or MNIST_LEVERS_LABELS
+    return labels.get(attack, LABELS.get(attack, attack))
+
+
+def _defences(paths: Sequence[str]) -> dict[tuple, dict[str, dict]]:
+    """Every defence the levers tables of ``paths`` measured, judged on the ensemble, keyed by what it is: (score
+    model, its weights' SHA-256, setting, classifier, its weights' SHA-256; None where a table recorded no hash), with
+    its cells per result file. A bare classifier is the defence "no purification"; a table that names no classifier
+    (mnist_levers.json) measured the MLP."""
+    from art_adp.apps.levers import WORST_CASE
+
+    found: dict[tuple, dict[str, dict]] = {}
+    for path in paths:
+        result = load(path)
+        models = result["provenance"]["models"] if isinstance(result["provenance"]["models"], dict) else {}
+        for c in result["cells"]:
+            if c.get("judge", "ensemble") != "ensemble":
+                continue
+            if c["model"] == "none":
+                setting, clf = "no purification", c["setting"]
+            else:
+                setting, clf = c["setting"], c.get("classifier") or result.get("classifier") or "mlp"
+            key = (c["model"], models.get(c["model"]), setting, clf, models.get(clf))
+            found.setdefault(key, {}).setdefault(path, {})[c["attack"]] = c
+    assert all(WORST_CASE not in cells or len(cells) > 1 for d in found.values() for cells in d.values())
+    return found
+
+
+def _under_attack(cells_by_file: dict[str, dict], bare: bool) -> tuple | None:
+    """The lowest robust accuracy a defence was left with, over its result files: per file, the per-image worst case
+    over every attack of its line where the table recorded one, else its strongest single attack; only attacks that
+    see the defence count (every attack on a bare classifier is white-box). (cell, file, attacks, per image) or None
+    where only the preprocessor-blind attack was run."""
+    from art_adp.apps.levers import WORST_CASE
+
+    found = []
+    for path, cells in cells_by_file.items():
+        result = load(path)
+        attacks = {a: c for a, c in cells.items() if a not in ("clean", WORST_CASE)}
+        if not attacks or not (bare or any(_sees_the_defence(a, result) for a in attacks)):
+            continue
+        if WORST_CASE in cells:
+            found.append((cells[WORST_CASE], path, attacks, True))
+        else:
+            counted = {a: c for a, c in attacks.items() if bare or _sees_the_defence(a, result)}
+            strongest = min(counted, key=lambda a: counted[a]["accuracy"])
+            found.append((counted[strongest], path, attacks, False))
+    # the lowest figure; on a tie, a per-image worst case before a single attack, then the most images
+    return min(found, key=lambda f: (f[0]["accuracy"], not f[3], -f[0]["n"]), default=None)
+
+
+def answer(dataset: str) -> str:
+    """The answer table of a data-set page: each defence's clean accuracy and its per-image worst case under attack
+    (:func:`_under_attack`), highest first, the adversarially trained classifier in bold; then the defences measured
+    only under the preprocessor-blind attack."""
+    paths, baseline = ANSWERS[dataset]
+    defences = _defences(paths)
+    # a model whose name other weights share on the page is named with its weights' SHA-256, as the provenance
+    # lines print it
+    hashes: dict[str, set] = {}
+    for model, model_hash, _, clf, clf_hash in defences:
+        hashes.setdefault(model, set()).add(model_hash)
+        hashes.setdefault(clf, set()).add(clf_hash)
+    names = {}
+    for model, model_hash, setting, clf, clf_hash in defences:
+        purifier = SCORE_LABELS.get(model, model) + (f" {model_hash[:12]}" if len(hashes[model]) > 1 else "")
+        names[model, model_hash, setting, clf, clf_hash] = [
+            purifier + ("" if model == "none" else f" · {setting}"),
+            clf + (f" {clf_hash[:12]}" if len(hashes[clf]) > 1 and clf_hash else "")]
+    rows, blind = [], []
+    for key, cells_by_file in defences.items():
+        cleans = [cells["clean"] for cells in cells_by_file.values() if "clean" in cells]
+        clean = max(cleans, key=lambda c: c["n"], default=None)  # the most images; on a tie, the first file's
+        bare = key[0] == "none"
+        worst = _under_attack(cells_by_file, bare)
+        purifier, clf = names[key]
+        if bare and key[3] == baseline and key[4] == load(paths[0])["provenance"]["models"].get(baseline):
+            clf = f"**{clf}: adversarial training**"
+        if worst is None:
+            attacks = {a: c for cells in cells_by_file.values() for a, c in cells.items() if a != "clean"}
+            lowest = min(attacks.values(), key=lambda c: c["accuracy"])
+            blind.append(f"{purifier} → {clf} {pct(clean['accuracy']) if clean else '–'} / "
+                         f"{pct(lowest['accuracy'])} ({lowest['n']})")  # fmt: skip
+            continue
+        c, path, attacks, per_image = worst
+        result = load(path)
+        repeats = max((a.get("repeats") or 1 for a in attacks.values()), default=1)
+        judged = "once (no purifier)" if bare else f"worst of R = {repeats}"
+        # the strongest attack alone among those that see the defence, on the images of the figure where it can
+        counted = {a: x for a, x in attacks.items() if bare or _sees_the_defence(a, result)}
+        counted = {a: x for a, x in counted.items() if x["n"] == c["n"]} or counted
+        strongest = min(counted, key=lambda a: counted[a]["accuracy"])
+        label = _attack_label(strongest, result)
+        if bare:  # Clf-PGD on a bare classifier is white-box PGD
+            label = label.replace("Clf-PGD (preprocessor-blind)", "white-box PGD").replace("Clf-PGD", "white-box PGD")
+        if per_image:
+            what = (f"per image over {len(attacks)} attack{'s' * (len(attacks) > 1)}; strongest alone: {label}, "
+                    f"{pct(counted[strongest]['accuracy'])}")  # fmt: skip
+        else:
+            what = f"strongest single attack (no per-image worst case recorded): {label}"
+        rows.append((c["accuracy"], clean["accuracy"] if clean else 0, [
+            purifier, clf, cell(clean) or "not measured", f"**{cell(c)}**", judged, what, f"`{Path(path).stem}`"]))
+    rows.sort(key=lambda r: (-r[0], -r[1]))
+    out = [
+        "Accuracy in % [95 % Wilson interval] (images). Under attack: the lowest figure of the result files that "
+        "measured the defence (the same weights, by SHA-256), the per-image worst case over every attack of its line "
+        "where the file records one (no file merges another's records). Only attacks that see the defence count: "
+        "adaptive ones through the purifier, white-box ones on a bare classifier.", "",
+        *table(["purifier", "classifier", "clean", "under attack", "judged", "attacks", "result file"],
+               [r[2] for r in rows]),
+    ]  # fmt: skip
+    if blind:
+        out += ["", "Measured only under the preprocessor-blind Clf-PGD, which does not see the purifier (clean / "
+                "Clf-PGD in %, images): " + "; ".join(blind) + "."]  # fmt: skip
+    first = load(paths[0])
+    return "\n".join([*out, "", source(paths[0], first)])
+
+
+def fashion_mnist_answer(path: str) -> str:
+    """docs/fashion_mnist.md: the answer table (:func:`answer`)."""
+    return answer("fashion-mnist")
+
+
+def mnist_answer(path: str) -> str:
+    """docs/mnist.md: the answer table (:func:`answer`)."""
+    return answer("mnist")
+
+
+def cifar10_answer(path: str) -> str:
+    """docs/cifar10.md: the answer table (:func:`answer`)."""
+    return answer("cifar10")
+
+
 def fashion_mnist_levers(path: str) -> str:
     """docs/fashion_mnist.md: ADP lever by lever on Fashion-MNIST at ε = 8/255 (art-adp levers)."""
     return levers_page(load(path), path)
@@ -871,6 +1032,9 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "denoiser-mnist-fp32": ("docs/results/denoiser_mnist_fp32.json", denoiser_training),
     "denoiser-mnist-seeded": ("docs/results/denoiser_mnist_seeded.json", denoiser_training),
     "denoiser-cifar10": ("docs/results/denoiser_cifar10.json", denoiser_bundled),
+    "fashion-mnist-answer": ("docs/results/fashion_mnist_levers.json", fashion_mnist_answer),
+    "mnist-answer": ("docs/results/mnist_adv_cnn_plateau.json", mnist_answer),
+    "cifar10-answer": ("docs/results/cifar10_levers.json", cifar10_answer),
     "cifar10-levers": ("docs/results/cifar10_levers.json", levers_result),
     "cifar10-full-gradient": ("docs/results/cifar10_full_gradient.json", levers_result),
     "cifar10-more": ("docs/results/cifar10_more.json", levers_result),
