@@ -15,7 +15,7 @@ classifier blind to the purifier (the paper's attack); adaptive attacks through 
 registry (BPDA+EOT, full-gradient PGD+EOT, APGD-EOT; any registry attack is a row by its name); AutoAttack
 (standard version, torchattacks' port of Croce & Hein's code) on the undefended classifiers. A data set's
 :class:`Preset` holds the radius, the rows' budgets, the classifiers and the σ grid; MNIST's is the table of
-``docs/mnist.md``, Fashion-MNIST's the paper's ε = 8/255.
+``docs/mnist_results.md``, Fashion-MNIST's the paper's ε = 8/255.
 
 Judgements: clean and Clf-PGD rows on the S-run ensemble (mean softmax of S purifications); adaptive rows R times
 (fresh noise each: the mean, the worst case and the majority vote over R, from the evaluation's report), and, with
@@ -272,7 +272,7 @@ class Preset:
 MNIST_EPS = DATASET_EPS["mnist"]
 FMNIST_EPS = DATASET_EPS["fashion-mnist"]
 
-#: MNIST: the table of docs/mnist.md (ε 0.3, the paper's MLP; Clf-PGD 40 × 0.01 without random start as measured
+#: MNIST: the table of docs/mnist_results.md (ε 0.3, the paper's MLP; Clf-PGD 40 × 0.01 without random start as measured
 #: there, 100 × 0.025 with one, and at ε 0.3/256; adaptive 40 × 0.01), the stronger adaptive rows (40 × 0.03, random
 #: start) and the adversarially trained SmallCNN.
 MNIST = Preset(
@@ -370,7 +370,7 @@ CIFAR10 = Preset(
 
 PRESETS: Mapping[str, Preset] = {"mnist": MNIST, "fashion-mnist": FASHION_MNIST, "cifar10": CIFAR10}
 
-#: MNIST's rows (the table of docs/mnist.md).
+#: MNIST's rows (the table of docs/mnist_results.md).
 ROWS: tuple[Row, ...] = MNIST.rows
 ATTACK_ROWS = {row.name: row for row in ROWS}
 JUDGES = ("ensemble", "fixed")
@@ -1133,7 +1133,7 @@ def levers_command(
     trained one, under Clf-PGD and adaptive attacks, beside the undefended and adversarially trained classifiers
     (white-box PGD, AutoAttack); the radius, the rows' budgets, the classifiers and the σ grid come from the data
     set's preset, each overridable; resumable, and more images can be added later. See docs/mnist.md and
-    docs/fashion_mnist.md."""
+    docs/fashion_mnist.md (their tables: docs/*_results.md)."""
     from ..data import load_dataset
 
     data = load_dataset(dataset, data_root)

@@ -59,7 +59,7 @@ PAPER_MNIST = {
 @dataclass(frozen=True)
 class MnistRecipe:
     """
-    Everything ``reproduce mnist`` does, with the defaults of the recipe documented in ``docs/mnist.md``.
+    Everything ``reproduce mnist`` does, with the defaults of the recipe documented in ``docs/mnist_results.md``.
 
     Score model: NCSNv2 of width ``ngf`` trained on σ from ``sigma_begin`` to ``sigma_end`` (geometric,
     ``num_sigmas`` levels; purification starts at σ = 0.25, so the paper's σ₁ = 15 only matters for sampling), batch
@@ -656,7 +656,7 @@ def reproduce_command(
     device: str | None = None,
     progress: bool = True,
 ) -> dict | None:
-    """Every stage resumes: re-run the same command to continue. See docs/mnist.md. --lr (auto: large_batch_lr of
+    """Every stage resumes: re-run the same command to continue. See docs/mnist_results.md. --lr (auto: large_batch_lr of
     --batch-size), --lr-warmup and --precision belong to the recipe (a resume must keep them); --channels-last and
     --compile only change the speed, and on CUDA cuDNN's autotuner picks the convolutions."""
     from .commands import cudnn_autotune, resolve_lr
