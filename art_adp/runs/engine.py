@@ -448,8 +448,8 @@ def evaluate_robustness(
     plan a user calls the way AutoAttack's users call ``run_standard_evaluation``.
 
     Clean images and each attack are judged on the S-run ensemble R times with fresh noise (an image counts as correct
-    under an attack only if every judgement is: the worst of R); an image is robust only if it is correct clean and
-    under every attack. Blocks of ``block_size`` images are recorded in ``RUN_DIR/records.jsonl`` as they finish, their
+    under an attack only if every judgement is: the worst of R); an image is robust only if every attack left it correct
+    (the per-image worst case over the attacks, the clean row aside, as the lever tables count it). Blocks of ``block_size`` images are recorded in ``RUN_DIR/records.jsonl`` as they finish, their
     adversarial examples in ``RUN_DIR/examples/``; calling again with the same folder resumes (more attacks, or more
     images, may be added), and a call whose data, weights, defence, judging or an attack's budget differs from the
     folder's is refused, naming what differs.
@@ -510,8 +510,9 @@ def _result(records: list[dict], attacks: Sequence[str], n: int) -> dict:
         if r["index"] < n:
             by.setdefault(r["attack"], {})[r["index"]] = r
     correct = {a: {i: all(p == r["label"] for p in r["pred"]) for i, r in by[a].items()} for a in attacks}
-    robust = np.array([all(correct[a].get(i, False) for a in attacks) for i in range(n)])
-    worst = worst_case(correct)
+    attacked = [a for a in attacks if a != "clean"]
+    robust = np.array([all(correct[a].get(i, False) for a in attacked) for i in range(n)])
+    worst = worst_case({a: correct[a] for a in attacked})
     summary = {a: _summary(np.array(list(correct[a].values())), list(by[a].values())) for a in attacks}
     return {"clean": summary["clean"], "attacks": {a: summary[a] for a in attacks if a != "clean"},
             "worst_case": _summary(worst[1] if worst else robust), "robust": robust}  # fmt: skip

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ...attacks import registry
+from ...runs.engine import worst_case
 from ...runs.statistics import clopper_pearson, judgements, majority_correct, wilson
 from . import sanity
 from .config import budget_fields, budget_text, judging_shortfalls, shortfalls, white_box_fields
@@ -211,6 +212,7 @@ def build(
         rows.append(row)
 
     attacked = {r["attack"]: r for r in rows if r["attack"] != "clean"}
+    worst = _worst_case(groups, [a for a in main_setting.attacks if a not in ("clean", "flags")])
     strongest = (
         min(attacked, key=lambda a: (attacked[a]["worst"]["value"], attacked[a]["mean"]["value"])) if attacked else None
     )
@@ -256,7 +258,21 @@ def build(
         "baselines": baselines,
         "compression": compression,
         "compression_sweep": dict(compression_sweep or {}),
+        "worst_case": worst,
     }
+
+
+def _worst_case(groups: dict, attacks: list[str]) -> dict | None:
+    """The main table's per-image worst case over its attacks (worst of R each): an example counts only if no attack
+    broke it (the engine's :func:`~art_adp.runs.engine.worst_case`); None with fewer than two attacks."""
+    found = worst_case({a: {r["index"]: all(p == r["label"] for p in r["pred"]) for r in groups.get(("main", a), [])}
+                        for a in attacks})  # fmt: skip
+    if found is None:
+        return None
+    shared, robust = found
+    k = int(robust.sum())
+    return {"value": k / len(shared), "ci": list(clopper_pearson(k, len(shared))), "method": "clopper-pearson",
+            "n": len(shared), "attacks": attacks}  # fmt: skip
 
 
 def _jsonable(v):
@@ -384,6 +400,12 @@ def markdown(result: dict) -> str:
             )
     else:
         lines.append(f"No strongest attack named: {' and '.join(result['verdict_withheld_because'])}.")
+    if result.get("worst_case"):  # cards written before it was recorded have none
+        w = result["worst_case"]
+        lines.append(
+            f"Per example over all {len(w['attacks'])} attacks (correct only if no attack broke it, worst of R each): "
+            f"{_cell(w)} % of {w['n']}."
+        )
     sweeps = sweep_tables(result)
     if sweeps:
         lines += ["", *sweeps]
