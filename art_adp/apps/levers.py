@@ -625,6 +625,9 @@ def _budget(r: Row, eps: float, eot_samples: int, batch_size: int = 50, judge_dr
 #: short resumes from its last whole block, and a resumed row equals an uninterrupted one.
 BLOCK = 50
 
+#: Images the fixed-noise view attacks and judges under one frozen draw (its blocks, by index, and its batches).
+FIXED_CHUNK = 50
+
 
 def _block_seed(seed: int, block: int) -> int:
     """A block's seed: the run's for the first block (a row of at most one block is measured as before blocks were),
@@ -916,13 +919,13 @@ def run_levers(
                                       seeds=lambda b, first: Seeds(seed, seed, (derive_seed(seed, "judge", 0),)),
                                       write=write(*key, {**extra, "repeats": 1}), block_size=None))  # fmt: skip
                 if "fixed" in judges and (r.adaptive or not r.attack):
-                    budget = _budget(r, eps, 1, batch_size=BLOCK, judge_draws=1)  # judged by the frozen draw
+                    budget = _budget(r, eps, 1, batch_size=FIXED_CHUNK, judge_draws=1)  # judged by the frozen draw
                     attack = adaptive_attack(r, budget) if r.adaptive else clean
-                    cells.append(Cell((*key, "fixed"), target, attack, Judgement("fixed", 1, 1, batch_size=BLOCK),
+                    cells.append(Cell((*key, "fixed"), target, attack, Judgement("fixed", 1, 1, batch_size=FIXED_CHUNK),
                                       seeds=lambda b, first, r=r: Seeds(derive_seed(seed, r.name),
-                                                                        derive_seed(seed, "fixed", b * BLOCK)),
+                                                                        derive_seed(seed, "fixed", b * FIXED_CHUNK)),
                                       write=write(*key, {**extra, "repeats": 1}, judge="fixed"),
-                                      block_size=BLOCK))  # fmt: skip
+                                      block_size=FIXED_CHUNK))  # fmt: skip
     held: dict[str, Any] = {}
 
     def build(target: str):
