@@ -542,3 +542,26 @@ def test_a_recipe_with_init_fine_tunes_the_brought_classifier(tiny, tmp_path, mo
     assert all(torch.equal(seen["weights"][k], v) for k, v in base.state_dict().items())
     assert (seen["lr"], seen["val_fraction"], seen["adversarial"]) == (1e-4, 0.25, False)
     assert levers._classifier("base", preset, tiny, tmp_path, 0, False).config == base.config  # brought, untouched
+
+
+def test_a_cell_run_again_with_other_settings_is_refused(tiny, tmp_path, one_thread):
+    """The folder's cells.json keeps each cell's settings: another radius (the rows' budgets with it) or another S is
+    refused before anything runs, naming what differs; the same settings resume, and a new row is added."""
+    kwargs = dict(models=("oracle",), settings=["one-step denoise"], classifiers=(), attacks=("clean", SWEEP_ATTACK),
+                  ensemble_size=2, repeats=2, eot_samples=1, max_iter=1, n_examples=2, progress=False)  # fmt: skip
+    run_levers(tiny, tmp_path, **kwargs)
+    held = json.loads((tmp_path / "cells.json").read_text())
+    assert sorted(held) == ["mlp / oracle / one-step denoise / bpda-eot-1it-r1 / ensemble",
+                            "mlp / oracle / one-step denoise / clean / ensemble"]  # fmt: skip
+    before = (tmp_path / "records.jsonl").read_text()
+    with pytest.raises(ValueError, match=r"holds records of mlp / oracle / one-step denoise / clean / ensemble made "
+                                         r"with other settings: eps 0.3 \(now 0.2\)\."):  # fmt: skip
+        run_levers(tiny, tmp_path, eps=0.2, **kwargs)
+    with pytest.raises(ValueError, match=r"bpda-eot-1it-r1 / ensemble made with other settings: budget.eps_step "
+                                         r"0.01 \(now 0.05\), row.eps_step 0.01 \(now 0.05\)"):  # fmt: skip
+        run_levers(tiny, tmp_path, eps_step=0.05, **kwargs)
+    with pytest.raises(ValueError, match=r"clean / ensemble made with other settings: judgement.ensemble_size 2 \(now 3\)"):
+        run_levers(tiny, tmp_path, **{**kwargs, "ensemble_size": 3})
+    assert (tmp_path / "records.jsonl").read_text() == before  # nothing ran
+    run_levers(tiny, tmp_path, **{**kwargs, "attacks": ("clean", SWEEP_ATTACK, BLIND_ATTACK)})
+    assert len(json.loads((tmp_path / "cells.json").read_text())) == 3

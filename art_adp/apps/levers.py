@@ -54,6 +54,7 @@ from ..runs.engine import (
     Seeds,
     clean,
     defended_estimator,
+    guard,
     probe,
     registry_attack,
     run_cells,
@@ -838,12 +839,21 @@ def run_levers(
 
         return rows_
 
+    def settings(r: Row, judgement: Judgement, s: Setting | None = None, budget: Budget | None = None) -> dict:
+        """What a cell's records depend on besides its images: the radius, the row and its budget, the purification,
+        the judging and the seed (the folder's ``cells.json`` keeps them: a cell run again with others is refused)."""
+        return {"eps": eps, "row": asdict(r), "budget": None if budget is None else asdict(budget), "seed": seed,
+                "purifier": None if s is None else asdict(s),
+                "judgement": {"kind": judgement.kind, "ensemble_size": judgement.ensemble_size,
+                              "repeats": judgement.repeats}}  # fmt: skip
+
     white = [r for r in rows if not r.adaptive]
     prices: dict[str, float] = {}
     once = Judgement("once", batch_size=max(1, len(x)))
     cells: list[Cell] = [  # the undefended classifiers under white-box attacks
         Cell((base, "none", name, r.name, "ensemble"), f"bare:{name}", _white(r, eps, seed, device), once,
-             seeds=lambda b, first: Seeds(seed, seed), write=write(base, "none", name, r.name), block_size=None)
+             seeds=lambda b, first: Seeds(seed, seed), write=write(base, "none", name, r.name), block_size=None,
+             settings=settings(r, once))
         for name in (() if estimate_only else classifiers) for r in white
     ]  # fmt: skip
     for name in () if estimate_only else classifiers:
@@ -913,19 +923,23 @@ def run_levers(
                             **({"eot_samples": r.eot_samples} if r.eot_samples else {})}  # fmt: skip
                     cells.append(Cell((*key, "ensemble"), target, adaptive_attack(r, budget), ensemble,
                                       seeds=judged(r, repeats), write=write(*key, more), block_size=BLOCK,
-                                      keep=key if keep_examples else None))  # fmt: skip
+                                      keep=key if keep_examples else None,
+                                      settings=settings(r, ensemble, s, budget)))  # fmt: skip
                 if "ensemble" in judges and not r.adaptive:
-                    cells.append(Cell((*key, "ensemble"), target, cached(name, r), replace(ensemble, repeats=1),
+                    one = replace(ensemble, repeats=1)
+                    cells.append(Cell((*key, "ensemble"), target, cached(name, r), one,
                                       seeds=lambda b, first: Seeds(seed, seed, (derive_seed(seed, "judge", 0),)),
-                                      write=write(*key, {**extra, "repeats": 1}), block_size=None))  # fmt: skip
+                                      write=write(*key, {**extra, "repeats": 1}), block_size=None,
+                                      settings=settings(r, one, s)))  # fmt: skip
                 if "fixed" in judges and (r.adaptive or not r.attack):
                     budget = _budget(r, eps, 1, batch_size=FIXED_CHUNK, judge_draws=1)  # judged by the frozen draw
                     attack = adaptive_attack(r, budget) if r.adaptive else clean
-                    cells.append(Cell((*key, "fixed"), target, attack, Judgement("fixed", 1, 1, batch_size=FIXED_CHUNK),
+                    fixed = Judgement("fixed", 1, 1, batch_size=FIXED_CHUNK)
+                    cells.append(Cell((*key, "fixed"), target, attack, fixed,
                                       seeds=lambda b, first, r=r: Seeds(derive_seed(seed, r.name),
                                                                         derive_seed(seed, "fixed", b * FIXED_CHUNK)),
                                       write=write(*key, {**extra, "repeats": 1}, judge="fixed"),
-                                      block_size=FIXED_CHUNK))  # fmt: skip
+                                      block_size=FIXED_CHUNK, settings=settings(r, fixed, s, budget)))  # fmt: skip
     held: dict[str, Any] = {}
 
     def build(target: str):
@@ -951,6 +965,7 @@ def run_levers(
                 )
         return held[target]
 
+    guard(run_dir / "cells.json", cells)
     run_cells(cells, build, x, y, path, key=key_of, run_dir=run_dir, progress=False, desc="levers")
     if estimate_only:
         total = sum(prices.values())

@@ -48,6 +48,7 @@ __all__ = [
     "probe",
     "unit_seconds",
     "frozen_noise",
+    "guard",
     "judge",
     "keep",
     "registry_attack",
@@ -148,6 +149,8 @@ class Cell:
     :param write: ``(outcome) -> records``: the plan's record lines for a block.
     :param keep: Keep the block's adversarial examples in the run folder's ``examples/`` under this name
         (:func:`keep`); None: not kept.
+    :param settings: What the cell's records depend on (JSON-able: budget, judging, defence, data, weights...): a run
+        folder guarded by :func:`guard` refuses the cell when they differ from those it was first run with.
     """
 
     key: tuple
@@ -159,6 +162,7 @@ class Cell:
     block_size: int | None = 50
     images: int | None = None
     keep: tuple | None = None
+    settings: Mapping | None = None
 
 
 def clean(estimator, x, y, idx, seeds):  # pylint: disable=unused-argument
@@ -461,7 +465,7 @@ def evaluate_robustness(
         "run_dir": str}``; a summary holds ``accuracy``, ``n``, ``ci95`` (Wilson) and, with R ≥ 2, ``judgements``
         (mean, worst, majority, worst of 2).
     """
-    from .records import array_sha256, describe_differences, module_sha256
+    from .records import array_sha256, module_sha256
 
     x, y = np.asarray(x, dtype=np.float32), np.asarray(y, dtype=np.int64)
     if x.ndim != 4 or len(x) != len(y):
@@ -478,8 +482,6 @@ def evaluate_robustness(
               "defences": [{"type": type(d).__name__, **{k: _plain(getattr(d, k, None)) for k in d.params}}
                            for d in purifiers(estimator)],
               "ensemble_size": ensemble_size, "repeats": repeats, "block_size": block_size}  # fmt: skip
-    mine = {"common": common, "attacks": {a: _plain(vars(b)) for a, b in budgets.items()}}
-    _guard(run_dir / "settings.json", mine, describe_differences)
     judgement = Judgement("ensemble", ensemble_size, repeats, batch_size=max(block_size, 1))
 
     def write(attack):
@@ -494,9 +496,11 @@ def evaluate_robustness(
     cells = [
         Cell((a,), "defended", clean if a == "clean" else registry_attack(a, budgets[a]), judgement,
              seeds=lambda b, first, a=a: block_seeds(seed, a, first, repeats=repeats), write=write(a),
-             block_size=block_size, keep=None if a == "clean" else (a,))
+             block_size=block_size, keep=None if a == "clean" else (a,),
+             settings={**common, "budget": vars(budgets[a]) if a in budgets else None})
         for a in ("clean", *budgets)
     ]  # fmt: skip
+    guard(run_dir / "settings.json", cells)
     path = run_dir / "records.jsonl"
     run_cells(cells, lambda _: estimator, x, y, path, key=lambda r: (r["attack"], r["index"]), run_dir=run_dir,
               progress=progress, desc="robustness")  # fmt: skip
@@ -548,21 +552,28 @@ def _plain(value):
     return type(value).__name__
 
 
-def _guard(path: Path, mine: dict, describe) -> None:
-    """Refuse a call whose common settings, or the budget of an attack already in the folder, differ from the folder's
-    (``settings.json``); record the new attacks' budgets."""
+def guard(path: str | Path, cells: Iterable[Cell]) -> None:
+    """
+    The settings guard of a run folder: each cell's :attr:`Cell.settings` is kept in the JSON file ``path`` under the
+    cell's key; a cell whose settings differ from those kept is refused, naming the settings that differ, before
+    anything runs; the settings of new cells are added.
+
+    :raises ValueError: ``RUN_DIR holds records of KEY made with other settings: budget.eps 0.1 (now 0.2)...``.
+    """
     import json
 
-    if path.exists():
-        held = json.loads(path.read_text())
-        changed = [("the common settings", held["common"], mine["common"])] if held["common"] != mine["common"] else []
-        changed += [(f"attack {a!r}", held["attacks"][a], b) for a, b in mine["attacks"].items()
-                    if a in held["attacks"] and held["attacks"][a] != b]  # fmt: skip
-        if changed:
-            what, old, new = changed[0]
-            raise ValueError(f"{path.parent} holds records made with other settings for {what}: "
-                             f"{describe(old, new)}. Use another run_dir, or the same settings to resume.")  # fmt: skip
-        mine = {"common": mine["common"], "attacks": {**held["attacks"], **mine["attacks"]}}
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(mine, indent=1, sort_keys=True))
-    tmp.replace(path)
+    from .records import describe_differences
+
+    path = Path(path)
+    held = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    mine = {" / ".join(map(str, c.key)): _plain(c.settings) for c in cells if c.settings is not None}
+    for key, settings in mine.items():
+        if key in held and held[key] != settings:
+            raise ValueError(f"{path.parent} holds records of {key} made with other settings: "
+                             f"{describe_differences(held[key], settings)}. Use another run folder, or the same "
+                             "settings to resume.")  # fmt: skip
+    if any(held.get(k) != v for k, v in mine.items()):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps({**held, **mine}, indent=1, sort_keys=True, ensure_ascii=False), encoding="utf-8")
+        tmp.replace(path)
