@@ -49,7 +49,7 @@ def test_resolve_device_refuses_cuda_without_a_gpu():
 
 def test_denoising_ratio_purifies_on_the_score_models_device(monkeypatch):
     """The crash of ``reproduce --stages curve`` on CUDA: numpy images must reach the score model's device."""
-    from art_adp.apps import measure
+    from art_adp.apps import reproduce
 
     seen = []
 
@@ -57,9 +57,9 @@ def test_denoising_ratio_purifies_on_the_score_models_device(monkeypatch):
         seen.append(x.device.type)
         raise RuntimeError("stop")
 
-    monkeypatch.setattr(measure, "purify", fake_purify)
+    monkeypatch.setattr(reproduce, "purify", fake_purify)
     with pytest.raises(RuntimeError, match="stop"):
-        measure.denoising_ratio(_meta_model(), np.zeros((2, 4), dtype=np.float32))
+        reproduce.denoising_ratio(_meta_model(), np.zeros((2, 4), dtype=np.float32))
     assert seen == ["meta"]
 
 

@@ -183,7 +183,7 @@ def test_stacked_draws_equal_consecutive_draws_whatever_the_blocks(setup):
 
 def test_evaluation_records_see_the_standardisation(setup, tmp_path, monkeypatch):
     """evaluate builds its estimator inside; a PyTorchClassifier that always standardises stands in."""
-    import art_adp.apps.evaluation.run as run
+    import art_adp.runs.engine as engine
 
     mlp, score, x, y = setup
 
@@ -198,7 +198,7 @@ def test_evaluation_records_see_the_standardisation(setup, tmp_path, monkeypatch
     for name, net in (("standardised", mlp), ("folded", Folded(mlp))):
         with monkeypatch.context() as m:
             if name == "standardised":
-                m.setattr(run, "PyTorchClassifier", Standardised)
+                m.setattr(engine, "PyTorchClassifier", Standardised)
             evaluate(net, purifier(score, steps=1), x[:4], y[:4], config=config, run_dir=tmp_path / name,
                      progress=False, log=lambda line: None)
         rows = [json.loads(line) for f in sorted((tmp_path / name / "records").glob("*.jsonl"))

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 import torch
+from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
+from art.estimators.classification import PyTorchClassifier
 
 from ..attacks._core import purifiers
 from ..attacks.registry import BLIND_ATTACK, REGISTRY, Budget
@@ -398,9 +400,6 @@ def defended_estimator(classifier, defences=None, *, input_shape, nb_classes: in
                        device: str = "cpu"):  # fmt: skip
     """ART's ``PyTorchClassifier`` of ``classifier`` (cross-entropy loss) behind ``defences`` (a preprocessor or a
     list; None: undefended), on ``device`` (``"cpu"``/``"cuda"``): the one way every plan builds its models."""
-    from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
-    from art.estimators.classification import PyTorchClassifier
-
     if isinstance(defences, PreprocessorPyTorch):
         defences = [defences]
     return PyTorchClassifier(
