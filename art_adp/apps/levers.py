@@ -839,7 +839,7 @@ def run_levers(
 
         return rows_
 
-    def settings(r: Row, judgement: Judgement, s: Setting | None = None, budget: Budget | None = None) -> dict:
+    def cell_settings(r: Row, judgement: Judgement, s: Setting | None = None, budget: Budget | None = None) -> dict:
         """What a cell's records depend on besides its images: the radius, the row and its budget, the purification,
         the judging and the seed (the folder's ``cells.json`` keeps them: a cell run again with others is refused)."""
         return {"eps": eps, "row": asdict(r), "budget": None if budget is None else asdict(budget), "seed": seed,
@@ -853,7 +853,7 @@ def run_levers(
     cells: list[Cell] = [  # the undefended classifiers under white-box attacks
         Cell((base, "none", name, r.name, "ensemble"), f"bare:{name}", _white(r, eps, seed, device), once,
              seeds=lambda b, first: Seeds(seed, seed), write=write(base, "none", name, r.name), block_size=None,
-             settings=settings(r, once))
+             settings=cell_settings(r, once))
         for name in (() if estimate_only else classifiers) for r in white
     ]  # fmt: skip
     for name in () if estimate_only else classifiers:
@@ -880,6 +880,14 @@ def run_levers(
             part = _block_seed(seed, b)
             judge_seeds = tuple(derive_seed(part, "judge", k) for k in range(repeats_))
             return Seeds(attack=derive_seed(part, r.name), noise=derive_seed(part, "attack", r.name), judge=judge_seeds)
+
+        return seeds
+
+    def frozen(r: Row):
+        """The fixed-noise view's seeds of a block: the row's attack seed and the block's frozen draw."""
+
+        def seeds(b: int, first: int) -> Seeds:  # pylint: disable=unused-argument
+            return Seeds(derive_seed(seed, r.name), derive_seed(seed, "fixed", b * FIXED_CHUNK))
 
         return seeds
 
@@ -924,31 +932,30 @@ def run_levers(
                     cells.append(Cell((*key, "ensemble"), target, adaptive_attack(r, budget), ensemble,
                                       seeds=judged(r, repeats), write=write(*key, more), block_size=BLOCK,
                                       keep=key if keep_examples else None,
-                                      settings=settings(r, ensemble, s, budget)))  # fmt: skip
+                                      settings=cell_settings(r, ensemble, s, budget)))  # fmt: skip
                 if "ensemble" in judges and not r.adaptive:
                     one = replace(ensemble, repeats=1)
                     cells.append(Cell((*key, "ensemble"), target, cached(name, r), one,
                                       seeds=lambda b, first: Seeds(seed, seed, (derive_seed(seed, "judge", 0),)),
                                       write=write(*key, {**extra, "repeats": 1}), block_size=None,
-                                      settings=settings(r, one, s)))  # fmt: skip
+                                      settings=cell_settings(r, one, s)))  # fmt: skip
                 if "fixed" in judges and (r.adaptive or not r.attack):
                     budget = _budget(r, eps, 1, batch_size=FIXED_CHUNK, judge_draws=1)  # judged by the frozen draw
                     attack = adaptive_attack(r, budget) if r.adaptive else clean
                     fixed = Judgement("fixed", 1, 1, batch_size=FIXED_CHUNK)
                     cells.append(Cell((*key, "fixed"), target, attack, fixed,
-                                      seeds=lambda b, first, r=r: Seeds(derive_seed(seed, r.name),
-                                                                        derive_seed(seed, "fixed", b * FIXED_CHUNK)),
+                                      seeds=frozen(r),
                                       write=write(*key, {**extra, "repeats": 1}, judge="fixed"),
-                                      block_size=FIXED_CHUNK, settings=settings(r, fixed, s, budget)))  # fmt: skip
-    held: dict[str, Any] = {}
+                                      block_size=FIXED_CHUNK, settings=cell_settings(r, fixed, s, budget)))  # fmt: skip
+    built: dict[str, Any] = {}
 
     def build(target: str):
         """The estimator ``target`` names: an undefended classifier, or one behind a purifier (the last one built is
         kept: the cells of a purifier are consecutive, and the exact score holds the training split)."""
-        if target not in held:
-            held.clear()
+        if target not in built:
+            built.clear()
             if target.startswith("bare:"):
-                held[target] = defended_estimator(
+                built[target] = defended_estimator(
                     clfs[target[5:]],
                     None,
                     input_shape=x.shape[1:],
@@ -960,10 +967,10 @@ def run_levers(
                 purifier = purifier_of(model, s)
                 check_purifier(getattr(clfs[name], "trained_behind", None), purifier,
                                what=f"levers classifier {name!r}")  # fmt: skip
-                held[target] = defended_estimator(
+                built[target] = defended_estimator(
                     clfs[name], purifier, input_shape=x.shape[1:], nb_classes=_classes(clfs[name]), device=device
                 )
-        return held[target]
+        return built[target]
 
     guard(run_dir / "cells.json", cells)
     run_cells(cells, build, x, y, path, key=key_of, run_dir=run_dir, progress=False, desc="levers")

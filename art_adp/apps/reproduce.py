@@ -328,8 +328,9 @@ def _cell(b: int, row: str, n: int, recipe: MnistRecipe, x_pgd) -> Cell:
             return x
         if row == registry.BLIND_ATTACK:
             return x_pgd[idx]
-        budget = Budget(eps=recipe.eps, eps_step=spec.get("eps_step", recipe.eps_step), max_iter=spec.get("max_iter", 1),
-                        eot_samples=spec.get("eot_samples", 1), batch_size=len(idx))  # fmt: skip
+        step, iters = spec.get("eps_step", recipe.eps_step), spec.get("max_iter", 1)
+        budget = Budget(eps=recipe.eps, eps_step=step, max_iter=iters, eot_samples=spec.get("eot_samples", 1),
+                        batch_size=len(idx))  # fmt: skip
         return REGISTRY[row].build(estimator, budget, seeds.attack).generate(x, y=y)
 
     def seeds(block: int, first: int) -> Seeds:  # pylint: disable=unused-argument
@@ -656,7 +657,7 @@ def reproduce_command(
     device: str | None = None,
     progress: bool = True,
 ) -> dict | None:
-    """Every stage resumes: re-run the same command to continue. See docs/mnist_results.md. --lr (auto: large_batch_lr of
+    """Every stage resumes: re-run the same command to continue (docs/mnist_results.md). --lr (auto: large_batch_lr of
     --batch-size), --lr-warmup and --precision belong to the recipe (a resume must keep them); --channels-last and
     --compile only change the speed, and on CUDA cuDNN's autotuner picks the convolutions."""
     from .commands import cudnn_autotune, resolve_lr

@@ -25,6 +25,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -113,8 +114,8 @@ class Outcome:
     x_adv: np.ndarray
     preds: np.ndarray
     seconds: float
+    seeds: Seeds
     estimator: Any = field(repr=False, default=None)
-    seeds: Seeds | None = None
 
     @property
     def correct(self) -> np.ndarray:
@@ -156,7 +157,7 @@ class Cell:
     """
 
     key: tuple
-    target: str
+    target: Any
     attack: Attack
     judgement: Judgement
     seeds: Callable[[int, int], Seeds]
@@ -234,15 +235,12 @@ def judge(estimator, x: np.ndarray, judgement: Judgement, seeds: Sequence[int] =
     ensemble = EOTClassifier(estimator, ensemble_size=judgement.ensemble_size, batch_size=judgement.batch_size)
     preds = []
     for s in seeds:
-        for p in purifiers(estimator):
-            if p.generator is None:
-                p.set_params(generator=torch.Generator(p.device))
-            p.generator.manual_seed(s)
+        reseed(estimator, s)
         preds.append(ensemble.predict(x).argmax(1))
     return np.stack(preds)
 
 
-def keep(run_dir: Path, cell: Sequence[str], idx: Sequence[int], x_adv: np.ndarray) -> Path:
+def keep(run_dir: Path, cell: Sequence, idx: Sequence[int] | np.ndarray, x_adv: np.ndarray) -> Path:
     """Save a block's adversarial examples: ``RUN_DIR/examples/<cell joined by __>__<first index>.npz`` (compressed;
     ``images`` float32, ``indices``), written atomically; returns the path."""
     folder = Path(run_dir) / "examples"
@@ -267,7 +265,7 @@ def blocks(cell: Cell, pending: Sequence[int]) -> list[tuple[int, list[int]]]:
 
 def run_cells(
     cells: Iterable[Cell],
-    targets: Callable[[str], Any],
+    targets: Callable[[Any], Any],
     x: np.ndarray,
     y: np.ndarray,
     path: str | Path,
@@ -317,6 +315,7 @@ def run_cells(
 def run_block(cell: Cell, estimator, x: np.ndarray, y: np.ndarray, idx: np.ndarray, block: int) -> Outcome:
     """One block of ``cell``: attack (its noise seeded, or frozen for a fixed judgement), then judge."""
     seeds = cell.seeds(block, int(idx[0]))
+    context: contextlib.AbstractContextManager
     if cell.judgement.kind == "fixed":
         context = frozen_noise(estimator, seeds.noise)
     else:
@@ -452,7 +451,8 @@ def evaluate_robustness(
 
     Clean images and each attack are judged on the S-run ensemble R times with fresh noise (an image counts as correct
     under an attack only if every judgement is: the worst of R); an image is robust only if every attack left it correct
-    (the per-image worst case over the attacks, the clean row aside, as the lever tables count it). Blocks of ``block_size`` images are recorded in ``RUN_DIR/records.jsonl`` as they finish, their
+    (the per-image worst case over the attacks, the clean row aside, as the lever tables count it). Blocks of
+    ``block_size`` images are recorded in ``RUN_DIR/records.jsonl`` as they finish, their
     adversarial examples in ``RUN_DIR/examples/``; calling again with the same folder resumes (more attacks, or more
     images, may be added), and a call whose data, weights, defence, judging or an attack's budget differs from the
     folder's is refused, naming what differs.
@@ -494,7 +494,7 @@ def evaluate_robustness(
 
     cells = [
         Cell((a,), "defended", clean if a == "clean" else registry_attack(a, budgets[a]), judgement,
-             seeds=lambda b, first, a=a: block_seeds(seed, a, first, repeats=repeats), write=write(a),
+             seeds=partial(_attack_seeds, seed, a, repeats), write=write(a),
              block_size=block_size, keep=None if a == "clean" else (a,),
              settings={**common, "budget": vars(budgets[a]) if a in budgets else None})
         for a in ("clean", *budgets)
@@ -519,6 +519,13 @@ def _result(records: list[dict], attacks: Sequence[str], n: int) -> dict:
     summary = {a: _summary(np.array(list(correct[a].values())), list(by[a].values())) for a in attacks}
     return {"clean": summary["clean"], "attacks": {a: summary[a] for a in attacks if a != "clean"},
             "worst_case": _summary(worst[1] if worst else robust), "robust": robust}  # fmt: skip
+
+
+def _attack_seeds(
+    seed: int, attack: str, repeats: int, block: int, first: int
+) -> Seeds:  # pylint: disable=unused-argument
+    """The entry point's seeds of a block: the engine's scheme over (attack, first image)."""
+    return block_seeds(seed, attack, first, repeats=repeats)
 
 
 def _budgets(attacks, eps, eps_step, max_iter, eot_samples, block_size, ensemble_size) -> dict[str, Budget]:

@@ -16,6 +16,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +49,7 @@ from ...runs.engine import (
     defended_estimator,
     Judgement,
     Outcome,
+    Seeds,
     block_seeds,
     clean,
     registry_attack,
@@ -193,6 +195,13 @@ def _write(setting: Setting, attack: str, digest: str):
     return rows
 
 
+def _unit_seeds(
+    seed: int, setting: str, attack: str, repeats: int, block: int, first: int
+) -> Seeds:  # pylint: disable=unused-argument
+    """A unit's seeds: the engine's scheme over (setting, attack, first example)."""
+    return block_seeds(seed, setting, attack, first, repeats=repeats)
+
+
 def _cells(settings: Sequence[Setting], c: EvalConfig, digests: dict, x: np.ndarray) -> list[Cell]:
     """The plan's cells: one per (setting, attack), blocks of ``chunk_size`` examples (the sanity checks' only those
     starting below ``sanity_examples``), seeded by the engine's scheme from (seed, setting, attack, first example)."""
@@ -205,7 +214,7 @@ def _cells(settings: Sequence[Setting], c: EvalConfig, digests: dict, x: np.ndar
             attack = clean if a in ("clean", "flags") else registry_attack(a, cs.budget(a))
             cells.append(Cell(
                 (s.name, a), s.name, attack, Judgement("none") if a == "flags" else judgement,
-                seeds=lambda b, first, s=s, a=a, r=repeats: block_seeds(c.seed, s.name, a, first, repeats=r),
+                seeds=partial(_unit_seeds, c.seed, s.name, a, repeats),
                 write=_write(s, a, digests[(s.name, a)]), block_size=c.chunk_size,
                 images=min(len(x), -(-c.sanity_examples // c.chunk_size) * c.chunk_size) if s.subset else None,
             ))  # fmt: skip
