@@ -142,13 +142,6 @@ def plan(c: EvalConfig, *, randomized: bool = True, baselines: Sequence[str] = (
     return settings
 
 
-def build_attack(name: str, estimator: PyTorchClassifier, c: EvalConfig, seed: int):
-    """The attack ``name`` of :data:`ATTACKS` with the budget of ``c`` (from the attack registry)."""
-    if name not in REGISTRY:
-        raise ValueError(f"Unknown attack {name!r}; choose from {ATTACKS}.")
-    return REGISTRY[name].build(estimator, c.budget(name), seed)
-
-
 def _flags(
     estimator: PyTorchClassifier, xt: torch.Tensor, yt: torch.Tensor, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
