@@ -692,9 +692,12 @@ def run_levers(
     Measure ``attacks`` × ``settings`` × ``models`` × ``purified`` classifiers, and the undefended ``classifiers``,
     on the first ``n_examples`` test images; resumes from ``RUN_DIR/records.jsonl`` (images already measured are
     skipped), then writes ``table.json`` / ``table.md``; ``table.json``'s provenance keeps every earlier call into the
-    folder (``provenance.calls``, in order, each with its own command, code, device and wall time).
+    folder (``provenance.calls``, in order, each with its own command, code, device and wall time). A plan of the
+    evaluation engine (:mod:`art_adp.runs.engine`): one cell per (classifier, score model, setting, row, judge), each
+    cell's settings (radius, row, budget, purification, judging, seed) kept in ``RUN_DIR/cells.json``; a cell asked
+    again with other settings is refused before anything runs.
 
-    :param data: A :class:`~art_adp.data.Dataset` of 28×28 grey images (MNIST, Fashion-MNIST).
+    :param data: A :class:`~art_adp.data.Dataset` of images (MNIST, Fashion-MNIST, CIFAR-10).
     :param run_dir: The run folder (classifiers, adversarial examples, records, table).
     :param dataset: The preset's data set (:data:`PRESETS`; another name: Fashion-MNIST's preset).
     :param models: ``"oracle"`` and/or ``"denoiser"``.
