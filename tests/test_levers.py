@@ -469,7 +469,9 @@ def test_restarts_and_the_best_iterate_are_rows_of_their_own(tiny, tmp_path, one
 
 def test_estimate_only_prices_the_rows_left_by_the_cost_model_and_measures_nothing(tiny, tmp_path, monkeypatch):
 
-    monkeypatch.setattr(levers, "probe", lambda *a: {"forward": 1.0, "full": 3.0, "rows": 4, "graph_row_bytes": 1})
+    from art_adp.runs import engine
+
+    monkeypatch.setattr(engine, "probe", lambda *a: {"forward": 1.0, "full": 3.0, "rows": 4, "graph_row_bytes": 1})
     kwargs = dict(models=("oracle",), settings=["one-step denoise"], classifiers=(), ensemble_size=2, repeats=3,
                   eot_samples=4, max_iter=10, progress=False, estimate_only=True)  # fmt: skip
     out = run_levers(tiny, tmp_path, n_examples=5, attacks=("clean", FULL_ATTACK), restarts=2, **kwargs)

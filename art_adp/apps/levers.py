@@ -35,6 +35,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,9 @@ from ..runs.engine import (
     Seeds,
     clean,
     defended_estimator,
+    estimate,
     guard,
-    probe,
+    pending,
     registry_attack,
     run_cells,
     unit_seconds,
@@ -583,21 +585,6 @@ def _architecture(name: str, preset: Preset) -> torch.nn.Module:
     return architecture(in_channels=channels, image_size=side, nb_classes=10)
 
 
-def price_rows(estimator, x: np.ndarray, rows: Sequence[Row], pending: Mapping[str, int], *, eps: float,
-               eot_samples: int, ensemble_size: int, repeats: int) -> dict[str, float]:  # fmt: skip
-    """Estimated seconds of each row of ``rows`` on its ``pending[row]`` images behind ``estimator``'s purifier:
-    the attack's purification passes (the registry's cost model, with the best iterate judged on ``ensemble_size``
-    draws as the rows run it) and the judgement's (S × R forward passes; Clf-PGD's examples are made on the bare
-    classifier, unpriced), times the seconds per image a timed probe of this purifier gives on this device."""
-    timed = probe(estimator, x[: max(1, min(len(x), 32))], 50)
-    return {
-        r.name: pending[r.name] * unit_seconds(r.attack if r.adaptive else None,
-                                               _budget(r, eps, eot_samples, judge_draws=ensemble_size),
-                                               ensemble_size * (repeats if r.adaptive else 1), timed)
-        for r in rows if r.name in pending
-    }  # fmt: skip
-
-
 def _training_facts(name: str, preset: Preset, run_dir: Path) -> dict:
     from ..serialization import read_checkpoint
 
@@ -731,9 +718,10 @@ def run_levers(
     :param progress: Print one line per measured cell.
     :param estimate_only: Price the defended rows still to measure and stop (nothing trained, attacked or recorded):
         one line per row with its estimated time on this device, from the attack registry's cost model and a timed
-        probe of each purifier (:func:`price_rows`); returns ``{"estimate_seconds": total, "by_row": {...},
-        "n_examples", "provenance"}``, also written to ``RUN_DIR/estimate.json``. A
-        classifier not trained yet is priced with its untrained architecture (the same cost); its training is not.
+        probe of each purifier (:func:`~art_adp.runs.engine.estimate`, the cells a run would measure); returns
+        ``{"estimate_seconds": total, "by_row": {...}, "n_examples", "provenance"}``, also written to
+        ``RUN_DIR/estimate.json``. A classifier not trained yet is priced with its untrained architecture (the same
+        cost); its training is not.
     """
     from ..preprocessor import ADPPurifier
     from ..score import load_score_model
@@ -902,26 +890,11 @@ def run_levers(
 
     targets: dict[str, tuple] = {}
     for name in purified:
-        clf = clfs[name]
         own = behind.get(name)  # a classifier trained behind a purification is measured behind that one only
         pairs = [(own[0], setting_named(own[1], preset.sigmas))] if own else [(m, s) for m in models for s in chosen]
         for model, s in pairs:
             target = f"{name}|{model}|{s.name}"
             targets[target] = (name, model, s)
-            if estimate_only:
-                purifier = purifier_of(model, s)
-                check_purifier(getattr(clf, "trained_behind", None), purifier, what=f"levers classifier {name!r}")
-                pending = {r.name: len(todo(name, model, s.name, r.name)) for r in rows if r.attack != AUTOATTACK}
-                defended = defended_estimator(
-                    clf, purifier, input_shape=x.shape[1:], nb_classes=_classes(clf), device=device
-                )
-                for row, seconds in price_rows(defended, x, rows, pending, eps=eps,
-                                               eot_samples=eot_samples, ensemble_size=ensemble_size,
-                                               repeats=repeats).items():  # fmt: skip
-                    prices[f"{name} ← {model} | {s.name} | {row}"] = seconds
-                    print(f"{name} ← {model} | {s.name} | {row}: about {seconds / 60:.1f} min for {pending[row]} "
-                          "images", flush=True)  # fmt: skip
-                continue
             extra = {"purifier": asdict(s)}
             ensemble = Judgement("ensemble", ensemble_size, repeats, batch_size=500)
             for r in rows:
@@ -935,21 +908,24 @@ def run_levers(
                     cells.append(Cell((*key, "ensemble"), target, adaptive_attack(r, budget), ensemble,
                                       seeds=judged(r, repeats), write=write(*key, more), block_size=BLOCK,
                                       keep=key if keep_examples else None,
+                                      cost=partial(unit_seconds, r.attack, budget, ensemble_size * repeats),
                                       settings=cell_settings(r, ensemble, s, budget)))  # fmt: skip
                 if "ensemble" in judges and not r.adaptive:
                     one = replace(ensemble, repeats=1)
                     cells.append(Cell((*key, "ensemble"), target, cached(name, r), one,
                                       seeds=lambda b, first: Seeds(seed, seed, (derive_seed(seed, "judge", 0),)),
                                       write=write(*key, {**extra, "repeats": 1}), block_size=None,
+                                      cost=partial(unit_seconds, None, None, ensemble_size),
                                       settings=cell_settings(r, one, s)))  # fmt: skip
                 if "fixed" in judges and (r.adaptive or not r.attack):
                     budget = _budget(r, eps, 1, batch_size=FIXED_CHUNK, judge_draws=1)  # judged by the frozen draw
                     attack = adaptive_attack(r, budget) if r.adaptive else clean
                     fixed = Judgement("fixed", 1, 1, batch_size=FIXED_CHUNK)
-                    cells.append(Cell((*key, "fixed"), target, attack, fixed,
-                                      seeds=frozen(r),
+                    cost = partial(unit_seconds, r.attack if r.adaptive else None, budget, 1)
+                    cells.append(Cell((*key, "fixed"), target, attack, fixed, seeds=frozen(r),
                                       write=write(*key, {**extra, "repeats": 1}, judge="fixed"),
-                                      block_size=FIXED_CHUNK, settings=cell_settings(r, fixed, s, budget)))  # fmt: skip
+                                      block_size=FIXED_CHUNK, settings=cell_settings(r, fixed, s, budget),
+                                      cost=cost))  # fmt: skip
     built: dict[str, Any] = {}
 
     def build(target: str):
@@ -975,15 +951,14 @@ def run_levers(
                 )
         return built[target]
 
-    guard(run_dir / "cells.json", cells)
-    run_cells(cells, build, x, y, path, key=key_of, run_dir=run_dir, progress=False, desc="levers")
-    if estimate_only:
+    if estimate_only:  # the defended cells' prices: the registry's cost model at a timed probe of each purifier
+        left = pending(cells, len(x), path, key=key_of)
+        for k, seconds in estimate(cells, build, x, left).items():
+            prices[f"{k[0]} ← {k[1]} | {k[2]} | {k[3]}" + ("" if k[4] == "ensemble" else f" ({k[4]})")] = seconds
+            print(f"{k[0]} ← {k[1]} | {k[2]} | {k[3]} | {k[4]}: about {seconds / 60:.1f} min for {left[k]} images",
+                  flush=True)  # fmt: skip
         total = sum(prices.values())
-        print(
-            f"Estimated time on this device ({device}, {torch.get_num_threads()} CPU threads): about "
-            f"{total / 60:.1f} min for the defended rows left (the undefended rows and training not priced)."
-        )
-        estimate = {
+        priced = {
             "estimate_seconds": total,
             "by_row": prices,
             "n_examples": n_examples,
@@ -992,8 +967,10 @@ def run_levers(
             ),
         }
         run_dir.mkdir(parents=True, exist_ok=True)  # what a table says of the rows not run, with its provenance
-        (run_dir / "estimate.json").write_text(json.dumps(estimate, indent=1, ensure_ascii=False))
-        return estimate
+        (run_dir / "estimate.json").write_text(json.dumps(priced, indent=1, ensure_ascii=False))
+        return priced
+    guard(run_dir / "cells.json", cells)
+    run_cells(cells, build, x, y, path, key=key_of, run_dir=run_dir, progress=False, desc="levers")
     table = render_levers(read_jsonl(path), base=base)
     table["dataset"] = dataset
     table["classifier"] = base

@@ -47,6 +47,7 @@ __all__ = [
     "Outcome",
     "Seeds",
     "defended_estimator",
+    "estimate",
     "evaluate_robustness",
     "probe",
     "unit_seconds",
@@ -54,6 +55,7 @@ __all__ = [
     "guard",
     "judge",
     "keep",
+    "pending",
     "registry_attack",
     "reseed",
     "run_cells",
@@ -152,6 +154,8 @@ class Cell:
     :param write: ``(outcome) -> records``: the plan's record lines for a block.
     :param keep: Keep the block's adversarial examples in the run folder's ``examples/`` under this name
         (:func:`keep`); None: not kept.
+    :param cost: Seconds per image of its attack and judgement given a :func:`probe` of its target (the registry's cost
+        model: :func:`unit_seconds`); None: not priced.
     :param settings: What the cell's records depend on (JSON-able: budget, judging, defence, data, weights...): a run
         folder guarded by :func:`guard` refuses the cell when they differ from those it was first run with.
     """
@@ -165,6 +169,7 @@ class Cell:
     block_size: int | None = 50
     images: int | None = None
     keep: tuple | None = None
+    cost: Callable[[dict], float] | None = None
     settings: Mapping | None = None
 
 
@@ -310,6 +315,28 @@ def run_cells(
         bar.update(len(idx))
     bar.close()
     return seconds
+
+
+def pending(cells: Iterable[Cell], n: int, path: str | Path, *, key: Callable[[dict], tuple]) -> dict[tuple, int]:
+    """Per cell key, how many of the first ``n`` images (its ``images``, if fewer) have no record in ``path``."""
+    recorded = {key(r) for r in read_jsonl(path)}
+    return {c.key: sum(1 for i in range(n if c.images is None else min(n, c.images)) if (*c.key, i) not in recorded)
+            for c in cells}  # fmt: skip
+
+
+def estimate(cells: Sequence[Cell], targets: Callable[[Any], Any], x: np.ndarray, left: Mapping[tuple, int],
+             batch_size: int = 50) -> dict[tuple, float]:  # fmt: skip
+    """Estimated seconds of each priced cell on its ``left[key]`` images: its :attr:`Cell.cost` at a timed
+    :func:`probe` of its target (one probe per target, on up to 32 of ``x``); cells with nothing left are left out."""
+    probes: dict[Any, dict] = {}
+    out = {}
+    for c in cells:
+        if c.cost is None or not left.get(c.key):
+            continue
+        if c.target not in probes:
+            probes[c.target] = probe(targets(c.target), x[: max(1, min(len(x), 32))], batch_size)
+        out[c.key] = left[c.key] * c.cost(probes[c.target])
+    return out
 
 
 def run_block(cell: Cell, estimator, x: np.ndarray, y: np.ndarray, idx: np.ndarray, block: int) -> Outcome:
