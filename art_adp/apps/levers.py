@@ -49,10 +49,12 @@ from ..attacks.selective_eot import SelectiveEOT
 from ..models.checkpoint import check_purifier
 from ..runs.provenance import code_diff, code_version, provenance
 from ..runs.engine import (
+    AUTOATTACK,
     Cell,
     Judgement,
     Outcome,
     Seeds,
+    autoattack,
     clean,
     defended_estimator,
     estimate,
@@ -137,12 +139,6 @@ def sigma_settings(sigmas: Sequence[float]) -> tuple[Setting, ...]:
 #: MNIST's settings (the σ grid 0.1, 0.25, 0.5).
 SETTINGS: tuple[Setting, ...] = sigma_settings((0.1, 0.25, 0.5))
 
-#: AutoAttack, standard version (Croce & Hein 2020: APGD-CE, APGD-T, FAB-T, Square 5,000 queries, each on the images the
-#: previous left robust), white box on the undefended classifiers: torchattacks' port of the reference code. ART's
-#: ``AutoAttack`` defaults to another list (APGD-CE and APGD-DLR × 5 restarts, DeepFool, Square 5 × 5,000) whose
-#: Square loops over images in Python: 0.36 s per query round for 150 Fashion-MNIST images (AMD EPYC, AVX2, one
-#: thread, fp32; torchattacks' Square 0.11 s), hours per robust classifier.
-AUTOATTACK = "autoattack"
 APGD_ATTACK = registered_name(APGDEOT)
 
 
@@ -461,17 +457,6 @@ def _pgd(model, x, y, r: Row, eps: float, seed: int, device: str = "cpu") -> np.
                          random_start=r.random_start, seed=derive_seed(seed, "pgd", r.name), device=device)  # fmt: skip
 
 
-def _autoattack(model, x, y, eps: float, seed: int, device: str) -> np.ndarray:
-    """AutoAttack's standard version (torchattacks' port of the reference code), seeded, the global RNG untouched."""
-    import torchattacks
-
-    with torch.random.fork_rng(devices=[torch.device(device)] if device == "cuda" else []):
-        attack = torchattacks.AutoAttack(model.to(device).eval(), norm="Linf", eps=eps, version="standard",
-                                         n_classes=10, seed=derive_seed(seed, AUTOATTACK) % 2**31)  # fmt: skip
-        xa = attack(torch.as_tensor(x, device=device), torch.as_tensor(y, device=device).long())
-    return xa.detach().cpu().numpy().astype(np.float32)
-
-
 def _score_model(kind: str, level: float, x_train, denoiser, device: str = "cpu"):
     from ..score import EDMScore, KernelScore
 
@@ -637,7 +622,7 @@ def _white(r: Row, eps: float, seed: int, device: str):
         if not r.attack:
             return x
         if r.attack == AUTOATTACK:
-            return _autoattack(estimator.model, x, y, eps, seed, device)
+            return autoattack(eps, derive_seed(seed, AUTOATTACK))(estimator, x, y, idx, seeds)
         return _pgd(estimator.model, x, y, r, eps, seed, device)
 
     return attack
