@@ -115,11 +115,12 @@ def test_autoattack_row_is_the_standard_version_seeded_inside_the_ball(tiny):
     x, y = tiny.x_test, tiny.y_test
     y = model(torch.as_tensor(x)).argmax(1).numpy()  # every image correct before the attack
     state = torch.random.get_rng_state()
-    a = levers._autoattack(model, x, y, 0.3, 1, "cpu")
+    estimator = defended_estimator(model, input_shape=(1, 28, 28))
+    a = levers.autoattack(0.3, 1)(estimator, x, y, np.arange(len(x)), None)
     assert torch.equal(torch.random.get_rng_state(), state)  # the caller's draws are untouched
     assert np.abs(a - x).max() <= 0.3 + 1e-6 and a.min() >= 0 and a.max() <= 1
     assert (model(torch.as_tensor(a)).argmax(1).numpy() != y).all()  # ε 0.3 breaks a random linear model
-    assert np.array_equal(a, levers._autoattack(model, x, y, 0.3, 1, "cpu"))
+    assert np.array_equal(a, levers.autoattack(0.3, 1)(estimator, x, y, np.arange(len(x)), None))
     assert row_label(Row(levers.AUTOATTACK, levers.AUTOATTACK), 0.3).startswith("AutoAttack (standard: APGD-CE, APGD-T")
 
 
@@ -319,7 +320,7 @@ def test_baseline_rows_wiring(tiny, tmp_path, one_thread, monkeypatch):
     monkeypatch.setitem(PRESETS, "tiny", preset)
     monkeypatch.setattr(robust_baseline, "robust_accuracy", lambda *a, **k: (1.0, 0.5))
     calls = []
-    monkeypatch.setattr(levers, "_autoattack", lambda model, x, y, e, seed, device: calls.append(e) or x)
+    monkeypatch.setattr(levers, "autoattack", lambda e, seed: lambda est, x, y, idx, s: calls.append(e) or x)
     table = run_levers(tiny, tmp_path, dataset="tiny", models=("oracle",), settings=["one-step denoise"],
                        attacks=("clean", BLIND_ATTACK, FULL_ATTACK, levers.AUTOATTACK), purified=("adv-cnn",),
                        judges=("ensemble", "fixed"), n_examples=2, ensemble_size=1, repeats=2, eot_samples=1,
