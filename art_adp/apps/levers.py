@@ -63,6 +63,7 @@ from ..runs.engine import (
     registry_attack,
     run_cells,
     unit_seconds,
+    worst_case,
 )
 from ..runs.records import read_jsonl
 from ..runs.seeds import derive_seed
@@ -1036,10 +1037,11 @@ def worst_over_attacks(cells: Mapping[tuple, list[dict]], base: str | None = Non
             groups.setdefault((clf, model, setting), {})[attack] = {r["index"]: bool(r["correct"]) for r in rs}
     out = []
     for (clf, model, setting), by in groups.items():
-        shared = sorted(set.intersection(*(set(v) for v in by.values())))
-        if len(by) < 2 or not shared:
+        found = worst_case(by)
+        if found is None:
             continue
-        p = float(np.mean([all(v[i] for v in by.values()) for i in shared]))
+        shared, robust = found
+        p = float(np.mean(robust))
         cell = {"model": model, "setting": setting, "attack": WORST_CASE, "accuracy": p, "n": len(shared),
                 "ci95": list(wilson(p, len(shared))), "attacks": sorted(by)}  # fmt: skip
         out.append({**cell, "classifier": clf} if clf != base else cell)
