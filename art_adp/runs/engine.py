@@ -542,18 +542,9 @@ def evaluate_robustness(
               "ensemble_size": ensemble_size, "repeats": repeats, "block_size": block_size}  # fmt: skip
     judgement = Judgement("ensemble", ensemble_size, repeats, batch_size=max(block_size, 1))
 
-    def write(attack):
-        def rows(o: Outcome) -> list[dict]:
-            bare = o.undefended()
-            return [{"attack": attack, "index": int(i), "label": int(o.label[j]),
-                     "pred": [int(p) for p in o.preds[:, j]], "undefended_pred": int(bare[j]),
-                     "linf": round(float(o.linf()[j]), 6)} for j, i in enumerate(o.index)]  # fmt: skip
-
-        return rows
-
     cells = [
         Cell((a,), "defended", clean if a == "clean" else _attack(a, budgets[a], seed), judgement,
-             seeds=partial(_attack_seeds, seed, a, repeats), write=write(a),
+             seeds=partial(_attack_seeds, seed, a, repeats), write=partial(_records, a),
              block_size=block_size, keep=None if a == "clean" else (a,),
              settings={**common, "budget": vars(budgets[a]) if a in budgets else None})
         for a in ("clean", *budgets)
@@ -578,6 +569,13 @@ def _result(records: list[dict], attacks: Sequence[str], n: int) -> dict:
     summary = {a: _summary(np.array(list(correct[a].values())), list(by[a].values())) for a in attacks}
     return {"clean": summary["clean"], "attacks": {a: summary[a] for a in attacks if a != "clean"},
             "worst_case": _summary(worst[1] if worst else robust), "robust": robust}  # fmt: skip
+
+
+def _records(attack: str, o: Outcome) -> list[dict]:
+    """The entry point's records of a block: the R predictions, the undefended one and the perturbation's ℓ∞ norm."""
+    bare, linf = o.undefended(), o.linf()
+    return [{"attack": attack, "index": int(i), "label": int(o.label[j]), "pred": [int(p) for p in o.preds[:, j]],
+             "undefended_pred": int(bare[j]), "linf": round(float(linf[j]), 6)} for j, i in enumerate(o.index)]  # fmt: skip
 
 
 def _attack_seeds(
