@@ -192,10 +192,11 @@ def registry_attack(name: str, budget: Budget) -> Attack:
 
 
 #: AutoAttack, standard version (Croce & Hein 2020: APGD-CE, APGD-T, FAB-T, Square 5,000 queries, each on the images the
-#: previous left robust), white box on an undefended classifier (on a randomized defence it is no adaptive attack: use the registry's): torchattacks' port of the reference code. ART's
-#: ``AutoAttack`` defaults to another list (APGD-CE and APGD-DLR × 5 restarts, DeepFool, Square 5 × 5,000) whose
-#: Square loops over images in Python: 0.36 s per query round for 150 Fashion-MNIST images (AMD EPYC, AVX2, one
-#: thread, fp32; torchattacks' Square 0.11 s), hours per robust classifier.
+#: previous left robust), white box on an undefended classifier (on a randomized defence it is no adaptive attack: use
+#: the registry's): torchattacks' port of the reference code. ART's ``AutoAttack`` defaults to another list (APGD-CE
+#: and APGD-DLR × 5 restarts, DeepFool, Square 5 × 5,000) whose Square loops over images in Python: 0.36 s per query
+#: round for 150 Fashion-MNIST images (AMD EPYC, AVX2, one thread, fp32; torchattacks' Square 0.11 s), hours per
+#: robust classifier.
 AUTOATTACK = "autoattack"
 
 
@@ -575,7 +576,8 @@ def _records(attack: str, o: Outcome) -> list[dict]:
     """The entry point's records of a block: the R predictions, the undefended one and the perturbation's ℓ∞ norm."""
     bare, linf = o.undefended(), o.linf()
     return [{"attack": attack, "index": int(i), "label": int(o.label[j]), "pred": [int(p) for p in o.preds[:, j]],
-             "undefended_pred": int(bare[j]), "linf": round(float(linf[j]), 6)} for j, i in enumerate(o.index)]  # fmt: skip
+             "undefended_pred": int(bare[j]), "linf": round(float(linf[j]), 6)}
+            for j, i in enumerate(o.index)]  # fmt: skip
 
 
 def _attack_seeds(
