@@ -49,6 +49,7 @@ __all__ = [
     "Seeds",
     "autoattack",
     "defended_estimator",
+    "describe_defence",
     "estimate",
     "evaluate_robustness",
     "probe",
@@ -538,8 +539,7 @@ def evaluate_robustness(
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     common = {"data_sha256": array_sha256(x, y), "classifier_sha256": module_sha256(classifier), "seed": seed,
-              "defences": [{"type": type(d).__name__, **{k: _plain(getattr(d, k, None)) for k in d.params}}
-                           for d in purifiers(estimator)],
+              "defences": [describe_defence(d) for d in estimator.preprocessing_defences or []],
               "ensemble_size": ensemble_size, "repeats": repeats, "block_size": block_size}  # fmt: skip
     judgement = Judgement("ensemble", ensemble_size, repeats, batch_size=max(block_size, 1))
 
@@ -613,19 +613,31 @@ def _budgets(attacks, eps, eps_step, max_iter, eot_samples, block_size, ensemble
     return budgets
 
 
-def _plain(value):
-    """A JSON-able form of a setting (tensors and generators by their type name, tuples as lists)."""
-    if isinstance(value, (bool, int, float, str)) or value is None:
-        return value
-    if isinstance(value, (tuple, list)):
-        return [_plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, torch.nn.Module):
-        from .records import module_sha256
+def describe_defence(d) -> dict:
+    """What a defence's records depend on: its type and parameters, its networks by the SHA-256 of their weights."""
+    from ..diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
+    from ..preprocessor import PURIFY_PARAMS, ADPPurifier
+    from .records import module_sha256
 
-        return {"module": type(value).__name__, "sha256": module_sha256(value)}
-    return type(value).__name__
+    if isinstance(d, ADPPurifier):
+        out = {
+            "type": "ADPPurifier",
+            **{k: getattr(d, k) for k in PURIFY_PARAMS},
+            "gradient": d.gradient,
+            "beta": d.beta,
+            "clip_inputs": d.clip_inputs,
+            "score_sha256": module_sha256(d.score_model),
+        }
+        if d.detector is not None:
+            out["detector_threshold"] = getattr(d.detector, "threshold", None)
+        return out
+    if isinstance(d, (ReverseDiffusionPurifier, DenoisedSmoothingPurifier)):
+        return {
+            "type": type(d).__name__,
+            **{k: getattr(d, k) for k in d.params if k != "generator"},
+            "model_sha256": module_sha256(d.denoiser),
+        }
+    return {"type": type(d).__name__, **{k: getattr(d, k, None) for k in getattr(d, "params", [])}}
 
 
 def guard(path: str | Path, cells: Iterable[Cell]) -> None:
@@ -638,11 +650,11 @@ def guard(path: str | Path, cells: Iterable[Cell]) -> None:
     """
     import json
 
-    from .records import describe_differences
+    from .records import canonical, describe_differences
 
     path = Path(path)
     held = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    mine = {" / ".join(map(str, c.key)): _plain(c.settings) for c in cells if c.settings is not None}
+    mine = {" / ".join(map(str, c.key)): canonical(c.settings) for c in cells if c.settings is not None}
     for key, settings in mine.items():
         if key in held and held[key] != settings:
             raise ValueError(f"{path.parent} holds records of {key} made with other settings: "

@@ -25,6 +25,7 @@ import torch
 __all__ = [
     "append_records",
     "array_sha256",
+    "canonical",
     "check_settings",
     "describe_differences",
     "file_sha256",
@@ -113,12 +114,12 @@ def load_records(paths: Iterable[str | os.PathLike]) -> dict[tuple[str, str, int
     return out
 
 
-def _canonical(value: Any) -> Any:
+def canonical(value: Any) -> Any:
     """JSON-able form of a settings value (tuples as lists, numpy scalars as Python numbers, inf as "inf")."""
     if isinstance(value, Mapping):
-        return {str(k): _canonical(v) for k, v in value.items()}
+        return {str(k): canonical(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_canonical(v) for v in value]
+        return [canonical(v) for v in value]
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and not np.isfinite(value):
@@ -130,7 +131,7 @@ def _canonical(value: Any) -> Any:
 
 def settings_digest(settings: Mapping) -> str:
     """First 16 hex digits of the SHA-256 of the canonical JSON of ``settings``."""
-    text = json.dumps(_canonical(settings), sort_keys=True)
+    text = json.dumps(canonical(settings), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -201,7 +202,7 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 def describe_differences(old: Mapping, new: Mapping) -> str:
     """``"eps 0.1 (now 0.2), budget.iterations 10 (now 20)"``: the settings that differ, dotted paths."""
-    a, b = _flatten(_canonical(old)), _flatten(_canonical(new))
+    a, b = _flatten(canonical(old)), _flatten(canonical(new))
     parts = [
         f"{k} {a.get(k, '(unset)')} (now {b.get(k, '(unset)')})"
         for k in sorted(set(a) | set(b))
@@ -214,7 +215,7 @@ def save_settings(path: str | os.PathLike, settings: Mapping[str, Mapping]) -> N
     """Merge ``{digest: settings}`` into the JSON file at ``path`` (atomic replace)."""
     path = Path(path)
     stored = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    stored.update({k: _canonical(v) for k, v in settings.items()})
+    stored.update({k: canonical(v) for k, v in settings.items()})
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(stored, indent=1, sort_keys=True), encoding="utf-8")
@@ -263,9 +264,9 @@ def guard_settings(path: str | os.PathLike, settings: Mapping, *, what: str, def
     :raises ValueError: Naming the settings that differ.
     """
     path = Path(path)
-    mine = _canonical(settings)
+    mine = canonical(settings)
     if path.exists():
-        stored = {**_canonical(defaults or {}), **json.loads(path.read_text(encoding="utf-8"))}
+        stored = {**canonical(defaults or {}), **json.loads(path.read_text(encoding="utf-8"))}
         digest = settings_digest(stored)
         check_settings(path.parent, {what: digest}, {what: mine}, {digest: stored})
     else:

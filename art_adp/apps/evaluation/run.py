@@ -30,7 +30,7 @@ from ...ensemble import default_memory_budget, logits
 from ...runs import distributed
 from ...runs.seeds import derive_seed
 from ...diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
-from ...preprocessor import PURIFY_PARAMS, ADPPurifier
+from ...preprocessor import ADPPurifier
 from . import report
 from .config import (
     ATTACKS,
@@ -47,6 +47,7 @@ from ...runs import engine
 from ...runs.engine import (
     Cell,
     defended_estimator,
+    describe_defence,
     Judgement,
     Outcome,
     Seeds,
@@ -255,28 +256,6 @@ def compression(
     finally:
         purifier.set_params(sigma=sigma)
     return main, sweep
-
-
-def _describe_defence(d) -> dict:
-    if isinstance(d, ADPPurifier):
-        out = {
-            "type": "ADPPurifier",
-            **{k: getattr(d, k) for k in PURIFY_PARAMS},
-            "gradient": d.gradient,
-            "beta": d.beta,
-            "clip_inputs": d.clip_inputs,
-            "score_sha256": module_sha256(d.score_model),
-        }
-        if d.detector is not None:
-            out["detector_threshold"] = getattr(d.detector, "threshold", None)
-        return out
-    if isinstance(d, (ReverseDiffusionPurifier, DenoisedSmoothingPurifier)):
-        return {
-            "type": type(d).__name__,
-            **{k: getattr(d, k) for k in d.params if k != "generator"},
-            "model_sha256": module_sha256(d.denoiser),
-        }
-    return {"type": type(d).__name__, **{k: getattr(d, k, None) for k in getattr(d, "params", [])}}
 
 
 FAMILY_LABELS = {
@@ -503,7 +482,7 @@ def _common_settings(classifier, defences, x, y, config: EvalConfig, nb_classes,
         "data_sha256": array_sha256(x, y),
         "n_examples": len(x),
         "classifier_sha256": module_sha256(classifier),
-        "defences": [_describe_defence(d) for d in defences],
+        "defences": [describe_defence(d) for d in defences],
         "nb_classes": nb_classes,
         "clip_values": list(clip_values),
         "ensemble_size": config.ensemble_size,
