@@ -109,7 +109,7 @@ def with_variants(folders: list[Path]) -> dict:
     calls = [c for t in tables[:-1] for c in [*t["provenance"].get("calls", []),
                                               {k: t["provenance"][k] for k in CALL if k in t["provenance"]}]]
     calls += last["provenance"].get("calls", [])  # the last folder's earlier calls
-    names = {c["attack"] for c in rendered["cells"]}
+    names = list(dict.fromkeys(c["attack"] for c in rendered["cells"]))  # in the records' order, not a set's
     rows = [r for r in last["rows"] if r["name"] in names]
     rows += [{**r, "name": n, "label": f"{r['label']} [{n.split(' [', 1)[1]}"} for t in tables for r in t["rows"]
              for n in names if n.startswith(r["name"] + " [")]  # fmt: skip
