@@ -183,6 +183,7 @@ class ADPPurifier(PurifierPyTorch):
         step_clamp: tuple[float, float] = DEFAULTS.step_clamp,
         tau: float = DEFAULTS.tau,
         clip_values: tuple[float, float] = DEFAULTS.clip_values,
+        clip_noise: bool = DEFAULTS.clip_noise,
         gradient: str = DEFAULT_GRADIENT,
         batch_size: int = 256,
         generator: torch.Generator | None = None,
@@ -207,6 +208,10 @@ class ADPPurifier(PurifierPyTorch):
             checked once in :class:`~art_adp.purification.ADPParams`: σ (0.25 in the paper), T, the step rule
             (``"adaptive"``, paper eq. 11; ``"adaptive-jvp"``; a constant α or a schedule), λ, δ (released code:
             1e-3; paper text: 1e-5), the α clamp, τ, and the input range.
+        :param clip_noise: Clip the noisy input x + σε into ``clip_values`` (the paper's noise injection, the
+            default); ``False`` where the score model or denoiser was trained on unclipped Gaussian noise (as
+            ``load_score_model("cifar10")`` was: the clipped input lies off what it learned). The full gradient goes
+            through either form.
         :param gradient: ``"bpda"`` (straight-through) or ``"full"`` (autograd through purification; the default,
             :data:`DEFAULT_GRADIENT`).
         :param batch_size: Inputs purified per chunk (bounds memory for large inputs).
@@ -246,6 +251,7 @@ class ADPPurifier(PurifierPyTorch):
         self._compiled: tuple[Any, Any] | None = None  # (compile setting, compiled network)
         self.sigma, self.steps, self.step_size, self.lam = sigma, steps, step_size, lam  # ADP's hyperparameters
         self.delta, self.step_clamp, self.tau, self.clip_values = delta, step_clamp, tau, clip_values
+        self.clip_noise = clip_noise
         self.compact, self.amp, self.gradient_checkpointing = compact, amp, gradient_checkpointing  # speed options
         self.gradient, self.batch_size, self.generator, self.compile = gradient, batch_size, generator, compile
         self.channels_last, self.detector, self.beta, self.clip_inputs = channels_last, detector, beta, clip_inputs

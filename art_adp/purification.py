@@ -52,6 +52,9 @@ class ADPParams:
     :param step_clamp: ``(min, max)`` bounds of an adaptive α.
     :param tau: τ ≥ 0, the stopping threshold on an adaptive α.
     :param clip_values: ``(min, max)`` of valid inputs; every iterate is clipped into it.
+    :param clip_noise: Clip the noisy input x₀ = x + σε into ``clip_values`` too (the paper's §5 noise injection, the
+        default). A score model or denoiser trained on unclipped Gaussian noise (DSM as usual; the DenoiserUNet; the
+        exact score) sees x₀ where it learned only when it is not clipped: ``False`` there.
     """
 
     sigma: float = 0.25
@@ -62,6 +65,7 @@ class ADPParams:
     step_clamp: tuple[float, float] = (1e-5, 0.1)
     tau: float = 1e-3
     clip_values: tuple[float, float] = (0.0, 1.0)
+    clip_noise: bool = True
 
     def check(self) -> "ADPParams":
         """
@@ -82,6 +86,8 @@ class ADPParams:
         number("tau", self.tau, low=0)
         if len(self.clip_values) != 2 or not self.clip_values[0] < self.clip_values[1]:
             raise ValueError(f"clip_values must be (min, max) with min < max, got {self.clip_values!r}.")
+        if not isinstance(self.clip_noise, bool):
+            raise ValueError(f"clip_noise must be True or False, got {self.clip_noise!r}.")
         self.schedule()
         return self
 
@@ -124,7 +130,7 @@ class ADPParams:
             schedule = f"{steps} steps of alpha = {_fmt(self.step_size)}"
         else:
             schedule = f"{steps} steps of alpha = {', '.join(_fmt(float(a)) for a in self.schedule())}"
-        return f"ADP sigma {noise}, T = {schedule}"
+        return f"ADP sigma {noise}{'' if self.clip_noise else ' (noisy input not clipped)'}, T = {schedule}"
 
 
 DEFAULTS = ADPParams()
@@ -226,8 +232,10 @@ def _step(score, x, active, alpha_t, *, lam, delta, step_clamp, tau, clip_values
 def _algorithm1(
     step: Callable, x: torch.Tensor, params: ADPParams, generator, *, compact: bool, on_state: Callable | None = None
 ) -> RunningBatch:
-    """x₀ = clip(x + σε); then T times ``step``, each sample until its α falls below τ; ``on_state(x_t)`` after each."""
-    x_0 = _noise(x, params.sigma, generator).clamp(*params.clip_values)
+    """x₀ = clip(x + σε) (without the clip unless ``clip_noise``); then T times ``step``, each sample until its α
+    falls below τ; ``on_state(x_t)`` after each."""
+    x_0 = _noise(x, params.sigma, generator)
+    x_0 = x_0.clamp(*params.clip_values) if params.clip_noise else x_0
     run = RunningBatch(x_0, steps=params.steps, compact=compact)
     for alpha_t in params.schedule():  # t = 1 … T: eq. 11's rule or the given α_t
         run.advance(step, alpha_t)
@@ -248,6 +256,7 @@ def purify(
     step_clamp: tuple[float, float] = DEFAULTS.step_clamp,
     tau: float = DEFAULTS.tau,
     clip_values: tuple[float, float] = DEFAULTS.clip_values,
+    clip_noise: bool = DEFAULTS.clip_noise,
     generator: torch.Generator | None = None,
     return_info: bool = False,
     compact: bool = False,
@@ -271,8 +280,9 @@ def purify(
 
     :param score_model: The noise-level-free score network h: ``N×C×H×W`` → same shape.
     :param x: Inputs, ``N×C×H×W``, values in ``clip_values``.
-    :param sigma, steps, step_size, lam, delta, step_clamp, tau, clip_values: ADP's hyperparameters, as
-        :class:`ADPParams` documents and checks them (σ, T, the step rule, λ, δ, the α clamp, τ, the input range).
+    :param sigma, steps, step_size, lam, delta, step_clamp, tau, clip_values, clip_noise: ADP's hyperparameters, as
+        :class:`ADPParams` documents and checks them (σ, T, the step rule, λ, δ, the α clamp, τ, the input range,
+        whether x₀ is clipped: the paper's ``True``, or ``False`` for a model trained on unclipped noise).
     :param generator: Source of the noise ε (default: torch's global generator).
     :param return_info: Also return ``{"steps": N int tensor of steps taken, "step_sizes": N×T tensor of
         the α used (0 where a sample had stopped)}``.
@@ -288,7 +298,8 @@ def purify(
         (:class:`~art_adp.attacks.purified_state_loss.PurifiedStateLoss`). It changes no value.
     :return: The purified batch (same shape and dtype as ``x``), and the info dict if ``return_info``.
     """
-    params = ADPParams(cast(float, sigma), steps, step_size, lam, delta, step_clamp, tau, clip_values).check()
+    params = ADPParams(cast(float, sigma), steps, step_size, lam, delta, step_clamp, tau, clip_values,
+                       clip_noise).check()  # fmt: skip
     check_speed_options(step_size, compact=compact, amp=amp, gradient_checkpointing=gradient_checkpointing)
     check_images(x, clip_values)
     score = autocast_score(score_model, amp)

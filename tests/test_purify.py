@@ -194,3 +194,22 @@ def test_values_within_the_tolerance_are_clipped_like_spsa_probes():
 def test_an_empty_batch_gives_an_empty_result():
     out, info = purify(linear_score(0.2), torch.zeros(0, 1, 4, 4), return_info=True)
     assert out.shape == (0, 1, 4, 4) and info["steps"].shape == (0,) and info["step_sizes"].shape == (0, 10)
+
+
+def test_clip_noise_off_keeps_the_noisy_input_as_drawn_and_its_gradient():
+    """clip_noise=False: x₀ = x + σε as the generator draws it (no clip), what a model trained on unclipped noise
+    saw; the gradient of x₀ to x is the identity, where the clip zeroes it at clipped pixels."""
+    x = torch.full((500, 1, 4, 4), 0.9, requires_grad=True)
+    draw = 0.3 * torch.randn(x.shape, generator=torch.Generator().manual_seed(4))
+    out = purify(linear_score(0.2), x, sigma=0.3, steps=0, clip_noise=False, generator=torch.Generator().manual_seed(4))
+    assert torch.equal(out, x + draw) and out.max() > 1.5
+    out.sum().backward()
+    assert torch.equal(x.grad, torch.ones_like(x))
+    x.grad = None
+    clipped = purify(linear_score(0.2), x, sigma=0.3, steps=0, generator=torch.Generator().manual_seed(4))
+    clipped.sum().backward()
+    assert torch.equal(clipped, (x + draw).clamp(0, 1))
+    inside = ((x + draw) > 0) & ((x + draw) < 1)
+    assert torch.equal(x.grad, inside.float().detach())  # the paper's clip: no gradient where clipped
+    with pytest.raises(ValueError, match="clip_noise must be True or False, got 'no'."):
+        purify(linear_score(0.2), x, clip_noise="no")

@@ -157,7 +157,7 @@ def test_save_load_is_bit_identical(tmp_path):
     with torch.no_grad():
         assert torch.equal(loaded(x), model.eval()(x))
     assert not loaded.training
-    assert loaded.training_info == {"sigmas": [1.0, 0.1], "step": 7}
+    assert loaded.training_info == {"sigmas": [1.0, 0.1], "step": 7, "clip_noise": False}
     assert loaded.config == model.config
 
 
@@ -207,3 +207,20 @@ def test_training_options_are_keyword_only_and_declared_once(tiny):
     parameters = inspect.signature(train_score_model).parameters
     assert [p.name for p in parameters.values() if p.kind is p.KEYWORD_ONLY] == list(TRAIN_OPTIONS)
     assert all(parameters[name].default == getattr(TRAIN_DEFAULTS, name) for name in TRAIN_OPTIONS)
+
+
+def test_dsm_loss_on_clipped_noise_targets_the_clipped_input():
+    """clip=(0, 1): the network sees clip(x + σz) and its target is −(clip(x + σz) − x)/σ, by hand on the same draws;
+    the denoiser that returns x exactly has zero loss on either form."""
+    x = torch.rand(6, 1, 3, 3)
+    sigmas = torch.tensor([0.5, 0.2])
+    h = lambda xt: 0.3 * xt - 0.1  # noqa: E731
+    loss = dsm_loss(h, x, sigmas, generator=torch.Generator().manual_seed(2), clip=(0.0, 1.0))
+    g = torch.Generator().manual_seed(2)
+    sigma = sigmas[torch.randint(2, (6,), generator=g)].view(-1, 1, 1, 1)
+    xt = (x + sigma * torch.randn(x.shape, generator=g)).clamp(0, 1)
+    expected = 0.5 * ((h(xt) + (xt - x) / sigma) ** 2).flatten(1).sum(1).mean()
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
+    oracle = lambda xt, level: x  # noqa: E731  # D(x̃, σ) = x
+    for clip in (None, (0.0, 1.0)):
+        assert dsm_loss(oracle, x, sigmas, denoiser=True, clip=clip).item() == pytest.approx(0.0, abs=1e-9)

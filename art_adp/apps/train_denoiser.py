@@ -41,7 +41,8 @@ LEVELS = (0.05, 0.1, 0.25, 0.5)
 
 
 @torch.no_grad()
-def denoising_mse(denoiser, x, levels: Sequence[float] = LEVELS, *, seed: int = 0, batch_size: int = 250) -> dict:
+def denoising_mse(denoiser, x, levels: Sequence[float] = LEVELS, *, seed: int = 0, batch_size: int = 250,
+                  clip_noise: bool = False) -> dict:  # fmt: skip
     """
     One-step denoising MSE of ``denoiser(x̃, σ)`` on clean images ``x`` at each level (fixed noise per level).
 
@@ -50,6 +51,7 @@ def denoising_mse(denoiser, x, levels: Sequence[float] = LEVELS, *, seed: int = 
     :param levels: Noise levels σ in [0, 1] pixel units.
     :param seed: Seed of the noise (each level draws from ``derive_seed(seed, σ)``).
     :param batch_size: Images per forward pass.
+    :param clip_noise: Give the denoiser x + σz clipped into [0, 1] (ADP's noise injection), not x + σz.
     :return: ``{σ as str: MSE}``, the MSE averaged over pixels and images.
     """
     x = torch.as_tensor(np.asarray(x), dtype=torch.float32)
@@ -61,6 +63,7 @@ def denoising_mse(denoiser, x, levels: Sequence[float] = LEVELS, *, seed: int = 
         for start in range(0, len(x), batch_size):
             xb = x[start : start + batch_size]
             noisy = xb + level * torch.randn(xb.shape, generator=gen)
+            noisy = noisy.clamp(0, 1) if clip_noise else noisy
             total += float((denoiser(noisy.to(device), level).cpu() - xb).square().sum())
         out[f"{level:g}"] = total / x.numel()
     return out
@@ -113,7 +116,8 @@ def train_denoiser(
     sigma_max: float = 1.0,
     n_test: int = 500,
     seed: int = 0,
-    precision: str = "auto",
+    precision: str = "fp32",
+    clip_noise: bool = False,
     device: str = "cpu",
     progress: bool = True,
 ) -> dict:
@@ -136,6 +140,8 @@ def train_denoiser(
     :param precision: The trainer's ``precision``: ``"fp32"``, ``"bf16"`` or ``"auto"`` (bf16 where ``device``
         computes it natively, else fp32; a resumed run keeps its own: :func:`~art_adp._hardware.resolve_precision`).
         The first line printed names the precision used and why; ``result.json`` records both.
+    :param clip_noise: Train on noisy images clipped into [0, 1], the input ADP's paper-style noise injection gives
+        (``ADPPurifier(clip_noise=True)``), so that form has a matched model; the curve measures that form too.
     :param device: Where to train.
     :param progress: Show the trainer's progress bar.
     :return: The result written to ``result.json``.
@@ -155,6 +161,8 @@ def train_denoiser(
         "n_train": len(x_train), "batch_size": batch_size, "lr": lr, "channels": list(channels),
         "sigma_min": sigma_min, "sigma_max": sigma_max, "seed": seed, "precision": precision, "milestone": milestone,
     }  # fmt: skip
+    if clip_noise:  # recorded only when on: a run from before the option trained on unclipped noise
+        settings["clip_noise"] = True
     if stored is not None and stored != settings:
         raise ValueError(f"{run_dir} holds a run with other settings ({stored}); use another run_dir.")
     sigmas = geometric_sigmas(sigma_max, sigma_min, 256)
@@ -179,7 +187,7 @@ def train_denoiser(
             ema = train_score_model(
                 model, x_train, sigmas, target, batch_size=batch_size, lr=lr, checkpoint_path=checkpoint,
                 seed=seed, progress=progress, checkpoint_every=milestone, device=device, precision=precision,
-                lr_warmup=100,
+                lr_warmup=100, clip_noise=clip_noise,
             )  # fmt: skip
         except KeyboardInterrupt:  # the trainer saved its state: record how far it got and how long it took
             held = read_checkpoint(checkpoint)[1]["step"]
@@ -198,7 +206,7 @@ def train_denoiser(
             "samples": step * batch_size,
             "train_seconds": round(spent, 1),
             "samples_per_s": round(done * batch_size / seconds, 1),
-            "mse": denoising_mse(ema, x_eval, seed=seed),
+            "mse": denoising_mse(ema, x_eval, seed=seed, clip_noise=clip_noise),
             "threads": torch.get_num_threads(),
         }
         if stored is None:
@@ -225,15 +233,17 @@ def train_denoiser(
 @dataclass(frozen=True)
 class DenoiserTraining:
     """Settings of ``art-adp train-denoiser`` (see :func:`train_denoiser` for each; the command's defaults: a
-    one-hour run of the three-level UNet, in bf16 where the device computes it natively and in fp32 elsewhere)."""
+    one-hour run of the three-level UNet in fp32; ``--precision auto`` picks bf16 where the device computes it natively,
+    an explicit choice recorded in the result, as the default may not depend on the hardware)."""
 
     minutes: float = 60.0
     milestone: int = 500
     batch_size: int = 128
     lr: float = 2e-3
     channels: tuple[int, ...] = (32, 64, 128)
-    precision: str = "auto"
+    precision: str = "fp32"
     seed: int = 0
+    clip_noise: bool = False
 
 
 def train_denoiser_command(

@@ -28,7 +28,8 @@ ARCHITECTURES: dict[str, type[torch.nn.Module]] = {
     c.__name__: c for c in (MLP, SmallCNN, DigitsCNN, WideResNet, CifarResNet)
 }
 #: The purifier's attributes that decide what it computes (ADP's hyperparameters); the rest (gradient mode, batch
-#: size, device, leave-one-out at training) change how, or only while training.
+#: size, device, leave-one-out at training) change how, or only while training. ``clip_noise`` is recorded only
+#: where it is off (records from before the option, all of clipped noise, compare equal).
 PURIFIER_FIELDS = ("sigma", "steps", "step_size", "lam", "delta", "step_clamp", "tau", "clip_values")
 
 
@@ -56,7 +57,8 @@ def purifier_record(purifier: Any, **extra: Any) -> dict[str, Any]:
     score = getattr(purifier, "score_model", None)
     record = {
         "purifier": type(purifier).__name__,
-        "params": {k: _jsonable(getattr(purifier, k)) for k in PURIFIER_FIELDS if hasattr(purifier, k)},
+        "params": {k: _jsonable(getattr(purifier, k)) for k in PURIFIER_FIELDS if hasattr(purifier, k)}
+        | ({"clip_noise": False} if getattr(purifier, "clip_noise", True) is False else {}),
         "describe": purifier.describe() if callable(getattr(purifier, "describe", None)) else type(purifier).__name__,
         "score_model": type(score).__name__ if score is not None else None,
         "score_sha256": _score_sha256(score) if isinstance(score, torch.nn.Module) else None,

@@ -622,7 +622,8 @@ def describe_defence(d) -> dict:
     if isinstance(d, ADPPurifier):
         out = {
             "type": "ADPPurifier",
-            **{k: getattr(d, k) for k in PURIFY_PARAMS},
+            # clip_noise only where it is off: records from before the option (all clipped) keep their settings
+            **{k: getattr(d, k) for k in PURIFY_PARAMS if k != "clip_noise" or not d.clip_noise},
             "gradient": d.gradient,
             "beta": d.beta,
             "clip_inputs": d.clip_inputs,

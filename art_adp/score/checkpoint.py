@@ -57,11 +57,14 @@ def load_score_model(path: str | os.PathLike, device: str | torch.device | None 
 
     :param path: The ``.safetensors`` checkpoint, or a bundled model's name.
     :param device: Where to put the network (default CPU).
-    :return: The network in eval mode, with ``training_info = {"sigmas": [...], "step": n}``.
+    :return: The network in eval mode, with ``training_info = {"sigmas": [...], "step": n, "clip_noise": bool}``
+        (``clip_noise``: trained on clipped noisy inputs; False for a checkpoint that does not say).
     :raises FileNotFoundError: For a path that does not exist and is no bundled name (the message lists the names).
     :raises ValueError: For a file that is not an art-adp safetensors checkpoint, an unknown architecture, or
         weights whose names or shapes do not match.
     """
     model, header = load_module(bundled_file(path, "score"), BUILDERS, device)
-    setattr(model, "training_info", {"sigmas": header.get("sigmas"), "step": header.get("step")})  # not a tensor
+    clip_noise = bool((header.get("train") or {}).get("clip_noise", False))
+    setattr(model, "training_info", {"sigmas": header.get("sigmas"), "step": header.get("step"),
+                                     "clip_noise": clip_noise})  # not a tensor  # fmt: skip
     return model

@@ -19,6 +19,7 @@ def dsm_loss(
     center: torch.Tensor | None = None,
     target: torch.Tensor | None = None,
     denoiser: bool = False,
+    clip: tuple[float, float] | None = None,
 ) -> torch.Tensor:
     """
     Multi-level denoising score matching loss for a noise-level-free score network.
@@ -42,6 +43,8 @@ def dsm_loss(
     :param denoiser: ``model`` is a σ-conditional denoiser ``D(x̃, σ)`` (e.g. :class:`~art_adp.DenoiserUNet`):
         it gets each sample's level, and h = (D − x̃)/σ, so the loss is the batch mean of ½‖x − D(x̃, σ)‖²/σ²
         (DDPM's ε-prediction loss). A dense geometric ``sigmas`` grid then draws ln σ uniformly.
+    :param clip: ``(min, max)``: the network sees x̃ clipped into it, as ADP's noise injection clips (the paper's
+        §5), and learns to move the clipped x̃ towards the target: z becomes (clip(x̃) − target)/σ. None: unclipped.
     :return: Scalar loss tensor.
     """
     sigmas = torch.as_tensor(sigmas, dtype=x.dtype, device=x.device)
@@ -54,6 +57,9 @@ def dsm_loss(
     x_noisy = x + sigma * z if center is None else center + sigma * z
     if center is not None or target is not None:  # augmented DSM: −σ·score target is z + (center − target)/σ
         z = z + ((x if center is None else center) - (x if target is None else target)) / sigma
+    if clip is not None:  # −σ·h's target moves with x̃: (clip(x̃) − target)/σ = z + (clip(x̃) − x̃)/σ
+        clipped = x_noisy.clamp(*clip)
+        z, x_noisy = z + (clipped - x_noisy) / sigma, clipped
     part = slice(None)
     if shard is not None:
         rank, world = shard

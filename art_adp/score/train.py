@@ -207,6 +207,7 @@ class TrainOptions:
     lr_warmup: int = 0
     log_every: int = 50
     async_checkpoint: bool = True
+    clip_noise: bool = False
 
     def check(self) -> "TrainOptions":
         """
@@ -233,7 +234,7 @@ class TrainOptions:
             raise ValueError(
                 f"compile must be True, False or a torch.compile mode in {list(_COMPILE_MODES)}, got {self.compile!r}."
             )
-        for name in ("channels_last", "async_checkpoint"):
+        for name in ("channels_last", "async_checkpoint", "clip_noise"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}.")
         if int(self.lr_warmup) != self.lr_warmup or self.lr_warmup < 0:
@@ -249,9 +250,14 @@ TRAIN_DEFAULTS = TrainOptions()
 TRAIN_OPTIONS = tuple(f.name for f in dataclasses.fields(TrainOptions))
 
 
-def _check_resumable(checkpoint_path, *, augment, precision) -> None:
-    """Refuse to resume from a checkpoint trained with other arithmetic (augmentation, precision)."""
+def _check_resumable(checkpoint_path, *, augment, precision, clip_noise=False) -> None:
+    """Refuse to resume from a checkpoint trained with other arithmetic (augmentation, precision, clipped noise)."""
     held = read_checkpoint(checkpoint_path)[1].get("train") or {}
+    if bool(held.get("clip_noise", False)) != clip_noise:
+        raise ValueError(
+            f"Cannot resume from {checkpoint_path}: it was trained with clip_noise={bool(held.get('clip_noise'))}, "
+            f"not {clip_noise}. Use another checkpoint_path or resume=False."
+        )
     was = held.get("precision", "fp32")  # checkpoints from before the option were all fp32
     if held.get("augment") != augment:
         raise ValueError(
@@ -340,7 +346,7 @@ class _Training:
         self.gen = _generator(o.seed, device, self.distributed)
         self.step = 0
         if o.checkpoint_path is not None and o.resume and Path(o.checkpoint_path).exists():
-            _check_resumable(o.checkpoint_path, augment=o.augment, precision=o.precision)
+            _check_resumable(o.checkpoint_path, augment=o.augment, precision=o.precision, clip_noise=o.clip_noise)
             self.step = _restore(o.checkpoint_path, model, self.ema, self.opt, self.gen, self.sigmas)
         self.net = self._wrapped()
         self.writer = _Writer()
@@ -376,7 +382,8 @@ class _Training:
         dtype, shard = PRECISIONS[o.precision], (self.rank, self.world) if self.distributed else None
         denoiser = bool(getattr(self.model, "sigma_conditional", False))  # D(x̃, σ) rather than h(x̃): see dsm_loss
         with torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext():
-            loss = dsm_loss(self.net, xb, self.sigmas, generator=gen, shard=shard, denoiser=denoiser, **aug)
+            clip = (0.0, 1.0) if o.clip_noise else None
+            loss = dsm_loss(self.net, xb, self.sigmas, generator=gen, shard=shard, denoiser=denoiser, clip=clip, **aug)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
@@ -403,6 +410,8 @@ class _Training:
         train["hflip"] = o.hflip
         if o.augment is not None:
             train["augment"] = o.augment
+        if o.clip_noise:  # recorded only when on: a checkpoint from before the option was trained unclipped
+            train["clip_noise"] = True
         train.update({"precision": o.precision, "channels_last": o.channels_last, "compile": o.compile})
         at, path, sigmas = self.step, o.checkpoint_path, self.sigmas.cpu()
 
@@ -438,7 +447,8 @@ class _Training:
         if o.channels_last:
             self.model.to(memory_format=torch.contiguous_format)  # type: ignore[call-overload]
             self.ema.to(memory_format=torch.contiguous_format)  # type: ignore[call-overload]
-        setattr(self.ema, "training_info", {"sigmas": self.sigmas.tolist(), "step": self.step})  # not a tensor
+        info = {"sigmas": self.sigmas.tolist(), "step": self.step, "clip_noise": o.clip_noise}
+        setattr(self.ema, "training_info", info)  # not a tensor
         return self.ema
 
 
@@ -465,6 +475,7 @@ def train_score_model(
     lr_warmup: int = TRAIN_DEFAULTS.lr_warmup,
     log_every: int = TRAIN_DEFAULTS.log_every,
     async_checkpoint: bool = TRAIN_DEFAULTS.async_checkpoint,
+    clip_noise: bool = TRAIN_DEFAULTS.clip_noise,
 ) -> ModuleT:
     """
     Train a noise-level-free score network h by multi-level denoising score matching (:func:`dsm_loss`), or a
@@ -498,6 +509,9 @@ def train_score_model(
     :param lr_warmup: Steps of linear learning-rate warm-up, lr·(k + 1)/``lr_warmup`` at step k (0: none).
     :param log_every: Steps between reads of the loss for the progress bar (each read waits for the device).
     :param async_checkpoint: Write checkpoints in a background thread (the same files, bit for bit).
+    :param clip_noise: Train on x̃ clipped into [0, 1], the input ADP's clipped noise injection gives
+        (:func:`dsm_loss`'s ``clip``); recorded in the checkpoint (``training_info["clip_noise"]`` once loaded), so a
+        purifier can take the noise form its model was trained on.
     :return: The EMA network in eval mode, with ``training_info = {"sigmas": [...], "step": n}``.
     """
     options = TrainOptions(**{name: value for name, value in locals().items() if name in TRAIN_OPTIONS})
