@@ -31,6 +31,7 @@ import torch
 
 __all__ = [
     "PRECISION_CHOICES",
+    "autocast",
     "cgroup_cpu_quota",
     "choose_threads",
     "cpu_features",
@@ -38,6 +39,7 @@ __all__ = [
     "default_threads",
     "instruction_sets",
     "native_bf16",
+    "require_native",
     "resolve_precision",
 ]
 
@@ -152,6 +154,37 @@ def resolve_precision(
     if native_bf16(dev, features=features):
         return "bf16", f"auto: this CPU has native bf16 ({isa})"
     return "fp32", f"auto: this CPU has no native bf16 ({isa}); bf16 would be emulated, about 10x slower"
+
+
+def require_native(precision: str, device: str | torch.device | None = None, *, force: bool = False,
+                   features: dict[str, bool] | None = None) -> str:
+    """
+    ``precision`` (``"fp32"`` or ``"bf16"``) for a run of gradient passes on ``device``, refusing bf16 where the
+    processor emulates it (about 10x slower than fp32) unless ``force``.
+
+    :raises ValueError: For another value, or bf16 without native support (the message names the processor).
+    """
+    if precision not in ("fp32", "bf16"):
+        raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}.")
+    if precision == "bf16" and not force and not native_bf16(device, features=features):
+        dev = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
+        where = (f"this CPU, {cpu_model()} ({instruction_sets(features)})" if dev.type == "cpu"
+                 else f"this GPU ({torch.cuda.get_device_name(dev) if torch.cuda.is_available() else dev})")
+        raise ValueError(f"bf16 is not native on {where}: torch would emulate it, about 10x slower than fp32. "
+                         "Use fp32, or force bf16 (--force-precision / force=True).")
+    return precision
+
+
+def autocast(precision: str, device: str | torch.device = "cpu"):
+    """The context of gradient passes at ``precision``: ``torch.autocast`` to bf16 on ``device``'s type (weights
+    stay fp32; matmuls and convolutions run in bf16), or nothing for fp32."""
+    import contextlib
+
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    if precision != "bf16":
+        raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}.")
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
 
 
 def cgroup_cpu_quota(root: str | os.PathLike = CGROUP) -> float | None:

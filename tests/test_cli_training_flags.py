@@ -47,16 +47,21 @@ def test_train_score_flags_reach_the_trainer(trainer, tmp_path):
 
 
 @pytest.mark.parametrize("native, precision", [(False, "fp32"), (True, "bf16")])
-def test_train_score_defaults_are_the_libraries_but_precision_auto(native, precision, trainer, tmp_path, monkeypatch,
-                                                                   capsys):
+def test_train_score_defaults_are_the_libraries_and_fp32_on_any_cpu(native, precision, trainer, tmp_path, monkeypatch,
+                                                                    capsys):
     features = {"AVX2": True, "AVX-512": native, "AVX-512-BF16": native, "AMX": False}
     monkeypatch.setattr(hardware, "cpu_features", lambda: features)
-    assert main(["train-score", "--run-dir", str(tmp_path), "--iterations", "1", "--device", "cpu", "--quiet"]) == 0
+    argv = ["train-score", "--iterations", "1", "--device", "cpu", "--quiet"]
+    assert main([*argv, "--run-dir", str(tmp_path / "default")]) == 0
     library = train_score.TRAINER
     for name in ("lr", "channels_last", "compile", "lr_warmup"):
         assert trainer[name] == library[name].default, name
-    assert (trainer["lr"], trainer["precision"], trainer["compile"]) == (1e-3, precision, False)
-    assert train_score.ScoreTraining().precision == "auto"
+    # the default may not depend on the hardware: fp32 on a CPU with native bf16 too
+    assert (trainer["lr"], trainer["precision"], trainer["compile"]) == (1e-3, "fp32", False)
+    assert train_score.ScoreTraining().precision == "fp32" and reproduce.MnistRecipe().precision == "fp32"
+    assert capsys.readouterr().out.splitlines()[0].startswith("precision: fp32 (as given)")
+    assert main([*argv, "--run-dir", str(tmp_path / "auto"), "--precision", "auto"]) == 0  # auto: explicit
+    assert trainer["precision"] == precision
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith(f"precision: {precision} (auto: this CPU has {'' if native else 'no '}native bf16")
 

@@ -141,14 +141,14 @@ def test_train_denoiser_says_and_records_its_choice(features, precision, tmp_pat
     monkeypatch.setattr(hardware, "cpu_features", lambda: features)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     argv = ["train-denoiser", "--run-dir", str(tmp_path), "--minutes", "1e-6", "--milestone", "1", "--batch-size",
-            "4", "--channels", "4,4", "--device", "cpu", "--quiet"]  # fmt: skip
+            "4", "--channels", "4,4", "--device", "cpu", "--quiet", "--precision", "auto"]  # fmt: skip
     assert main(argv) == 0
     reason = hardware.resolve_precision("auto", "cpu", features=features)[1]
     assert capsys.readouterr().out.splitlines()[0] == f"precision: {precision} ({reason}); threads: 1"
     result = json.loads((tmp_path / "result.json").read_text())
     assert (result["settings"]["precision"], result["precision_reason"]) == (precision, reason)
     assert f"1 thread(s), {precision}, load average" in result["provenance"]["device"]
-    assert main([*argv, "--precision", "fp32" if precision == "bf16" else "bf16"]) == 2  # explicit: other settings
+    assert main([*argv[:-2], "--precision", "fp32" if precision == "bf16" else "bf16"]) == 2  # explicit: other ones
     assert "holds a run with other settings" in capsys.readouterr().err
     assert main(argv) == 0  # resumed: auto keeps the run's precision, whatever the CPU
     assert capsys.readouterr().out.splitlines()[0].startswith(
@@ -161,3 +161,19 @@ def test_provenance_names_the_cpu_its_instruction_sets_threads_and_precision(mon
     text = device_description("cpu", precision="fp32")
     assert text.startswith(f"CPU {hardware.cpu_model()}; AVX2; no AVX-512, AVX-512-BF16, AMX; 1 thread(s), fp32, ")
     assert text.endswith(f", torch {torch.__version__}")
+
+
+def test_bf16_gradient_passes_are_refused_where_emulated_naming_the_processor(monkeypatch):
+    monkeypatch.setattr(hardware, "cpu_model", lambda: "AMD EPYC 7B12 (family 23, model 49)")
+    with pytest.raises(ValueError, match=r"^bf16 is not native on this CPU, AMD EPYC 7B12 \(family 23, model 49\) "
+                                         r"\(AVX2; no AVX-512, AVX-512-BF16, AMX\): torch would emulate it"):
+        hardware.require_native("bf16", "cpu", features=AVX2)
+    assert hardware.require_native("bf16", "cpu", features=AVX2, force=True) == "bf16"  # forced
+    assert hardware.require_native("bf16", "cpu", features=COOPER_LAKE) == "bf16"
+    assert hardware.require_native("fp32", "cpu", features=AVX2) == "fp32"
+    with pytest.raises(ValueError, match="precision must be 'fp32' or 'bf16', got 'auto'"):
+        hardware.require_native("auto", "cpu")
+    with hardware.autocast("bf16", "cpu"):
+        assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+    with hardware.autocast("fp32", "cpu"):
+        assert not torch.is_autocast_enabled("cpu")

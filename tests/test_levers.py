@@ -39,10 +39,21 @@ def tiny():
 
 
 def test_one_step_is_one_fixed_step_of_size_sigma_never_stopped():
+    # the denoise takes its model's noise form: unclipped for a model trained on unclipped noise, clipped for one
+    # trained on clipped noise; ADP's schedules keep the paper's clip whatever the model
     assert Setting("x", sigma=0.1, one_step=True).purifier_kwargs() == {
+        "sigma": 0.1, "steps": 1, "step_size": 0.1, "tau": 0.0, "clip_noise": False
+    }  # fmt: skip
+    assert Setting("x", sigma=0.1, one_step=True).purifier_kwargs(model_clipped=True) == {
         "sigma": 0.1, "steps": 1, "step_size": 0.1, "tau": 0.0
     }  # fmt: skip
     assert SETTINGS[0].purifier_kwargs() == {"sigma": 0.25, "steps": 10, "lam": 0.05, "tau": 1e-3}  # released
+    assert SETTINGS[0].purifier_kwargs(model_clipped=False) == SETTINGS[0].purifier_kwargs(model_clipped=True)
+    clipped = next(s for s in SETTINGS if s.name == "one-step denoise, clipped noise")
+    assert "clip_noise" not in clipped.purifier_kwargs() and clipped.record() == {
+        "name": "one-step denoise, clipped noise", "sigma": 0.25, "steps": 10, "lam": 0.05, "tau": 1e-3,
+        "one_step": True}  # fmt: skip
+    assert SETTINGS[5].record()["clip_noise"] is False and "clip_noise" not in SETTINGS[0].record()
 
 
 def test_render_levers_counts_and_intervals():
@@ -167,7 +178,8 @@ def test_the_command_line_takes_setting_names_with_commas(monkeypatch):
 def test_the_sigma_grid_gives_mnists_settings_in_their_order():
     assert [s.name for s in SETTINGS] == [
         "released (T 10, λ 0.05)", "T 10, λ 0.2", "T 10, λ 0.5", "T 30, λ 0.05", "T 30, λ 0.5, τ 0",
-        "one-step denoise", "σ 0.1, T 10, λ 0.5", "σ 0.5, T 10, λ 0.5", "σ 0.1, one-step", "σ 0.5, one-step",
+        "one-step denoise", "one-step denoise, clipped noise", "σ 0.1, T 10, λ 0.5", "σ 0.5, T 10, λ 0.5",
+        "σ 0.1, one-step", "σ 0.5, one-step",
     ]  # fmt: skip
     assert SETTINGS[-1] == Setting("σ 0.5, one-step", sigma=0.5, one_step=True)
 
@@ -294,6 +306,41 @@ def test_training_stops_on_a_scripted_validation_curve_keeps_the_best_epoch_and_
     capped = tmp_path / "capped.safetensors"
     model, facts = robust_baseline.train_until_plateau(fresh(), x, y, capped, **{**kw, "max_epochs": 2})
     assert (facts["best_epoch"], facts["epochs_trained"], facts["stopped_by"]) == (2, 2, "max_epochs")
+
+
+def test_bf16_training_runs_each_epoch_under_autocast_judges_in_fp32_and_refuses_another_precision(tmp_path,
+                                                                                                   monkeypatch):
+    """precision="bf16": every training epoch runs under bf16 autocast, the validation outside it (fp32); the facts
+    record it, and a run interrupted in bf16 is not resumed in fp32."""
+    judged = []
+
+    def scripted(m, x, y, **kw):
+        judged.append(torch.is_autocast_enabled("cpu"))
+        return 1.0, 0.5
+
+    monkeypatch.setattr(robust_baseline, "robust_accuracy", scripted)
+    x, y = np.zeros((20, 1, 2, 2), np.float32), np.zeros(20, np.int64)
+    trained = []
+
+    def epoch(model, xt, yt, k):
+        trained.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
+        if k == 2:
+            raise KeyboardInterrupt
+
+    from art_adp.models import MLP
+
+    kw = dict(eps=0.1, patience=3, max_epochs=3, val_fraction=0.1, train_epoch=epoch, progress=False)
+    path = tmp_path / "bf16.safetensors"
+    with pytest.raises(KeyboardInterrupt):
+        robust_baseline.train_until_plateau(MLP(1, 2, 2, hidden=()), x, y, path, precision="bf16", **kw)
+    assert trained == [(True, torch.bfloat16)] * 2 and judged == [False]
+    with pytest.raises(ValueError, match="was trained in bf16, not fp32: resume it in its own precision"):
+        robust_baseline.train_until_plateau(MLP(1, 2, 2, hidden=()), x, y, path, **kw)
+    _, facts = robust_baseline.train_until_plateau(MLP(1, 2, 2, hidden=()), x, y, tmp_path / "fp32.safetensors",
+                                                   **{**kw, "train_epoch": lambda *a: trained.append("fp32")})
+    assert "precision" not in facts and trained[-1] == "fp32" and judged == [False] * 4
+    with pytest.raises(ValueError, match="precision must be 'fp32' or 'bf16', got 'fp16'"):
+        robust_baseline.train_until_plateau(MLP(1, 2, 2, hidden=()), x, y, path, precision="fp16", **kw)
 
 
 def test_max_epochs_caps_only_the_adversarially_trained_classifiers():

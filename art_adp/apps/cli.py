@@ -114,7 +114,8 @@ def _train_denoiser(sub) -> None:
     _common(p, train_denoiser_command, settings=DenoiserTraining)
     _dataset(p)
     helps = {"minutes": "training time, over resumptions", "milestone": "steps between measurements",
-             "channels": "UNet widths, top first"}  # fmt: skip
+             "channels": "UNet widths, top first",
+             "clip_noise": "train on noisy images clipped into [0, 1] (ADP's noise injection)"}  # fmt: skip
     _fields(p, DenoiserTraining, {**helps, "precision": TRAINER_HELP["precision"]}, precision=PRECISION)
 
 
@@ -139,7 +140,8 @@ def _levers(sub) -> None:
              "restarts": "K: adaptive rows with the best iterate, K runs", "estimate_only": ESTIMATE_HELP,
              "keep_examples": "do not keep the adversarial examples (RUN_DIR/examples)", **registry.OPTION_HELP,
              "max_epochs": "cap on the adversarially trained classifiers' epochs (preset's: 100; they stop earlier "
-                           "when validation robust accuracy plateaus)"}  # fmt: skip
+                           "when validation robust accuracy plateaus)",
+             "train_precision": "the classifiers' training passes: fp32, or bf16 autocast (validation stays fp32)"}
     many = {"nargs": "+", "type": str}  # setting names hold commas: one argument each
     _fields(p, LeversConfig, helps, models={**many, "choices": ["oracle", "denoiser"]},
             settings={**many, "choices": SETTING_NAMES}, attacks={**many, "choices": ROW_NAMES},
@@ -147,7 +149,7 @@ def _levers(sub) -> None:
             purified={"nargs": "*", "type": str, "choices": CLASSIFIER_NAMES},
             keep_examples={"flag": "--no-keep-examples", "action": "store_false"}, **OPTIONS,
             judges={**many, "choices": list(JUDGES)}, arch={"choices": ["mlp", "cnn"]},
-            sigmas={"nargs": "+", "type": float})  # fmt: skip
+            sigmas={"nargs": "+", "type": float}, train_precision={"choices": ["fp32", "bf16"]})  # fmt: skip
 
 
 def _train_classifier(sub) -> None:

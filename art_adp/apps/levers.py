@@ -69,6 +69,7 @@ from ..runs.records import read_jsonl
 from ..runs.seeds import derive_seed
 from ..runs.statistics import judgements, wilson
 from .commands import DATASET_EPS
+from .._hardware import require_native
 from .robust_baseline import train_until_plateau, white_box_pgd
 
 __all__ = [
@@ -100,7 +101,9 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Setting:
-    """One purification: ADP at (σ, T, λ, τ), or the one-step denoise at σ when ``one_step``."""
+    """One purification: ADP at (σ, T, λ, τ), or the one-step denoise at σ when ``one_step``; ``clip_noise`` whether
+    the noisy input is clipped into [0, 1]: None takes the paper's clip for ADP's schedules and, for the one-step
+    denoise, the form its model was trained on (:meth:`clipped`)."""
 
     name: str
     sigma: float = 0.25
@@ -108,11 +111,26 @@ class Setting:
     lam: float = 0.05
     tau: float = 1e-3
     one_step: bool = False
+    clip_noise: bool | None = None
 
-    def purifier_kwargs(self) -> dict:
+    def clipped(self, model_clipped: bool = False) -> bool:
+        """Whether the noisy input is clipped, in front of a model trained on clipped (``model_clipped``) noise or
+        not: as given, else the paper's clip for ADP's schedules and the model's own form for the denoise."""
+        if self.clip_noise is not None:
+            return self.clip_noise
+        return model_clipped if self.one_step else True
+
+    def purifier_kwargs(self, model_clipped: bool = False) -> dict:
+        noise = {} if self.clipped(model_clipped) else {"clip_noise": False}
         if self.one_step:  # x₁ = clip(x₀ + σ·h_σ(x₀)): one step of fixed size σ, never stopped
-            return {"sigma": self.sigma, "steps": 1, "step_size": self.sigma, "tau": 0.0}
-        return {"sigma": self.sigma, "steps": self.steps, "lam": self.lam, "tau": self.tau}
+            return {"sigma": self.sigma, "steps": 1, "step_size": self.sigma, "tau": 0.0, **noise}
+        return {"sigma": self.sigma, "steps": self.steps, "lam": self.lam, "tau": self.tau, **noise}
+
+    def record(self, model_clipped: bool = False) -> dict:
+        """The setting as records and cells keep it: its fields, and ``clip_noise: False`` where the noisy input is
+        not clipped (records from before the option, all clipped, read the same)."""
+        out = {k: v for k, v in asdict(self).items() if k != "clip_noise"}
+        return out if self.clipped(model_clipped) else {**out, "clip_noise": False}
 
 
 #: ADP's noise level in the released code, where the schedule's levers are measured.
@@ -122,7 +140,8 @@ SIGMA = 0.25
 def sigma_settings(sigmas: Sequence[float]) -> tuple[Setting, ...]:
     """
     The levers at ADP's σ 0.25: the released schedule, converged schedules (a T × λ grid, τ off), the one-step
-    denoise; then for every other σ of ``sigmas``, converged ADP (T 10, λ 0.5) and the one-step denoise.
+    denoise (its noisy input as its model was trained) and the one-step denoise of a clipped noisy input; then for
+    every other σ of ``sigmas``, converged ADP (T 10, λ 0.5) and the one-step denoise.
     """
     others = [float(s) for s in sigmas if float(s) != SIGMA]
     return (
@@ -132,6 +151,7 @@ def sigma_settings(sigmas: Sequence[float]) -> tuple[Setting, ...]:
         Setting("T 30, λ 0.05", steps=30),
         Setting("T 30, λ 0.5, τ 0", steps=30, lam=0.5, tau=0.0),
         Setting("one-step denoise", one_step=True),
+        Setting("one-step denoise, clipped noise", one_step=True, clip_noise=True),
         *(Setting(f"σ {s:g}, T 10, λ 0.5", sigma=s, lam=0.5) for s in others),
         *(Setting(f"σ {s:g}, one-step", sigma=s, one_step=True) for s in others),
     )
@@ -466,6 +486,12 @@ def _score_model(kind: str, level: float, x_train, denoiser, device: str = "cpu"
     return EDMScore(denoiser, sigma=level, data_range=(0.0, 1.0))
 
 
+def model_clipped(kind: str, denoiser=None) -> bool:
+    """Whether the score model ``kind`` was trained on clipped noisy inputs: the exact score (``"oracle"``) is that of
+    unclipped Gaussian noise; a DenoiserUNet says so in its checkpoint (``train-denoiser --clip-noise``)."""
+    return kind != "oracle" and bool(getattr(denoiser, "training_info", {}).get("clip_noise", False))
+
+
 def training_purifier(model: str, setting: Setting, x_train, denoiser=None, *, adversarial: bool, eps: float,
                       device: str = "cpu"):  # fmt: skip
     """
@@ -483,7 +509,7 @@ def training_purifier(model: str, setting: Setting, x_train, denoiser=None, *, a
     return ADPPurifier(_score_model(model, setting.sigma, x_train, denoiser, device), batch_size=500,
                        gradient="full" if adversarial else "bpda", generator=torch.Generator(device),
                        leave_out=leave_out, apply_fit=True, device_type="gpu" if device == "cuda" else "cpu",
-                       **setting.purifier_kwargs())  # fmt: skip
+                       **setting.purifier_kwargs(model_clipped(model, denoiser)))  # fmt: skip
 
 
 def setting_named(name: str, sigmas: Sequence[float]) -> Setting:
@@ -495,7 +521,7 @@ def setting_named(name: str, sigmas: Sequence[float]) -> Setting:
 
 
 def _classifier(name: str, preset: Preset, data, run_dir: Path, seed: int, progress: bool, denoiser=None,
-                device: str = "cpu"):  # fmt: skip
+                device: str = "cpu", precision: str = "fp32"):  # fmt: skip
     """The preset's classifier ``name``, trained once on the training split and kept (``NAME.safetensors``); one
     trained behind a purifier comes back with it recorded (``trained_behind``)."""
     from .. import models
@@ -518,12 +544,13 @@ def _classifier(name: str, preset: Preset, data, run_dir: Path, seed: int, progr
                                    patience=recipe.patience or 5, max_epochs=recipe.epochs,
                                    batch_size=recipe.batch_size, seed=seed, progress=progress, device=device,
                                    purifier=purifier, adversarial=recipe.adversarial, lr=recipe.lr,
-                                   val_fraction=recipe.validation, purifier_names=names)[0]  # fmt: skip
+                                   val_fraction=recipe.validation, purifier_names=names,
+                                   precision=precision)[0]  # fmt: skip
     if recipe.patience:
         return train_until_plateau(model, data.x_train, data.y_train, path, eps=preset.eps, max_iter=recipe.max_iter,
                                    patience=recipe.patience, max_epochs=recipe.epochs, batch_size=recipe.batch_size,
                                    seed=seed, progress=progress, device=device, method=recipe.method,
-                                   lr=recipe.lr, val_fraction=recipe.validation)[0]  # fmt: skip
+                                   lr=recipe.lr, val_fraction=recipe.validation, precision=precision)[0]  # fmt: skip
     if recipe.adversarial:
         models.train_adversarial_classifier(model, data.x_train, data.y_train, eps=preset.eps, max_iter=recipe.max_iter,
                                             epochs=recipe.epochs, seed=seed, verbose=progress)  # fmt: skip
@@ -660,6 +687,7 @@ def run_levers(
     device: str = "cpu",
     progress: bool = True,
     estimate_only: bool = False,
+    train_precision: str = "fp32",
 ) -> dict:
     """
     Measure ``attacks`` × ``settings`` × ``models`` × ``purified`` classifiers, and the undefended ``classifiers``,
@@ -702,6 +730,8 @@ def run_levers(
     :param seed: Seed of every draw (random starts, purification noise, training).
     :param device: Where the networks run (``"cpu"`` or ``"cuda"``).
     :param progress: Print one line per measured cell.
+    :param train_precision: The classifiers' training passes (:func:`~art_adp.apps.robust_baseline.train_until_plateau`'s
+        ``precision``): ``"fp32"``, or ``"bf16"``, refused on a processor without native bf16.
     :param estimate_only: Price the defended rows still to measure and stop (nothing trained, attacked or recorded):
         one line per row with its estimated time on this device, from the attack registry's cost model and a timed
         probe of each purifier (:func:`~art_adp.runs.engine.estimate`, the cells a run would measure); returns
@@ -712,6 +742,7 @@ def run_levers(
     from ..preprocessor import ADPPurifier
     from ..score import load_score_model
 
+    require_native(train_precision, device)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     started, code = time.monotonic(), code_version()  # the code this run loads now, whatever the checkout is later
@@ -768,7 +799,8 @@ def run_levers(
     if estimate_only:
         clfs = {k: _stand_in(k, preset, run_dir) for k in names}
     else:
-        clfs = {k: _classifier(k, preset, data, run_dir, seed, progress, denoiser, device).to(device) for k in names}
+        clfs = {k: _classifier(k, preset, data, run_dir, seed, progress, denoiser, device, train_precision).to(device)
+                for k in names}  # fmt: skip
     path = run_dir / "records.jsonl"
     base = preset.classifier
 
@@ -816,11 +848,12 @@ def run_levers(
 
         return rows_
 
-    def cell_settings(r: Row, judgement: Judgement, s: Setting | None = None, budget: Budget | None = None) -> dict:
+    def cell_settings(r: Row, judgement: Judgement, s: Setting | None = None, budget: Budget | None = None,
+                      model: str = "none") -> dict:  # fmt: skip
         """What a cell's records depend on besides its images: the radius, the row and its budget, the purification,
         the judging and the seed (the folder's ``cells.json`` keeps them: a cell run again with others is refused)."""
         return {"eps": eps, "row": asdict(r), "budget": None if budget is None else asdict(budget), "seed": seed,
-                "purifier": None if s is None else asdict(s),
+                "purifier": None if s is None else s.record(model_clipped(model, denoiser)),
                 "judgement": {"kind": judgement.kind, "ensemble_size": judgement.ensemble_size,
                               "repeats": judgement.repeats}}  # fmt: skip
 
@@ -850,7 +883,8 @@ def run_levers(
         score = _score_model(model, s.sigma, data.x_train, denoiser, device)
         gen = torch.Generator(device).manual_seed(seed)
         return ADPPurifier(score, gradient="bpda", batch_size=500, generator=gen,
-                           device_type="gpu" if device == "cuda" else "cpu", **s.purifier_kwargs())  # fmt: skip
+                           device_type="gpu" if device == "cuda" else "cpu",
+                           **s.purifier_kwargs(model_clipped(model, denoiser)))  # fmt: skip
 
     def judged(r: Row, repeats_: int):
         def seeds(b: int, first: int) -> Seeds:  # pylint: disable=unused-argument
@@ -881,7 +915,7 @@ def run_levers(
         for model, s in pairs:
             target = f"{name}|{model}|{s.name}"
             targets[target] = (name, model, s)
-            extra = {"purifier": asdict(s)}
+            extra = {"purifier": s.record(model_clipped(model, denoiser))}
             ensemble = Judgement("ensemble", ensemble_size, repeats, batch_size=500)
             for r in rows:
                 if r.attack == AUTOATTACK:
@@ -895,14 +929,14 @@ def run_levers(
                                       seeds=judged(r, repeats), write=write(*key, more), block_size=BLOCK,
                                       keep=key if keep_examples else None,
                                       cost=partial(unit_seconds, r.attack, budget, ensemble_size * repeats),
-                                      settings=cell_settings(r, ensemble, s, budget)))  # fmt: skip
+                                      settings=cell_settings(r, ensemble, s, budget, model)))  # fmt: skip
                 if "ensemble" in judges and not r.adaptive:
                     one = replace(ensemble, repeats=1)
                     cells.append(Cell((*key, "ensemble"), target, cached(name, r), one,
                                       seeds=lambda b, first: Seeds(seed, seed, (derive_seed(seed, "judge", 0),)),
                                       write=write(*key, {**extra, "repeats": 1}), block_size=None,
                                       cost=partial(unit_seconds, None, None, ensemble_size),
-                                      settings=cell_settings(r, one, s)))  # fmt: skip
+                                      settings=cell_settings(r, one, s, model=model)))  # fmt: skip
                 if "fixed" in judges and (r.adaptive or not r.attack):
                     budget = _budget(r, eps, 1, batch_size=FIXED_CHUNK, judge_draws=1)  # judged by the frozen draw
                     attack = adaptive_attack(r, budget) if r.adaptive else clean
@@ -910,7 +944,7 @@ def run_levers(
                     cost = partial(unit_seconds, r.attack if r.adaptive else None, budget, 1)
                     cells.append(Cell((*key, "fixed"), target, attack, fixed, seeds=frozen(r),
                                       write=write(*key, {**extra, "repeats": 1}, judge="fixed"),
-                                      block_size=FIXED_CHUNK, settings=cell_settings(r, fixed, s, budget),
+                                      block_size=FIXED_CHUNK, settings=cell_settings(r, fixed, s, budget, model),
                                       cost=cost))  # fmt: skip
     built: dict[str, Any] = {}
 
@@ -1107,6 +1141,7 @@ class LeversConfig:
     keep_examples: bool = True
     seed: int = 0
     estimate_only: bool = False
+    train_precision: str = "fp32"
 
 
 def levers_command(

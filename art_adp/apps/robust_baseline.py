@@ -134,6 +134,7 @@ def train_until_plateau(
     adversarial: bool = True,
     purifier_names: dict | None = None,
     method: str = "pgd",
+    precision: str = "fp32",
 ) -> tuple[torch.nn.Module, dict]:
     """
     PGD adversarial training of ``model`` (in place) until its robust accuracy on a validation split stops rising
@@ -171,6 +172,8 @@ def train_until_plateau(
         :func:`~art_adp.models.fast_adversarial.fgsm_rs_epoch`: FGSM from a random start, step 1.25 ε, SGD on a
         one-cycle schedule over ``max_epochs`` peaking at ``lr``, random crops and flips; ``max_iter`` unused); bare
         classifiers only.
+    :param precision: The training passes' precision: ``"fp32"``, or ``"bf16"`` (autocast, weights fp32;
+        :func:`~art_adp._hardware.autocast`); validation stays fp32. A bf16 run records it in the facts.
     :return: ``(model at its best epoch, facts)``: facts holds the curve, the best epoch, the epochs trained, the
         split and the training attack.
     """
@@ -179,6 +182,10 @@ def train_until_plateau(
     from ..models.fast_adversarial import fgsm_rs_epoch
     from ..serialization import read_checkpoint
 
+    from .._hardware import autocast
+
+    if precision not in ("fp32", "bf16"):
+        raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}.")
     if not adversarial and purifier is None:
         raise ValueError("adversarial=False trains behind a purifier: give purifier (or adversarial=True).")
     if method not in METHODS or (method != "pgd" and (purifier is not None or not adversarial)):
@@ -199,6 +206,8 @@ def train_until_plateau(
         + ("" if purifier is None else ", through the purifier"),
         "curve": [],
     }  # fmt: skip
+    if precision != "fp32":  # recorded where it differs from the records before the option
+        facts["precision"] = precision
     if not adversarial:
         facts.update(validation_attack=None, validation="clean accuracy through the purifier")
     if method == "fgsm-rs":
@@ -209,7 +218,11 @@ def train_until_plateau(
     if last.exists():
         state = load_classifier(last, device, purifier=purifier)
         model.load_state_dict(state.state_dict())
-        facts["curve"] = read_checkpoint(last)[1][key]["curve"]
+        held = read_checkpoint(last)[1][key]
+        if held.get("precision", "fp32") != precision:
+            raise ValueError(f"{last} was trained in {held.get('precision', 'fp32')}, not {precision}: resume it in "
+                             "its own precision, or delete it to start again.")
+        facts["curve"] = held["curve"]
     if train_epoch is None and method == "fgsm-rs":
 
         def train_epoch(m, x, y, epoch):
@@ -239,7 +252,8 @@ def train_until_plateau(
             break
         epoch, started = len(curve) + 1, time.monotonic()
         model.train()
-        train_epoch(model, x_train[train], y_train[train], epoch)
+        with autocast(precision, device):
+            train_epoch(model, x_train[train], y_train[train], epoch)
         if purifier is not None:  # the validation's purification draws: the epoch's own
             purifier.generator.manual_seed(derive_seed(seed, "val-purify", epoch))
         clean, robust = robust_accuracy(model, x_train[val], y_train[val], seed=derive_seed(seed, "val", epoch),
