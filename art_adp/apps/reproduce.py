@@ -88,7 +88,7 @@ class MnistRecipe:
     batch_size: int = 64
     lr: float = 1e-3
     lr_warmup: int = 0
-    precision: str = "auto"
+    precision: str = "fp32"
     ema_decay: float = 0.999
     budgets: tuple[int, ...] = (2000, 8000)
     curve_milestones: tuple[int, ...] = (250, 500, 1000, 2000, 4000, 8000)

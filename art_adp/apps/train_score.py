@@ -26,8 +26,9 @@ class ScoreTraining:
     :param ngf: NCSNv2 width (the paper: 128 for CIFAR).
     :param sigma_begin: Largest training σ (None: Song & Ermon's Techniques 1-2); ``sigma_end``, ``num_sigmas``: the
         rest of the geometric schedule.
-    :param precision: ``"fp32"``, ``"bf16"`` or ``"auto"``: bf16 where the device computes it natively, else fp32; a
-        resume keeps the checkpoint's (:func:`~art_adp._hardware.resolve_precision`).
+    :param precision: ``"fp32"`` (the default: the same command trains the same weights on every machine), ``"bf16"``
+        or ``"auto"``: bf16 where the device computes it natively, else fp32, a resume keeping the checkpoint's
+        (:func:`~art_adp._hardware.resolve_precision`); the choice and its reason are recorded.
     :param hflip: Random horizontal flips (CIFAR).
     :param augment: ``"dct"`` or ``"augmix"``: augmented DSM for common corruptions (``sigma_end`` × 10, as the paper).
     :param channels_last, compile: Speed levers that leave the model unchanged (to float rounding).
@@ -37,7 +38,7 @@ class ScoreTraining:
     batch_size: int = 128
     lr: float | str = TRAINER["lr"].default
     lr_warmup: int = TRAINER["lr_warmup"].default
-    precision: str = "auto"
+    precision: str = "fp32"
     ngf: int = 16
     sigma_begin: float | None = None
     sigma_end: float = 0.01
@@ -63,8 +64,9 @@ def train_score_command(
     --nproc_per_node=N -m art_adp train-score ... (--batch-size is per process; --lr auto is large_batch_lr of the
     batch of all processes: the paper's 1e-3 at 128, square-root scaled, best with --lr-warmup ~500 from 4x the
     paper's batch). --precision bf16 runs the forward pass and the loss in bf16 (weights, Adam and EMA stay fp32);
-    auto (the default) picks bf16 where the device computes it natively (a CUDA GPU with bf16, a CPU with AVX-512-BF16
-    or AMX) and fp32 elsewhere, and a resume keeps the checkpoint's precision. The first line printed names the
+    fp32 is the default (the same command trains the same weights on any machine); auto picks bf16 where the device
+    computes it natively (a CUDA GPU with bf16, a CPU with AVX-512-BF16 or AMX) and fp32 elsewhere, and then a resume
+    keeps the checkpoint's precision. The first line printed names the
     precision and why. On CUDA, cuDNN's autotuner picks the convolutions
     (torch.backends.cudnn.benchmark)."""
     import torch
