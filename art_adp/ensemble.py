@@ -14,6 +14,8 @@ of the input: ``model(standardise(defend(x)))``, in ART's order.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -40,7 +42,9 @@ __all__ = [
     "eot_gradient",
     "eot_loss",
     "ensemble_gradient",
+    "at_gradient_precision",
     "generators",
+    "gradient_precision",
     "logits",
     "stack_draws",
 ]
@@ -49,6 +53,52 @@ AGGREGATES = ("softmax", "logits", "vote")
 EOT_AGGREGATES = ("mean", "sign")
 CPU_MEMORY_BUDGET = 512  # MiB of autograd graph per block on a CPU
 PROBE_ROWS = 16  # rows of the first block of a call, whose graph is measured to size the others
+
+
+# -- the precision of the gradient passes ---------------------------------------------------------------------------
+
+#: What the attacks' gradient passes run in (:func:`gradient_precision`): ``"fp32"``, or ``"bf16"`` autocast.
+PRECISIONS = ("fp32", "bf16")
+_GRADIENT_PRECISION: contextvars.ContextVar[str] = contextvars.ContextVar("gradient_precision", default="fp32")
+
+
+@contextlib.contextmanager
+def gradient_precision(precision: str) -> Iterator[None]:
+    """
+    Run the EOT gradient passes started inside (:func:`eot_gradient`, :func:`draw_gradients`,
+    :func:`ensemble_gradient`, and the attacks' own, through :func:`at_gradient_precision`) at ``precision``:
+    ``"bf16"`` runs their forward passes, purification and classifier, under bf16 autocast (weights fp32, the logits
+    handed to the loss in fp32). Nothing else changes: predictions made inside, the judgements of an attack's
+    iterates among them, stay in the precision of the networks (fp32), as do the projection and the clip.
+    """
+    one_of("precision", precision, PRECISIONS)
+    token = _GRADIENT_PRECISION.set(precision)
+    try:
+        yield
+    finally:
+        _GRADIENT_PRECISION.reset(token)
+
+
+def _as_float(out: Any) -> Any:
+    if isinstance(out, torch.Tensor):
+        return out.float() if out.is_floating_point() else out
+    if isinstance(out, (tuple, list)):
+        return type(out)(_as_float(o) for o in out)
+    return out
+
+
+def at_gradient_precision(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` as a gradient pass runs it: under bf16 autocast inside ``gradient_precision("bf16")`` (its floating-point
+    outputs cast back to fp32), else ``fn`` itself."""
+    precision = _GRADIENT_PRECISION.get()
+    if precision == "fp32":
+        return fn
+
+    def run(x: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        with torch.autocast(x.device.type, dtype=torch.bfloat16):
+            return _as_float(fn(x, *args, **kwargs))
+
+    return run
 
 
 # -- one function of the input: the estimator's whole preprocessing chain, then its model -----------------------------
@@ -395,6 +445,7 @@ def _block_gradients(
     detached (per row, or a batch loss weighted as :func:`eot_gradient` documents). One backward pass per block; the
     block's graph is freed before the next is recorded."""
     n = len(x)
+    fn = at_gradient_precision(fn)
     plan = RowBlocks(n * draws, batch_size=batch_size, memory_budget=memory_budget, device=x.device)
     for a, b in plan:
         idx = torch.arange(a, b, device=x.device) % n
@@ -555,7 +606,8 @@ def ensemble_gradient(
     """
     with torch.enable_grad():
         rows = x.detach().requires_grad_(True)
-        z = stack_draws(fn, rows, draws, batch_size=batch_size, memory_budget=memory_budget, generators=generators)
+        z = stack_draws(at_gradient_precision(fn), rows, draws, batch_size=batch_size, memory_budget=memory_budget,
+                        generators=generators)  # fmt: skip
         lk = loss(aggregate_draws(z, "softmax"), y)
         (g,) = torch.autograd.grad(lk.sum(), rows)
     return g, lk.detach()

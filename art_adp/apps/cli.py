@@ -120,6 +120,11 @@ def _train_denoiser(sub) -> None:
 
 
 OPTIONS = {k: {"choices": v} for k, v in registry.OPTION_CHOICES.items()}  # the attacks' options as flags
+PRECISION_HELP = {
+    "attack_precision": "the gradient attacks' gradient passes (purifier and classifier forward, and backward): fp32, "
+    "or bf16 autocast where the processor computes it natively; every judged prediction stays fp32",
+    "force_precision": "run bf16 even on a processor that emulates it (about 10x slower)",
+}
 
 
 def _levers(sub) -> None:
@@ -141,7 +146,8 @@ def _levers(sub) -> None:
              "keep_examples": "do not keep the adversarial examples (RUN_DIR/examples)", **registry.OPTION_HELP,
              "max_epochs": "cap on the adversarially trained classifiers' epochs (preset's: 100; they stop earlier "
                            "when validation robust accuracy plateaus)",
-             "train_precision": "the classifiers' training passes: fp32, or bf16 autocast (validation stays fp32)"}
+             "train_precision": "the classifiers' training passes: fp32, or bf16 autocast (validation stays fp32)",
+             **PRECISION_HELP}
     many = {"nargs": "+", "type": str}  # setting names hold commas: one argument each
     _fields(p, LeversConfig, helps, models={**many, "choices": ["oracle", "denoiser"]},
             settings={**many, "choices": SETTING_NAMES}, attacks={**many, "choices": ROW_NAMES},
@@ -149,7 +155,8 @@ def _levers(sub) -> None:
             purified={"nargs": "*", "type": str, "choices": CLASSIFIER_NAMES},
             keep_examples={"flag": "--no-keep-examples", "action": "store_false"}, **OPTIONS,
             judges={**many, "choices": list(JUDGES)}, arch={"choices": ["mlp", "cnn"]},
-            sigmas={"nargs": "+", "type": float}, train_precision={"choices": ["fp32", "bf16"]})  # fmt: skip
+            sigmas={"nargs": "+", "type": float}, train_precision={"choices": ["fp32", "bf16"]},
+            attack_precision={"choices": ["fp32", "bf16"]})  # fmt: skip
 
 
 def _train_classifier(sub) -> None:
@@ -262,7 +269,7 @@ def _evaluate(sub) -> None:
         "purifier": f"families, comma-separated, from {','.join(PURIFIERS)} (several: a card each in "
         "<run-dir>/<family>, comparison.md side by side; the diffusion families need a sigma-conditional denoiser as "
         "--score, from art-adp train-denoiser)",
-        "sampler": "reverse diffusion's sampler",
+        "sampler": "reverse diffusion's sampler", **PRECISION_HELP,
     }  # fmt: skip
     _fields(p, EvalConfig, helps, skip=("eps", "preset_name", "overridden", "note", "sanity_iterations",
             "sanity_eot_samples", "compression_examples", "compression_directions", "weight"),
@@ -272,7 +279,7 @@ def _evaluate(sub) -> None:
             sanity={"flag": "--no-sanity", "action": "store_false"},
             fixed_noise={"flag": "--no-fixed-noise", "action": "store_false"},
             sigma_sweep={"nargs": "?", "const": SIGMA_SWEEP}, eot_sweep={"nargs": "?", "const": EOT_SWEEP},
-            sampler={"choices": list(SAMPLERS)})  # fmt: skip
+            sampler={"choices": list(SAMPLERS)}, attack_precision={"choices": ["fp32", "bf16"]})  # fmt: skip
 
 
 def _import(sub) -> None:

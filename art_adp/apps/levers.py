@@ -43,7 +43,8 @@ import numpy as np
 import torch
 
 from ..attacks._core import AUTO, JUDGE_DRAWS
-from ..attacks.registry import BLIND_ATTACK, FULL_ATTACK, REGISTRY, SWEEP_ATTACK, Budget, recorded, registered_name
+from ..attacks.registry import (BLIND_ATTACK, FULL_ATTACK, REGISTRY, SWEEP_ATTACK, Budget, budget_settings, recorded,
+                               registered_name)
 from ..attacks.apgd_eot import APGDEOT
 from ..attacks.selective_eot import SelectiveEOT
 from ..models.checkpoint import check_purifier
@@ -688,6 +689,8 @@ def run_levers(
     progress: bool = True,
     estimate_only: bool = False,
     train_precision: str = "fp32",
+    attack_precision: str = Budget.precision,
+    force_precision: bool = False,
 ) -> dict:
     """
     Measure ``attacks`` × ``settings`` × ``models`` × ``purified`` classifiers, and the undefended ``classifiers``,
@@ -732,6 +735,9 @@ def run_levers(
     :param progress: Print one line per measured cell.
     :param train_precision: The classifiers' training passes (:func:`~art_adp.apps.robust_baseline.train_until_plateau`'s
         ``precision``): ``"fp32"``, or ``"bf16"``, refused on a processor without native bf16.
+    :param attack_precision: The adaptive rows' gradient passes (:class:`~art_adp.attacks.registry.Budget`'s
+        ``precision``): ``"fp32"``, or ``"bf16"`` autocast (judgements stay fp32), recorded with each row's options.
+    :param force_precision: bf16 (training or attacks) even on a processor that emulates it.
     :param estimate_only: Price the defended rows still to measure and stop (nothing trained, attacked or recorded):
         one line per row with its estimated time on this device, from the attack registry's cost model and a timed
         probe of each purifier (:func:`~art_adp.runs.engine.estimate`, the cells a run would measure); returns
@@ -742,7 +748,8 @@ def run_levers(
     from ..preprocessor import ADPPurifier
     from ..score import load_score_model
 
-    require_native(train_precision, device)
+    require_native(train_precision, device, force=force_precision)
+    require_native(attack_precision, device, force=force_precision)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     started, code = time.monotonic(), code_version()  # the code this run loads now, whatever the checkout is later
@@ -768,7 +775,7 @@ def run_levers(
     if restarts is not None:
         rows = [with_restarts(r, restarts) if r.adaptive and not r.num_random_init > 1 and not r.check_every else r
                 for r in rows]  # fmt: skip
-    options = {"loss": loss, "eot_target": eot_target, "step_schedule": step_schedule}
+    options = {"loss": loss, "eot_target": eot_target, "step_schedule": step_schedule, "precision": attack_precision}
 
     def options_of(r: Row) -> dict:
         """What an adaptive record of ``r`` carries: the options and best-iterate budget its attack takes that differ
@@ -852,7 +859,7 @@ def run_levers(
                       model: str = "none") -> dict:  # fmt: skip
         """What a cell's records depend on besides its images: the radius, the row and its budget, the purification,
         the judging and the seed (the folder's ``cells.json`` keeps them: a cell run again with others is refused)."""
-        return {"eps": eps, "row": asdict(r), "budget": None if budget is None else asdict(budget), "seed": seed,
+        return {"eps": eps, "row": asdict(r), "budget": None if budget is None else budget_settings(budget), "seed": seed,
                 "purifier": None if s is None else s.record(model_clipped(model, denoiser)),
                 "judgement": {"kind": judgement.kind, "ensemble_size": judgement.ensemble_size,
                               "repeats": judgement.repeats}}  # fmt: skip
@@ -938,7 +945,8 @@ def run_levers(
                                       cost=partial(unit_seconds, None, None, ensemble_size),
                                       settings=cell_settings(r, one, s, model=model)))  # fmt: skip
                 if "fixed" in judges and (r.adaptive or not r.attack):
-                    budget = _budget(r, eps, 1, batch_size=FIXED_CHUNK, judge_draws=1)  # judged by the frozen draw
+                    budget = _budget(r, eps, 1, batch_size=FIXED_CHUNK, judge_draws=1,  # judged by the frozen draw
+                                     options={"precision": attack_precision})  # fmt: skip
                     attack = adaptive_attack(r, budget) if r.adaptive else clean
                     fixed = Judgement("fixed", 1, 1, batch_size=FIXED_CHUNK)
                     cost = partial(unit_seconds, r.attack if r.adaptive else None, budget, 1)
@@ -1142,6 +1150,8 @@ class LeversConfig:
     seed: int = 0
     estimate_only: bool = False
     train_precision: str = "fp32"
+    attack_precision: str = "fp32"
+    force_precision: bool = False
 
 
 def levers_command(

@@ -10,7 +10,7 @@ import torch
 from art.estimators.classification import PyTorchClassifier
 
 from .._checks import non_negative_int
-from ..ensemble import logits
+from ..ensemble import at_gradient_precision, logits
 from ._core import IterativeAttack, cross_entropy, labels, normalize, purifiers
 from .best_iterate import BestIterate
 
@@ -112,7 +112,7 @@ class FixedNoisePGD(IterativeAttack):
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         x_adv = x_adv.detach().requires_grad_(True)
         with torch.enable_grad():
-            loss = cross_entropy(logits(self.estimator, x_adv), y).sum()
+            loss = cross_entropy(at_gradient_precision(lambda r: logits(self.estimator, r))(x_adv), y).sum()
             (g,) = torch.autograd.grad(loss, x_adv)
         return normalize(g, self.norm)
 

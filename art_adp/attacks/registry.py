@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from types import MappingProxyType
 
 import torch
 from art.attacks.attack import EvasionAttack
 
+from .._checks import one_of
+from ..ensemble import gradient_precision
 from ._core import AUTO, EOT_TARGETS, JUDGE_DRAWS, STEP_SCHEDULES, check_interval
 from .apgd_eot import APGDEOT, APGDEOTDev, APGDEOTEnsemble
 from .classifier_pgd import ClassifierPGD
@@ -35,6 +37,7 @@ __all__ = [
     "BLIND_ATTACK",
     "Budget",
     "CLEAN_LABEL",
+    "budget_settings",
     "FULL_ATTACK",
     "LABELS",
     "OLD_BEHAVIOUR",
@@ -121,6 +124,9 @@ class Budget:
         three quarters of the iterations; :data:`~art_adp.attacks._core.STEP_SCHEDULES`).
     :param judgement: The judgement the attacks that choose theirs (selective EOT) are aimed at: the tables'
         S-draw ensemble, ``"mean"``.
+    :param precision: The gradient passes' precision (forward through purification and classifier, and backward):
+        ``"fp32"``, or ``"bf16"`` autocast (:func:`~art_adp.ensemble.gradient_precision`); every judgement, the
+        projection and the clip stay fp32.
     """
 
     eps: float
@@ -142,6 +148,7 @@ class Budget:
     eot_target: str = "draws"
     step_schedule: str = "constant"
     judgement: str = "mean"
+    precision: str = "fp32"
 
 
 #: The values of the :class:`Budget` parameters that came after the first records, as those records were made (one
@@ -155,6 +162,7 @@ OLD_BEHAVIOUR: Mapping[str, int | str] = MappingProxyType(
         "eot_target": "draws",
         "step_schedule": "constant",
         "judgement": "mean",
+        "precision": "fp32",
     }
 )
 
@@ -171,6 +179,17 @@ OPTION_HELP: Mapping[str, str] = MappingProxyType({
 })  # fmt: skip
 
 
+#: :class:`Budget` fields added after run folders kept whole budgets as their settings, with the value those budgets
+#: ran at: :func:`budget_settings` names them only where they differ, so those folders' settings stay equal.
+LATER_FIELDS: Mapping[str, str] = MappingProxyType({"precision": "fp32"})
+
+
+def budget_settings(b: Budget) -> dict:
+    """A budget as a run folder's settings keep it: its fields, those of :data:`LATER_FIELDS` only where they differ
+    from the value the earlier budgets ran at."""
+    return {k: v for k, v in asdict(b).items() if k not in LATER_FIELDS or LATER_FIELDS[k] != v}
+
+
 def target(b: Budget) -> str:
     """The EOT target a budget's attack runs with: ``b.eot_target``, except for the authors' sign vote of the per-draw
     gradients (``eot_aggregate="sign"``), which is a vote of per-draw losses (``"draws"``)."""
@@ -185,7 +204,7 @@ def recorded(b: Budget, spec: "AttackSpec") -> dict:
     fields: tuple[str, ...] = (
         (("num_random_init", "check_every") if spec.checks else ("num_random_init",)) if spec.best_iterate else ()
     )
-    fields += spec.options
+    fields += spec.options + (() if spec.black_box else ("precision",))
     old = {**OLD_BEHAVIOUR, **dict(spec.first)}
     return {k: getattr(b, k) for k in fields if getattr(b, k) != old[k]}
 
@@ -637,6 +656,51 @@ ATTACKS: tuple[AttackSpec, ...] = (
         first=(("judgement", "worst"),),
     ),
 )
+
+
+def _check_precision(estimator, b: Budget) -> None:
+    """bf16 gradient passes through ADP's finite-difference step rule would drown h(x + δh) − h(x) in bf16 rounding
+    (as ``purify(amp=...)`` refuses): refused, naming the fix."""
+    from ._core import purifiers
+    from ..preprocessor import ADPPurifier
+
+    one_of("precision", b.precision, ("fp32", "bf16"))
+    rule = [p for p in purifiers(estimator) if isinstance(p, ADPPurifier) and p.steps and p.step_size == "adaptive"]
+    if b.precision == "bf16" and rule:
+        raise ValueError(
+            "precision='bf16' runs the purification under bf16 autocast, where ADP's adaptive step (h(x + δh) − h(x) "
+            "with δ = 1e-3) drowns in rounding: use step_size='adaptive-jvp' or a fixed schedule (the one-step "
+            "denoise), or precision='fp32'."
+        )
+
+
+def _at_precision(spec: AttackSpec) -> AttackSpec:
+    """``spec`` whose attacks run their gradient passes at the budget's ``precision`` (the black-box ones have none)
+    and whose budget text names a precision other than fp32."""
+    if spec.black_box:
+        return spec
+    build, describe = spec.build, spec.describe
+
+    def at(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
+        _check_precision(estimator, b)
+        attack = build(estimator, b, seed)
+        if b.precision != "fp32":
+            plain = attack.generate
+
+            def generate(x, y=None, **kwargs):
+                with gradient_precision(b.precision):
+                    return plain(x, y=y, **kwargs)
+
+            attack.generate = generate  # type: ignore[method-assign]
+        return attack
+
+    def text(b: Budget) -> str:
+        return describe(b) + ("" if b.precision == "fp32" else f", {b.precision} gradient passes")
+
+    return replace(spec, build=at, describe=text)
+
+
+ATTACKS = tuple(_at_precision(spec) for spec in ATTACKS)
 REGISTRY: Mapping[str, AttackSpec] = MappingProxyType({spec.name: spec for spec in ATTACKS})
 #: Attacks that records on file name but the registry no longer builds, with the label their rows keep: the
 #: ``"systemic-lowfreq"`` rows were measured by the low-frequency vote attack before it followed DiffBreak's loop

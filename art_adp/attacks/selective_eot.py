@@ -21,7 +21,7 @@ from .._checks import (
     one_of,
     positive_int,
 )
-from ..ensemble import defend, draw_gradients, logits, stack_draws
+from ..ensemble import at_gradient_precision, defend, draw_gradients, logits, stack_draws
 from ._core import (
     DEFAULT_GRADIENT,
     GRADIENTS,
@@ -401,7 +401,8 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
         for a in range(0, n * b, self.batch_size):
             rows = flat[a : a + self.batch_size].detach().requires_grad_(True)
             with torch.enable_grad():
-                lk = loss(logits(self.estimator, rows, defended=False), labels_[a : a + self.batch_size])
+                out = at_gradient_precision(lambda r: logits(self.estimator, r, defended=False))(rows)
+                lk = loss(out, labels_[a : a + self.batch_size])
                 (g,) = torch.autograd.grad(lk.sum(), rows)
             grads[a : a + len(rows)], losses[a : a + len(rows)] = g, lk.detach()
         return grads.view_as(states), losses.view(n, b)
@@ -423,7 +424,8 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
             return _Draws(grads, losses)
         tape = _NoiseTape() if self.gradient == "full" else None
         with torch.no_grad(), tape.recording() if tape is not None else contextlib.nullcontext():
-            states = stack_draws(lambda rows: defend(self.estimator, rows), x_adv, n, batch_size=self.batch_size)
+            purified = at_gradient_precision(lambda rows: defend(self.estimator, rows))
+            states = stack_draws(purified, x_adv, n, batch_size=self.batch_size)
         grads, losses = self._classifier_gradients(states, y, loss)
         return _Draws(grads, losses, states, tape)
 
@@ -455,7 +457,8 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
         assert draws.tape is not None and draws.states is not None
         rows = x_adv.detach().requires_grad_(True)
         with torch.enable_grad(), draws.tape.replaying(start, self.eot_samples):
-            z = torch.cat([defend(self.estimator, part) for part in rows.split(self.batch_size)])
+            purified = at_gradient_precision(lambda part: defend(self.estimator, part))
+            z = torch.cat([purified(part) for part in rows.split(self.batch_size)])
         recorded = draws.states[start, torch.arange(len(start), device=start.device)]
         if not torch.allclose(z.detach(), recorded, rtol=1e-3, atol=1e-4 * (1 + float(recorded.abs().max()))):
             raise ValueError(_UNREPLAYABLE)

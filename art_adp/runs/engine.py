@@ -35,7 +35,7 @@ from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 from art.estimators.classification import PyTorchClassifier
 
 from ..attacks._core import purifiers
-from ..attacks.registry import BLIND_ATTACK, REGISTRY, Budget
+from ..attacks.registry import BLIND_ATTACK, REGISTRY, Budget, budget_settings
 from ..ensemble import logits
 from ..eot import EOTClassifier
 from .records import append_records, read_jsonl
@@ -502,6 +502,8 @@ def evaluate_robustness(
     nb_classes: int | None = None,
     device: str = "cpu",
     progress: bool = True,
+    attack_precision: str = "fp32",
+    force_precision: bool = False,
 ) -> dict:
     """
     Accuracy of ``classifier`` behind ``defences`` (an :class:`~art_adp.ADPPurifier`, a list of ART PyTorch
@@ -521,6 +523,9 @@ def evaluate_robustness(
         draws, the best iterate judged on S draws), or a mapping name → :class:`~art_adp.attacks.registry.Budget`;
         :data:`AUTOATTACK` (``"autoattack"``) adds AutoAttack's standard version at ``eps`` (for a classifier without
         a randomized defence: an adversarially trained baseline, say).
+    :param attack_precision: The shared budget's gradient passes: ``"fp32"``, or ``"bf16"`` autocast where the
+        processor computes it natively (refused elsewhere unless ``force_precision``); every judgement stays fp32.
+        A mapping of budgets carries its own.
     :return: ``{"clean": summary, "attacks": {name: summary}, "worst_case": summary, "robust": bool per image,
         "run_dir": str}``; a summary holds ``accuracy``, ``n``, ``ci95`` (Wilson) and, with R ≥ 2, ``judgements``
         (mean, worst, majority, worst of 2).
@@ -530,7 +535,11 @@ def evaluate_robustness(
     x, y = np.asarray(x, dtype=np.float32), np.asarray(y, dtype=np.int64)
     if x.ndim != 4 or len(x) != len(y):
         raise ValueError(f"x must be N×C×H×W and y N labels, got shapes {x.shape} and {y.shape}.")
-    budgets = _budgets(attacks, eps, eps_step, max_iter, eot_samples, block_size, ensemble_size)
+    from .._hardware import require_native
+
+    budgets = _budgets(attacks, eps, eps_step, max_iter, eot_samples, block_size, ensemble_size, attack_precision)
+    for b in budgets.values():
+        require_native(b.precision, device, force=force_precision)
     classifier = classifier.to(device).eval()
     if nb_classes is None:
         with torch.no_grad():
@@ -547,7 +556,7 @@ def evaluate_robustness(
         Cell((a,), "defended", clean if a == "clean" else _attack(a, budgets[a], seed), judgement,
              seeds=partial(_attack_seeds, seed, a, repeats), write=partial(_records, a),
              block_size=block_size, keep=None if a == "clean" else (a,),
-             settings={**common, "budget": vars(budgets[a]) if a in budgets else None})
+             settings={**common, "budget": budget_settings(budgets[a]) if a in budgets else None})
         for a in ("clean", *budgets)
     ]  # fmt: skip
     guard(run_dir / "settings.json", cells)
@@ -598,14 +607,16 @@ def _attack(name: str, budget: Budget, seed: int) -> Attack:
     return OTHER_ATTACKS[name](budget, seed) if name in OTHER_ATTACKS else registry_attack(name, budget)
 
 
-def _budgets(attacks, eps, eps_step, max_iter, eot_samples, block_size, ensemble_size) -> dict[str, Budget]:
+def _budgets(attacks, eps, eps_step, max_iter, eot_samples, block_size, ensemble_size,
+             precision: str = "fp32") -> dict[str, Budget]:  # fmt: skip
     """Name → budget: a mapping as given, or each name at the shared budget."""
     if isinstance(attacks, Mapping):
         budgets = dict(attacks)
     else:
         step = eps / 4 if eps_step is None else eps_step
         budgets = {a: Budget(eps=eps, eps_step=step, max_iter=max_iter, eot_samples=eot_samples, random_start=True,
-                             batch_size=block_size, check_every="auto", judge_draws=ensemble_size)
+                             batch_size=block_size, check_every="auto", judge_draws=ensemble_size,
+                             precision=precision)
                    for a in attacks}  # fmt: skip
     unknown = sorted(set(budgets) - set(REGISTRY) - set(OTHER_ATTACKS))
     if unknown:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import torch
 
+from ..._hardware import require_native
+
 from ...purification import DEFAULTS
 from ..commands import DATASET_EPS, DEMO_CLASSIFIER, DEMO_SCORE
 from .config import EvalConfig
@@ -100,6 +102,7 @@ def evaluate_command(
     data = load_dataset(dataset, data_root)
     n = len(data.x_test) if config.n_examples is None else min(config.n_examples, len(data.x_test))
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    require_native(config.attack_precision, device, force=config.force_precision)
     defences = {
         family: build_purifier(
             family, score_model, sigma=sigma, steps=steps, sampler=config.sampler, batch_size=purify_batch_size,

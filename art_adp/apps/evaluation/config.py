@@ -75,6 +75,10 @@ class EvalConfig:
         N = 10 draws.
     :param loss, eot_target, step_schedule: PGD+EOT's loss, what the EOT gradients of PGD+EOT and APGD-EOT
         differentiate, and the PGD family's step schedule (:class:`~art_adp.attacks.registry.Budget`).
+    :param attack_precision: The gradient attacks' gradient passes: ``"fp32"``, or ``"bf16"`` autocast (every
+        judged prediction stays fp32; recorded in each budget): :class:`~art_adp.attacks.registry.Budget`'s
+        ``precision``.
+    :param force_precision: Run bf16 even where the processor emulates it (refused otherwise, naming the processor).
     :param ensemble_size: S, purifications averaged per judged prediction.
     :param repeats: R, independent judgements of every example (mean, worst case and majority vote are reported).
     :param chunk_size: Examples per unit of work (the resume and sharding granularity).
@@ -127,6 +131,8 @@ class EvalConfig:
     loss: str = Budget.loss
     eot_target: str = Budget.eot_target
     step_schedule: str = Budget.step_schedule
+    attack_precision: str = Budget.precision
+    force_precision: bool = False
     ensemble_size: int = 10
     repeats: int = 3
     seed: int = 0
@@ -171,6 +177,7 @@ class EvalConfig:
             loss=self.loss,
             eot_target=self.eot_target,
             step_schedule=self.step_schedule,
+            precision=self.attack_precision,
             **values,
         )
 
@@ -223,6 +230,8 @@ class EvalConfig:
             raise ValueError(f"memory_budget must be a number of MiB > 0 or None, got {self.memory_budget!r}.")
         if not self.eps > 0:
             raise ValueError(f"eps must be > 0, got {self.eps!r}.")
+        if self.attack_precision not in ("fp32", "bf16"):
+            raise ValueError(f"attack_precision must be 'fp32' or 'bf16', got {self.attack_precision!r}.")
         if not 0 < self.cutoff <= 1:
             raise ValueError(f"cutoff must be a number in (0, 1], got {self.cutoff!r}.")
         if self.eps_step is not None and not self.eps_step > 0:
