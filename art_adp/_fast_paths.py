@@ -8,14 +8,16 @@
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.utils.checkpoint
 
 from ._checks import boolean
 
-__all__ = ["AMP_DTYPES", "RunningBatch", "autocast_score", "check_speed_options", "checkpointed"]
+__all__ = ["AMP_DTYPES", "CompiledOrEager", "RunningBatch", "autocast_score", "check_speed_options", "checkpointed"]
 
 AMP_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -104,3 +106,25 @@ class RunningBatch:
             return {"steps": self.taken, "step_sizes": self.x.new_zeros(self.n, 0)}
         dtype = functools.reduce(torch.promote_types, (u.dtype for u in self.used))
         return {"steps": self.taken, "step_sizes": torch.stack([u.to(dtype) for u in self.used], 1).detach()}
+
+
+class CompiledOrEager(torch.nn.Module):
+    """``module`` compiled with ``torch.compile`` at fixed shapes (``dynamic=False``: one graph per batch shape), and
+    ``module`` itself where compilation fails: the first failure is warned about, naming it, and every later call runs
+    eagerly. Same parameters as ``module``; its values equal the eager ones to float rounding."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        super().__init__()
+        self.eager = module
+        self.compiled: Any = torch.compile(module, dynamic=False)
+        self.failed: str | None = None
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if self.failed is None:
+            try:
+                return self.compiled(*args, **kwargs)
+            except Exception as error:  # pylint: disable=broad-except  # any backend failure: fall back, said once
+                self.failed = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+                warnings.warn(f"torch.compile failed on {type(self.eager).__name__} ({self.failed}); running it "
+                              "eagerly (the same values, uncompiled speed).", RuntimeWarning, stacklevel=2)  # fmt: skip
+        return self.eager(*args, **kwargs)

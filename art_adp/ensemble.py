@@ -26,6 +26,7 @@ import torch.utils.checkpoint
 from art.defences.preprocessor.preprocessor import Preprocessor, PreprocessorPyTorch
 
 from ._checks import MIB, memory_budget as check_memory_budget, one_of, positive_int
+from ._fast_paths import CompiledOrEager
 
 __all__ = [
     "AGGREGATES",
@@ -43,6 +44,7 @@ __all__ = [
     "eot_loss",
     "ensemble_gradient",
     "at_gradient_precision",
+    "compiled_networks",
     "generators",
     "gradient_precision",
     "logits",
@@ -77,6 +79,34 @@ def gradient_precision(precision: str) -> Iterator[None]:
         yield
     finally:
         _GRADIENT_PRECISION.reset(token)
+
+
+@contextlib.contextmanager
+def compiled_networks(estimator) -> Iterator[None]:
+    """
+    The compiled step: inside, the estimator's classifier and its ADPPurifiers' score networks run through
+    ``torch.compile`` (:class:`CompiledOrEager`, fixed shapes, eager where compilation fails), for the gradient passes
+    and the judgements alike (fp32 stays fp32: compilation changes the values only to float rounding); restored after.
+    The compiled modules are kept on the estimator, so a later call reuses their graphs.
+    """
+    from .preprocessor import ADPPurifier
+
+    wrapper = estimator._model  # pylint: disable=protected-access  # ART's ModelWrapper around the user's model
+    plain = wrapper._model  # pylint: disable=protected-access
+    held = getattr(estimator, "_art_adp_compiled", None)
+    if held is None or held.eager is not plain:
+        held = CompiledOrEager(plain)
+        setattr(estimator, "_art_adp_compiled", held)
+    purifiers = [(p, p.compile) for p in defences(estimator) if isinstance(p, ADPPurifier)]
+    try:
+        wrapper._model = held  # pylint: disable=protected-access
+        for p, _ in purifiers:
+            p.compile = True
+        yield
+    finally:
+        wrapper._model = plain  # pylint: disable=protected-access
+        for p, old in purifiers:
+            p.compile = old
 
 
 def _as_float(out: Any) -> Any:

@@ -12,6 +12,7 @@ from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 
 from ._checks import boolean, number, one_of, positive_int
 from ._fast_paths import check_speed_options
+from ._fast_paths import CompiledOrEager
 from .purification import DEFAULTS, HYPERPARAMETERS, SPEED_OPTIONS, ADPParams, purify
 
 __all__ = ["ADPPurifier", "DEFAULT_GRADIENT", "GRADIENTS", "PurifierPyTorch", "PurifierState"]
@@ -204,14 +205,11 @@ class ADPPurifier(PurifierPyTorch):
         :param score_model: Noise-level-free score network h: ``N×C×H×W`` in ``clip_values`` → same shape; a
             σ-conditional denoiser (:class:`~art_adp.DenoiserUNet`, e.g. ``load_score_model("cifar10")``) is taken at
             ``sigma`` (:func:`~art_adp.score.diffusion.score_at`: through :class:`~art_adp.EDMScore`).
-        :param sigma, steps, step_size, lam, delta, step_clamp, tau, clip_values: ADP's hyperparameters, declared and
-            checked once in :class:`~art_adp.purification.ADPParams`: σ (0.25 in the paper), T, the step rule
-            (``"adaptive"``, paper eq. 11; ``"adaptive-jvp"``; a constant α or a schedule), λ, δ (released code:
-            1e-3; paper text: 1e-5), the α clamp, τ, and the input range.
-        :param clip_noise: Clip the noisy input x + σε into ``clip_values`` (the paper's noise injection, the
-            default); ``False`` where the score model or denoiser was trained on unclipped Gaussian noise (as
-            ``load_score_model("cifar10")`` was: the clipped input lies off what it learned). The full gradient goes
-            through either form.
+        :param sigma, steps, step_size, lam, delta, step_clamp, tau, clip_values, clip_noise: ADP's hyperparameters,
+            declared and checked once in :class:`~art_adp.purification.ADPParams`: σ (0.25 in the paper), T, the step
+            rule (``"adaptive"``, paper eq. 11; ``"adaptive-jvp"``; a constant α or a schedule), λ, δ (released code:
+            1e-3; paper text: 1e-5), the α clamp, τ, the input range, and whether x + σε is clipped into it (the
+            paper's; ``False`` for a model trained on unclipped noise, as ``load_score_model("cifar10")`` was).
         :param gradient: ``"bpda"`` (straight-through) or ``"full"`` (autograd through purification; the default,
             :data:`DEFAULT_GRADIENT`).
         :param batch_size: Inputs purified per chunk (bounds memory for large inputs).
@@ -230,14 +228,12 @@ class ADPPurifier(PurifierPyTorch):
             10 % outside them: for inputs that already carry Gaussian noise, as in ART's
             ``PyTorchRandomizedSmoothing(..., preprocessing_defences=[ADPPurifier(..., sigma=0, clip_inputs=True)])``
             (denoised smoothing). This also lets mis-scaled (0–255) images through, clipped; NaN/Inf still raise.
-        :param leave_out: ``None``, or an ℓ∞ radius: the score model is a :class:`~art_adp.KernelScore` whose reference
-            set holds the inputs themselves (its training split, while a classifier trains behind it), and each input
-            is purified with the reference images within this radius of it left out (0: the clean image itself; the
-            training ε: the image an adversarial example was made from), as the oracle purifies unseen images
-            (:meth:`~art_adp.KernelScore.leaving_out`).
-        :param apply_fit: Purify at training time: ART's ``PyTorchClassifier.fit`` (and so ``AdversarialTrainer``)
-            then trains the classifier on purified batches -- training behind the purifier is this one argument.
-        :param apply_predict: Purify at prediction time.
+        :param leave_out: ``None``, or an ℓ∞ radius: the score model is a :class:`~art_adp.KernelScore` over the inputs'
+            own split (a classifier training behind it), and each input is purified without the reference images within
+            this radius of it (0: itself; the training ε: an adversarial example's clean image), as the oracle purifies
+            unseen images (:meth:`~art_adp.KernelScore.leaving_out`).
+        :param apply_fit, apply_predict: Purify at training time (ART's ``PyTorchClassifier.fit`` and
+            ``AdversarialTrainer`` then train on purified batches), at prediction time.
         :param device_type: ``"gpu"`` (CUDA when available, else CPU) or ``"cpu"``.
         """
         super().__init__(device_type=device_type, is_fitted=True, apply_fit=apply_fit, apply_predict=apply_predict)
@@ -251,11 +247,10 @@ class ADPPurifier(PurifierPyTorch):
         self._compiled: tuple[Any, Any] | None = None  # (compile setting, compiled network)
         self.sigma, self.steps, self.step_size, self.lam = sigma, steps, step_size, lam  # ADP's hyperparameters
         self.delta, self.step_clamp, self.tau, self.clip_values = delta, step_clamp, tau, clip_values
-        self.clip_noise = clip_noise
         self.compact, self.amp, self.gradient_checkpointing = compact, amp, gradient_checkpointing  # speed options
         self.gradient, self.batch_size, self.generator, self.compile = gradient, batch_size, generator, compile
         self.channels_last, self.detector, self.beta, self.clip_inputs = channels_last, detector, beta, clip_inputs
-        self.leave_out = leave_out
+        self.leave_out, self.clip_noise = leave_out, clip_noise
         self._check_params()
 
     def describe(self) -> str:
@@ -284,8 +279,9 @@ class ADPPurifier(PurifierPyTorch):
         if not self.compile:
             return self.score_model
         if self._compiled is None or self._compiled[0] != self.compile:
-            backend = "inductor" if self.compile is True else self.compile
-            self._compiled = (self.compile, torch.compile(self.score_model, backend=backend))
+            network = (CompiledOrEager(self.score_model) if self.compile is True
+                       else torch.compile(self.score_model, backend=self.compile))  # fmt: skip
+            self._compiled = (self.compile, network)
         return self._compiled[1]
 
     def _purify_kwargs(self) -> dict[str, Any]:

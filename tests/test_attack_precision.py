@@ -94,3 +94,49 @@ def test_the_entry_point_refuses_bf16_where_the_processor_emulates_it(monkeypatc
         evaluate_robustness(Spy(), None, x, y, eps=0.1, attacks=("full-pgd-eot",), run_dir=tmp_path,
                             attack_precision="bf16", progress=False)  # fmt: skip
     assert not (tmp_path / "records.jsonl").exists()  # refused before anything ran
+
+
+@pytest.mark.e2e
+def test_the_compiled_step_gives_the_eager_gradients_and_records_nothing_new():
+    """torch.compile of the classifier and the purifier's score network (Budget.compile): the same EOT gradients as
+    eager to float rounding, on the same noise; not part of the recorded budget."""
+    from art_adp.attacks.registry import budget_settings
+    from art_adp.ensemble import compiled_networks, logits
+
+    clf = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
+                              torch.nn.Linear(256, 3))  # fmt: skip
+    est = _estimator(clf)
+    x, y = torch.rand(6, 1, 8, 8, generator=torch.Generator().manual_seed(1)), torch.tensor([0, 1, 2, 0, 1, 2])
+    loss = torch.nn.CrossEntropyLoss(reduction="none")
+    purifier = est.preprocessing_defences[0]
+
+    def gradient():
+        purifier.generator.manual_seed(7)
+        return eot_gradient(lambda z: logits(est, z), x, y, loss, 2)[0]
+
+    eager = gradient()
+    with compiled_networks(est):
+        compiled = gradient()
+        assert type(est.model).__name__ == "CompiledOrEager" and est.model.failed is None
+    assert est.model is clf and not purifier.compile  # restored
+    torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-6)
+    b = Budget(eps=0.1, eps_step=0.05, max_iter=1)
+    assert budget_settings(Budget(**{**b.__dict__, "compile": True})) == budget_settings(b)
+
+
+def test_a_network_that_does_not_compile_runs_eagerly_with_a_warning(monkeypatch):
+    from art_adp._fast_paths import CompiledOrEager
+
+    class Broken(torch.nn.Module):
+        def forward(self, *args):
+            raise RuntimeError("inductor: no C++ compiler")
+
+    net = torch.nn.Linear(3, 2)
+    wrapped = CompiledOrEager(net)
+    wrapped.compiled = Broken()
+    x = torch.rand(4, 3)
+    with pytest.warns(RuntimeWarning, match=r"torch.compile failed on Linear \(RuntimeError: inductor: no C\+\+ "
+                                            r"compiler\); running it eagerly"):
+        out = wrapped(x)
+    assert torch.equal(out, net(x)) and wrapped.failed.startswith("RuntimeError")
+    assert torch.equal(wrapped(x), net(x))  # eager from then on, without a second warning

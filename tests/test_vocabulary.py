@@ -116,13 +116,15 @@ def test_one_constructor_signature_and_round_trip(cls, extra, tmp_path):
 # -- the ADP defaults, declared once, and the report text generated from the parameters ----------------------------
 
 def test_purify_and_adppurifier_share_the_defaults():
-    assert HYPERPARAMETERS == ("sigma", "steps", "step_size", "lam", "delta", "step_clamp", "tau", "clip_values")
+    assert HYPERPARAMETERS == ("sigma", "steps", "step_size", "lam", "delta", "step_clamp", "tau", "clip_values",
+                               "clip_noise")  # fmt: skip
     assert set(HYPERPARAMETERS) <= set(ADPPurifier.params)  # so ART's set_params reaches every one
     for field in HYPERPARAMETERS:
         expected = getattr(DEFAULTS, field)
         assert inspect.signature(purify).parameters[field].default == expected, field
         assert inspect.signature(ADPPurifier.__init__).parameters[field].default == expected, field
     assert (DEFAULTS.sigma, DEFAULTS.steps, DEFAULTS.lam, DEFAULTS.delta, DEFAULTS.tau) == (0.25, 10, 0.05, 1e-3, 1e-3)
+    assert DEFAULTS.clip_noise is True  # the paper's noise injection clips
 
 
 @pytest.mark.parametrize("kwargs, expected", [

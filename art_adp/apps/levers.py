@@ -733,8 +733,8 @@ def run_levers(
     :param seed: Seed of every draw (random starts, purification noise, training).
     :param device: Where the networks run (``"cpu"`` or ``"cuda"``).
     :param progress: Print one line per measured cell.
-    :param train_precision: The classifiers' training passes (:func:`~art_adp.apps.robust_baseline.train_until_plateau`'s
-        ``precision``): ``"fp32"``, or ``"bf16"``, refused on a processor without native bf16.
+    :param train_precision: The classifiers' training passes (``precision`` of
+        :func:`~art_adp.apps.robust_baseline.train_until_plateau`): ``"fp32"``, or ``"bf16"``, refused on a processor without native bf16.
     :param attack_precision: The adaptive rows' gradient passes (:class:`~art_adp.attacks.registry.Budget`'s
         ``precision``): ``"fp32"``, or ``"bf16"`` autocast (judgements stay fp32), recorded with each row's options.
     :param force_precision: bf16 (training or attacks) even on a processor that emulates it.
@@ -859,7 +859,8 @@ def run_levers(
                       model: str = "none") -> dict:  # fmt: skip
         """What a cell's records depend on besides its images: the radius, the row and its budget, the purification,
         the judging and the seed (the folder's ``cells.json`` keeps them: a cell run again with others is refused)."""
-        return {"eps": eps, "row": asdict(r), "budget": None if budget is None else budget_settings(budget), "seed": seed,
+        return {"eps": eps, "row": asdict(r), "budget": None if budget is None else budget_settings(budget),
+                "seed": seed,
                 "purifier": None if s is None else s.record(model_clipped(model, denoiser)),
                 "judgement": {"kind": judgement.kind, "ensemble_size": judgement.ensemble_size,
                               "repeats": judgement.repeats}}  # fmt: skip

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, replace
 from types import MappingProxyType
 
@@ -19,7 +20,7 @@ import torch
 from art.attacks.attack import EvasionAttack
 
 from .._checks import one_of
-from ..ensemble import gradient_precision
+from ..ensemble import compiled_networks, gradient_precision
 from ._core import AUTO, EOT_TARGETS, JUDGE_DRAWS, STEP_SCHEDULES, check_interval
 from .apgd_eot import APGDEOT, APGDEOTDev, APGDEOTEnsemble
 from .classifier_pgd import ClassifierPGD
@@ -127,6 +128,9 @@ class Budget:
     :param precision: The gradient passes' precision (forward through purification and classifier, and backward):
         ``"fp32"``, or ``"bf16"`` autocast (:func:`~art_adp.ensemble.gradient_precision`); every judgement, the
         projection and the clip stay fp32.
+    :param compile: The compiled step: the classifier and the purifier's score network through ``torch.compile`` at
+        fixed shapes while the attack runs (:func:`~art_adp.ensemble.compiled_networks`; eager where compilation
+        fails). It changes values only to float rounding, so it is not part of a recorded budget.
     """
 
     eps: float
@@ -149,6 +153,7 @@ class Budget:
     step_schedule: str = "constant"
     judgement: str = "mean"
     precision: str = "fp32"
+    compile: bool = False
 
 
 #: The values of the :class:`Budget` parameters that came after the first records, as those records were made (one
@@ -186,8 +191,8 @@ LATER_FIELDS: Mapping[str, str] = MappingProxyType({"precision": "fp32"})
 
 def budget_settings(b: Budget) -> dict:
     """A budget as a run folder's settings keep it: its fields, those of :data:`LATER_FIELDS` only where they differ
-    from the value the earlier budgets ran at."""
-    return {k: v for k, v in asdict(b).items() if k not in LATER_FIELDS or LATER_FIELDS[k] != v}
+    from the value the earlier budgets ran at, and not ``compile`` (float rounding only: a run resumes either way)."""
+    return {k: v for k, v in asdict(b).items() if k != "compile" and (k not in LATER_FIELDS or LATER_FIELDS[k] != v)}
 
 
 def target(b: Budget) -> str:
@@ -684,11 +689,11 @@ def _at_precision(spec: AttackSpec) -> AttackSpec:
     def at(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
         _check_precision(estimator, b)
         attack = build(estimator, b, seed)
-        if b.precision != "fp32":
+        if b.precision != "fp32" or b.compile:
             plain = attack.generate
 
             def generate(x, y=None, **kwargs):
-                with gradient_precision(b.precision):
+                with gradient_precision(b.precision), compiled_networks(estimator) if b.compile else nullcontext():
                     return plain(x, y=y, **kwargs)
 
             attack.generate = generate  # type: ignore[method-assign]

@@ -523,9 +523,8 @@ def evaluate_robustness(
         draws, the best iterate judged on S draws), or a mapping name → :class:`~art_adp.attacks.registry.Budget`;
         :data:`AUTOATTACK` (``"autoattack"``) adds AutoAttack's standard version at ``eps`` (for a classifier without
         a randomized defence: an adversarially trained baseline, say).
-    :param attack_precision: The shared budget's gradient passes: ``"fp32"``, or ``"bf16"`` autocast where the
-        processor computes it natively (refused elsewhere unless ``force_precision``); every judgement stays fp32.
-        A mapping of budgets carries its own.
+    :param attack_precision: The shared budget's gradient passes, ``"fp32"`` or ``"bf16"`` (judgements stay fp32;
+        refused where the processor emulates bf16 unless ``force_precision``).
     :return: ``{"clean": summary, "attacks": {name: summary}, "worst_case": summary, "robust": bool per image,
         "run_dir": str}``; a summary holds ``accuracy``, ``n``, ``ci95`` (Wilson) and, with R ≥ 2, ``judgements``
         (mean, worst, majority, worst of 2).
