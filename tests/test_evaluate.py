@@ -342,7 +342,7 @@ def test_header_and_rows_say_what_ran_no_sanity_gives_no_verdict_and_the_step_fo
                        "n_examples = 4, sanity = False, spsa_samples_per_step = 16")
     assert head[2].startswith("Threat model: l_inf eps = 0.1, step 0.025 (eps/4, following eps)")
     spsa_row = next(line for line in head if line.startswith("| SPSA"))
-    assert "1 it of 0.025, 16 samples/step" in spsa_row and "(overridden: spsa_samples_per_step)" in spsa_row
+    assert "2 it of 0.025, 16 samples/step" in spsa_row and "(overridden: spsa_samples_per_step)" in spsa_row
     assert "steps of 0.025" in text and "no sign of gradient masking" not in text
     assert "no verdict on gradient masking: budgets below the reference and the sanity checks did not run" in text
     result = json.loads((tmp_path / "report.json").read_text())
