@@ -26,7 +26,7 @@ from art_adp import save_score_model
 from art_adp.apps.evaluation import EvalConfig, evaluate
 from art_adp.apps.evaluation import report, sanity
 from art_adp.runs.records import append_records, load_records, read_jsonl
-from art_adp.apps.evaluation.run import Setting, _unit_cost, compression, plan
+from art_adp.apps.evaluation.run import Setting, _dominant, _unit_cost, compression, plan
 from art_adp.runs.engine import frozen_noise
 from art_adp.models import MLP, save_classifier
 from evalsuite_models import tiny_models
@@ -342,7 +342,7 @@ def test_header_and_rows_say_what_ran_no_sanity_gives_no_verdict_and_the_step_fo
                        "n_examples = 4, sanity = False, spsa_samples_per_step = 16")
     assert head[2].startswith("Threat model: l_inf eps = 0.1, step 0.025 (eps/4, following eps)")
     spsa_row = next(line for line in head if line.startswith("| SPSA"))
-    assert "1 it of 0.025, 16 samples/step" in spsa_row and "(overridden: spsa_samples_per_step)" in spsa_row
+    assert "2 it of 0.025, 16 samples/step" in spsa_row and "(overridden: spsa_samples_per_step)" in spsa_row
     assert "steps of 0.025" in text and "no sign of gradient masking" not in text
     assert "no verdict on gradient masking: budgets below the reference and the sanity checks did not run" in text
     result = json.loads((tmp_path / "report.json").read_text())
@@ -465,6 +465,29 @@ def test_estimate_only_prices_each_attack_by_the_cost_model(tmp_path, monkeypatc
     assert out["by_attack"]["full-pgd-eot"] == 4 * (40 * 15 * 3.0 + 41 * 10 * 1.0 + judge)
     assert out["estimate_seconds"] == sum(out["by_attack"].values())  # the clean row costs its judgement only
     assert "By attack: clean 2 min, bpda-eot 48 min, full-pgd-eot 2.5 h, clf-pgd 0 s." in logged[0]  # 2,880 s, 8,960 s
+
+
+def test_the_estimate_names_an_attack_taking_over_half_of_it_and_the_flags_that_shrink_it(tmp_path, monkeypatch):
+    from art_adp.runs import engine
+
+    monkeypatch.setattr(engine, "probe", lambda *a: {"forward": 1.0, "full": 3.0, "rows": 4, "graph_row_bytes": 1.0})
+    mlp, score, x, y = tiny_models()
+    logged = []
+    for own in ({}, {"selective_max_iter": 50, "selective_eot_samples": 10}):  # smoke's, DiffHammer's
+        config = EvalConfig.preset("smoke", n_examples=4, compression_examples=0, **own)
+        evaluate(mlp, art_adp.ADPPurifier(score, steps=1), x, y, config=config, run_dir=tmp_path / str(len(own)),
+                 progress=False, log=logged.append, estimate_only=True)  # fmt: skip
+    assert " takes " not in logged[0] and "selective-eot 5 min," in logged[0]  # no attack over half of it
+    # 4 images x 3 losses x 50 iterations x (2 x N draws forward + one grafted full pass): N = 10 in the table (+ S x R
+    # = 4 judging draws), N = 1 in the fixed-noise view (+ its one draw): 16,820 s
+    assert ("with a full gradient, batches of 4). selective-eot takes 4.7 h of it: lower --selective-max-iter (now 50) "
+            "or --selective-eot-samples (now 10) to shrink it. Smaller: --n-examples N") in logged[1]
+    smoke = EvalConfig.preset("smoke")
+    assert _dominant({"clean": 50.0, "spsa": 1.0}, 51.0, smoke) == ""  # a run of under a minute: nothing to shrink
+    assert _dominant({"clean": 70.0, "spsa": 1.0}, 71.0, smoke) == (  # the clean row costs its judgements
+        "clean takes 70 s of it: lower --ensemble-size (now 2) or --repeats (now 2) to shrink it. ")
+    assert _dominant({"clean": 70.0, "spsa": 71.0}, 141.0, smoke) == (
+        "spsa takes 71 s of it: lower --spsa-max-iter (now 2) or --spsa-samples-per-step (now 8) to shrink it. ")
 
 
 def test_the_estimate_draws_nothing_the_run_would_draw(tmp_path):

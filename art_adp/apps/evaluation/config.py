@@ -23,6 +23,7 @@ __all__ = [
     "EvalConfig",
     "attack_budget",
     "budget_text",
+    "count_fields",
     "shortfalls",
     "white_box_fields",
     "budget_fields",
@@ -46,6 +47,13 @@ def budget_fields(attack: str) -> tuple[str, ...]:
     return tuple(f"{spec.short}_{f}" if f in spec.own else f for f in spec.fields)
 
 
+def count_fields(attack: str) -> tuple[str, ...]:
+    """The :class:`EvalConfig` fields that count ``attack``'s budget (iterations, draws, samples; its own ones under
+    their prefixed names, e.g. ``("selective_max_iter", "selective_eot_samples")``): what shrinks its cost."""
+    fields = REGISTRY[attack].fields if attack in REGISTRY else ()
+    return tuple(k for k, p in zip(budget_fields(attack), fields) if p in COUNTS)
+
+
 @dataclass(frozen=True)
 class EvalConfig:
     """
@@ -55,7 +63,8 @@ class EvalConfig:
     full-gradient APGD-CE then APGD-DLR, 100 iterations, EOT 200, judged R = 5 times), ``strongest`` (the strongest
     attack of each protocol -- full-gradient PGD+EOT, APGD-EOT, APGD-EOT with DiffAttack's purified-state loss,
     DiffHammer's selective EOT -- at the reference budgets, judged R = 10 times: DiffHammer's N-evaluation is the
-    worst case of R) and ``smoke`` (CI-sized), with overrides recorded for the report's header.
+    worst case of R) and ``smoke`` (CI-sized: every attack end to end, each count of every budget, the attacks' own
+    included, from :data:`SMOKE_COUNTS`), with overrides recorded for the report's header.
 
     :param attacks: Names from :data:`ATTACKS`; the clean row is always evaluated.
     :param eps_step: Step α of the PGD-type attacks and SPSA's learning rate; None: ε/4, following the ε in use.
@@ -70,7 +79,8 @@ class EvalConfig:
         (``ensemble_size``) draws of their own; ``"auto"`` (the default): every iterate where a judgement costs under a
         quarter of an iteration, else every 5; 0: the last iterate (the records made before the rule).
     :param spsa_max_iter, spsa_samples_per_step, apgd_max_iter, apgd_eot_samples: The budgets SPSA and APGD count on
-        their own (:attr:`~art_adp.attacks.registry.AttackSpec.own`).
+        their own (:attr:`~art_adp.attacks.registry.AttackSpec.own`): the papers' values in every preset but
+        ``smoke``, which sizes them with the rest (:func:`sized`).
     :param selective_max_iter, selective_eot_samples: Selective EOT's own: DiffHammer's 50 iterations per loss and
         N = 10 draws.
     :param loss, eot_target, step_schedule: PGD+EOT's loss, what the EOT gradients of PGD+EOT and APGD-EOT
@@ -206,9 +216,8 @@ class EvalConfig:
             raise ValueError(f"Unknown attack(s) {unknown}; choose from {ATTACKS}.")
         if self.norm not in (math.inf, 2):
             raise ValueError(f"norm must be inf or 2, got {self.norm!r}.")
-        counts = [f for a in ATTACKS for f, p in zip(budget_fields(a), REGISTRY[a].fields) if p in COUNTS]
-        names = (*dict.fromkeys(counts), "ensemble_size", "repeats", "chunk_size", "batch_size", "sanity_examples",
-                 "num_random_init")  # fmt: skip
+        counts = dict.fromkeys(f for a in ATTACKS for f in count_fields(a))
+        names = (*counts, "ensemble_size", "repeats", "chunk_size", "batch_size", "sanity_examples", "num_random_init")
         for name in names:
             value = getattr(self, name)
             if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
@@ -266,7 +275,31 @@ class EvalConfig:
             )
 
 
-PRESETS: dict[str, EvalConfig] = {  # largest first: the estimate's log offers the ones after it as smaller
+def sized(c: EvalConfig, counts: dict[str, int]) -> EvalConfig:
+    """
+    ``c`` with every count of every attack's budget set by ``counts``, keyed by the :class:`Budget` parameter: the
+    shared counts (``max_iter``, ``eot_samples``) and those an attack counts on its own
+    (:attr:`~art_adp.attacks.registry.AttackSpec.own`: ``apgd_max_iter``, ``selective_eot_samples``, any added later)
+    alike. The presets that claim a paper's strength keep the own budgets at the papers' values (:class:`EvalConfig`'s
+    defaults); ``smoke`` is sized by this one rule, so that no attack's own budget leaks into it.
+
+    :raises ValueError: A count of some attack's budget that ``counts`` does not size.
+    """
+    fields = {f: p for a in ATTACKS for f, p in zip(budget_fields(a), REGISTRY[a].fields) if p in COUNTS}
+    missing = sorted(set(fields.values()) - set(counts))
+    if missing:
+        raise ValueError(f"counts must size every count of the attacks' budgets; missing: {missing}.")
+    return replace(c, **{f: counts[p] for f, p in fields.items()})
+
+
+#: The smoke preset's counts, for every attack alike (shared and own): enough to run each attack end to end, no more.
+SMOKE_COUNTS = {"max_iter": 2, "eot_samples": 2, "samples_per_step": 8}
+
+#: The named presets, largest first (the estimate's log offers the ones after it as smaller). The attacks' own budgets
+#: (APGD's, SPSA's, selective EOT's: :attr:`~art_adp.attacks.registry.AttackSpec.own`) stay at the papers' values,
+#: :class:`EvalConfig`'s defaults, in every preset that claims a paper's strength; ``smoke`` sizes them with the rest
+#: (:func:`sized`, :data:`SMOKE_COUNTS`).
+PRESETS: dict[str, EvalConfig] = {
     "strongest": EvalConfig(
         attacks=registry.names(strongest=True),
         apgd_max_iter=100,
@@ -286,23 +319,21 @@ PRESETS: dict[str, EvalConfig] = {  # largest first: the estimate's log offers t
         sanity_eot_samples=(20, 50, 200),
         preset_name="croce",
     ),
-    "smoke": EvalConfig(
-        attacks=ATTACKS,
-        max_iter=2,
-        eot_samples=2,
-        spsa_max_iter=1,
-        spsa_samples_per_step=8,
-        apgd_max_iter=2,
-        apgd_eot_samples=2,
-        ensemble_size=2,
-        repeats=2,
-        chunk_size=16,
-        sanity_examples=16,
-        sanity_iterations=(0.5, 1.0, 2.0),
-        sanity_eot_samples=(1, 2, 4),
-        compression_examples=16,
-        n_examples=16,
-        preset_name="smoke",
+    # every count of every attack's budget, the attacks' own included, from one table: each attack end to end
+    "smoke": sized(
+        EvalConfig(
+            attacks=ATTACKS,
+            ensemble_size=2,
+            repeats=2,
+            chunk_size=16,
+            sanity_examples=16,
+            sanity_iterations=(0.5, 1.0, 2.0),
+            sanity_eot_samples=(1, 2, 4),
+            compression_examples=16,
+            n_examples=16,
+            preset_name="smoke",
+        ),
+        SMOKE_COUNTS,
     ),
 }
 # The reference a budget is compared with: the paper's protocol, and Croce et al.'s for APGD.
@@ -341,9 +372,11 @@ def attack_budget(attack: str, c: EvalConfig) -> dict:
 
 def shortfalls(attack: str, c: EvalConfig) -> list[str]:
     """The counts of ``attack``'s budget below the reference (e.g. ``["max_iter 4 < 40"]``)."""
-    fields = REGISTRY[attack].fields if attack in REGISTRY else ()
-    counts = [k for k, p in zip(budget_fields(attack), fields) if p in COUNTS]
-    return [f"{k} {getattr(c, k)} < {getattr(REFERENCE, k)}" for k in counts if getattr(c, k) < getattr(REFERENCE, k)]
+    return [
+        f"{k} {getattr(c, k)} < {getattr(REFERENCE, k)}"
+        for k in count_fields(attack)
+        if getattr(c, k) < getattr(REFERENCE, k)
+    ]
 
 
 def judging_shortfalls(c: EvalConfig) -> list[str]:
@@ -377,5 +410,5 @@ def presets_text() -> str:
         f"full-gradient PGD+EOT, S = {paper.ensemble_size}, R = {paper.repeats}), croce (Croce et al. 2022: "
         f"full-gradient APGD-CE then APGD-DLR, {croce.apgd_max_iter} iterations, EOT {croce.apgd_eot_samples}, R = "
         f"{croce.repeats}), smoke (CI-sized: {smoke.n_examples} examples, {smoke.max_iter} iterations, EOT "
-        f"{smoke.eot_samples}; not a robustness claim)."
+        f"{smoke.eot_samples}, every attack's own budget too; not a robustness claim)."
     )

@@ -40,6 +40,7 @@ from .config import (
     EvalConfig,
     attack_budget,
     budget_fields,
+    count_fields,
     white_box_fields,
 )
 from ...runs.provenance import provenance
@@ -560,7 +561,9 @@ def _log_estimate(estimator, x, config: EvalConfig, pending, n_units: int, dev, 
         f"Estimated time on this device ({dev.type}, {torch.get_num_threads()} CPU threads): about "
         f"{_duration(est_seconds)} for {len(pending)} of {n_units} units of work on {len(x)} examples "
         f"(probe: {1000 * probe['forward']:.2f} ms per defended image, {1000 * probe['full']:.2f} ms with a "
-        f"full gradient, batches of {probe['rows']}). Smaller: "
+        f"full gradient, batches of {probe['rows']}). "
+        + _dominant(prices, est_seconds, config)
+        + "Smaller: "
         + "".join(f"--preset {name}, " for name in smaller)
         + "--n-examples N, or per-attack flags (e.g. --spsa-samples-per-step 128). By attack: "
         + ", ".join(f"{a} {_duration(t)}" for a, t in prices.items())
@@ -575,6 +578,18 @@ def _log_estimate(estimator, x, config: EvalConfig, pending, n_units: int, dev, 
         )
     )
     return est_seconds, sanity, prices
+
+
+def _dominant(prices: Mapping[str, float], total: float, c: EvalConfig) -> str:
+    """The attack taking over half of ``total`` seconds, if one does, in words with the flags that shrink it (its
+    budget's counts; the judgements' S and R for the clean row and the flags); ``""`` otherwise, and for a run of
+    under a minute."""
+    attack = next((a for a, t in prices.items() if t > total / 2), None)
+    if attack is None or total < 60:
+        return ""
+    names = count_fields(attack) or ("ensemble_size", "repeats")
+    flags = " or ".join(f"--{name.replace('_', '-')} (now {getattr(c, name)})" for name in names)
+    return f"{attack} takes {_duration(prices[attack])} of it: lower {flags} to shrink it. "
 
 
 def _attack_order(units) -> list[str]:
