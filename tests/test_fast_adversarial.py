@@ -144,3 +144,40 @@ def test_fgsm_rs_epoch_refuses_an_epoch_outside_the_schedule():
     x, y = _data()
     with pytest.raises(ValueError, match="epoch"):
         fgsm_rs_epoch(Recording(), x, y, eps=0.1, epoch=4, epochs=3)
+
+
+def test_fast_adversarial_training_through_a_purifier_attacks_and_trains_on_purified_inputs(tmp_path, monkeypatch):
+    """method="fgsm-rs" behind a purifier: the classifier is trained on purified images (what it will see), the FGSM
+    gradient goes through the purification (full gradient: the purifier's noise reaches the input's gradient), and
+    the facts record the purifier; without the purifier the same epoch trains on unpurified images."""
+    from art_adp import ADPPurifier
+    from art_adp.apps import robust_baseline
+
+    class Halve(torch.nn.Module):  # h(x) = −x: one step of α = ½ halves the noisy input
+        def forward(self, x):
+            return -x
+
+    from art_adp.models import MLP
+
+    def recording():  # one of the package's classifiers (it is saved), noting its training-mode inputs
+        m = MLP(2, 4, 3, hidden=())
+        m.seen = []
+        m.register_forward_pre_hook(lambda mod, a: mod.seen.append(a[0].detach().clone()) if mod.training else None)
+        return m
+
+    monkeypatch.setattr(robust_baseline, "robust_accuracy", lambda m, x, y, **kw: (0.5, 0.5))
+    x, y = _data()
+    model = recording()
+    purifier = ADPPurifier(Halve(), sigma=0.0, steps=1, step_size=0.5, tau=0.0, gradient="full", apply_fit=True,
+                           generator=torch.Generator(), device_type="cpu")  # fmt: skip
+    _, facts = robust_baseline.train_until_plateau(model, x, y, tmp_path / "m.safetensors", eps=0.1, method="fgsm-rs",
+                                                   max_epochs=1, patience=1, batch_size=32, lr=0.01, progress=False,
+                                                   val_fraction=0.25, purifier=purifier)  # fmt: skip
+    seen = torch.cat(model.seen)
+    assert seen.max() <= 0.5 + 1e-6  # every training input went through the halving purifier (images in [0, 1])
+    assert facts["method"] == "fgsm-rs" and facts["curve"][0]["robust"] == 0.5
+    bare = recording()
+    robust_baseline.train_until_plateau(bare, x, y, tmp_path / "b.safetensors", eps=0.1, method="fgsm-rs",
+                                        max_epochs=1, patience=1, batch_size=32, lr=0.01, progress=False,
+                                        val_fraction=0.25)  # fmt: skip
+    assert torch.cat(bare.seen).max() > 0.9

@@ -170,8 +170,8 @@ def train_until_plateau(
     :param method: The training attack and optimiser: ``"pgd"`` (Madry et al.: ART's ``AdversarialTrainer``,
         ``max_iter`` PGD steps, Adam at ``lr``) or ``"fgsm-rs"`` (Wong et al.'s fast adversarial training,
         :func:`~art_adp.models.fast_adversarial.fgsm_rs_epoch`: FGSM from a random start, step 1.25 ε, SGD on a
-        one-cycle schedule over ``max_epochs`` peaking at ``lr``, random crops and flips; ``max_iter`` unused); bare
-        classifiers only.
+        one-cycle schedule over ``max_epochs`` peaking at ``lr``, random crops and flips; ``max_iter`` unused); behind
+        a purifier, FGSM's gradient and the update go through it (one draw per step, the purifier's full gradient).
     :param precision: The training passes' precision: ``"fp32"``, or ``"bf16"`` (autocast, weights fp32;
         :func:`~art_adp._hardware.autocast`); validation stays fp32. A bf16 run records it in the facts.
     :return: ``(model at its best epoch, facts)``: facts holds the curve, the best epoch, the epochs trained, the
@@ -179,6 +179,7 @@ def train_until_plateau(
     """
     from ..models import load_classifier, purifier_record, save_classifier
     from ..models.adversarial import default_eps_step, train_adversarial_classifier, train_purified_classifier
+    from ..defended import DefendedModel
     from ..models.fast_adversarial import fgsm_rs_epoch
     from ..serialization import read_checkpoint
 
@@ -188,9 +189,9 @@ def train_until_plateau(
         raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}.")
     if not adversarial and purifier is None:
         raise ValueError("adversarial=False trains behind a purifier: give purifier (or adversarial=True).")
-    if method not in METHODS or (method != "pgd" and (purifier is not None or not adversarial)):
-        raise ValueError(f"method must be one of {METHODS} ('fgsm-rs': adversarial training of a bare classifier), "
-                         f"got {method!r}.")  # fmt: skip
+    if method not in METHODS or (method != "pgd" and not adversarial):
+        raise ValueError(f"method must be one of {METHODS} ('fgsm-rs': adversarial training, bare or through a "
+                         f"purifier), got {method!r}.")  # fmt: skip
     path, key = Path(path), "adversarial_training" if adversarial else "training"
     record = None if purifier is None else purifier_record(purifier, **(purifier_names or {}))
     header = {} if record is None else {"purifier": record}
@@ -226,6 +227,9 @@ def train_until_plateau(
     if train_epoch is None and method == "fgsm-rs":
 
         def train_epoch(m, x, y, epoch):
+            if purifier is not None:  # through it: FGSM's gradient and the update both through the purification
+                purifier.generator.manual_seed(derive_seed(seed, "purify", epoch))
+                m = DefendedModel(m, purifier, ensemble_size=1)
             fgsm_rs_epoch(m, x, y, eps=eps, epoch=epoch, epochs=max_epochs, lr_max=lr, batch_size=batch_size,
                           seed=derive_seed(seed, "epoch", epoch) % 2**32)  # fmt: skip
 
