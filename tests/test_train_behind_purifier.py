@@ -30,7 +30,7 @@ from art_adp.models import (
 from art_adp.score import KernelScore
 from art_adp.serialization import read_checkpoint
 
-ONE_STEP = {"sigma": 0.25, "steps": 1, "step_size": 0.25, "tau": 0.0}
+ONE_STEP = {"sigma": 0.25, "steps": 1, "step_size": 0.25, "tau": 0.0, "clip_noise": False}  # the exact score: unclipped
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +167,8 @@ def test_the_command_records_the_purifier_and_loading_without_it_warns(tmp_path,
     assert record["score_sha256"] == purifier_record(own)["score_sha256"] != purifier_record(_purifier(
         data.x_train[1:]))["score_sha256"]  # fmt: skip
     assert json.loads((tmp_path / "classifier.json").read_text())["purifier"] == record
-    with pytest.warns(UserWarning, match=r"was trained behind ADP sigma = 0.25, T = 1 steps of alpha = 0.25 "
+    with pytest.warns(UserWarning, match=r"was trained behind ADP sigma = 0.25 \(noisy input not clipped\), T = 1 steps "
+                                         r"of alpha = 0.25 "
                                          r"\(score model KernelScore sha256 [0-9a-f]{12}, model oracle, setting "
                                          r"one-step denoise, mode plain\); evaluated without a purifier"):  # fmt: skip
         bare = load_classifier(path)
@@ -249,7 +250,8 @@ def test_levers_trains_measures_and_names_the_classifiers_behind_the_purifier(ti
         return real(model, x, y, **{**kw, "max_iter": 1})
 
     monkeypatch.setattr(robust_baseline, "robust_accuracy", validation)
-    with pytest.warns(UserWarning, match="levers classifier 'cnn-oracle' was trained behind ADP sigma = 0.25, T = 1"):
+    with pytest.warns(UserWarning, match=r"levers classifier 'cnn-oracle' was trained behind ADP sigma = 0.25 "
+                                         r"\(noisy input not clipped\), T = 1"):
         table = run_levers(tiny, tmp_path, dataset="tiny", models=("oracle",), attacks=("clean",),
                            classifiers=("cnn-oracle",), purified=("cnn-oracle", "adv-cnn-oracle"), n_examples=2,
                            ensemble_size=1, progress=False)  # fmt: skip
