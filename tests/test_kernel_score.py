@@ -41,6 +41,18 @@ def test_chunks_give_the_one_shot_answer(chunk_size):
     torch.testing.assert_close(h, _explicit(x, ref, 0.2), atol=1e-5, rtol=1e-5)
 
 
+def test_bf16_autocast_leaves_the_exact_score_in_fp32():
+    """Under an attack's bf16 autocast the exact score is still computed in fp32: the same values, where bf16
+    distances of 784-pixel images would scramble the kernel weights."""
+    gen = torch.Generator().manual_seed(0)
+    ref, x = torch.rand(300, 1, 28, 28, generator=gen), torch.rand(5, 1, 28, 28, generator=gen)
+    score = KernelScore(ref, bandwidth=0.25)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        h = score(x)
+    assert h.dtype == torch.float32
+    torch.testing.assert_close(h, score(x))
+
+
 def test_far_inputs_do_not_overflow():
     """Distances whose kernel values underflow to 0 in float32 (exp(−1e6)) still give the nearest point's pull."""
     ref = torch.tensor([[0.0], [1.0]])

@@ -96,7 +96,13 @@ class KernelScore(nn.Module):
             self._left_out = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """h(x) for ``x`` of shape ``B×`` the reference images' shape; same shape and dtype."""
+        """h(x) for ``x`` of shape ``B×`` the reference images' shape; same shape and dtype. Computed in the
+        reference's precision even under autocast: squared distances of hundreds, scaled by 1/(2σ²), leave nothing of
+        the softmax weights in bf16's 8-bit mantissa."""
+        with torch.autocast(x.device.type, enabled=False):
+            return self._score(x)
+
+    def _score(self, x: torch.Tensor) -> torch.Tensor:
         if tuple(x.shape[1:]) != self.shape:
             raise ValueError(
                 f"KernelScore's reference images have shape {self.shape}; got inputs of shape {tuple(x.shape[1:])} "
