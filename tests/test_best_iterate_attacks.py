@@ -117,6 +117,114 @@ def test_restarts_break_what_one_run_misses_and_attack_only_the_unbroken(one_thr
     assert rows[:10] == [3] * 10 and set(rows[10:]) <= {1, 2} and len(rows) < 80  # restarts: the unbroken only
 
 
+class Flips(PreprocessorPyTorch):
+    """A random defence: each row, with probability 0.2 from its own generator, is flipped -- pixel (0, 1) set to 1
+    (else 0), which the classifiers below read as a confidently wrong draw."""
+
+    def __init__(self, seed: int = 11) -> None:
+        super().__init__(device_type="cpu", is_fitted=True, apply_fit=False, apply_predict=True)
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def forward(self, x, y=None):
+        x = x.clone()
+        x[:, 0, 0, 1] = (torch.rand(len(x), generator=self.generator) < 0.2).to(x.dtype)
+        return x, y
+
+
+class FlippedBumps(TwoBumps):
+    """:class:`TwoBumps` on a draw that is not flipped (the narrow bump only with ``narrow``), class 1's logit 5 on a
+    flipped one. From v = 0 to the wide bump's top the mean softmax of ten draws is broken exactly when at least four
+    of them are flipped (an image broken by luck: a ten-draw judgement with four or more flips, about one in eight);
+    at the narrow bump's top every draw is wrong."""
+
+    def __init__(self, narrow: bool = True) -> None:
+        super().__init__()
+        self.narrow = narrow
+
+    def forward(self, x):
+        flip = x[:, 0, 0, 1]
+        z = super().forward(x) if self.narrow else torch.stack([0 * flip, -1 - 100 * (x[:, 0, 0, 0] - 0.34) ** 2], 1)
+        return torch.stack([z[:, 0], flip * 5 + (1 - flip) * z[:, 1]], 1)
+
+
+def _lucky(judges, x, y, seeds=range(200)):
+    """The first seed whose attack's own judgement (``judges(seed)[0]``) calls ``x`` broken and whose fresh draws
+    (``judges(seed)[1]``) do not."""
+    yt, xt = torch.as_tensor(y), torch.as_tensor(x)
+    for seed in seeds:
+        own, fresh = judges(seed)
+        if bool((own.judge(xt) < 0).all()) and bool((fresh.judge(xt) >= 0).all()):
+            return seed
+    raise AssertionError("no lucky seed")
+
+
+def _no_confirmation(best, fresh, rows, below=0.0):
+    """The ablation of :func:`~art_adp.attacks.best_iterate.confirmed`: the attack's own draws decide alone."""
+    return best.score[rows] < below
+
+
+RESTARTS = {  # (attack at a seed, its own and its fresh judgement at that seed, where the ablation is patched)
+    "pgd": (
+        lambda est, s: A.PGDEOT(est, eot_samples=1, eps=0.05, eps_step=STEP, max_iter=10, num_random_init=8,
+                                generator=torch.Generator().manual_seed(s)),
+        lambda attack, y: (attack._best_iterate(y, 0), attack._best_iterate(y, 0, "confirm")),
+        A._core,
+    ),
+    "apgd": (
+        lambda est, s: A.APGDEOT(est, eps=0.05, max_iter=10, eot_samples=1, losses=("ce", "margin"), seed=s),
+        lambda attack, y: (attack._best_iterate(y, 0), attack._best_iterate(y, 0, "confirm")),
+        A._core,
+    ),
+    "selective": (
+        lambda est, s: A.SelectiveEOT(est, graft=False, eps=0.05, max_iter=10, eot_samples=2, judge_samples=10,
+                                      losses=("margin", "ce"), judgement="mean", seed=s),
+        lambda attack, y: (attack._judge(y, (attack.seed * 7919 + 1) % 2**62),
+                           attack._judge(y, A.best_iterate.derived_seed(attack.seed, "confirm", 0))),
+        A.selective_eot,
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(RESTARTS))
+def test_an_image_broken_only_on_the_attacks_own_draws_is_attacked_again(one_thread, monkeypatch, name):
+    """An image no attack can break (the wide bump only), at a seed whose judging draws hold four flips: every
+    iterate of the first run is broken on those draws and on no fresh ones. The later runs (restarts, APGD's second
+    loss, selective EOT's next loss) attack it again; the ablation -- the own draws' verdict alone -- leaves it out."""
+    make, judges, module = RESTARTS[name]
+    est = estimator(FlippedBumps(narrow=False), [Flips()])
+    x, y = np.full((1, 1, 8, 8), 0.3, np.float32), np.zeros(1, np.int64)
+    seed = _lucky(lambda s: judges(make(est, s), torch.as_tensor(y)), x, y)
+    runs = []
+    spied = {"pgd": (A.PGDEOT, "_start"), "apgd": (A.APGDEOT, "_start"), "selective": (A.SelectiveEOT, "_run")}[name]
+    real = getattr(*spied)
+    monkeypatch.setattr(*spied, lambda self, xs, *a: runs.append(len(xs)) or real(self, xs, *a))
+    make(est, seed).generate(x, y)
+    assert len(runs) > 1 and set(runs) == {1}  # the first run, then at least one more on the image
+    runs.clear()
+    monkeypatch.setattr(module, "confirmed", _no_confirmation)
+    make(est, seed).generate(x, y)
+    assert runs == [1]  # the ablation: the first run only
+
+
+def test_a_restart_breaks_what_the_own_draws_broke_by_luck(one_thread, monkeypatch):
+    """PGD+EOT with restarts on the flipped two bumps, at a seed whose judging draws break the image by luck: the
+    first run climbs the wide bump (broken on those draws only); the restarts, confirmed on fresh draws, find the
+    narrow bump, broken on every draw. The ablation returns the first run's lucky iterate, robust on the table's
+    fresh judgements but where they too hold four flips."""
+    make, judges, module = RESTARTS["pgd"]
+    est = estimator(FlippedBumps(), [Flips()])
+    x, y = np.full((1, 1, 8, 8), 0.3, np.float32), np.zeros(1, np.int64)
+    seed = _lucky(lambda s: judges(make(est, s), torch.as_tensor(y)), x, y)
+    table = A.best_iterate.BestIterate(est, torch.as_tensor(y), draws=10, seed=12345)  # fresh S = 10 ensembles
+
+    def broken(x_adv):
+        return [bool(table.judge(torch.as_tensor(x_adv))[0] < 0) for table.seed in range(100, 105)]
+
+    assert broken(make(est, seed).generate(x, y)) == [True] * 5
+    monkeypatch.setattr(module, "confirmed", _no_confirmation)
+    assert sum(broken(make(est, seed).generate(x, y))) <= 1  # broken again only where a judgement is as lucky
+
+
 def test_judging_draws_its_own_noise(one_thread):
     x, y = np.full((4, 1, 8, 8), 0.31, np.float32), np.zeros(4, np.int64)
     states = []

@@ -171,9 +171,9 @@ class APGDEOT(IterativeAttack):
         """Runs per image: each loss, ``num_random_init`` times."""
         return self.num_random_init * len(self.losses)
 
-    def _one_run(self, r, x, y, clip, run, best):
+    def _one_run(self, r, x, y, clip, run, best, fresh=None):
         self._loss_name = self.losses[r % len(self.losses)]
-        return super()._one_run(r, x, y, clip, run, best)
+        return super()._one_run(r, x, y, clip, run, best, fresh)
 
     def _start(self, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float]) -> torch.Tensor:
         loss = LOSSES[self._loss_name]
