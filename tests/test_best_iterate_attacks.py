@@ -324,6 +324,58 @@ def test_apgd_checkpoints_are_croce_and_heins():
     assert A.apgd_eot.checkpoints(10) == [1, 2, 3, 4, 5, 6, 7, 8, 9]
 
 
+def _apgd_trajectory(monkeypatch, **changes):
+    """The mean offsets u of the iterates one APGD margin run offers on the planted peak (no purifier, one draw, from
+    u = 0, steps of 0.04), with the module's constants ``changes`` (the ablations)."""
+    from test_selective_eot import Peak
+
+    for name, value in changes.items():
+        monkeypatch.setattr(A.apgd_eot, name, value)
+    seen = []
+    real = A.APGDEOT._loop
+
+    def loop(self, xs, ys, clip, offer):
+        def recorded(x_adv, step):
+            seen.append(float(x_adv.flatten(1).mean(1)[0]) - 0.3)
+            return offer(x_adv, step)
+
+        return real(self, xs, ys, clip, recorded)
+
+    monkeypatch.setattr(A.APGDEOT, "_loop", loop)
+    monkeypatch.setattr(A.APGDEOT, "_random_point", lambda self, x, clip: x.clone())  # from u = 0: exact steps
+    x = np.full((1, 1, 8, 8), 0.3, np.float32)
+    A.APGDEOT(estimator(Peak()), eps=0.2, eps_step=0.04, max_iter=30, eot_samples=1, losses=("margin",),
+              check_every=0).generate(x, np.zeros(1, np.int64))  # fmt: skip
+    monkeypatch.undo()
+    return np.array(seen)
+
+
+def test_apgd_momentum_and_step_halving_by_hand(one_thread, monkeypatch):
+    """Croce & Hein's step on a peak at u = 0.03 (the margin's gradient is sign(0.03 − u) on every pixel): the first
+    step is the full η = 0.04; the second, the gradient reversed past the peak, is momentum's 0.75 (−η) + 0.25 (+η) =
+    −η/2; the checkpoints where the loss stopped rising halve the step, so the oscillation about the peak dies down."""
+    u = _apgd_trajectory(monkeypatch)
+    steps = np.diff(u)
+    assert steps[0] == pytest.approx(0.04, abs=1e-5) and steps[1] == pytest.approx(-0.02, abs=1e-5)
+    assert np.abs(steps[-5:]).max() < 0.04 / 4 and abs(u[-1] - 0.03) < 0.01
+    # the ablations: without momentum the reversal is a full step; without halving the oscillation does not die
+    assert np.diff(_apgd_trajectory(monkeypatch, MOMENTUM=1.0))[1] == pytest.approx(-0.04, abs=1e-5)
+    assert np.abs(np.diff(_apgd_trajectory(monkeypatch, checkpoints=lambda n: []))[-5:]).max() >= 0.04 / 4
+
+
+def test_apgd_starts_as_croce_and_hein_on_the_surface_of_the_ball(one_thread):
+    """autopgd_base.py:206-213: ℓ∞, a uniform draw scaled to ‖δ‖∞ = ε; ℓ2, a Gaussian direction at radius ε."""
+    x = torch.full((64, 1, 8, 8), 0.5)
+    for norm in (np.inf, 2):
+        attack = A.APGDEOT(estimator(Overshoot()), norm=norm, eps=0.1, seed=3)
+        attack.generator = torch.Generator().manual_seed(3)
+        delta = (attack._start(x, torch.zeros(64, dtype=torch.long), (0.0, 1.0)) - x).flatten(1)
+        size = delta.abs().amax(1) if norm == np.inf else delta.norm(dim=1)
+        torch.testing.assert_close(size, torch.full((64,), 0.1), atol=1e-6, rtol=0)
+        if norm == np.inf:  # uniform in the box, scaled: most coordinates inside it, one at its face
+            assert ((delta.abs() < 0.1 - 1e-6).float().mean(1) > 0.9).all()
+
+
 def test_apgd_restarts_run_from_fresh_random_starts(one_thread):
     est = estimator(TwoBumps())
     x, y = np.full((2, 1, 8, 8), 0.3, np.float32), np.zeros(2, np.int64)

@@ -265,11 +265,15 @@ class IterativeAttack(EvasionAttack):
             delta = (d / d.norm(dim=1, keepdim=True).clamp_min(1e-12) * r * self.eps).view_as(x)
         return project(x + delta.to(x.device), x, self.eps, self.norm, clip)
 
+    def _random_point(self, x: torch.Tensor, clip: tuple[float, float]) -> torch.Tensor:
+        """The random start of a run: a uniform point of the ε-ball (:meth:`_uniform`; APGD: Croce & Hein's)."""
+        return self._uniform(x, clip)
+
     def _start(self, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float]) -> torch.Tensor:
-        """The first iterate of a run for a batch of clean inputs ``x`` (labels ``y``): ``x`` itself, or a uniform
-        point of the ε-ball (:meth:`_uniform`) when :attr:`starts_random`. Called at the start of every run, on the
-        images it attacks: a subclass may keep what its loss needs of the clean batch here."""
-        return self._uniform(x, clip) if self.starts_random else x.clone()
+        """The first iterate of a run for a batch of clean inputs ``x`` (labels ``y``): ``x`` itself, or a random
+        point of the ε-ball (:meth:`_random_point`) when :attr:`starts_random`. Called at the start of every run, on
+        the images it attacks: a subclass may keep what its loss needs of the clean batch here."""
+        return self._random_point(x, clip) if self.starts_random else x.clone()
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
