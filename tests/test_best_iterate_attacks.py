@@ -406,8 +406,12 @@ def test_aims_parameters_and_messages():
     selective = A.SelectiveEOT(est, losses=("margin", "ce"))
     assert selective.aim == selective.judgement == "worst"
     assert A.SelectiveEOT(est, losses=("margin", "ce"), judgement="mean").judgement == "mean"
+    # the low-frequency vote attack aims at the tables' mean softmax unless told DiffBreak's vote
     vote = A.LowFrequencyVote(est)
-    assert vote.aim == "majority" and "judgement" not in vote.attack_params
+    assert vote.aim == vote.judgement == "mean" and "judgement" in vote.attack_params
+    assert A.LowFrequencyVote(est, judgement="majority").judgement == "majority"
+    with pytest.raises(ValueError, match="judgement must be one of"):
+        A.LowFrequencyVote(est, judgement="median")
     assert not A.ClassifierPGD(est).judged_defended
     attack = A.PGDEOTDev(est)
     attack.set_params(num_random_init=3, check_every=2, judge_draws=4)  # ART's set_params reaches every subclass

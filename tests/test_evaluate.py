@@ -371,6 +371,7 @@ def test_the_strongest_preset_runs_the_strongest_of_each_protocol_at_the_referen
     assert top.attacks == ("full-pgd-eot", "full-pgd-eot-ensemble", "apgd-eot", "apgd-eot-ensemble", "lowfreq-vote",
                            "apgd-eot-dev", "selective-eot")
     assert (top.max_iter, top.eot_samples, top.apgd_max_iter, top.apgd_eot_samples) == (40, 15, 100, 200)
+    assert (top.selective_max_iter, top.selective_eot_samples, top.lowfreq_max_iter) == (50, 10, 100)  # their papers'
     assert (top.ensemble_size, top.repeats) == (10, 10)  # DiffHammer's N = 10 resubmissions: the worst of R = 10
     assert all(shortfalls(a, top) == [] for a in top.attacks) and judging_shortfalls(top) == []
     assert judging_shortfalls(replace(top, repeats=5)) == ["R = 5 < 10"]  # selective EOT is judged by N = 10
@@ -390,7 +391,9 @@ def test_the_strongest_preset_runs_the_strongest_of_each_protocol_at_the_referen
     assert _unit_cost(main, "apgd-eot-dev", top, probe) == (
         2 * 100 * 200 * 3.0 + 2 * 100 * 200 * 1.0 + 2 * 101 * 10 * 1.0 + judge
     )
-    assert _unit_cost(main, "lowfreq-vote", top, probe) == 40 * 15 * (3.0 + 1.0) + 15 * 1.0 + judge  # steps, votes
+    # the vote attack at DiffBreak's own 100 iterations: each step 15 draws through the purification and a judgement
+    # of S = 10 draws of its own, and the start's
+    assert _unit_cost(main, "lowfreq-vote", top, probe) == 100 * (15 * 3.0 + 10 * 1.0) + 10 * 1.0 + judge
 
 
 def test_cli_estimate_only_prices_the_strongest_preset(checkpoints, tmp_path, capsys):

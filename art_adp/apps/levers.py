@@ -46,6 +46,7 @@ from ..attacks._core import AUTO, JUDGE_DRAWS
 from ..attacks.registry import BLIND_ATTACK, FULL_ATTACK, REGISTRY, SWEEP_ATTACK, Budget, recorded, registered_name
 from ..attacks.apgd_eot import APGDEOT
 from ..attacks.selective_eot import SelectiveEOT
+from ..attacks.systemic_lowfreq import LowFrequencyVote
 from ..models.checkpoint import check_purifier
 from ..runs.provenance import code_diff, code_version, provenance
 from ..runs.engine import (
@@ -415,8 +416,11 @@ def _row_named(name: str, known: Mapping[str, Row], adaptive_default: Row) -> Ro
 
 
 #: The budgets of the registry attacks whose papers set their own, when they run as adaptive rows: DiffHammer's
-#: selective EOT, 50 iterations per loss of N = 10 draws.
-OWN_BUDGETS: Mapping[str, dict] = {registered_name(SelectiveEOT): {"max_iter": 50, "eot_samples": 10}}
+#: selective EOT, 50 iterations per loss of N = 10 draws; DiffBreak's loop, 100 iterations.
+OWN_BUDGETS: Mapping[str, dict] = {
+    registered_name(SelectiveEOT): {"max_iter": 50, "eot_samples": 10},
+    registered_name(LowFrequencyVote): {"max_iter": 100},
+}
 
 
 def preset_for(

@@ -73,6 +73,7 @@ class EvalConfig:
         their own (:attr:`~art_adp.attacks.registry.AttackSpec.own`).
     :param selective_max_iter, selective_eot_samples: Selective EOT's own: DiffHammer's 50 iterations per loss and
         N = 10 draws.
+    :param lowfreq_max_iter: The low-frequency vote attack's own: DiffBreak's 100 iterations.
     :param loss, eot_target, step_schedule: PGD+EOT's loss, what the EOT gradients of PGD+EOT and APGD-EOT
         differentiate, and the PGD family's step schedule (:class:`~art_adp.attacks.registry.Budget`).
     :param ensemble_size: S, purifications averaged per judged prediction.
@@ -124,6 +125,7 @@ class EvalConfig:
     apgd_eot_samples: int = 200
     selective_max_iter: int = 50
     selective_eot_samples: int = 10
+    lowfreq_max_iter: int = 100
     loss: str = Budget.loss
     eot_target: str = Budget.eot_target
     step_schedule: str = Budget.step_schedule
