@@ -463,3 +463,23 @@ def test_the_halving_schedule_lands_where_constant_steps_circle(one_thread, name
     assert predicted(est, halving).tolist() == [1, 1]
     attack = ATTACKS[name](est, step_schedule="halving", **kw)
     assert [attack.step_size(i) for i in (0, 5, 6, 8, 9, 11)] == [0.01, 0.01, 0.005, 0.005, 0.0025, 0.0025]
+
+
+@pytest.mark.parametrize("name", ["full-pgd-eot", "full-pgd-eot-ensemble"])
+def test_the_strongest_presets_pgd_rows_start_at_random_and_halve_their_steps(one_thread, name):
+    """The strongest preset's PGD rows on the two planted cases of a single run: the two bumps (from x₀ the run climbs
+    the robust bump; from a random start some runs find the narrow one) and the narrow band (constant steps circle
+    it). The preset's budget -- a random start and the halving schedule -- breaks images on both; each ablation, the
+    start at x₀ or constant steps, breaks fewer."""
+    from art_adp.apps.evaluation.config import EvalConfig
+    from art_adp.attacks.registry import REGISTRY
+
+    x, y = np.full((8, 1, 8, 8), 0.3, np.float32), np.zeros(8, np.int64)
+
+    def broken(model, **change):
+        c = EvalConfig.preset("strongest", eps=0.05, eps_step=0.01, max_iter=12, eot_samples=1, **change)
+        est = estimator(model)
+        return int(predicted(est, REGISTRY[name].build(est, c.budget(name), 0).generate(x, y)).sum())
+
+    assert broken(TwoBumps()) >= 2 and broken(TwoBumps(), random_start=False) == 0
+    assert broken(NarrowBand()) == 8 > broken(NarrowBand(), step_schedule="constant")

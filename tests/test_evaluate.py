@@ -373,6 +373,10 @@ def test_the_strongest_preset_runs_the_strongest_of_each_protocol_at_the_referen
     assert (top.max_iter, top.eot_samples, top.apgd_max_iter, top.apgd_eot_samples) == (40, 15, 100, 200)
     assert (top.selective_max_iter, top.selective_eot_samples, top.lowfreq_max_iter) == (50, 10, 100)  # their papers'
     assert (top.ensemble_size, top.repeats) == (10, 10)  # DiffHammer's N = 10 resubmissions: the worst of R = 10
+    # the PGD rows at full strength: from a random start, the step halved at 1/2 and 3/4 of the iterations
+    assert (top.random_start, top.step_schedule) == (True, "halving")
+    b = top.budget("full-pgd-eot")
+    assert (b.random_start, b.step_schedule, top.budget("full-pgd-eot-ensemble").random_start) == (True, "halving", True)
     assert all(shortfalls(a, top) == [] for a in top.attacks) and judging_shortfalls(top) == []
     assert judging_shortfalls(replace(top, repeats=5)) == ["R = 5 < 10"]  # selective EOT is judged by N = 10
     assert judging_shortfalls(replace(top, repeats=5, attacks=("apgd-eot-dev",))) == []

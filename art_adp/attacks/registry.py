@@ -101,8 +101,9 @@ class Budget:
     :param cutoff: The low-frequency vote attack's band: the fraction of the DCT frequencies along each side its
         perturbation lives in.
     :param samples_per_step: SPSA's samples per step.
-    :param random_start: The PGD family (Clf-PGD, BPDA+EOT, full-gradient PGD+EOT) starts from a uniform draw in the
-        ε-ball, seeded by the ``seed`` its record builds it with (APGD always starts so, as ART's does).
+    :param random_start: The PGD family (Clf-PGD, BPDA+EOT, full-gradient PGD+EOT, the Joint attacks) starts from a
+        uniform draw in the ε-ball, seeded by the ``seed`` its record builds it with (APGD always starts at a random
+        point, as Croce & Hein's does; the low-frequency vote attack from a random point of its band of the ball).
     :param batch_size: Images per forward pass.
     :param memory_budget: MiB of autograd graph per block of EOT draws in the gradients of the attacks that take
         it (PGD+EOT, APGD-EOT; None: :func:`art_adp.ensemble.default_memory_budget`). It changes how the draws are

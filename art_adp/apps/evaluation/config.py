@@ -54,8 +54,9 @@ class EvalConfig:
     plus full-gradient PGD+EOT at the same budget. :meth:`preset` gives ``paper``, ``croce`` (Croce et al. 2022:
     full-gradient APGD-CE then APGD-DLR, 100 iterations, EOT 200, judged R = 5 times), ``strongest`` (the strongest
     attack of each protocol -- full-gradient PGD+EOT, APGD-EOT, APGD-EOT with DiffAttack's purified-state loss,
-    DiffHammer's selective EOT -- at the reference budgets, judged R = 10 times: DiffHammer's N-evaluation is the
-    worst case of R) and ``smoke`` (CI-sized), with overrides recorded for the report's header.
+    DiffHammer's selective EOT, the low-frequency vote attack -- at the reference budgets, its PGD rows from a random
+    start with the halving step schedule, judged R = 10 times: DiffHammer's N-evaluation is the worst case of R) and
+    ``smoke`` (CI-sized), with overrides recorded for the report's header.
 
     :param attacks: Names from :data:`ATTACKS`; the clean row is always evaluated.
     :param eps_step: Step α of the PGD-type attacks and SPSA's learning rate; None: ε/4, following the ε in use.
@@ -74,6 +75,8 @@ class EvalConfig:
     :param selective_max_iter, selective_eot_samples: Selective EOT's own: DiffHammer's 50 iterations per loss and
         N = 10 draws.
     :param lowfreq_max_iter: The low-frequency vote attack's own: DiffBreak's 100 iterations.
+    :param random_start: The PGD family and the low-frequency vote attack start from a random point of the ε-ball
+        (:class:`~art_adp.attacks.registry.Budget`).
     :param loss, eot_target, step_schedule: PGD+EOT's loss, what the EOT gradients of PGD+EOT and APGD-EOT
         differentiate, and the PGD family's step schedule (:class:`~art_adp.attacks.registry.Budget`).
     :param ensemble_size: S, purifications averaged per judged prediction.
@@ -126,6 +129,7 @@ class EvalConfig:
     selective_max_iter: int = 50
     selective_eot_samples: int = 10
     lowfreq_max_iter: int = 100
+    random_start: bool = False
     loss: str = Budget.loss
     eot_target: str = Budget.eot_target
     step_schedule: str = Budget.step_schedule
@@ -173,6 +177,7 @@ class EvalConfig:
             loss=self.loss,
             eot_target=self.eot_target,
             step_schedule=self.step_schedule,
+            random_start=self.random_start,
             **values,
         )
 
@@ -266,6 +271,8 @@ PRESETS: dict[str, EvalConfig] = {  # largest first: the estimate's log offers t
         apgd_eot_samples=200,
         ensemble_size=10,
         repeats=10,  # DiffHammer's N = 10 resubmissions, read as the worst case of R
+        random_start=True,  # the PGD rows at full strength: a random start and halving steps (docs/attacks.md)
+        step_schedule="halving",
         preset_name="strongest",
     ),
     "paper": EvalConfig(),
