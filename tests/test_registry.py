@@ -143,6 +143,23 @@ def test_a_budget_has_the_attacks_parameter_names():
     assert (attack.eps, attack.eps_step, attack.max_iter, attack.eot_samples) == (0.3, 0.01, 40, 1)
 
 
+@pytest.mark.parametrize("name", ["joint-score", "joint-full", "full-pgd-eot", "bpda-eot", "clf-pgd"])
+def test_the_pgd_family_takes_the_budgets_random_start_and_the_records_seed(name):
+    """A budget's random start reaches the attack, its draws seeded by the seed the record builds it with: the same
+    seed, the same start; another seed, another start; without it the run starts at the image."""
+    x = torch.full((2, 1, 8, 8), 0.5)
+    b = Budget(eps=0.1, eps_step=0.01, max_iter=1, eot_samples=1, random_start=True)
+
+    def start(budget, seed):
+        attack = REGISTRY[name].build(_estimator(), budget, seed)
+        return attack._start(x, torch.zeros(2, dtype=torch.long), (0.0, 1.0))
+
+    first = start(b, 3)
+    assert (first - x).abs().max() > 0.05 and (first - x).abs().max() <= 0.1 + 1e-6
+    assert torch.equal(start(b, 3), first) and not torch.equal(start(b, 4), first)
+    assert torch.equal(start(replace(b, random_start=False), 3), x)
+
+
 @pytest.mark.parametrize("name", list(REGISTRY))
 def test_each_attack_carries_the_name_the_registry_files_it_under(name):
     attack = REGISTRY[name].build(_estimator(), Budget(eps=0.1, eps_step=0.01, max_iter=1), 0)
