@@ -350,7 +350,7 @@ def _apgd_trajectory(monkeypatch, **changes):
     return np.array(seen)
 
 
-def test_apgd_momentum_and_step_halving_by_hand(one_thread, monkeypatch):
+def test_apgd_eot_momentum_and_step_halving_by_hand(one_thread, monkeypatch):
     """Croce & Hein's step on a peak at u = 0.03 (the margin's gradient is sign(0.03 − u) on every pixel): the first
     step is the full η = 0.04; the second, the gradient reversed past the peak, is momentum's 0.75 (−η) + 0.25 (+η) =
     −η/2; the checkpoints where the loss stopped rising halve the step, so the oscillation about the peak dies down."""
