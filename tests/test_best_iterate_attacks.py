@@ -117,6 +117,114 @@ def test_restarts_break_what_one_run_misses_and_attack_only_the_unbroken(one_thr
     assert rows[:10] == [3] * 10 and set(rows[10:]) <= {1, 2} and len(rows) < 80  # restarts: the unbroken only
 
 
+class Flips(PreprocessorPyTorch):
+    """A random defence: each row, with probability 0.2 from its own generator, is flipped -- pixel (0, 1) set to 1
+    (else 0), which the classifiers below read as a confidently wrong draw."""
+
+    def __init__(self, seed: int = 11) -> None:
+        super().__init__(device_type="cpu", is_fitted=True, apply_fit=False, apply_predict=True)
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def forward(self, x, y=None):
+        x = x.clone()
+        x[:, 0, 0, 1] = (torch.rand(len(x), generator=self.generator) < 0.2).to(x.dtype)
+        return x, y
+
+
+class FlippedBumps(TwoBumps):
+    """:class:`TwoBumps` on a draw that is not flipped (the narrow bump only with ``narrow``), class 1's logit 5 on a
+    flipped one. From v = 0 to the wide bump's top the mean softmax of ten draws is broken exactly when at least four
+    of them are flipped (an image broken by luck: a ten-draw judgement with four or more flips, about one in eight);
+    at the narrow bump's top every draw is wrong."""
+
+    def __init__(self, narrow: bool = True) -> None:
+        super().__init__()
+        self.narrow = narrow
+
+    def forward(self, x):
+        flip = x[:, 0, 0, 1]
+        z = super().forward(x) if self.narrow else torch.stack([0 * flip, -1 - 100 * (x[:, 0, 0, 0] - 0.34) ** 2], 1)
+        return torch.stack([z[:, 0], flip * 5 + (1 - flip) * z[:, 1]], 1)
+
+
+def _lucky(judges, x, y, seeds=range(200)):
+    """The first seed whose attack's own judgement (``judges(seed)[0]``) calls ``x`` broken and whose fresh draws
+    (``judges(seed)[1]``) do not."""
+    yt, xt = torch.as_tensor(y), torch.as_tensor(x)
+    for seed in seeds:
+        own, fresh = judges(seed)
+        if bool((own.judge(xt) < 0).all()) and bool((fresh.judge(xt) >= 0).all()):
+            return seed
+    raise AssertionError("no lucky seed")
+
+
+def _no_confirmation(best, fresh, rows, below=0.0):
+    """The ablation of :func:`~art_adp.attacks.best_iterate.confirmed`: the attack's own draws decide alone."""
+    return best.score[rows] < below
+
+
+RESTARTS = {  # (attack at a seed, its own and its fresh judgement at that seed, where the ablation is patched)
+    "pgd": (
+        lambda est, s: A.PGDEOT(est, eot_samples=1, eps=0.05, eps_step=STEP, max_iter=10, num_random_init=8,
+                                generator=torch.Generator().manual_seed(s)),
+        lambda attack, y: (attack._best_iterate(y, 0), attack._best_iterate(y, 0, "confirm")),
+        A._core,
+    ),
+    "apgd": (
+        lambda est, s: A.APGDEOT(est, eps=0.05, max_iter=10, eot_samples=1, losses=("ce", "margin"), seed=s),
+        lambda attack, y: (attack._best_iterate(y, 0), attack._best_iterate(y, 0, "confirm")),
+        A._core,
+    ),
+    "selective": (
+        lambda est, s: A.SelectiveEOT(est, graft=False, eps=0.05, max_iter=10, eot_samples=2, judge_samples=10,
+                                      losses=("margin", "ce"), judgement="mean", seed=s),
+        lambda attack, y: (attack._judge(y, (attack.seed * 7919 + 1) % 2**62),
+                           attack._judge(y, A.best_iterate.derived_seed(attack.seed, "confirm", 0))),
+        A.selective_eot,
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(RESTARTS))
+def test_an_image_broken_only_on_the_attacks_own_draws_is_attacked_again(one_thread, monkeypatch, name):
+    """An image no attack can break (the wide bump only), at a seed whose judging draws hold four flips: every
+    iterate of the first run is broken on those draws and on no fresh ones. The later runs (restarts, APGD's second
+    loss, selective EOT's next loss) attack it again; the ablation -- the own draws' verdict alone -- leaves it out."""
+    make, judges, module = RESTARTS[name]
+    est = estimator(FlippedBumps(narrow=False), [Flips()])
+    x, y = np.full((1, 1, 8, 8), 0.3, np.float32), np.zeros(1, np.int64)
+    seed = _lucky(lambda s: judges(make(est, s), torch.as_tensor(y)), x, y)
+    runs = []
+    spied = {"pgd": (A.PGDEOT, "_start"), "apgd": (A.APGDEOT, "_start"), "selective": (A.SelectiveEOT, "_run")}[name]
+    real = getattr(*spied)
+    monkeypatch.setattr(*spied, lambda self, xs, *a: runs.append(len(xs)) or real(self, xs, *a))
+    make(est, seed).generate(x, y)
+    assert len(runs) > 1 and set(runs) == {1}  # the first run, then at least one more on the image
+    runs.clear()
+    monkeypatch.setattr(module, "confirmed", _no_confirmation)
+    make(est, seed).generate(x, y)
+    assert runs == [1]  # the ablation: the first run only
+
+
+def test_a_restart_breaks_what_the_own_draws_broke_by_luck(one_thread, monkeypatch):
+    """PGD+EOT with restarts on the flipped two bumps, at a seed whose judging draws break the image by luck: the
+    first run climbs the wide bump (broken on those draws only); the restarts, confirmed on fresh draws, find the
+    narrow bump, broken on every draw. The ablation returns the first run's lucky iterate, robust on the table's
+    fresh judgements but where they too hold four flips."""
+    make, judges, module = RESTARTS["pgd"]
+    est = estimator(FlippedBumps(), [Flips()])
+    x, y = np.full((1, 1, 8, 8), 0.3, np.float32), np.zeros(1, np.int64)
+    seed = _lucky(lambda s: judges(make(est, s), torch.as_tensor(y)), x, y)
+    table = A.best_iterate.BestIterate(est, torch.as_tensor(y), draws=10, seed=12345)  # fresh S = 10 ensembles
+
+    def broken(x_adv):
+        return [bool(table.judge(torch.as_tensor(x_adv))[0] < 0) for table.seed in range(100, 105)]
+
+    assert broken(make(est, seed).generate(x, y)) == [True] * 5
+    monkeypatch.setattr(module, "confirmed", _no_confirmation)
+    assert sum(broken(make(est, seed).generate(x, y))) <= 1  # broken again only where a judgement is as lucky
+
+
 def test_judging_draws_its_own_noise(one_thread):
     x, y = np.full((4, 1, 8, 8), 0.31, np.float32), np.zeros(4, np.int64)
     states = []
@@ -216,6 +324,58 @@ def test_apgd_checkpoints_are_croce_and_heins():
     assert A.apgd_eot.checkpoints(10) == [1, 2, 3, 4, 5, 6, 7, 8, 9]
 
 
+def _apgd_trajectory(monkeypatch, **changes):
+    """The mean offsets u of the iterates one APGD margin run offers on the planted peak (no purifier, one draw, from
+    u = 0, steps of 0.04), with the module's constants ``changes`` (the ablations)."""
+    from test_selective_eot import Peak
+
+    for name, value in changes.items():
+        monkeypatch.setattr(A.apgd_eot, name, value)
+    seen = []
+    real = A.APGDEOT._loop
+
+    def loop(self, xs, ys, clip, offer):
+        def recorded(x_adv, step):
+            seen.append(float(x_adv.flatten(1).mean(1)[0]) - 0.3)
+            return offer(x_adv, step)
+
+        return real(self, xs, ys, clip, recorded)
+
+    monkeypatch.setattr(A.APGDEOT, "_loop", loop)
+    monkeypatch.setattr(A.APGDEOT, "_random_point", lambda self, x, clip: x.clone())  # from u = 0: exact steps
+    x = np.full((1, 1, 8, 8), 0.3, np.float32)
+    A.APGDEOT(estimator(Peak()), eps=0.2, eps_step=0.04, max_iter=30, eot_samples=1, losses=("margin",),
+              check_every=0).generate(x, np.zeros(1, np.int64))  # fmt: skip
+    monkeypatch.undo()
+    return np.array(seen)
+
+
+def test_apgd_eot_momentum_and_step_halving_by_hand(one_thread, monkeypatch):
+    """Croce & Hein's step on a peak at u = 0.03 (the margin's gradient is sign(0.03 − u) on every pixel): the first
+    step is the full η = 0.04; the second, the gradient reversed past the peak, is momentum's 0.75 (−η) + 0.25 (+η) =
+    −η/2; the checkpoints where the loss stopped rising halve the step, so the oscillation about the peak dies down."""
+    u = _apgd_trajectory(monkeypatch)
+    steps = np.diff(u)
+    assert steps[0] == pytest.approx(0.04, abs=1e-5) and steps[1] == pytest.approx(-0.02, abs=1e-5)
+    assert np.abs(steps[-5:]).max() < 0.04 / 4 and abs(u[-1] - 0.03) < 0.01
+    # the ablations: without momentum the reversal is a full step; without halving the oscillation does not die
+    assert np.diff(_apgd_trajectory(monkeypatch, MOMENTUM=1.0))[1] == pytest.approx(-0.04, abs=1e-5)
+    assert np.abs(np.diff(_apgd_trajectory(monkeypatch, checkpoints=lambda n: []))[-5:]).max() >= 0.04 / 4
+
+
+def test_apgd_starts_as_croce_and_hein_on_the_surface_of_the_ball(one_thread):
+    """autopgd_base.py:206-213: ℓ∞, a uniform draw scaled to ‖δ‖∞ = ε; ℓ2, a Gaussian direction at radius ε."""
+    x = torch.full((64, 1, 8, 8), 0.5)
+    for norm in (np.inf, 2):
+        attack = A.APGDEOT(estimator(Overshoot()), norm=norm, eps=0.1, seed=3)
+        attack.generator = torch.Generator().manual_seed(3)
+        delta = (attack._start(x, torch.zeros(64, dtype=torch.long), (0.0, 1.0)) - x).flatten(1)
+        size = delta.abs().amax(1) if norm == np.inf else delta.norm(dim=1)
+        torch.testing.assert_close(size, torch.full((64,), 0.1), atol=1e-6, rtol=0)
+        if norm == np.inf:  # uniform in the box, scaled: most coordinates inside it, one at its face
+            assert ((delta.abs() < 0.1 - 1e-6).float().mean(1) > 0.9).all()
+
+
 def test_apgd_restarts_run_from_fresh_random_starts(one_thread):
     est = estimator(TwoBumps())
     x, y = np.full((2, 1, 8, 8), 0.3, np.float32), np.zeros(2, np.int64)
@@ -246,8 +406,12 @@ def test_aims_parameters_and_messages():
     selective = A.SelectiveEOT(est, losses=("margin", "ce"))
     assert selective.aim == selective.judgement == "worst"
     assert A.SelectiveEOT(est, losses=("margin", "ce"), judgement="mean").judgement == "mean"
+    # the low-frequency vote attack aims at the tables' mean softmax unless told DiffBreak's vote
     vote = A.LowFrequencyVote(est)
-    assert vote.aim == "majority" and "judgement" not in vote.attack_params
+    assert vote.aim == vote.judgement == "mean" and "judgement" in vote.attack_params
+    assert A.LowFrequencyVote(est, judgement="majority").judgement == "majority"
+    with pytest.raises(ValueError, match="judgement must be one of"):
+        A.LowFrequencyVote(est, judgement="median")
     assert not A.ClassifierPGD(est).judged_defended
     attack = A.PGDEOTDev(est)
     attack.set_params(num_random_init=3, check_every=2, judge_draws=4)  # ART's set_params reaches every subclass
@@ -299,3 +463,23 @@ def test_the_halving_schedule_lands_where_constant_steps_circle(one_thread, name
     assert predicted(est, halving).tolist() == [1, 1]
     attack = ATTACKS[name](est, step_schedule="halving", **kw)
     assert [attack.step_size(i) for i in (0, 5, 6, 8, 9, 11)] == [0.01, 0.01, 0.005, 0.005, 0.0025, 0.0025]
+
+
+@pytest.mark.parametrize("name", ["full-pgd-eot", "full-pgd-eot-ensemble"])
+def test_the_strongest_presets_pgd_rows_start_at_random_and_halve_their_steps(one_thread, name):
+    """The strongest preset's PGD rows on the two planted cases of a single run: the two bumps (from x₀ the run climbs
+    the robust bump; from a random start some runs find the narrow one) and the narrow band (constant steps circle
+    it). The preset's budget -- a random start and the halving schedule -- breaks images on both; each ablation, the
+    start at x₀ or constant steps, breaks fewer."""
+    from art_adp.apps.evaluation.config import EvalConfig
+    from art_adp.attacks.registry import REGISTRY
+
+    x, y = np.full((8, 1, 8, 8), 0.3, np.float32), np.zeros(8, np.int64)
+
+    def broken(model, **change):
+        c = EvalConfig.preset("strongest", eps=0.05, eps_step=0.01, max_iter=12, eot_samples=1, **change)
+        est = estimator(model)
+        return int(predicted(est, REGISTRY[name].build(est, c.budget(name), 0).generate(x, y)).sum())
+
+    assert broken(TwoBumps()) >= 2 and broken(TwoBumps(), random_start=False) == 0
+    assert broken(NarrowBand()) == 8 > broken(NarrowBand(), step_schedule="constant")

@@ -337,7 +337,7 @@ def test_header_and_rows_say_what_ran_no_sanity_gives_no_verdict_and_the_step_fo
     text = (tmp_path / "report.md").read_text()
     head = text.splitlines()
     assert head[0].startswith("SMOKE-SCALE RUN, NOT A ROBUSTNESS CLAIM: budgets below the reference")
-    assert "clf-pgd: max_iter 2 < 40" in head[0] and "S = 2 < 10; R = 2 < 3" in head[0]
+    assert "clf-pgd: max_iter 2 < 40" in head[0] and "S = 2 < 10; R = 2 < 10" in head[0]
     assert head[1] == ("Preset: smoke, overridden: attacks = ['clf-pgd', 'spsa'], chunk_size = 4, eps = 0.1, "
                        "n_examples = 4, sanity = False, spsa_samples_per_step = 16")
     assert head[2].startswith("Threat model: l_inf eps = 0.1, step 0.025 (eps/4, following eps)")
@@ -356,7 +356,14 @@ def test_presets_and_overrides_from_python():
     c = EvalConfig.preset("smoke", eps=0.1, spsa_samples_per_step=8)
     assert c.step == 0.025 and c.overridden == ("eps",)  # spsa_samples_per_step = 8 is the smoke preset's own value
     croce = EvalConfig.preset("croce")
-    assert (croce.attacks, croce.apgd_max_iter, croce.apgd_eot_samples, croce.repeats) == (("apgd-eot",), 100, 200, 5)
+    assert (croce.attacks, croce.apgd_max_iter, croce.apgd_eot_samples, croce.repeats) == (("apgd-eot",), 100, 200, 10)
+    # every preset but smoke judges R = 10 times (DiffHammer's Wor.Rob@10), as do levers and reproduce mnist
+    from art_adp.apps.evaluation.config import PRESETS
+    from art_adp.apps.levers import LeversConfig
+    from art_adp.apps.reproduce import MnistRecipe
+
+    assert {n: PRESETS[n].repeats for n in PRESETS} == {"strongest": 10, "paper": 10, "croce": 10, "smoke": 2}
+    assert MnistRecipe().repeats == LeversConfig().repeats == 10
     paper = EvalConfig.preset("paper")
     assert (paper.max_iter, paper.eot_samples, paper.spsa_samples_per_step, paper.ensemble_size, paper.step) == (40, 15, 1280, 10, 2 / 255)
     message = "Unknown preset 'fast'; choose from ('strongest', 'paper', 'croce', 'smoke')."
@@ -371,10 +378,15 @@ def test_the_strongest_preset_runs_the_strongest_of_each_protocol_at_the_referen
     assert top.attacks == ("full-pgd-eot", "full-pgd-eot-ensemble", "apgd-eot", "apgd-eot-ensemble", "lowfreq-vote",
                            "apgd-eot-dev", "selective-eot")
     assert (top.max_iter, top.eot_samples, top.apgd_max_iter, top.apgd_eot_samples) == (40, 15, 100, 200)
+    assert (top.selective_max_iter, top.selective_eot_samples, top.lowfreq_max_iter) == (50, 10, 100)  # their papers'
     assert (top.ensemble_size, top.repeats) == (10, 10)  # DiffHammer's N = 10 resubmissions: the worst of R = 10
+    # the PGD rows at full strength: from a random start, the step halved at 1/2 and 3/4 of the iterations
+    assert (top.random_start, top.step_schedule) == (True, "halving")
+    b = top.budget("full-pgd-eot")
+    assert (b.random_start, b.step_schedule, top.budget("full-pgd-eot-ensemble").random_start) == (True, "halving", True)
     assert all(shortfalls(a, top) == [] for a in top.attacks) and judging_shortfalls(top) == []
-    assert judging_shortfalls(replace(top, repeats=5)) == ["R = 5 < 10"]  # selective EOT is judged by N = 10
-    assert judging_shortfalls(replace(top, repeats=5, attacks=("apgd-eot-dev",))) == []
+    assert judging_shortfalls(replace(top, repeats=5)) == ["R = 5 < 10"]  # Wor.Rob@10 for every attack
+    assert judging_shortfalls(replace(top, repeats=5, attacks=("apgd-eot-dev",))) == ["R = 5 < 10"]
     names = [s.name for s in plan(top)]
     assert names[:3] == ["main", "fixed", "sanity:flags"] and "sanity:eps=1" in names  # white box: full-pgd-eot
     probe = {"forward": 1.0, "full": 3.0}
@@ -390,7 +402,9 @@ def test_the_strongest_preset_runs_the_strongest_of_each_protocol_at_the_referen
     assert _unit_cost(main, "apgd-eot-dev", top, probe) == (
         2 * 100 * 200 * 3.0 + 2 * 100 * 200 * 1.0 + 2 * 101 * 10 * 1.0 + judge
     )
-    assert _unit_cost(main, "lowfreq-vote", top, probe) == 40 * 15 * (3.0 + 1.0) + 15 * 1.0 + judge  # steps, votes
+    # the vote attack at DiffBreak's own 100 iterations: each step 15 draws through the purification and a judgement
+    # of S = 10 draws of its own, and the start's
+    assert _unit_cost(main, "lowfreq-vote", top, probe) == 100 * (15 * 3.0 + 10 * 1.0) + 10 * 1.0 + judge
 
 
 def test_cli_estimate_only_prices_the_strongest_preset(checkpoints, tmp_path, capsys):
@@ -427,8 +441,8 @@ def test_plan_and_the_time_estimate_count_what_runs():
     probe = {"forward": 1.0, "full": 3.0}
     main = plan(c)[0]
     # attack + its best iterate judged 9 times on S draws + S x R judgements
-    assert _unit_cost(main, "bpda-eot", c, probe) == 40 * 15 * 1.0 + 9 * 10 + 10 * 3 * 1.0
-    assert _unit_cost(main, "spsa", c, probe) == 40 * 2 * 1280 + 41 * 10 + 30  # + its 41 iterates judged on S draws
+    assert _unit_cost(main, "bpda-eot", c, probe) == 40 * 15 * 1.0 + 9 * 10 + 10 * 10 * 1.0
+    assert _unit_cost(main, "spsa", c, probe) == 40 * 2 * 1280 + 41 * 10 + 100  # + its 41 iterates judged on S draws
     fixed = Setting("fixed", ("bpda-eot",), {"eot_samples": 1}, judge="fixed")
     assert _unit_cost(fixed, "bpda-eot", c, probe) == 40 + 9 * 10 + 1
 
@@ -458,13 +472,13 @@ def test_estimate_only_prices_each_attack_by_the_cost_model(tmp_path, monkeypatc
     logged = []
     out = evaluate(mlp, art_adp.ADPPurifier(score, steps=1), x, y, config=config, run_dir=tmp_path, progress=False,
                    log=logged.append, estimate_only=True)
-    judge = 10 * 3 * 1.0  # S x R forward passes per image
+    judge = 10 * 10 * 1.0  # S x R forward passes per image
     # 40 iterations x 15 draws, each a forward pass (BPDA) or a full-gradient pass (3.0); judgements of 10 draws, "auto":
     # 9 for BPDA (every 5: a judgement is not under a quarter of its iteration), 41 for the full gradient (every one)
     assert out["by_attack"]["bpda-eot"] == 4 * (40 * 15 * 1.0 + 9 * 10 * 1.0 + judge)
     assert out["by_attack"]["full-pgd-eot"] == 4 * (40 * 15 * 3.0 + 41 * 10 * 1.0 + judge)
     assert out["estimate_seconds"] == sum(out["by_attack"].values())  # the clean row costs its judgement only
-    assert "By attack: clean 2 min, bpda-eot 48 min, full-pgd-eot 2.5 h, clf-pgd 0 s." in logged[0]  # 2,880 s, 8,960 s
+    assert "By attack: clean 7 min, bpda-eot 53 min, full-pgd-eot 2.6 h, clf-pgd 0 s." in logged[0]  # 3,160 s, 9,240 s
 
 
 def test_the_estimate_names_an_attack_taking_over_half_of_it_and_the_flags_that_shrink_it(tmp_path, monkeypatch):

@@ -222,6 +222,25 @@ def test_cifar10_preset_defends_resnet20_beside_its_fast_adversarial_training():
     assert levers._classes(model) == 10 and model(torch.zeros(1, *p.image_shape)).shape == (1, 10)
 
 
+@pytest.mark.parametrize("dataset", ["mnist", "fashion-mnist", "cifar10"])
+def test_attacks_named_from_the_registry_run_at_their_own_or_the_presets_full_budget(dataset):
+    """APGD's row and its variants at Croce et al.'s 100 iterations per loss (an overridden --max-iter moves them with
+    the other adaptive rows); selective EOT at DiffHammer's 50 × N = 10 and the vote attack at DiffBreak's 100, their
+    own whatever --max-iter says; another registry attack at the preset's first random-start row's budget."""
+    for max_iter, apgd in ((None, 100), (7, 7)):
+        p = preset_for(dataset, max_iter=max_iter)
+        known = {r.name: r for r in p.rows}
+        default = next(r for r in p.rows if r.adaptive and r.random_start)
+
+        def named(name):
+            return levers._row_named(name, known, default)
+
+        assert [named(a).max_iter for a in ("apgd-eot", "apgd-eot-ensemble", "apgd-eot-dev")] == [apgd] * 3
+        assert (named("selective-eot").max_iter, named("selective-eot").eot_samples) == (50, 10)
+        assert named("lowfreq-vote").max_iter == 100 and named("lowfreq-vote").eot_samples is None
+        assert named("full-pgd-eot-ensemble").max_iter == default.max_iter == (max_iter or 40)
+
+
 def test_preset_overrides():
     p = preset_for("fashion-mnist", eps=16 / 255, arch="mlp", sigmas=(0.2, 0.25), max_iter=7, eps_step=0.01)
     rows = {r.name: r for r in p.rows}

@@ -46,7 +46,7 @@ def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
         "full-pgd-eot-ensemble": ("max_iter", "eot_samples", "eot_aggregate"),
         "apgd-eot-ensemble": ("apgd_max_iter", "apgd_eot_samples"),
         "spsa": ("spsa_max_iter", "spsa_samples_per_step"), "flags": (),
-        "lowfreq-vote": ("max_iter", "eot_samples", "cutoff"),
+        "lowfreq-vote": ("lowfreq_max_iter", "eot_samples", "cutoff"),
         "full-pgd-eot-dev": ("max_iter", "eot_samples", "eot_aggregate"),
         "apgd-eot-dev": ("apgd_max_iter", "apgd_eot_samples"),
         "selective-eot": ("selective_max_iter", "selective_eot_samples"),
@@ -69,8 +69,8 @@ def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
     ("joint-full", A.JointFull, {"max_iter": 7, "eot_samples": 3, "weight": 0.25}),
     ("apgd-eot", A.APGDEOT, {"max_iter": 9, "eot_samples": 4, "seed": 5}),
     ("spsa", A.BlackBoxSPSA, {"max_iter": 2, "samples_per_step": 16, "eps_step": 0.01, "seed": 5}),
-    ("lowfreq-vote", A.LowFrequencyVote, {"gradient": "full", "max_iter": 7, "eot_samples": 3, "cutoff": 0.25,
-                                          "seed": 5}),
+    ("lowfreq-vote", A.LowFrequencyVote, {"gradient": "full", "max_iter": 8, "eot_samples": 3, "cutoff": 0.25,
+                                          "seed": 5, "judgement": "mean"}),
     ("full-pgd-eot-dev", A.PGDEOTDev, {"gradient": "full", "max_iter": 7, "eot_samples": 3, "dev_weight": 1.0}),
     ("apgd-eot-dev", A.APGDEOTDev, {"max_iter": 9, "eot_samples": 4, "seed": 5, "dev_weight": 1.0}),
     ("selective-eot", A.SelectiveEOT, {"gradient": "full", "graft": True, "max_iter": 6, "eot_samples": 2, "seed": 5,
@@ -80,7 +80,7 @@ def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
 def test_each_record_builds_its_attack_from_the_configs_budget(name, cls, expected):
     c = EvalConfig(eps=0.1, eps_step=0.01, max_iter=7, eot_samples=3, eot_aggregate="sign", weight=0.25, cutoff=0.25,
                    apgd_max_iter=9, apgd_eot_samples=4, spsa_max_iter=2, spsa_samples_per_step=16, batch_size=32,
-                   selective_max_iter=6, selective_eot_samples=2)  # fmt: skip
+                   selective_max_iter=6, selective_eot_samples=2, lowfreq_max_iter=8)  # fmt: skip
     attack = REGISTRY[name].build(_estimator(), c.budget(name), 5)
     assert type(attack) is cls
     assert {k: getattr(attack, k) for k in expected} == expected
@@ -99,11 +99,12 @@ def test_cost_model_and_budget_text_per_attack():
     # passes; full-gradient PGD+EOT's every iterate (under a quarter of 3 forward and backward passes): 10 forward
     # passes; APGD (each draw forward + backward, the loss with it) at its own interval, "auto": a judgement of 2
     # draws is not under a quarter of an iteration of 2 draws, so every 5 of its 5: twice per loss, 8 forward passes;
-    # the vote attack: its own vote after each step
+    # the vote attack: its own budget (DiffBreak's 100 iterations), each step 3 draws forward and backward and a
+    # judgement of S = 2 draws of its own, and the start's
     assert costs == {"clf-pgd": 0.0, "bpda-eot": 12.0 + 4, "joint-score": 12.0 + 4, "joint-full": 12.0 + 4,
                      "spsa": 32.0 + 3 * 2, "full-pgd-eot": 120.0 + 10, "full-pgd-eot-ensemble": 120.0 + 10,
                      "apgd-eot": 200.0 + 8, "apgd-eot-ensemble": 200.0 + 8,
-                     "lowfreq-vote": 4 * 3 * (10.0 + 1.0) + 3 * 1.0, "full-pgd-eot-dev": 132.0 + 10,
+                     "lowfreq-vote": 100 * (3 * 10.0 + 2 * 1.0) + 2 * 1.0, "full-pgd-eot-dev": 132.0 + 10,
                      "apgd-eot-dev": 220.0 + 8,  # + the checkpoints' forward recompute
                      # its own budget (50 it/loss, N = 10): 3 losses x 50 it x (N + N judging, 1 graft)
                      "selective-eot": 3 * 50 * (2 * 10 * 1.0 + 10.0)}
@@ -140,6 +141,23 @@ def test_a_budget_has_the_attacks_parameter_names():
     assert (b.norm, b.eot_samples, b.eot_aggregate) == (math.inf, 1, "mean")
     attack = REGISTRY["bpda-eot"].build(_estimator(), b, 0)
     assert (attack.eps, attack.eps_step, attack.max_iter, attack.eot_samples) == (0.3, 0.01, 40, 1)
+
+
+@pytest.mark.parametrize("name", ["joint-score", "joint-full", "full-pgd-eot", "bpda-eot", "clf-pgd"])
+def test_the_pgd_family_takes_the_budgets_random_start_and_the_records_seed(name):
+    """A budget's random start reaches the attack, its draws seeded by the seed the record builds it with: the same
+    seed, the same start; another seed, another start; without it the run starts at the image."""
+    x = torch.full((2, 1, 8, 8), 0.5)
+    b = Budget(eps=0.1, eps_step=0.01, max_iter=1, eot_samples=1, random_start=True)
+
+    def start(budget, seed):
+        attack = REGISTRY[name].build(_estimator(), budget, seed)
+        return attack._start(x, torch.zeros(2, dtype=torch.long), (0.0, 1.0))
+
+    first = start(b, 3)
+    assert (first - x).abs().max() > 0.05 and (first - x).abs().max() <= 0.1 + 1e-6
+    assert torch.equal(start(b, 3), first) and not torch.equal(start(b, 4), first)
+    assert torch.equal(start(replace(b, random_start=False), 3), x)
 
 
 @pytest.mark.parametrize("name", list(REGISTRY))

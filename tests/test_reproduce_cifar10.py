@@ -55,10 +55,10 @@ def test_protocols_match_the_papers():
     script = _script()
     paper, croce = script.PROTOCOLS["paper"], script.PROTOCOLS["croce"]
     assert (paper.eps, paper.step, paper.max_iter, paper.eot_samples, paper.spsa_samples_per_step, paper.ensemble_size, paper.repeats) == (
-        8 / 255, 2 / 255, 40, 15, 1280, 10, 3)
+        8 / 255, 2 / 255, 40, 15, 1280, 10, 10)
     assert paper.attacks == ("clf-pgd", "bpda-eot", "joint-score", "joint-full", "spsa")
     assert (croce.attacks, croce.eps, croce.apgd_max_iter, croce.apgd_eot_samples, croce.ensemble_size, croce.repeats) == (
-        ("apgd-eot",), 8 / 255, 100, 200, 10, 5)
+        ("apgd-eot",), 8 / 255, 100, 200, 10, 10)
     assert script.EXPECTED == {"paper": {"clean": 86.14, "clf-pgd": 80.24, "bpda-eot": 70.01, "joint-score": 70.61,
                                          "joint-full": 78.39, "spsa": 80.80}, "croce": {"apgd-eot": 33.7}}
     for figure in ("86.14", "70.01", "33.7 %"):

@@ -8,6 +8,7 @@ budget; the registry, the retired name and the card."""
 import contextlib
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from art.estimators.classification import PyTorchClassifier
 from art_adp import ADPPurifier, DenoisedSmoothingPurifier, EOTClassifier, NCSNv2, ReverseDiffusionPurifier
 from art_adp.attacks import PGDEOT, LowFrequencyVote
 from art_adp.attacks import systemic_lowfreq
-from art_adp.attacks.registry import LABELS, REGISTRY, RETIRED, Budget
+from art_adp.attacks.registry import LABELS, REGISTRY, RETIRED, Budget, recorded
 from art_adp.attacks.best_iterate import BestIterate
 from art_adp.attacks.systemic_lowfreq import LowFrequencyBasis, dct_matrix, vote_margin
 from art_adp.score.unet import DenoiserUNet
@@ -235,16 +236,18 @@ def test_pgd_eot_loses_the_vote_of_the_planted_purifier_and_only_the_low_band_wi
     # PGD+EOT on the loss of the ensemble (its default) weighs the draws that keep the ensemble right: it wins the vote
     x_ens = PGDEOT(est, gradient="full", eot_samples=16, eot_target="ensemble", **budget).generate(x, y)
     assert judged(est, purifier, x_ens)[1] < 0.5
-    x_vote = LowFrequencyVote(est, eot_samples=16, **budget).generate(x, y)  # the defaults otherwise: cutoff 0.5
+    # aimed at the vote (DiffBreak's judgement, the one this planted case is about); the defaults otherwise: cutoff 0.5
+    vote = dict(eot_samples=16, judgement="majority", **budget)
+    x_vote = LowFrequencyVote(est, **vote).generate(x, y)
     assert np.abs(x_vote - x).max() <= EPS + 1e-6
     assert judged(est, purifier, x_vote) == (0.0, 0.0)
     # the ablation: the same loop with the whole basis (cutoff 1, no low band) breaks the draws keeping u₇₇ only
-    x_full = LowFrequencyVote(est, eot_samples=16, cutoff=1.0, **budget).generate(x, y)
+    x_full = LowFrequencyVote(est, cutoff=1.0, **vote).generate(x, y)
     draw_acc, vote_acc = judged(est, purifier, x_full)
     assert vote_acc == 1.0 and draw_acc < 0.9, draw_acc
     # why the margin is uncapped (DiffBreak's): capped at κ = 1, the draws keeping u₇₇ stop pulling once broken and the
     # whole band wins as well -- the cap, not the band, would then be what wins (the old attack's planted test)
-    x_cap = LowFrequencyVote(est, eot_samples=16, cutoff=1.0, confidence=1.0, **budget).generate(x, y)
+    x_cap = LowFrequencyVote(est, cutoff=1.0, confidence=1.0, **vote).generate(x, y)
     assert judged(est, purifier, x_cap)[1] == 0.0
 
 
@@ -410,10 +413,85 @@ def test_a_tied_vote_does_not_stop_the_attack():
     est = PyTorchClassifier(KindVote(), torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=2,
                             clip_values=(0, 1), preprocessing_defences=[Halves()], device_type="cpu")  # fmt: skip
     x, y = np.full((2, 1, 8, 8), 0.3, np.float32), np.zeros(2, np.int64)
-    attack = LowFrequencyVote(est, eps=0.05, eps_step=0.01, max_iter=30, eot_samples=2, judge_draws=2)
+    attack = LowFrequencyVote(est, eps=0.05, eps_step=0.01, max_iter=30, eot_samples=2, judge_draws=2,
+                              judgement="majority")  # fmt: skip
     out = attack.generate(x, y)
     u = (out - x).reshape(2, -1)[:, 1:].mean(1)
     assert (u > 0.01).all()  # stepped on past the tie to a strict win (stopping at the tie returns the start)
+
+
+class Kinds(PreprocessorPyTorch):
+    """A defence that marks the first 40 % of the rows of each call kind 1 in pixel (0, 0) and the rest kind 0 (it
+    keeps a ``generator`` for the judgement's contract): with ten draws of every image stacked draw by draw in one
+    call, four draws of each image are of kind 1."""
+
+    def __init__(self):
+        super().__init__(device_type="cpu", is_fitted=True, apply_fit=False, apply_predict=True)
+        self.generator = torch.Generator().manual_seed(0)
+
+    def forward(self, x, y=None):
+        x = x.clone()
+        x[:, 0, 0, 0] = (torch.arange(len(x)) < 0.4 * len(x)).to(x.dtype)
+        return x, y
+
+
+class BarelyWrong(torch.nn.Module):
+    """Kind-1 draws are confidently right, logits ``[5 − 200 s, 0]``; kind-0 draws barely wrong, ``[0, 0.1 + 200 s]``
+    (s the mean offset of the other pixels from 0.3). At s = 0 six draws of ten are wrong, so the vote is lost, while
+    the mean softmax is right (p₀ = 0.4 σ(5) + 0.6 σ(−0.1) ≈ 0.68); it is broken from s ≈ 0.008 on."""
+
+    def forward(self, x):
+        kind = x[:, 0, 0, 0]
+        s = x.flatten(1)[:, 1:].mean(1) - 0.3
+        return torch.stack([kind * (5 - 200 * s), (1 - kind) * (0.1 + 200 * s)], 1)
+
+
+def test_aimed_at_the_mean_softmax_it_does_not_stop_where_only_the_vote_is_won():
+    est = PyTorchClassifier(BarelyWrong(), torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=2,
+                            clip_values=(0, 1), preprocessing_defences=[Kinds()], device_type="cpu")  # fmt: skip
+    x, y = np.full((2, 1, 8, 8), 0.3, np.float32), np.zeros(2, np.int64)
+
+    def accuracy(x_adv, aggregate="softmax"):  # the tables' judgement: the S = 10 ensemble's mean softmax
+        return float((EOTClassifier(est, ensemble_size=10, aggregate=aggregate).predict(x_adv).argmax(1) == 0).mean())
+
+    assert accuracy(x) == 1.0 and accuracy(x, "vote") == 0.0  # the planted case: the vote lost, the mean right
+    kw = dict(eps=0.05, eps_step=0.01, max_iter=20, eot_samples=10, judge_draws=10)
+    aimed = LowFrequencyVote(est, **kw).generate(x, y)  # the default: aimed at the mean softmax
+    assert accuracy(aimed) == 0.0
+    # the ablation: aimed at the vote, the early stop ends the attack at the start (the vote is won there, on the
+    # judging draws and on fresh ones) and the table counts both images robust
+    voted = LowFrequencyVote(est, judgement="majority", **kw).generate(x, y)
+    np.testing.assert_array_equal(voted, x)
+    assert accuracy(voted) == 1.0
+    # without the stop the same loop runs on and breaks the mean softmax, as PGD+EOT does
+    assert accuracy(LowFrequencyVote(est, judgement="majority", early_stop=False, **kw).generate(x, y)) == 0.0
+    assert accuracy(PGDEOT(est, eot_samples=10, eps=0.05, eps_step=0.01, max_iter=20).generate(x, y)) == 0.0
+
+
+def test_a_win_on_the_judging_draws_alone_does_not_stop_the_attack(monkeypatch):
+    """An image no perturbation breaks (the wide bump only), at a seed whose judging draws hold four flips of ten:
+    the start is broken on those draws and on no fresh ones. The attack steps on to its last iteration; the ablation
+    (the judging draws' verdict alone) stops it at the start, before any gradient."""
+    from test_best_iterate_attacks import FlippedBumps, Flips, _lucky, _no_confirmation, estimator
+
+    est = estimator(FlippedBumps(narrow=False), [Flips()])
+    x, y = np.full((1, 1, 8, 8), 0.3, np.float32), np.zeros(1, np.int64)
+    yt = torch.as_tensor(y)
+    seed = _lucky(lambda s: [BestIterate(est, yt, draws=10, seed=s + k) for k in (1, 2)], x, y)
+    steps = []
+
+    def attack():
+        a = LowFrequencyVote(est, eps=0.05, eps_step=0.01, max_iter=8, eot_samples=2, judge_draws=10, seed=seed)
+        draws = a._draws
+        a._draws = lambda x_adv, y_rows: steps.append(len(x_adv)) or draws(x_adv, y_rows)
+        return a.generate(x, y)
+
+    attack()
+    assert steps == [1] * 8
+    steps.clear()
+    monkeypatch.setattr(systemic_lowfreq, "confirmed", _no_confirmation)
+    np.testing.assert_array_equal(attack(), x)
+    assert steps == []
 
 
 # -- every purifier family in both gradient modes, the memory budget -----------------------------------------------
@@ -511,7 +589,9 @@ def test_the_registry_builds_it_from_a_budget_and_prices_it(planted):
         attack.confidence,
         attack.early_stop,
         attack.random_start,
-    ) == ("full", 2, 0.1, 0.02, 7, 3, 0.25, 5, None, True, False)
+        attack.judgement,
+    ) == ("full", 2, 0.1, 0.02, 7, 3, 0.25, 5, None, True, False, "mean")
+    assert spec.build(est, Budget(eps=0.1, eps_step=0.02, max_iter=7, judgement="majority")).judgement == "majority"
     assert LowFrequencyVote(est).max_iter == 100  # DiffBreak's max_iterations
     assert (
         spec.fields == ("max_iter", "eot_samples", "cutoff")
@@ -519,10 +599,15 @@ def test_the_registry_builds_it_from_a_budget_and_prices_it(planted):
         and spec.protocol == "diffbreak"
         and spec.strongest
     )
+    # its own iterations (DiffBreak's 100 in the presets, apart from PGD's); aimed at the tables' judgement, which a
+    # record names (its first records were aimed at the vote)
+    assert spec.own == ("max_iter",) and spec.short == "lowfreq"
     b = Budget(eps=0.1, eps_step=0.02, max_iter=40, eot_samples=15)
-    # at most 40 steps of 15 draws forward+backward and a vote of 15 fresh draws each, and the start's vote
-    assert spec.cost(b, 1.0, 10.0) == 40 * 15 * (10.0 + 1.0) + 15 * 1.0
-    assert spec.describe(b) == "40 it of 0.02 (Adam), EOT 15, DCT cutoff 0.5"
+    assert recorded(b, spec) == {"judgement": "mean"} and recorded(replace(b, judgement="majority"), spec) == {}
+    # at most 40 steps of 15 draws forward+backward and a judgement of S = 10 draws of its own each, and the start's
+    assert spec.cost(b, 1.0, 10.0) == 40 * (15 * 10.0 + 10 * 1.0) + 10 * 1.0
+    assert spec.describe(b) == "40 it of 0.02 (Adam), EOT 15, DCT cutoff 0.5, aimed at the mean judgement"
+    assert spec.describe(replace(b, judgement="majority")) == "40 it of 0.02 (Adam), EOT 15, DCT cutoff 0.5"
     assert spec.label == "Low-frequency vote attack (DiffBreak's loop, DCT band of the ε-ball)"
 
 
@@ -547,6 +632,7 @@ def test_the_card_judged_by_majority_vote_names_it_strongest(planted, tmp_path):
         attacks=("full-pgd-eot", "lowfreq-vote"),
         eps=EPS,
         max_iter=40,
+        lowfreq_max_iter=40,
         eot_samples=12,
         ensemble_size=1,
         repeats=15,
@@ -566,4 +652,6 @@ def test_the_card_judged_by_majority_vote_names_it_strongest(planted, tmp_path):
     # the vote broken on at least 7 of the 8 images (which ones stay depends on the draws), against none by PGD+EOT
     assert rows["lowfreq-vote"]["majority"]["value"] <= 0.125
     assert result["strongest_majority_candidate"] == "lowfreq-vote" and result["strongest_majority"] is None
-    assert rows["lowfreq-vote"]["budget"] == f"40 it of {EPS / 4:.4g} (Adam), EOT 12, DCT cutoff 0.5"
+    assert rows["lowfreq-vote"]["budget"] == (
+        f"40 it of {EPS / 4:.4g} (Adam), EOT 12, DCT cutoff 0.5, aimed at the mean judgement"
+    )

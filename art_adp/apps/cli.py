@@ -252,11 +252,11 @@ def _evaluate(sub) -> None:
         "eot_aggregate": "mean of the EOT gradients or the authors' sign vote",
         "cutoff": "the systemic low-frequency attack's band: fraction of the DCT frequencies per side",
         "num_random_init": "runs (restarts on the unbroken)", "check_every": "best-iterate check interval (0: last)",
-        "apgd_max_iter": f"APGD iterations per loss (croce: {croce.apgd_max_iter})",
+        "apgd_max_iter": f"APGD iterations per loss (croce: {croce.apgd_max_iter})", "repeats": "R, judgements",
         "apgd_eot_samples": f"APGD EOT draws (croce: {croce.apgd_eot_samples})",
         "selective_max_iter": "selective EOT iterations per loss", "selective_eot_samples": "selective EOT draws N",
+        "lowfreq_max_iter": "vote attack iterations", "random_start": "PGD family and vote attack: random start",
         **registry.OPTION_HELP, "ensemble_size": "S, purifications per judged prediction",
-        "repeats": f"R, judgements per example (croce: {croce.repeats})",
         "chunk_size": "examples per unit of work (resume, sharding)", "batch_size": "images per pass (examples x EOT)",
         "memory_budget": "MiB of autograd graph per block of EOT draws in the full-gradient attacks (None: the "
         "library's, 512 on a CPU, a quarter of free GPU memory); changes the blocking only, not the result, so it is "
@@ -274,7 +274,7 @@ def _evaluate(sub) -> None:
     _fields(p, EvalConfig, helps, skip=("eps", "preset_name", "overridden", "note", "sanity_iterations",
             "sanity_eot_samples", "compression_examples", "compression_directions", "weight"),
             norm={"type": cmd.norm, "choices": [math.inf, 2], "metavar": "{inf,2}"}, **OPTIONS,
-            check_every={"type": interval},
+            check_every={"type": interval}, random_start={"action": argparse.BooleanOptionalAction},
             eot_aggregate={"choices": ["mean", "sign"]}, memory_budget={"metavar": "MIB", "type": int},
             sanity={"flag": "--no-sanity", "action": "store_false"},
             fixed_noise={"flag": "--no-fixed-noise", "action": "store_false"},

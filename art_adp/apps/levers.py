@@ -47,6 +47,7 @@ from ..attacks.registry import (BLIND_ATTACK, FULL_ATTACK, REGISTRY, SWEEP_ATTAC
                                registered_name)
 from ..attacks.apgd_eot import APGDEOT
 from ..attacks.selective_eot import SelectiveEOT
+from ..attacks.systemic_lowfreq import LowFrequencyVote
 from ..models.checkpoint import check_purifier
 from ..runs.provenance import code_diff, code_version, provenance
 from ..runs.engine import (
@@ -162,6 +163,8 @@ def sigma_settings(sigmas: Sequence[float]) -> tuple[Setting, ...]:
 SETTINGS: tuple[Setting, ...] = sigma_settings((0.1, 0.25, 0.5))
 
 APGD_ATTACK = registered_name(APGDEOT)
+#: APGD's iterations per loss in the lever tables: Croce et al.'s 100, the ``strongest`` and ``croce`` presets'.
+APGD_MAX_ITER = 100
 
 
 @dataclass(frozen=True)
@@ -316,7 +319,7 @@ MNIST = Preset(
         Row(FULL_ATTACK, FULL_ATTACK, 0.01, 40),
         Row(f"{SWEEP_ATTACK} (rs)", SWEEP_ATTACK, 0.03, 40, True),
         Row(f"{FULL_ATTACK} (rs)", FULL_ATTACK, 0.03, 40, True),
-        Row(APGD_ATTACK, APGD_ATTACK, 0.0, 40, True),
+        Row(APGD_ATTACK, APGD_ATTACK, 0.0, APGD_MAX_ITER, True),
         Row(AUTOATTACK, AUTOATTACK),
     ),
     attacks=("clean", BLIND_ATTACK, "clf-pgd-strong"),
@@ -324,7 +327,7 @@ MNIST = Preset(
 
 #: Fashion-MNIST at the paper's ε = 8/255: SmallCNN; Clf-PGD as the authors' code ran it (foolbox 3
 #: ``LinfPGD(rel_stepsize=0.25)``: 40 steps of ε/4 from a random start) and a stronger one (100 × ε/8, random start);
-#: adaptive rows 40 × ε/4 from a random start; σ ∈ {0.1, 0.25, 0.5}.
+#: adaptive rows 40 × ε/4 from a random start (full-gradient PGD+EOT from the image too); σ ∈ {0.1, 0.25, 0.5}.
 FASHION_MNIST = Preset(
     eps=FMNIST_EPS,
     classifier="cnn",
@@ -341,7 +344,9 @@ FASHION_MNIST = Preset(
         Row("clf-pgd-strong", BLIND_ATTACK, FMNIST_EPS / 8, 100, True),
         adaptive_row(SWEEP_ATTACK, FMNIST_EPS / 4),
         adaptive_row(FULL_ATTACK, FMNIST_EPS / 4),
-        adaptive_row(APGD_ATTACK, 0.0),  # APGD sets its own step (2ε, halved at checkpoints)
+        # the same from the image itself: the random start's measurement (docs/attacks.md)
+        Row(f"{FULL_ATTACK} (no rs)", FULL_ATTACK, FMNIST_EPS / 4, 40),
+        adaptive_row(APGD_ATTACK, 0.0, APGD_MAX_ITER),  # APGD sets its own step (2ε, halved at checkpoints)
         Row(AUTOATTACK, AUTOATTACK),
     ),
     attacks=("clean", BLIND_ATTACK, "clf-pgd-strong"),
@@ -418,7 +423,8 @@ SETTING_NAMES = tuple(dict.fromkeys(s.name for p in PRESETS.values() for s in si
 
 
 def _row_named(name: str, known: Mapping[str, Row], adaptive_default: Row) -> Row | None:
-    """The row ``name``: a preset row (``known``), a registry attack at ``adaptive_default``'s budget, or either's
+    """The row ``name``: a preset row (``known``), a registry attack at ``adaptive_default``'s budget (an APGD
+    variant at the preset's APGD row's, an attack of :data:`OWN_BUDGETS` at its own), or either's
     :func:`with_restarts` variant (:data:`VARIANT`); None for another name."""
     m = VARIANT.match(name) if name not in known else None
     if m is not None:
@@ -427,13 +433,18 @@ def _row_named(name: str, known: Mapping[str, Row], adaptive_default: Row) -> Ro
             return with_restarts(base, int(m["runs"]), int(m["max_iter"]))
     if name in known:
         return known[name]
-    own = OWN_BUDGETS.get(name, {})
-    return replace(adaptive_default, name=name, attack=name, **own) if name in REGISTRY else None
+    if name not in REGISTRY:
+        return None
+    apgd = known.get(APGD_ATTACK) if REGISTRY[name].short == REGISTRY[APGD_ATTACK].short else None
+    return replace(apgd or adaptive_default, name=name, attack=name, **OWN_BUDGETS.get(name, {}))
 
 
 #: The budgets of the registry attacks whose papers set their own, when they run as adaptive rows: DiffHammer's
-#: selective EOT, 50 iterations per loss of N = 10 draws.
-OWN_BUDGETS: Mapping[str, dict] = {registered_name(SelectiveEOT): {"max_iter": 50, "eot_samples": 10}}
+#: selective EOT, 50 iterations per loss of N = 10 draws; DiffBreak's loop, 100 iterations.
+OWN_BUDGETS: Mapping[str, dict] = {
+    registered_name(SelectiveEOT): {"max_iter": 50, "eot_samples": 10},
+    registered_name(LowFrequencyVote): {"max_iter": 100},
+}
 
 
 def preset_for(

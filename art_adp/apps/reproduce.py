@@ -73,8 +73,9 @@ class MnistRecipe:
     Attack budgets: ℓ∞ ε = ``eps``; Clf-PGD ``max_iter`` steps of ``eps_step`` (the paper's row: 40 × 0.01);
     BPDA+EOT ``bpda_max_iter`` steps of ``attack_eps_step`` with ``eot_samples`` draws; the full-gradient row
     (``full_attack``) ``full_max_iter`` steps of ``attack_eps_step`` with ``full_eot_samples`` draws (APGD sets its
-    own step). Judged on the S = ``ensemble_size`` ensemble, worst case over R = ``repeats``. Rows run on the first
-    ``n_examples`` / ``n_bpda`` / ``n_full`` test images (``None``: all).
+    own step). Judged on the S = ``ensemble_size`` ensemble, worst case over R = ``repeats`` (10, DiffHammer's
+    Wor.Rob@10, as every preset judges). Rows run on the first ``n_examples`` / ``n_bpda`` / ``n_full`` test images
+    (``None``: all).
     """
 
     hidden: tuple[int, ...] = (512, 512)
@@ -96,7 +97,7 @@ class MnistRecipe:
     sigma: float = 0.25
     steps: int = 10
     ensemble_size: int = 10
-    repeats: int = 2
+    repeats: int = 10
     eps: float = 0.3
     eps_step: float = 0.01
     max_iter: int = 40

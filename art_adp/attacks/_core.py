@@ -21,7 +21,7 @@ from .._checks import integer, non_negative_int, number, one_of, positive_int
 from ..diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
 from ..ensemble import ensemble_gradient, eot_gradient, generators, logits
 from ..preprocessor import DEFAULT_GRADIENT, GRADIENTS, ADPPurifier
-from .best_iterate import JUDGEMENTS, BestIterate, derived_seed
+from .best_iterate import JUDGEMENTS, BestIterate, confirmed, derived_seed
 
 __all__ = [
     "AUTO",
@@ -155,8 +155,11 @@ class IterativeAttack(EvasionAttack):
     :attr:`aim` unless given) on ``judge_draws`` purification draws of the attack's own, seeded from its ``seed`` (or
     its ``generator``'s seed) -- never the draws of its gradients, which it leaves as they would be without judging.
     With ``num_random_init`` > 1 (ART's name) every run after the first starts from a fresh uniform point of the
-    ε-ball (from ``generator``) and runs only on the images the judgement still finds unbroken. ``check_every=0``
-    judges each run's last iterate only (with one run: nothing is judged, the last iterate is returned).
+    ε-ball (from ``generator``) and runs only on the images not confirmed broken: unbroken on the judgement's draws,
+    or broken there but not again on fresh draws of their own (:func:`~art_adp.attacks.best_iterate.confirmed`; the
+    kept iterate is the minimum over every iterate on the same draws, so an image can be broken on them alone).
+    ``check_every=0`` judges each run's last iterate only (with one run: nothing is judged, the last iterate is
+    returned).
 
     Subclasses supply :meth:`_direction`, may keep per-batch state in :meth:`_start` (called at the start of every
     run, on that run's images), and a subclass with a loop of its own runs it through :meth:`_best_of_runs`.
@@ -262,28 +265,34 @@ class IterativeAttack(EvasionAttack):
             delta = (d / d.norm(dim=1, keepdim=True).clamp_min(1e-12) * r * self.eps).view_as(x)
         return project(x + delta.to(x.device), x, self.eps, self.norm, clip)
 
+    def _random_point(self, x: torch.Tensor, clip: tuple[float, float]) -> torch.Tensor:
+        """The random start of a run: a uniform point of the ε-ball (:meth:`_uniform`; APGD: Croce & Hein's)."""
+        return self._uniform(x, clip)
+
     def _start(self, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float]) -> torch.Tensor:
-        """The first iterate of a run for a batch of clean inputs ``x`` (labels ``y``): ``x`` itself, or a uniform
-        point of the ε-ball (:meth:`_uniform`) when :attr:`starts_random`. Called at the start of every run, on the
-        images it attacks: a subclass may keep what its loss needs of the clean batch here."""
-        return self._uniform(x, clip) if self.starts_random else x.clone()
+        """The first iterate of a run for a batch of clean inputs ``x`` (labels ``y``): ``x`` itself, or a random
+        point of the ε-ball (:meth:`_random_point`) when :attr:`starts_random`. Called at the start of every run, on
+        the images it attacks: a subclass may keep what its loss needs of the clean batch here."""
+        return self._random_point(x, clip) if self.starts_random else x.clone()
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    def _best_iterate(self, y: torch.Tensor, batch: int) -> BestIterate:
+    def _best_iterate(self, y: torch.Tensor, batch: int, purpose: str = "best-iterate") -> BestIterate:
         """
-        The best-iterate rule of one batch: its own draws, seeded from the attack's seed and the batch.
+        The best-iterate rule of one batch: its own draws, seeded from the attack's seed, ``purpose`` and the batch.
 
         :param y: The batch's labels.
         :param batch: Index of the batch's first image in the input.
+        :param purpose: ``"best-iterate"``, the draws that choose the kept iterates; ``"confirm"``, the fresh draws
+            that confirm a broken one before a restart leaves its image out (:func:`~.best_iterate.confirmed`).
         """
         return BestIterate(
             self.estimator,
             y,
             judgement=self.judgement,
             draws=self.judge_draws,
-            seed=derived_seed(self._seed_base(), "best-iterate", batch),
+            seed=derived_seed(self._seed_base(), purpose, batch),
             batch_size=self.batch_size,
             defended=self.judged_defended,
         )
@@ -298,6 +307,12 @@ class IterativeAttack(EvasionAttack):
 
     #: Restarts attack the whole batch (offered whole): for attacks whose noise depends on a row's position.
     _restart_whole_batch = False
+
+    @property
+    def _confirms(self) -> bool:
+        """An image broken on the judgement's draws is judged again on fresh draws before a restart leaves it out
+        (False: a judgement without fresh draws to take, the bare classifier's or the one fixed draw's)."""
+        return self.judged_defended
 
     def _best_of_runs(
         self,
@@ -323,10 +338,11 @@ class IterativeAttack(EvasionAttack):
         """
         judging = self.interval > 0 or self.runs > 1
         best = self._best_iterate(y, batch) if judging else None
+        fresh = self._best_iterate(y, batch, "confirm") if self.runs > 1 and self._confirms else None
         last = x
         try:
             for r in range(self.runs):
-                ran = self._one_run(r, x, y, clip, run, best)
+                ran = self._one_run(r, x, y, clip, run, best, fresh)
                 if ran is None:
                     break
                 last = ran
@@ -334,13 +350,16 @@ class IterativeAttack(EvasionAttack):
             self._run = 0
         return last if best is None or best.x is None else best.x
 
-    def _one_run(self, r: int, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float], run, best):
-        """Run ``r`` of :meth:`_best_of_runs`: the whole batch, or after the first the images ``best`` finds unbroken
-        (the whole batch for :attr:`_restart_whole_batch`); its last iterate, or None when every image is broken."""
+    def _one_run(self, r: int, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float], run, best, fresh=None):
+        """Run ``r`` of :meth:`_best_of_runs`: the whole batch, or after the first the images not confirmed broken --
+        unbroken on ``best``'s draws, or broken there but not on ``fresh``'s (:func:`~.best_iterate.confirmed`; the
+        whole batch for :attr:`_restart_whole_batch`); its last iterate, or None when every image is broken."""
         self._run = r
         rows = None
         if r > 0 and best is not None:
-            unbroken = torch.nonzero(~best.broken)[:, 0]
+            everyone = torch.arange(len(x), device=x.device)
+            done = best.broken if fresh is None else confirmed(best, fresh, everyone)
+            unbroken = torch.nonzero(~done)[:, 0]
             if len(unbroken) == 0:
                 return None
             rows = None if self._restart_whole_batch else unbroken

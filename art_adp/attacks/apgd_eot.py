@@ -22,7 +22,17 @@ from ._core import (
 )
 from .purified_state_loss import DEV_WEIGHT, PurifiedStateLoss
 
-__all__ = ["APGDEOT", "APGDEOTDev", "APGDEOTEnsemble", "checkpoints"]
+__all__ = ["APGDEOT", "APGDEOTDev", "APGDEOTEnsemble", "MOMENTUM", "RHO", "checkpoints"]
+
+#: Croce & Hein's reference code, whose lines the comments below cite: ``fra31/auto-attack``,
+#: ``autoattack/autopgd_base.py`` (``APGDAttack.attack_single_run``, at commit a392200).
+REFERENCE = "fra31/auto-attack autoattack/autopgd_base.py"
+#: APGD's momentum α: x_{k+1} = x_k + α (z_{k+1} − x_k) + (1 − α)(x_k − x_{k−1}), none at the first step
+#: (autopgd_base.py:326, ``a = 0.75 if i > 0 else 1.0``).
+MOMENTUM = 0.75
+#: APGD's ρ: at a checkpoint the step is halved where at most ρ of the steps since the last one raised the loss
+#: (autopgd_base.py:166-171 and 406-408, ``check_oscillation``'s ``k3 = thr_decr = rho = .75``, line 115).
+RHO = 0.75
 
 
 def checkpoints(max_iter: int) -> list[int]:
@@ -39,8 +49,9 @@ def checkpoints(max_iter: int) -> list[int]:
 
 class APGDEOT(IterativeAttack):
     """
-    Croce et al. (2022)'s evaluation of randomized test-time defences: APGD (Croce & Hein 2020: momentum 0.75, the step
-    2ε halved at checkpoints where the loss stopped rising, each halving restarting from the best-loss point), with the
+    Croce et al. (2022)'s evaluation of randomized test-time defences: APGD (Croce & Hein 2020: from their random start
+    on the surface of the ε-ball, momentum 0.75, the step 2ε halved at checkpoints where the loss stopped rising, each
+    halving restarting from the best-loss point; where the loop differs from their code, :meth:`_loop` says), with the
     loss gradient averaged over ``eot_samples`` purifications through the full purification graph
     (``gradient="full"``), run first with the cross-entropy and then with the DLR loss; with ``num_random_init`` > 1
     (ART's ``nb_random_init``) both are repeated from fresh random starts.
@@ -171,9 +182,9 @@ class APGDEOT(IterativeAttack):
         """Runs per image: each loss, ``num_random_init`` times."""
         return self.num_random_init * len(self.losses)
 
-    def _one_run(self, r, x, y, clip, run, best):
+    def _one_run(self, r, x, y, clip, run, best, fresh=None):
         self._loss_name = self.losses[r % len(self.losses)]
-        return super()._one_run(r, x, y, clip, run, best)
+        return super()._one_run(r, x, y, clip, run, best, fresh)
 
     def _start(self, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float]) -> torch.Tensor:
         loss = LOSSES[self._loss_name]
@@ -187,9 +198,39 @@ class APGDEOT(IterativeAttack):
                                  self.eot_samples, target=self.eot_target, batch_size=self.batch_size,
                                  memory_budget=self.memory_budget, states=states)  # fmt: skip
 
+    def _random_point(self, x: torch.Tensor, clip: tuple[float, float]) -> torch.Tensor:
+        """
+        Croce & Hein's random start (autopgd_base.py:206-213): ℓ∞, ``t`` uniform in [−1, 1]^d scaled so that
+        ``‖δ‖∞ = ε`` (``x + eps * normalize(t)``: a point on the box's surface, not inside it); ℓ2, a Gaussian
+        direction at radius ε; clipped to the input range (line 230). Drawn on the CPU from ``generator``.
+        """
+        if self.norm == np.inf:
+            t = 2 * torch.rand(x.shape, generator=self.generator) - 1
+            size = t.flatten(1).abs().amax(1)
+        else:
+            t = torch.randn(x.shape, generator=self.generator)
+            size = t.flatten(1).norm(dim=1)
+        delta = self.eps * t / (size.view(-1, *([1] * (x.ndim - 1))) + 1e-12)
+        return project(x + delta.to(x.device), x, self.eps, self.norm, clip)
+
     def _loop(self, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float], offer: Offer) -> torch.Tensor:
-        """One APGD run (Croce & Hein 2020, Algorithm 1, as their code runs it) from a random start, offering every
-        iterate."""
+        """
+        One APGD run (Croce & Hein 2020, Algorithm 1, as their code runs it) from a random start, offering every
+        iterate.
+
+        Two differences from the reference (:data:`REFERENCE`), both kept on purpose:
+
+        - **The loss the step-size rule reads is the mean over the EOT draws** (the loss whose gradient the step
+          follows). The reference's ``loss_indiv`` is overwritten by each pass of its EOT loop (lines 364-370), so
+          its rule reads the last draw's loss (line 395): with its default ``eot_iter=1`` the two are one; with many
+          draws, one draw's loss is a noisy reading of the progress the mean gradient makes (and the ensemble's loss,
+          ``eot_target="ensemble"``, has no per-draw loss at all).
+        - **The first checkpoint counts the first step as a rise when its loss exceeds the start's**, as Croce &
+          Hein's §3.2 condition does (Σ from the start of 1[f(x⁽ⁱ⁺¹⁾) > f(x⁽ⁱ⁾)]). The reference's first
+          ``check_oscillation`` (line 169, ``x[j - counter5 - 1]`` at ``j - counter5 = 0``) reads
+          ``loss_steps[-1]``, Python's wrap-around to the last row of a table of zeros not yet written (line 233):
+          it compares the first step's loss with 0.
+        """
         n, view = len(x), (-1,) + (1,) * (x.ndim - 1)
         x_adv = self._start(x, y, clip)
         offer(x_adv, 0)
@@ -201,19 +242,19 @@ class APGDEOT(IterativeAttack):
         checks, last_check = set(checkpoints(self.max_iter)), -1
         x_old = x_adv.clone()
         for i in range(self.max_iter):
-            momentum = 0.75 if i > 0 else 1.0
+            momentum = MOMENTUM if i > 0 else 1.0
             z = project(x_adv + step.view(view) * normalize(grad, self.norm), x, self.eps, self.norm, clip)
             z = project(x_adv + momentum * (z - x_adv) + (1 - momentum) * (x_adv - x_old), x, self.eps, self.norm, clip)
             x_old, x_adv = x_adv, z.detach()
             offer(x_adv, i + 1)
             grad, loss = self._loss_gradient(x_adv, y)
-            losses.append(loss)
+            losses.append(loss)  # the mean over the EOT draws (autopgd_base.py:395 reads the last draw's: see above)
             better = loss > loss_best
             x_best[better], grad_best[better], loss_best[better] = x_adv[better], grad[better], loss[better]
             if i in checks:
-                k = i - last_check
+                k = i - last_check  # the first check counts from the start's loss (line 169 compares with 0)
                 rises = torch.stack([losses[j + 1] > losses[j] for j in range(len(losses) - 1 - k, len(losses) - 1)])
-                oscillating = rises.float().sum(0) <= 0.75 * k
+                oscillating = rises.float().sum(0) <= RHO * k
                 stalled = ~reduced_at_check & (best_at_check >= loss_best)
                 reduce = oscillating | stalled
                 reduced_at_check, best_at_check, last_check = reduce, loss_best.clone(), i

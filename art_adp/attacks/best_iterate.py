@@ -10,6 +10,10 @@ is aimed at (:data:`JUDGEMENTS`), and keeps, per image, the iterate that judgeme
 judgement of one :class:`BestIterate` replays the same draws (the generator is re-seeded each time), so two iterates
 of an image offered at the same position are compared on common noise. The table's own judgement is a further,
 separate set of draws.
+
+The kept iterate is the minimum over every iterate offered on those same draws, so an image can be broken on them
+alone. Before an attack stops attacking an image, or leaves it out of a later run, it asks :func:`confirmed`: the
+kept iterate judged again on fresh draws.
 """
 
 from __future__ import annotations
@@ -24,7 +28,15 @@ from art.estimators.classification import PyTorchClassifier
 from .._checks import non_negative_int, one_of, positive_int
 from ..ensemble import defences, logits, stack_draws
 
-__all__ = ["BestIterate", "JUDGEMENTS", "derived_seed", "judged_noise", "judgement_scores", "probability_margin"]
+__all__ = [
+    "BestIterate",
+    "JUDGEMENTS",
+    "confirmed",
+    "derived_seed",
+    "judged_noise",
+    "judgement_scores",
+    "probability_margin",
+]
 
 #: The judgements an attack can aim at: ``"mean"`` (the S-draw ensemble's mean softmax, the paper's eq. 12),
 #: ``"worst"`` (N-evaluation: broken when any of the draws fails, DiffHammer's), ``"majority"`` (the vote of the
@@ -147,16 +159,17 @@ class BestIterate:
         self.x: torch.Tensor | None = None
         self.score: torch.Tensor | None = None
 
-    def judge(self, x_adv: torch.Tensor) -> torch.Tensor:
-        """The scores (:func:`judgement_scores`) of ``x_adv`` (``N×…``) on this judgement's draws."""
+    def judge(self, x_adv: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The scores (:func:`judgement_scores`) of ``x_adv`` on this judgement's draws: ``x_adv`` holds all ``N``
+        images (``rows`` None) or the images ``rows`` (indices) only."""
         with torch.no_grad(), judged_noise(self.estimator, self.generator, self.seed):
             z = stack_draws(
-                lambda rows: logits(self.estimator, rows, defended=self.defended),
+                lambda part: logits(self.estimator, part, defended=self.defended),
                 x_adv,
                 self.draws,
                 batch_size=self.batch_size,
             )
-        return judgement_scores(z, self.y, self.judgement)
+        return judgement_scores(z, self.y if rows is None else self.y[rows], self.judgement)
 
     def offer(self, x_adv: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         """
@@ -176,12 +189,7 @@ class BestIterate:
         idx = torch.arange(len(self.x), device=x_adv.device) if rows is None else rows
         if len(idx) == 0:
             return torch.zeros(0, dtype=torch.bool, device=x_adv.device)
-        y = self.y
-        try:
-            self.y = y[idx]
-            score = self.judge(x_adv)
-        finally:
-            self.y = y
+        score = self.judge(x_adv, idx)
         better = score < self.score[idx]
         self.x[idx[better]] = x_adv[better]
         self.score[idx[better]] = score[better]
@@ -193,3 +201,33 @@ class BestIterate:
         if self.score is None:
             raise ValueError("Nothing offered yet: call offer(x_start) first.")
         return self.score < 0
+
+
+def confirmed(best: BestIterate, fresh: BestIterate, rows: torch.Tensor, below: float = 0.0) -> torch.Tensor:
+    """
+    Over ``rows`` (indices): ``best``'s kept iterate is broken -- its score below ``below`` -- on ``best``'s draws
+    and again on ``fresh``'s, draws that did not choose it. An attack asks this before it stops attacking an image or
+    leaves it out of a later run: the kept iterate is the minimum over every iterate offered on the same draws, so
+    some images are broken only on those draws. Where the fresh draws do not confirm, the kept score becomes the fresh
+    draws' (the higher of the two, at least ``below``): the image counts as unbroken again, and a later iterate that
+    ``best``'s draws find broken replaces its kept one.
+
+    :param best: The judgement that chose the kept iterates (after its first offer).
+    :param fresh: A judgement of the same images on draws of its own (its labels ``best``'s).
+    :param rows: The images asked about.
+    :param below: The score below which an image counts as broken (0: the judgement's own verdict; selective EOT's
+        N-evaluation drops an image only when more than a fraction of the draws fail).
+    :return: Over ``rows``, the confirmed images' mask.
+    """
+    if best.x is None or best.score is None:
+        raise ValueError("Nothing offered yet: call offer(x_start) first.")
+    won = best.score[rows] < below
+    if not bool(won.any()):
+        return won
+    asked = rows[won]
+    again = fresh.judge(best.x[asked], asked)
+    lost = asked[again >= below]
+    best.score[lost] = torch.maximum(best.score[lost], again[again >= below])
+    out = won.clone()
+    out[won] = again < below
+    return out

@@ -103,11 +103,16 @@ class FixedNoisePGD(IterativeAttack):
         super()._check_params()
         non_negative_int("seed", self.seed)
 
-    def _best_iterate(self, y: torch.Tensor, batch: int) -> BestIterate:
+    def _best_iterate(self, y: torch.Tensor, batch: int, purpose: str = "best-iterate") -> BestIterate:
         """The rule judged by the fixed draw: one draw (more would sit at other positions, other noise)."""
-        best = super()._best_iterate(y, batch)
+        best = super()._best_iterate(y, batch, purpose)
         best.draws = 1
         return best
+
+    @property
+    def _confirms(self) -> bool:
+        """The judgement is the fixed draw itself: there are no fresh draws to confirm a broken image on."""
+        return False
 
     def _direction(self, x_adv: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         x_adv = x_adv.detach().requires_grad_(True)

@@ -105,8 +105,9 @@ class Budget:
     :param cutoff: The low-frequency vote attack's band: the fraction of the DCT frequencies along each side its
         perturbation lives in.
     :param samples_per_step: SPSA's samples per step.
-    :param random_start: The PGD family (Clf-PGD, BPDA+EOT, full-gradient PGD+EOT) starts from a uniform draw in the
-        ε-ball, seeded by the ``seed`` its record builds it with (APGD always starts so, as ART's does).
+    :param random_start: The PGD family (Clf-PGD, BPDA+EOT, full-gradient PGD+EOT, the Joint attacks) starts from a
+        uniform draw in the ε-ball, seeded by the ``seed`` its record builds it with (APGD always starts at a random
+        point, as Croce & Hein's does; the low-frequency vote attack from a random point of its band of the ball).
     :param batch_size: Images per forward pass.
     :param memory_budget: MiB of autograd graph per block of EOT draws in the gradients of the attacks that take
         it (PGD+EOT, APGD-EOT; None: :func:`art_adp.ensemble.default_memory_budget`). It changes how the draws are
@@ -123,8 +124,8 @@ class Budget:
         per-draw losses (:data:`~art_adp.attacks._core.EOT_TARGETS`).
     :param step_schedule: The PGD family's steps: ``"constant"`` or ``"halving"`` (halved after half and again after
         three quarters of the iterations; :data:`~art_adp.attacks._core.STEP_SCHEDULES`).
-    :param judgement: The judgement the attacks that choose theirs (selective EOT) are aimed at: the tables'
-        S-draw ensemble, ``"mean"``.
+    :param judgement: The judgement the attacks that choose theirs (selective EOT, the low-frequency vote attack) are
+        aimed at, judge their iterates by and stop or restart on: the tables' S-draw ensemble, ``"mean"``.
     :param precision: The gradient passes' precision (forward through purification and classifier, and backward):
         ``"fp32"``, or ``"bf16"`` autocast (:func:`~art_adp.ensemble.gradient_precision`); every judgement, the
         projection and the clip stay fp32.
@@ -456,8 +457,14 @@ def _lowfreq_vote(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
         memory_budget=b.memory_budget,
         seed=seed,
         judge_draws=b.judge_draws,
+        judgement=b.judgement,
         **_steps(b),
     )
+
+
+def _lowfreq_text(b: Budget) -> str:
+    aim = "" if b.judgement == "majority" else f", aimed at the {b.judgement} judgement"
+    return f"{_iterations(b)} (Adam), EOT {b.eot_samples}, DCT cutoff {b.cutoff:g}{aim}"
 
 
 def _spsa(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
@@ -603,15 +610,20 @@ ATTACKS: tuple[AttackSpec, ...] = (
         "Low-frequency vote attack (DiffBreak's loop, DCT band of the ε-ball)",
         _lowfreq_vote,
         ("max_iter", "eot_samples", "cutoff"),
-        # at most: each step the draws forward + backward through the purification and a vote of as many fresh draws
-        # judging the iterate; one more vote judges the start (images stopped early cost less)
-        cost=lambda b, f, g: b.max_iter * b.eot_samples * (g + f) + b.eot_samples * f,
-        describe=lambda b: f"{_iterations(b)} (Adam), EOT {b.eot_samples}, DCT cutoff {b.cutoff:g}",
+        # at most: each step the draws forward + backward through the purification and a judgement of judge_draws
+        # draws of its own; one more judges the start (images stopped early cost less; the fresh draws that confirm a
+        # win before a stop are not counted)
+        cost=lambda b, f, g: b.max_iter * (b.eot_samples * g + b.judge_draws * f) + b.judge_draws * f,
+        describe=_lowfreq_text,
         protocol="diffbreak",
         strongest=True,
         baseline=registered_name(LowFrequencyVote),
+        own=("max_iter",),  # DiffBreak's 100 iterations, apart from PGD's budget
+        short="lowfreq",
         full=True,
-        checks=False,  # its own best iterate by the vote within a run; the rule between runs
+        checks=False,  # its own best iterate and stop by its judgement within a run; the rule between runs
+        options=("judgement",),
+        first=(("judgement", "majority"),),
     ),
     AttackSpec(
         registered_name(PGDEOTDev, "full"),

@@ -33,7 +33,7 @@ from ._core import (
     normalize,
     project,
 )
-from .best_iterate import JUDGEMENTS, BestIterate
+from .best_iterate import JUDGEMENTS, BestIterate, confirmed, derived_seed
 
 __all__ = [
     "CHECKPOINTS",
@@ -248,16 +248,21 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
        batch fails on every judging draw.
     7. **Restarts** on what is left: the next loss runs, from a fresh random start, on the images whose kept iterate
        fails on at most ``restart_threshold`` of the judging draws (DiffHammer's ``RESTART_THR`` on its average
-       success); the output is, per image, the best iterate over all runs.
+       success), or fails on more of them but not again on as many fresh draws of its own
+       (:func:`~art_adp.attacks.best_iterate.confirmed`: the kept iterate is the most broken of every iterate on the
+       same judging draws, so an image can be broken on those alone); the output is, per image, the best iterate over
+       all runs.
 
     Differs from the authors' code: each E-step reads the previous M-step (see :func:`selective_gradient`); the
     judging draws are a fixed set of their own (common noise across iterates) instead of the next iteration's E/M
     draws; the E/M draws are taken at the iterate the step starts from (the code takes them before a checkpoint's
     return to the best iterate); the step-size rule's second condition uses the best loss so far (Croce & Hein; the
     code compares two iterates' losses), and only halved images return to their best iterate (the code returns
-    every image). Grafting replays the whole noise of the chosen draw (the code replays the forward-diffusion noise
-    per image and reseeds the rest per batch). Backward passes through purification per iterate and image, counted
-    by :attr:`purifier_backward_rows`: ``graft=True`` 1, ``graft=False`` N.
+    every image); an image is left out of the next loss only once fresh draws confirm it broken (the code restarts by
+    the success its own judging draws measured). Grafting replays the whole noise of the chosen draw (the code
+    replays the forward-diffusion noise per image and reseeds the rest per batch). Backward passes through
+    purification per iterate and image, counted by :attr:`purifier_backward_rows`: ``graft=True`` 1, ``graft=False``
+    N.
 
     | Paper link: Wang, Fu, Han & Xiang, "DiffHammer: Rethinking the Robustness of Diffusion-Based Adversarial
       Purification", NeurIPS 2024; code https://github.com/Ka1b0/DiffHammer (``attacker.py``: ``Attacker.EM``,
@@ -482,6 +487,17 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
         than ``restart_threshold`` of the draws (DiffHammer's); another judgement, those it does not call broken."""
         return -self.restart_threshold if self.judgement == "worst" else 0.0
 
+    def _judge(self, y: torch.Tensor, seed: int) -> BestIterate:
+        """The judgement of the iterates of images labelled ``y``: ``judge_samples`` draws seeded by ``seed``."""
+        return BestIterate(
+            self.estimator,
+            y,
+            judgement=self.judgement,
+            draws=self.judge_samples or self.eot_samples,
+            seed=seed,
+            batch_size=self.batch_size,
+        )
+
     def _random_start(self, x: torch.Tensor, clip: tuple[float, float]) -> torch.Tensor:
         """A random start in the ε-ball (ℓ∞: uniform in the box, DiffHammer's ``initialize``; ℓ2: a uniform direction
         at a uniform radius), clipped, from the attack's seeded generator."""
@@ -498,14 +514,7 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
         self, x: torch.Tensor, y: torch.Tensor, loss: Callable, clip: tuple[float, float], seed: int
     ) -> BestIterate:
         """One APGD run with the selective gradient from a random start: this run's best iterates."""
-        best = BestIterate(
-            self.estimator,
-            y,
-            judgement=self.judgement,
-            draws=self.judge_samples or self.eot_samples,
-            seed=seed,
-            batch_size=self.batch_size,
-        )
+        best = self._judge(y, seed)
         x_adv = self._random_start(x, clip)
         best.offer(x_adv)
         view = (-1,) + (1,) * (x.ndim - 1)
@@ -571,12 +580,13 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
                 xb = torch.as_tensor(x[start : start + self.batch_size], dtype=torch.float32, device=device)
                 yb = torch.as_tensor(y[start : start + self.batch_size], device=device)
                 best: BestIterate | None = None
+                fresh = self._judge(yb, derived_seed(self.seed, "confirm", start))
+                everyone = torch.arange(len(xb), device=device)
                 for name in self.losses:
-                    rows = (
-                        torch.arange(len(xb), device=device)
-                        if best is None
-                        else torch.nonzero(_kept(best)[1] >= self._restart_below)[:, 0]
-                    )
+                    # the next loss restarts every image not confirmed broken: its kept iterate, the most broken of
+                    # every iterate on the judging draws, judged again on fresh draws before it is left out
+                    done = None if best is None else confirmed(best, fresh, everyone, below=self._restart_below)
+                    rows = everyone if done is None else torch.nonzero(~done)[:, 0]
                     if len(rows) == 0:
                         break
                     run = self._run(xb[rows], yb[rows], LOSSES[name], clip, judge_seed)

@@ -1,7 +1,8 @@
-"""A low-frequency attack on the majority vote over purifications, run with DiffBreak's loop (Kassis et al. 2025,
+"""A low-frequency attack on the purifications, run with DiffBreak's loop (Kassis et al. 2025,
 https://arxiv.org/abs/2411.16598; the authors' ``DiffBreak/attacks/lf.py``, class ``LF``): Adam on the perturbation,
-an uncapped margin over the draws, the best iterate kept by the vote of draws of its own, and each image stopped as
-soon as that vote is won.
+an uncapped margin over the draws, the best iterate kept by a judgement on draws of its own, and each image stopped as
+soon as that judgement -- the table's mean softmax by default, DiffBreak's majority vote as an option -- calls it
+broken on fresh draws too.
 
 **What differs from DiffBreak's LF attack.** DiffBreak builds its perturbation through learned, image-guided
 (bilateral-like) filters applied after a ``tanh``-space modifier, and bounds it by a perceptual distance: LPIPS with a
@@ -14,7 +15,8 @@ layers (``lpips/weights/v0.1/vgg.pth``, 7 KB) and calls ``torchvision.models.vgg
 backbone; ``piq`` downloads both; ``stlpips-pytorch`` ships a whole VGG-16, but of the shift-tolerant variant
 (ST-LPIPS, anti-aliased pooling), another metric. An ImageNet backbone on 28×28 grey digits would also be a
 questionable perceptual scale. Hence the name: a low-frequency *vote* attack with DiffBreak's loop, not DiffBreak's
-LF attack.
+LF attack. (The vote is DiffBreak's judgement, ``judgement="majority"``; by default the attack is aimed at the tables'
+mean softmax, and keeps its name so that its records keep theirs.)
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from art.estimators.classification import PyTorchClassifier
 from .._checks import boolean, integer, memory_budget as check_memory_budget, number, one_of, positive_int
 from ..ensemble import eot_gradient, logits
 from ._core import DEFAULT_GRADIENT, GRADIENTS, check_norm, gradient_mode, labels
-from .best_iterate import BestIterate
+from .best_iterate import JUDGEMENTS, BestIterate, confirmed
 
 __all__ = ["ADAM_BETAS", "LowFrequencyBasis", "LowFrequencyVote", "SystemicLowFrequency", "dct_matrix", "vote_margin"]
 
@@ -112,9 +114,10 @@ def vote_margin(z: torch.Tensor, y: torch.Tensor, confidence: float | None = Non
 
 class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attributes  # ART: one per parameter
     """
-    Low-frequency vote attack (DiffBreak's loop, DCT band of the ε-ball): aimed at the majority vote over
-    purifications, with a perturbation that every draw of the purifier passes on rather than one that breaks some
-    draws strongly and leaves the rest (what PGD+EOT's mean gradient converges to when the draws disagree).
+    Low-frequency vote attack (DiffBreak's loop, DCT band of the ε-ball): a perturbation that every draw of the
+    purifier passes on rather than one that breaks some draws strongly and leaves the rest (what PGD+EOT's mean
+    gradient converges to when the draws disagree), aimed at the judgement of the tables -- the S-draw ensemble's mean
+    softmax -- by default, at DiffBreak's majority vote with ``judgement="majority"``.
 
     What follows DiffBreak's ``LF`` (``DiffBreak/attacks/lf.py``; defaults from ``DiffBreak/utils/registry.py``,
     ``LF_params`` and ``default_loss``):
@@ -125,13 +128,14 @@ class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attr
     - **The uncapped margin** ``max_{j≠y} z_j − z_y`` (:func:`vote_margin`), averaged over ``eot_samples``
       purification draws per step, with exact gradients through the purification (``gradient="full"``;
       :func:`art_adp.ensemble.eot_gradient`, blocks that fit ``memory_budget``).
-    - **The best iterate, judged on the vote of draws of its own, and an early stop on a vote win.** After every
-      step DiffBreak evaluates its best iterate by the majority of fresh purifications (``Bar.update`` →
+    - **The best iterate, judged on draws of its own, and an early stop on a confirmed win.** After every step
+      DiffBreak evaluates its best iterate by the majority of fresh purifications (``Bar.update`` →
       ``ClassifierWrapper.eval_attack`` in ``eval_mode="batch"``) and returns as soon as the vote is won
       (``abort_early``). Here every iterate is offered to :class:`~art_adp.attacks.best_iterate.BestIterate` with
-      ``judgement="majority"`` over ``judge_draws`` draws that made no gradient; each image keeps the iterate that
-      vote finds most broken, and an image whose kept iterate wins the vote is stopped (no further gradients; with
-      ``early_stop=False`` every image runs all ``max_iter`` steps).
+      ``judgement`` over ``judge_draws`` draws that made no gradient; each image keeps the iterate that judgement
+      finds most broken, and an image whose kept iterate is broken there and again on as many fresh draws
+      (:func:`~art_adp.attacks.best_iterate.confirmed`) is stopped (no further gradients; with ``early_stop=False``
+      every image runs all ``max_iter`` steps).
     - **100 iterations** by default (``max_iterations``), a start from the clean image (a zero modifier).
 
     What differs (see the module's docstring for why):
@@ -142,9 +146,15 @@ class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attr
       learned image-guided filters under an LPIPS bound (penalised, not projected).
     - Adam's learning rate is ``eps_step`` on the coefficients (the basis is orthonormal: a coefficient moved by α
       moves the image by α in ℓ2), where DiffBreak uses 0.008 on its modifier and 0.05 on its filters.
+    - **The judgement.** DiffBreak judges and stops by the majority vote of the draws; the tables here judge the
+      mean softmax of S draws, and an image whose vote is won is not always broken there (most draws barely wrong,
+      the rest confidently right: the vote is won, the mean softmax is not). Stopped by the vote, the attack leaves
+      such an image robust in the table however far a longer run would have taken it; so it is aimed at the
+      table's judgement (``judgement="mean"``) unless told DiffBreak's (``"majority"``).
     - DiffBreak chooses its best iterate by the loss on the gradient's own draws and then checks the vote on fresh
-      draws; here the fresh vote chooses it (the suite's one rule, :mod:`~art_adp.attacks.best_iterate`), and the
-      judgement's draws are the same at every step (iterates compared on common noise) where DiffBreak draws anew.
+      draws; here the judgement on draws of its own chooses it (the suite's one rule,
+      :mod:`~art_adp.attacks.best_iterate`), and those draws are the same at every step (iterates compared on common
+      noise) where DiffBreak draws anew; a second, fresh set confirms a win before the image is stopped.
     - Coefficient gradients below float rounding of each image's largest are zeroed before Adam (:data:`ROUNDING`).
     - The coefficients' gradient is the pixel gradient at the clipped iterate projected on the band (the adjoint of
       the basis), not the chain rule through the clip, which gives no gradient to a pixel at a bound.
@@ -163,12 +173,16 @@ class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attr
     :param eps_step: Adam's learning rate on the DCT coefficients.
     :param eot_samples: Purifications per step, the draws the margin is averaged over (DiffBreak's
         ``eot_iters × batch_size`` purified copies).
-    :param judge_draws: Purifications of the vote that judges every iterate and stops an image (None:
+    :param judge_draws: Purifications of the judgement that judges every iterate and stops an image (None:
         ``eot_samples``); drawn apart from the gradient's draws.
+    :param judgement: What the iterates are judged by and an image is stopped on
+        (:data:`~art_adp.attacks.best_iterate.JUDGEMENTS`; None: :attr:`aim`, the tables' mean softmax);
+        ``"majority"``: DiffBreak's vote.
     :param cutoff: Fraction of the DCT frequencies kept along each side, in (0, 1] (0.5: 4×4 of 8×8 digits, 14×14 of
         28×28 MNIST, 16×16 of 32×32 CIFAR-10: a quarter of the basis; 1: the whole basis).
     :param confidence: κ, a cap on the margin; None (DiffBreak's): uncapped.
-    :param early_stop: Stop each image once the judging vote is won (DiffBreak's ``abort_early``).
+    :param early_stop: Stop each image once its kept iterate is broken under ``judgement`` on the judging draws and
+        on fresh ones (DiffBreak's ``abort_early``, which stops on a vote won).
     :param random_start: Start from a random point of the ball ∩ band (else from ``x``, as DiffBreak).
     :param seed: Seed of the random start and of the judgement's draws (None: torch's global generator for the start,
         0 for the judgement). Purification noise of the gradient comes from the purifiers' own generators.
@@ -178,10 +192,10 @@ class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attr
 
     #: The name of this attack in :data:`~art_adp.attacks.registry.REGISTRY`, its records and on the command line.
     name = "lowfreq-vote"
-    #: The judgement this attack is aimed at, the one its iterates are judged by
-    #: (:data:`~art_adp.attacks.best_iterate.JUDGEMENTS`):
-    #: the majority vote of the purification draws.
-    aim = "majority"
+    #: The judgement this attack is aimed at by default, the one its iterates are judged and its images stopped by
+    #: (:data:`~art_adp.attacks.best_iterate.JUDGEMENTS`): the tables' S-draw ensemble, its mean softmax (DiffBreak's
+    #: is the majority vote, ``judgement="majority"``).
+    aim = "mean"
 
     attack_params = EvasionAttack.attack_params + [
         "norm",
@@ -194,6 +208,7 @@ class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attr
         "gradient",
         "eot_samples",
         "judge_draws",
+        "judgement",
         "cutoff",
         "confidence",
         "early_stop",
@@ -212,6 +227,7 @@ class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attr
         max_iter: int = 100,
         eot_samples: int = 15,
         judge_draws: int | None = None,
+        judgement: str | None = None,
         cutoff: float = 0.5,
         confidence: float | None = None,
         early_stop: bool = True,
@@ -232,6 +248,7 @@ class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attr
         self.gradient = gradient
         self.eot_samples = eot_samples
         self.judge_draws = judge_draws
+        self.judgement = self.aim if judgement is None else judgement
         self.cutoff = cutoff
         self.confidence = confidence
         self.early_stop = early_stop
@@ -256,6 +273,7 @@ class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attr
         one_of("gradient", self.gradient, GRADIENTS)
         positive_int("eot_samples", self.eot_samples)
         positive_int("judge_draws", self.judge_draws, optional=True)
+        one_of("judgement", self.judgement, JUDGEMENTS)
         number("cutoff", self.cutoff, low=0, high=1, low_open=True)
         number("confidence", self.confidence, low=0, optional=True)
         boolean("early_stop", self.early_stop)
@@ -350,11 +368,11 @@ class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attr
 
     def _attack(self, x: torch.Tensor, y: torch.Tensor, basis: LowFrequencyBasis, clip, generator) -> torch.Tensor:
         """One batch: up to ``max_iter`` Adam steps per image from the (random) start; per image the iterate the
-        judging vote found most broken."""
+        judgement found most broken."""
         c = self._start_coefficients(basis, x, generator)
         judge_seed = 0 if self.seed is None else (self.seed + 1) % 2**63
         judging: dict[str, Any] = {
-            "judgement": self.aim,
+            "judgement": self.judgement,
             "draws": self.judge_draws or self.eot_samples,
             "batch_size": self.batch_size,
         }
@@ -364,7 +382,7 @@ class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attr
         best.offer(self.image(x, c, basis, clip))
         active = torch.ones(len(x), dtype=torch.bool, device=x.device)
         if self.early_stop:
-            active &= ~self._confirmed(confirm, best, torch.arange(len(x), device=x.device))
+            active &= ~confirmed(best, confirm, torch.arange(len(x), device=x.device))
         m, v = torch.zeros_like(c), torch.zeros_like(c)
         for t in range(1, self.max_iter + 1):
             rows = active.nonzero()[:, 0]
@@ -381,25 +399,9 @@ class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attr
             improved = best.offer(self.image(x[rows], c[rows], basis, clip), rows=rows)
             if self.early_stop:
                 changed = rows[improved & best.broken[rows]]
-                active[changed] = ~self._confirmed(confirm, best, changed)
+                active[changed] = ~confirmed(best, confirm, changed)
         assert best.x is not None
         return best.x
-
-    @staticmethod
-    def _confirmed(confirm: BestIterate, best: BestIterate, rows: torch.Tensor) -> torch.Tensor:
-        """Over ``rows``: the kept iterate wins the vote strictly on ``best``'s draws and on ``confirm``'s fresh
-        ones."""
-        assert best.x is not None and best.score is not None
-        won = best.score[rows] < 0
-        if len(rows) == 0 or not bool(won.any()):
-            return won
-        y = confirm.y
-        try:
-            confirm.y = y[rows]
-            again = confirm.judge(best.x[rows]) < 0
-        finally:
-            confirm.y = y
-        return won & again
 
     def generate(self, x: np.ndarray, y: np.ndarray | None = None, **kwargs) -> np.ndarray:
         """
@@ -407,7 +409,7 @@ class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attr
         :param y: True labels (indices or one-hot); default: the estimator's predictions.
         :param kwargs: Unused (ART's ``generate`` signature).
         :return: Adversarial inputs within ε of ``x`` (in the threat model's norm) and inside ``clip_values``: per
-            image the iterate the judging vote found most broken.
+            image the iterate the judgement found most broken.
         """
         from tqdm.auto import tqdm
 
