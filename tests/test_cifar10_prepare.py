@@ -1,6 +1,7 @@
 """prepare_cifar10: the official archive (as a tar.gz or extracted) and a PNG copy in class folders give the same
 batches, byte for byte; the test split follows a list of official names; every batch carries ``filenames``."""
 
+import hashlib
 import pickle
 import tarfile
 
@@ -8,6 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from art_adp import data
+from art_adp.apps import cli
 from art_adp.data import CIFAR10_CLASSES, UnsafePickleError, cifar10_development, load_cifar10, prepare_cifar10
 
 FILES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch", "batches.meta"]
@@ -77,6 +80,23 @@ def test_both_layouts_give_the_same_batches_and_the_named_test_images(tmp_path, 
     assert [n.decode() for b in batches for n in b[b"filenames"]] == [r[0] for r in order]
     assert [len(b[b"labels"]) for b in batches] == [6] * 5 and data.y_train.tolist() == [r[1] for r in order]
     np.testing.assert_array_equal(np.concatenate([b[b"data"] for b in batches]), np.stack([r[2] for r in order]))
+
+
+def test_the_command(tmp_path, sources, capsys, monkeypatch):
+    split, paths = sources
+    assert cli.main(["prepare-cifar10", str(paths["png"]), "--out", str(tmp_path / "out")]) == 2  # not the tiny set
+    assert "of the 5000 test images named are not in its test set" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["prepare-cifar10", str(paths["png"])])  # --out is required
+    assert "--out" in capsys.readouterr().err
+    (tmp_path / "split.txt").write_text("".join(f"{r[0]}\n" for r in split["test"][::3]))
+    monkeypatch.setattr(data, "CIFAR10_DEVELOPMENT", tmp_path / "split.txt")  # a tiny development split
+    assert cli.main(["prepare-cifar10", str(paths["archive"]), "--out", str(tmp_path / "out")]) == 0
+    folder = tmp_path / "out" / "cifar-10-batches-py"
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [f"{hashlib.sha256((folder / f).read_bytes()).hexdigest()}  {folder / f}" for f in FILES]
+    assert pickle.loads((folder / "test_batch").read_bytes(), encoding="bytes")[b"batch_label"] == (
+        b"testing batch 1 of 1 (development half)")  # fmt: skip
 
 
 def test_the_committed_development_split():
