@@ -5,16 +5,20 @@ Images come back as float32 ``(N, C, H, W)`` in ``[0, 1]`` (what an ART ``PyTorc
 sets must already be on disk (the errors say where to get them): this package never downloads.
 CIFAR "python version" batches are pickles: :class:`_CifarUnpickler` refuses every global except the numpy
 reconstructors a genuine batch holds, so a tampered file cannot run code.  ``.npy`` files: ``allow_pickle=False``.
+:func:`prepare_cifar10` writes those batches from the official archive or a PNG copy, the same files from either; the
+development split is committed as a list of official test file names (:func:`cifar10_development`).
 """
 
 from __future__ import annotations
 
 import gzip
 import importlib
+import io
 import os
 import pickle
 import struct
-from collections.abc import Callable
+import tarfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -221,10 +225,11 @@ class _CifarUnpickler(pickle.Unpickler):
             ) from None
 
 
-def _load_cifar_batch(path: Path, label_key: str, nb_classes: int) -> tuple[np.ndarray, np.ndarray]:
+def _read_cifar_batch(f, path, label_key: str, nb_classes: int) -> tuple[np.ndarray, np.ndarray, dict]:
+    """One batch from the binary file ``f`` (named ``path`` in errors): uint8 ``(N, 3072)`` data, int64 labels and
+    the whole batch (str keys)."""
     try:
-        with open(path, "rb") as f:
-            obj = _CifarUnpickler(f, encoding="bytes").load()  # bytes: as the official CIFAR instructions
+        obj = _CifarUnpickler(f, encoding="bytes").load()  # bytes: as the official CIFAR instructions
     except UnsafePickleError as e:
         raise UnsafePickleError(f"{path}: {e}") from None
     except Exception as e:  # corrupt/truncated pickle
@@ -238,7 +243,13 @@ def _load_cifar_batch(path: Path, label_key: str, nb_classes: int) -> tuple[np.n
         raise ValueError(f"{path}: 'data' must be uint8 of shape (N, 3072), found {data.dtype} {data.shape}")
     if labels.ndim != 1 or len(labels) != len(data) or not np.issubdtype(labels.dtype, np.integer):
         raise ValueError(f"{path}: {len(data)} images but {label_key!r} has shape {labels.shape} ({labels.dtype})")
-    return data.reshape(-1, 3, 32, 32).astype(np.float32) / 255.0, _check_labels(labels, nb_classes, path)
+    return data, _check_labels(labels, nb_classes, path), obj
+
+
+def _load_cifar_batch(path: Path, label_key: str, nb_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    with open(path, "rb") as f:
+        data, labels, _ = _read_cifar_batch(f, path, label_key, nb_classes)
+    return data.reshape(-1, 3, 32, 32).astype(np.float32) / 255.0, labels
 
 
 def _cifar_files(root: str | os.PathLike, sub: str, names, what: str):
@@ -259,6 +270,146 @@ def load_cifar10(root: str | os.PathLike) -> Dataset:
     batches = [_load_cifar_batch(p, "labels", 10) for p in _cifar_files(root, "cifar-10-batches-py", names, "CIFAR-10")]
     x_tr, y_tr = (np.concatenate(a) for a in zip(*batches[:5]))
     return Dataset("cifar10", x_tr, y_tr, *batches[5], classes=CIFAR10_CLASSES)
+
+
+CIFAR10_DEVELOPMENT = Path(__file__).with_name("cifar10_development.txt")
+_CIFAR10_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6)) + ("test_batch",)
+_CIFAR10_LAYOUTS = (
+    "the official archive cifar-10-python.tar.gz, its cifar-10-batches-py folder (or the folder holding it), or a "
+    "folder of PNGs train/<class>/<name>.png and test/<class>/<name>.png"
+)
+
+
+def cifar10_development() -> tuple[str, ...]:
+    """The development split of CIFAR-10's test set: the official file names of 5,000 test images (500 a class), in
+    the order :func:`prepare_cifar10` writes them (``art_adp/cifar10_development.txt``). Every measurement reads
+    these; the other 5,000 test images are kept for independent checks."""
+    return tuple(CIFAR10_DEVELOPMENT.read_text(encoding="ascii").split())
+
+
+def _member_bytes(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    f = tar.extractfile(member)
+    if f is None:
+        raise ValueError(f"{member.name}: not a regular file")
+    return f.read()
+
+
+def _cifar10_official(source: Path) -> list[tuple[np.ndarray, np.ndarray, list[str]]]:
+    """Data, labels and official names of the six batches of the official archive or its extracted folder."""
+    if source.is_file():
+        try:
+            with tarfile.open(source, "r:*") as tar:  # read in memory: nothing is extracted
+                found = {m.name: m for m in tar.getmembers() if m.isfile()}
+                names = [f"cifar-10-batches-py/{n}" for n in _CIFAR10_BATCHES]
+                if not all(n in found for n in names):
+                    raise ValueError(f"{source}: the archive lacks {', '.join(n for n in names if n not in found)}")
+                blobs = [(f"{source}:{n}", _member_bytes(tar, found[n])) for n in names]
+        except tarfile.TarError as e:
+            raise ValueError(f"{source}: not a readable tar archive ({e}); expected {_CIFAR10_LAYOUTS}") from e
+    else:
+        blobs = [(p, p.read_bytes()) for p in _cifar_files(source, "cifar-10-batches-py", _CIFAR10_BATCHES, "CIFAR-10")]
+    batches = []
+    for where, blob in blobs:
+        data, labels, obj = _read_cifar_batch(io.BytesIO(blob), where, "labels", 10)
+        files = obj.get("filenames")
+        if not isinstance(files, list) or len(files) != len(data) or {type(n) for n in files} - {bytes, str}:
+            raise ValueError(f"{where}: no 'filenames' field of {len(data)} names; not a batch of the official archive")
+        batches.append((data, labels, [n.decode("latin1") if isinstance(n, bytes) else n for n in files]))
+    return batches
+
+
+def _cifar10_pngs(folder: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Data, labels and file names of the PNGs ``folder/<class>/<name>.png``."""
+    from PIL import Image  # Pillow: a requirement of matplotlib's
+
+    paths = [p for p in folder.glob("*/*.png") if p.is_file()]
+    data, labels = np.empty((len(paths), 3072), np.uint8), np.empty(len(paths), np.int64)
+    for i, path in enumerate(paths):
+        if path.parent.name not in CIFAR10_CLASSES:
+            raise ValueError(f"{path}: {path.parent.name!r} is not a CIFAR-10 class ({', '.join(CIFAR10_CLASSES)})")
+        with Image.open(path) as image:
+            pixels = np.asarray(image.convert("RGB"), np.uint8)
+        if pixels.shape != (32, 32, 3):
+            raise ValueError(f"{path}: a {pixels.shape[1]}x{pixels.shape[0]} image; CIFAR-10's are 32x32")
+        data[i] = pixels.transpose(2, 0, 1).reshape(-1)  # the official layout: 1,024 red values, then green, blue
+        labels[i] = CIFAR10_CLASSES.index(path.parent.name)
+    return data, labels, [p.name for p in paths]
+
+
+def _by_class_and_name(data: np.ndarray, labels: np.ndarray, names) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A split in its one fixed order, whatever the source's: sorted by ``<class>/<file name>`` (the PNG copy's paths
+    sort so)."""
+    names = np.asarray(names, dtype=str)
+    order = sorted(range(len(names)), key=lambda i: f"{CIFAR10_CLASSES[labels[i]]}/{names[i]}")
+    return data[order], labels[order], names[order]
+
+
+def _write_cifar_batch(path: Path, label: str, split: tuple, rows: np.ndarray) -> None:
+    """The images ``rows`` of ``split`` as one batch in the official format (a protocol-2 pickle), written whole or
+    not at all."""
+    data, labels, names = split
+    batch = {b"batch_label": label.encode(), b"labels": [int(v) for v in labels[rows]], b"data": data[rows],
+             b"filenames": [n.encode() for n in names[rows]]}  # fmt: skip
+    part = path.with_name(path.name + ".part")
+    with open(part, "wb") as f:
+        pickle.dump(batch, f, protocol=2)
+    os.replace(part, path)
+
+
+def prepare_cifar10(
+    source: str | os.PathLike, out: str | os.PathLike, *, test_names: Sequence[str] | None = None
+) -> Path:
+    """
+    Write CIFAR-10's "python version" (``cifar-10-batches-py``: ``data_batch_1``..``data_batch_5``, ``test_batch``,
+    ``batches.meta``), which :func:`load_cifar10` reads, from the official archive or from a PNG copy: either source
+    gives the same files, byte for byte. Batches are read by the restricted unpickler; nothing is downloaded.
+
+    Training: every training image, in one fixed order (the images sorted by ``<class>/<file name>``, then numpy's
+    ``default_rng(0).permutation``), in five batches. Test: the images ``test_names`` names, in that order. Labels
+    follow the official class order (:data:`CIFAR10_CLASSES`); every batch carries the official ``filenames``.
+
+    :param source: ``cifar-10-python.tar.gz`` (the official archive, as torchvision downloads it), its extracted
+        ``cifar-10-batches-py`` folder or the folder holding that, or a folder of PNGs ``train/<class>/<name>.png``
+        and ``test/<class>/<name>.png`` keeping the official class folders and file names (as the public copy
+        cyizhuo/CIFAR-10-dataset does).
+    :param out: Folder to write ``cifar-10-batches-py`` into (created; files there are replaced).
+    :param test_names: Official file names of the test images to keep, in order (default:
+        :func:`cifar10_development`, the development split).
+    :return: The ``cifar-10-batches-py`` folder written.
+    """
+    source = Path(source).expanduser()
+    if not source.exists():
+        raise FileNotFoundError(f"{source} does not exist; expected {_CIFAR10_LAYOUTS} ({_NO_DOWNLOAD})")
+    if (source / "train").is_dir() and (source / "test").is_dir():
+        train, test = (_by_class_and_name(*_cifar10_pngs(source / split)) for split in ("train", "test"))
+    else:
+        batches = _cifar10_official(source)
+        train = _by_class_and_name(*(np.concatenate(a) for a in zip(*batches[:5])))
+        test = _by_class_and_name(*batches[5])
+    folder = Path(out).expanduser() / "cifar-10-batches-py"
+    if folder.resolve() in (source.resolve(), (source / "cifar-10-batches-py").resolve()):
+        raise ValueError(f"{folder}: the source's own batches; write the prepared ones to another folder")
+    development = cifar10_development()
+    wanted = development if test_names is None else tuple(test_names)
+    row = {n: i for i, n in enumerate(test[2])}
+    if len(row) != len(test[2]) or len(set(wanted)) != len(wanted):
+        raise ValueError(f"{source if len(row) != len(test[2]) else 'test_names'}: a test image's name appears twice")
+    missing = [n for n in wanted if n not in row]
+    if missing:
+        raise ValueError(f"{source}: {len(missing)} of the {len(wanted)} test images named are not in its test set, "
+                         f"e.g. {', '.join(missing[:3])}")  # fmt: skip
+    pick = np.array([row[n] for n in wanted], dtype=np.int64)
+    shuffle = np.random.default_rng(0).permutation(len(train[0]))
+    folder.mkdir(parents=True, exist_ok=True)
+    for b, rows in enumerate(np.array_split(shuffle, 5)):
+        _write_cifar_batch(folder / f"data_batch_{b + 1}", f"training batch {b + 1} of 5", train, rows)
+    label = "testing batch 1 of 1" + (" (development half)" if wanted == development else "")
+    _write_cifar_batch(folder / "test_batch", label, test, pick)
+    meta = {b"label_names": [c.encode() for c in CIFAR10_CLASSES], b"num_cases_per_batch": len(shuffle) // 5,
+            b"num_vis": 3072}  # fmt: skip
+    with open(folder / "batches.meta", "wb") as f:
+        pickle.dump(meta, f, protocol=2)
+    return folder
 
 
 def load_cifar100(root: str | os.PathLike, *, label_mode: str = "fine") -> Dataset:

@@ -50,6 +50,7 @@ def test_three_families_are_evaluated_alike_and_compared(models, tmp_path):
     result = json.loads((run / "comparison.json").read_text())
     assert result["families"] == list(compare.FAMILIES)
     assert result["provenance"]["models"].keys() == {"classifier", "score"}
+    assert {c["provenance"]["data_sha256"] for c in cards.values()} == {result["provenance"]["data_sha256"]}
     for family, card in cards.items():
         assert {a: s["mean"]["value"] for a, s in result["rows"][family]["attacks"].items()} == {
             r["attack"]: r["mean"]["value"] for r in card["card"]}

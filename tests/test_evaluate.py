@@ -91,6 +91,7 @@ def test_one_process_run_writes_every_record_once_and_the_card(baseline):
     spsa = digests[next(r["settings"] for r in main if r["attack"] == "spsa")]
     assert spsa["budget"] == {"eps": 0.2, "eps_step": 0.05, "norm": "inf", "max_iter": 2, "samples_per_step": 8}
     assert spsa["defences"][0]["sigma"] == 0.1 and len(spsa["classifier_sha256"]) == 64
+    assert result["provenance"]["data_sha256"] == spsa["data_sha256"]  # the images measured, as the records say
 
 
 @pytest.mark.e2e  # the CLI in its own interpreter, killed (CI: python -m pytest -m e2e)

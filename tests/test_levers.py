@@ -27,6 +27,7 @@ from art_adp.apps.levers import (
 from art_adp.attacks.registry import BLIND_ATTACK, FULL_ATTACK, REGISTRY, SWEEP_ATTACK
 from art_adp.data import Dataset
 from art_adp.runs.engine import defended_estimator
+from art_adp.runs.records import array_sha256
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +87,7 @@ def test_a_run_measures_resumes_and_extends(tiny, tmp_path, one_thread):
         json.dumps(levers.recorded(levers._budget(levers.with_restarts(levers.MNIST.rows[4], 1), 0.3, 1, judge_draws=2),
                                    REGISTRY[SWEEP_ATTACK]))}  # fmt: skip
     assert table["provenance"]["models"].keys() == {"mlp", "adv-mlp"}
+    assert table["provenance"]["data_sha256"] == array_sha256(tiny.x_test[:3], tiny.y_test[:3])  # the images measured
     first = json.loads((tmp_path / "table.json").read_text())["provenance"]
     again = run_levers(tiny, tmp_path, n_examples=3, **kwargs)  # nothing left to do
     assert len((tmp_path / "records.jsonl").read_text().splitlines()) == len(records)

@@ -3,13 +3,14 @@
 import hashlib
 import subprocess
 
+import numpy as np
 import pytest
 import torch
 
 from art_adp import NCSNv2, __version__, load_score_model, save_score_model
 from art_adp.runs import provenance as provenance_module
 from art_adp.runs.provenance import MODELS_HASH, code_diff, code_version, device_description, provenance
-from art_adp.runs.records import module_sha256, weights_sha256
+from art_adp.runs.records import array_sha256, module_sha256, weights_sha256
 
 
 def test_provenance_hashes_checkpoints_and_modules_alike_and_names_the_run(tmp_path):
@@ -28,6 +29,14 @@ def test_provenance_hashes_checkpoints_and_modules_alike_and_names_the_run(tmp_p
     with torch.no_grad():
         loaded.begin_conv.weight += 1  # other weights, another hash
     assert provenance(wall_time_s=0, models={"net": loaded})["models"]["net"] != p["models"]["file"]
+
+
+def test_provenance_records_a_digest_of_the_data_measured():
+    x, y = np.zeros((3, 1, 2, 2), np.float32), np.array([0, 1, 2])
+    assert "data_sha256" not in provenance(wall_time_s=0)
+    assert provenance(wall_time_s=0, data=(x, y))["data_sha256"] == array_sha256(x, y)  # the records' digest
+    assert provenance(wall_time_s=0, data=(x + 1 / 255, y))["data_sha256"] != array_sha256(x, y)  # other images
+    assert provenance(wall_time_s=0, data=(x, y[::-1]))["data_sha256"] != array_sha256(x, y)  # other labels
 
 
 def test_weights_hash_ignores_the_header_and_refuses_a_foreign_file(tmp_path):

@@ -30,6 +30,7 @@ from .evaluation.command import EOT_SWEEP, SIGMA_SWEEP, evaluate_command
 from ..diffusion_purify import SAMPLERS
 from .evaluation.config import PRESETS, PURIFIERS, EvalConfig, presets_text
 from .levers import CLASSIFIER_NAMES, ESTIMATE_HELP, JUDGES, ROW_NAMES, SETTING_NAMES, LeversConfig, levers_command
+from .prepare_data import prepare_cifar10_command
 from .reproduce import STAGES, MnistRecipe, reproduce_command
 from .train_classifier import HELPS as CLASSIFIER_HELPS
 from .train_classifier import OPTIONS as CLASSIFIER_OPTIONS
@@ -294,6 +295,14 @@ def _import(sub) -> None:
     p.set_defaults(run=cmd.import_ncsnv2, settings=None)
 
 
+def _prepare_cifar10(sub) -> None:
+    p = sub.add_parser("prepare-cifar10", help="CIFAR-10's python batches from the official archive or a PNG copy",
+                       description=prepare_cifar10_command.__doc__)  # fmt: skip
+    p.add_argument("source", help="cifar-10-python.tar.gz, its cifar-10-batches-py folder, or PNGs train/, test/")
+    p.add_argument("--out", required=True, help="folder to write cifar-10-batches-py into")
+    p.set_defaults(run=prepare_cifar10_command, settings=None)
+
+
 def _reproduce(sub) -> None:
     what = "the paper's MNIST row: train or resume the MLP and a score model, learning curve, attacks, the paper beside"
     p = sub.add_parser("reproduce", description=reproduce_command.__doc__, help=what)
@@ -315,7 +324,7 @@ def _reproduce(sub) -> None:
 
 
 COMMANDS = (_demo, _train_score, _train_denoiser, _levers, _train_classifier, _detect, _certify, _corruptions,
-            _evaluate, _import, _reproduce)  # fmt: skip
+            _evaluate, _import, _prepare_cifar10, _reproduce)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -116,6 +116,7 @@ def run_demo(
             wall_time_s=elapsed,
             device=device,
             models={"score": run_dir / "score.safetensors", "classifier": run_dir / "classifier.safetensors"},
+            data=(x_test, y_test),
         ),
     }
     (run_dir / "results.json").write_text(json.dumps(results, indent=2))

@@ -1045,6 +1045,7 @@ def run_levers(
         wall_time_s=time.monotonic() - started,
         device=device,
         models={"denoiser": denoiser_path, **hashes} if denoiser_path else hashes,
+        data=(x, y),
         started_at=code,
         started_diff=diff,
     )

@@ -1,5 +1,5 @@
-"""Where a result came from: the command, the code version, the SHA-256 of the models' weights, the device and the wall
-time.
+"""Where a result came from: the command, the code version, the SHA-256 of the models' weights and of the data measured,
+the device and the wall time.
 
 Every application that writes a result file (the demo, the evaluation card, the benchmarks, the reproductions) puts
 :func:`provenance` under its ``"provenance"`` key; ``docs/render.py`` renders published figures only from files that
@@ -17,13 +17,14 @@ import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from .._hardware import cpu_model, instruction_sets
-from .records import weights_sha256
+from .records import array_sha256, weights_sha256
 
 __all__ = ["code_diff", "code_version", "device_description", "provenance", "MODELS_HASH"]
 
@@ -93,6 +94,7 @@ def provenance(
     wall_time_s: float,
     device: str | torch.device | None = None,
     models: Mapping[str, str | os.PathLike | torch.nn.Module] | None = None,
+    data: Sequence[np.ndarray] | None = None,
     command: str | None = None,
     precision: str | None = None,
     started_at: str | None = None,
@@ -105,6 +107,9 @@ def provenance(
     :param device: The device it ran on (default: CUDA if available, else the CPU).
     :param models: Name → art-adp checkpoint file or module; each is recorded by the SHA-256 of its weights
         (:func:`~art_adp.runs.records.weights_sha256`: a checkpoint and the module loaded from it hash alike).
+    :param data: The arrays measured, e.g. ``(x, y)``, the images and their labels: recorded as ``data_sha256``
+        (:func:`~art_adp.runs.records.array_sha256` of their shapes, dtypes and bytes, as an evaluation's records
+        carry it).
     :param command: The command line (default: this process's, as ``python``/``art-adp`` would be typed).
     :param precision: The arithmetic of the run (``"fp32"``, ``"bf16"``), named in the device string.
     :param started_at: The :func:`code_version` the run read when it started. A long run's code is what it loaded
@@ -112,8 +117,8 @@ def provenance(
         ``code_version_at_end``.
     :param started_diff: :func:`code_diff` as the run read it when it started, for a ``started_at`` that is
         ``-dirty``: the diff recorded is the code the run loaded, not the checkout's at its end.
-    :return: ``{"command", "code_version", "models", "models_hash", "device", "wall_time_s"}``, and
-        ``code_diff`` / ``code_diff_sha256`` when the code version is ``-dirty``.
+    :return: ``{"command", "code_version", "models", "models_hash", "device", "wall_time_s"}``, ``data_sha256``
+        when ``data`` is given, and ``code_diff`` / ``code_diff_sha256`` when the code version is ``-dirty``.
     """
     if command is None:
         program = Path(sys.argv[0]).name
@@ -128,6 +133,8 @@ def provenance(
         "device": device_description(device, precision=precision),
         "wall_time_s": round(float(wall_time_s), 1),
     }
+    if data is not None:
+        record["data_sha256"] = array_sha256(*data)
     if started_at and started_at != version:
         record["code_version_at_end"] = version
     started_dirty = str(record["code_version"]).endswith("-dirty)")

@@ -146,7 +146,10 @@ def evaluate_command(
         return None
     result = compare.compare(complete)
     result["provenance"] = provenance(
-        wall_time_s=time.perf_counter() - started, device=device, models={"classifier": model, "score": score_model}
+        wall_time_s=time.perf_counter() - started,
+        device=device,
+        models={"classifier": model, "score": score_model},
+        data=(data.x_test[:n], data.y_test[:n]),
     )
     compare.write(result, run_dir)
     if progress:

@@ -470,7 +470,7 @@ def evaluate(
     )
     others = {f"baseline {k}": m for k, m in baselines.items() if k != "undefended"}
     models = {"classifier": classifier, **scores, **others}
-    result["provenance"] = provenance(wall_time_s=time.perf_counter() - called, device=dev, models=models)
+    result["provenance"] = provenance(wall_time_s=time.perf_counter() - called, device=dev, models=models, data=(x, y))
     report.write(result, run_dir, log=log)
     distributed.finish()
     return result
