@@ -29,7 +29,8 @@ from .detect_demo import DEFENCES, DetectConfig, detect_command
 from .evaluation.command import EOT_SWEEP, SIGMA_SWEEP, evaluate_command
 from ..diffusion_purify import SAMPLERS
 from .evaluation.config import PRESETS, PURIFIERS, EvalConfig, presets_text
-from .levers import CLASSIFIER_NAMES, ESTIMATE_HELP, JUDGES, ROW_NAMES, SETTING_NAMES, LeversConfig, levers_command
+from .levers import CLASSIFIER_NAMES, ESTIMATE_HELP, JUDGES, ROW_NAMES, SETTINGS_HELP, LeversConfig, levers_command
+from .levers import setting_name
 from .reproduce import STAGES, MnistRecipe, reproduce_command
 from .train_classifier import HELPS as CLASSIFIER_HELPS
 from .train_classifier import OPTIONS as CLASSIFIER_OPTIONS
@@ -141,6 +142,7 @@ def _levers(sub) -> None:
              "purified": "classifiers ADP is put in front of (default: the preset's; none: only the undefended)",
              "judges": "ensemble: S-run ensemble (R times); fixed: fixed noise", "eps": "l_inf radius (preset's)",
              "arch": "architecture of the classifier ADP defends (preset's)", "sigmas": "the sigma grid (preset's)",
+             "settings": SETTINGS_HELP,
              "max_iter": "iterations of the adaptive rows (preset's)", "eps_step": "step of the adaptive rows",
              "restarts": "K: adaptive rows with the best iterate, K runs", "estimate_only": ESTIMATE_HELP,
              "keep_examples": "do not keep the adversarial examples (RUN_DIR/examples)", **registry.OPTION_HELP,
@@ -150,7 +152,7 @@ def _levers(sub) -> None:
              **PRECISION_HELP}
     many = {"nargs": "+", "type": str}  # setting names hold commas: one argument each
     _fields(p, LeversConfig, helps, models={**many, "choices": ["oracle", "denoiser"]},
-            settings={**many, "choices": SETTING_NAMES}, attacks={**many, "choices": ROW_NAMES},
+            settings={**many, "type": setting_name, "metavar": "SETTING"}, attacks={**many, "choices": ROW_NAMES},
             classifiers={"nargs": "*", "type": str, "choices": CLASSIFIER_NAMES},
             purified={"nargs": "*", "type": str, "choices": CLASSIFIER_NAMES},
             keep_examples={"flag": "--no-keep-examples", "action": "store_false"}, **OPTIONS,
