@@ -754,6 +754,12 @@ def levers_result(path: str) -> str:
     return levers_page(load(path), path)
 
 
+def ffdnet_result(path: str) -> str:
+    """docs/your_model.md: a levers table whose denoiser is KAIR's FFDNet colour (examples/ffdnet_denoiser.py), its
+    rows named so."""
+    return levers_result(path).replace("| DenoiserUNet → ", "| FFDNet colour (KAIR) → ")
+
+
 def levers_estimate(path: str, measured: Sequence[str] = ()) -> str:
     """The rows ``art-adp levers --estimate-only`` priced (``RUN_DIR/estimate.json``), less those the ``measured``
     result files hold: what was not run, and what it would cost."""
@@ -1038,6 +1044,8 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "cifar10-levers": ("docs/results/cifar10_levers.json", levers_result),
     "cifar10-full-gradient": ("docs/results/cifar10_full_gradient.json", levers_result),
     "cifar10-more": ("docs/results/cifar10_more.json", levers_result),
+    "cifar10-ffdnet": ("docs/results/cifar10_ffdnet.json", ffdnet_result),
+    "cifar10-ffdnet-yardstick": ("docs/results/cifar10_ffdnet_yardstick.json", levers_result),
     "cifar10-not-run": ("docs/results/cifar10_not_run.json", cifar10_not_run),
     "fashion-mnist-attack-options": ("docs/results/fashion_mnist_attack_options.json", levers_result),
     "mnist-attack-options": ("docs/results/mnist_attack_options.json", levers_result),

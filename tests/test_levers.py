@@ -174,6 +174,30 @@ def test_the_command_line_takes_setting_names_with_commas(monkeypatch):
         cli.build_parser().parse_args(["levers", "--data-root", "D", "--settings", "T 99"])
 
 
+@pytest.mark.parametrize(
+    "name, known",
+    [("σ 0.125, one-step", True), ("σ 0.3, T 10, λ 0.5", True), ("one-step denoise", True), ("σ 0.25, one-step", False),
+     ("σ -1, one-step", False), ("σ x, one-step", False), ("σ 0.125, T 30, λ 0.05", False), ("T 99", False)],
+)  # fmt: skip
+def test_the_command_line_takes_the_settings_of_a_sigma_grid_given_with_sigmas(monkeypatch, name, known):
+    """--sigmas 0.125 0.25 names 'σ 0.125, one-step': the command line takes any grid's names and run_levers checks
+    them against the grid it runs."""
+    from art_adp.apps import cli
+
+    assert levers.is_setting_name(name) is known
+    argv = ["levers", "--data-root", "D", "--sigmas", "0.125", "0.25", "--settings", name]
+    if known:
+        assert cli.build_parser().parse_args(argv).__dict__["config.settings"] == [name]
+    else:
+        with pytest.raises(SystemExit):
+            cli.build_parser().parse_args(argv)
+
+
+def test_a_setting_of_another_grid_is_refused_naming_the_grid(tiny, tmp_path):
+    with pytest.raises(ValueError, match=r"Unknown settings \['σ 0.125, one-step'\]; the σ grid \(0.1, 0.25, 0.5\) has"):
+        run_levers(tiny, tmp_path, models=("oracle",), settings=["σ 0.125, one-step"], progress=False)
+
+
 # --- presets -------------------------------------------------------------------------------------------------------
 
 

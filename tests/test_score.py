@@ -192,7 +192,7 @@ def test_foreign_safetensors_and_wrong_shapes_are_refused(tmp_path):
         load_score_model(path)
     header["architecture"] = "Evil"
     write_checkpoint(path, tensors, header)
-    with pytest.raises(ValueError, match=re.escape("names an unknown architecture 'Evil'; known: ['DenoiserUNet', 'DiffusersScore', 'NCSNv2']")):
+    with pytest.raises(ValueError, match=re.escape("names an unknown architecture 'Evil'; known: ['DenoiserUNet', 'DiffusersScore', 'FFDNet', 'NCSNv2']")):
         load_score_model(path)
 
 

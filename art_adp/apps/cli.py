@@ -19,7 +19,7 @@ from typing import Any
 from .._hardware import PRECISION_CHOICES
 from ..attacks import registry
 from . import commands as cmd
-from .flags import CONFIG, add_fields as _fields, interval, split as _split
+from .flags import CONFIG, PRECISION_HELP, THREADS_HELP, TRAINER_HELP, add_fields as _fields, interval, split as _split
 from .loading import CLASSIFIER_HELP, SCORE_HELP, STANDARDISATION_HELP
 from .certify_run import CertifyConfig, certify_command
 from .corruption_table import VARIANTS, CorruptionConfig, corruptions_command
@@ -29,7 +29,8 @@ from .detect_demo import DEFENCES, DetectConfig, detect_command
 from .evaluation.command import EOT_SWEEP, SIGMA_SWEEP, evaluate_command
 from ..diffusion_purify import SAMPLERS
 from .evaluation.config import PRESETS, PURIFIERS, EvalConfig, presets_text
-from .levers import CLASSIFIER_NAMES, ESTIMATE_HELP, JUDGES, ROW_NAMES, SETTING_NAMES, LeversConfig, levers_command
+from .levers import CLASSIFIER_NAMES, ESTIMATE_HELP, JUDGES, ROW_NAMES, SETTINGS_HELP, LeversConfig, levers_command
+from .levers import setting_name
 from .prepare_data import prepare_cifar10_command
 from .reproduce import STAGES, MnistRecipe, reproduce_command
 from .train_classifier import HELPS as CLASSIFIER_HELPS
@@ -66,28 +67,12 @@ def _trained(p) -> None:
     add("--std", type=_split(float), help="per-channel standard deviation (with --mean)")
 
 
-THREADS_HELP = (
-    "torch CPU threads (default: OMP_NUM_THREADS when set, else the cores free to this process: min(CPU affinity, "
-    "cgroup CPU quota) minus the cores the 1-minute load average keeps busy, at least 1)"
-)
-
-
 def _threads(p) -> None:
     p.add_argument("--threads", type=int, default=None, help=THREADS_HELP)  # commands.run sets them
 
 
 PRECISION = {"choices": list(PRECISION_CHOICES)}
 COMPILE = {"nargs": "?", "const": True, "choices": cmd.COMPILE_MODES, "metavar": "MODE"}
-TRAINER_HELP = {
-    "lr": "Adam's; auto: large_batch_lr(batch)",
-    "lr_warmup": "steps of linear lr warm-up",
-    "precision": "forward pass, loss; auto: bf16 where the device computes it natively (a CUDA GPU with bf16, a CPU "
-    "with AVX-512-BF16 or AMX), else fp32; a resume keeps the run's",
-    "channels_last": "channels_last weights and batches (tensor-core convolutions)",
-    "compile": "torch.compile (alone: on)",
-}
-
-
 def _demo(sub) -> None:
     p = sub.add_parser("demo", help="train or reuse models on digits, attack with ART PGD, print the table")
     _common(p, run_demo, settings=DemoConfig)
@@ -121,13 +106,6 @@ def _train_denoiser(sub) -> None:
 
 
 OPTIONS = {k: {"choices": v} for k, v in registry.OPTION_CHOICES.items()}  # the attacks' options as flags
-PRECISION_HELP = {
-    "attack_precision": "the gradient attacks' gradient passes (purifier and classifier forward, and backward): fp32, "
-    "or bf16 autocast where the processor computes it natively; every judged prediction stays fp32",
-    "force_precision": "run bf16 even on a processor that emulates it (about 10x slower)",
-}
-
-
 def _levers(sub) -> None:
     help_ = "the paper's row on a data set lever by lever (exact-score oracle and trained denoiser, baselines)"
     p = sub.add_parser("levers", description=levers_command.__doc__, help=help_)
@@ -142,6 +120,7 @@ def _levers(sub) -> None:
              "purified": "classifiers ADP is put in front of (default: the preset's; none: only the undefended)",
              "judges": "ensemble: S-run ensemble (R times); fixed: fixed noise", "eps": "l_inf radius (preset's)",
              "arch": "architecture of the classifier ADP defends (preset's)", "sigmas": "the sigma grid (preset's)",
+             "settings": SETTINGS_HELP,
              "max_iter": "iterations of the adaptive rows (preset's)", "eps_step": "step of the adaptive rows",
              "restarts": "K: adaptive rows with the best iterate, K runs", "estimate_only": ESTIMATE_HELP,
              "keep_examples": "do not keep the adversarial examples (RUN_DIR/examples)", **registry.OPTION_HELP,
@@ -151,7 +130,7 @@ def _levers(sub) -> None:
              **PRECISION_HELP}
     many = {"nargs": "+", "type": str}  # setting names hold commas: one argument each
     _fields(p, LeversConfig, helps, models={**many, "choices": ["oracle", "denoiser"]},
-            settings={**many, "choices": SETTING_NAMES}, attacks={**many, "choices": ROW_NAMES},
+            settings={**many, "type": setting_name, "metavar": "SETTING"}, attacks={**many, "choices": ROW_NAMES},
             classifiers={"nargs": "*", "type": str, "choices": CLASSIFIER_NAMES},
             purified={"nargs": "*", "type": str, "choices": CLASSIFIER_NAMES},
             keep_examples={"flag": "--no-keep-examples", "action": "store_false"}, **OPTIONS,

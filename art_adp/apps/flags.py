@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["CONFIG", "add_fields", "interval", "split"]
+__all__ = ["CONFIG", "PRECISION_HELP", "THREADS_HELP", "TRAINER_HELP", "add_fields", "interval", "split"]
 
 CONFIG = "config."  # the dest prefix of a flag that sets a field of the command's settings
 
@@ -58,3 +58,28 @@ def _options(f: dataclasses.Field, default: Any, given: Mapping) -> dict:
     if "choices" not in extra and extra.get("action") not in ("store_true", "store_false"):
         extra.setdefault("metavar", f.name.upper())
     return extra
+
+
+# -- the help texts several commands share ---------------------------------------------------------------------------
+
+THREADS_HELP = (
+    "torch CPU threads (default: OMP_NUM_THREADS when set, else the cores free to this process: min(CPU affinity, "
+    "cgroup CPU quota) minus the cores the 1-minute load average keeps busy, at least 1)"
+)
+
+
+TRAINER_HELP = {
+    "lr": "Adam's; auto: large_batch_lr(batch)",
+    "lr_warmup": "steps of linear lr warm-up",
+    "precision": "forward pass, loss; fp32 (the default), bf16, or auto: bf16 where the device computes it natively "
+    "(a CUDA GPU with bf16, a CPU with AVX-512-BF16 or AMX), else fp32, a resume keeping the run's",
+    "channels_last": "channels_last weights and batches (tensor-core convolutions)",
+    "compile": "torch.compile (alone: on)",
+}
+
+
+PRECISION_HELP = {
+    "attack_precision": "the gradient attacks' gradient passes (purifier and classifier forward, and backward): fp32, "
+    "or bf16 autocast where the processor computes it natively; every judged prediction stays fp32",
+    "force_precision": "run bf16 even on a processor that emulates it (about 10x slower)",
+}

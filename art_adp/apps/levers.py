@@ -28,6 +28,7 @@ provenance.
 
 from __future__ import annotations
 
+import argparse
 import copy
 import importlib.util
 import json
@@ -90,10 +91,12 @@ __all__ = [
     "Row",
     "SETTINGS",
     "Setting",
+    "is_setting_name",
     "levers_command",
     "render_levers",
     "row_label",
     "run_levers",
+    "setting_name",
     "setting_named",
     "sigma_settings",
     "training_purifier",
@@ -420,6 +423,33 @@ JUDGES = ("ensemble", "fixed")
 ROW_NAMES = tuple(dict.fromkeys([r.name for p in PRESETS.values() for r in p.rows] + list(REGISTRY)))
 CLASSIFIER_NAMES = tuple(dict.fromkeys(k for p in PRESETS.values() for k in p.classifiers))
 SETTING_NAMES = tuple(dict.fromkeys(s.name for p in PRESETS.values() for s in sigma_settings(p.sigmas)))
+
+
+SETTINGS_HELP = ("purifications at sigma 0.25 (released (T 10, λ 0.05), one-step denoise, ...) and, for each other S "
+                 "of the sigma grid, 'σ S, T 10, λ 0.5' and 'σ S, one-step'; default: all of them")
+
+
+def is_setting_name(name: str) -> bool:
+    """Whether ``name`` is a setting of some σ grid (:func:`sigma_settings`): a lever at σ 0.25, or ``"σ S, T 10, λ
+    0.5"`` or ``"σ S, one-step"`` for a level S > 0 (a grid given with ``sigmas`` names its own levels)."""
+    level = re.match(r"σ ([^,]+),", name)
+    try:
+        grid = [float(level[1])] if level else []
+    except ValueError:
+        return False
+    return all(s > 0 for s in grid) and name in {s.name for s in sigma_settings(grid)}
+
+
+def setting_name(name: str) -> str:
+    """``name`` if some σ grid has it (the command line's parser of ``--settings``; :func:`run_levers` checks it
+    against the grid it runs, ``--sigmas`` or the preset's)."""
+    if not is_setting_name(name):
+        known = ", ".join(map(repr, SETTING_NAMES))
+        raise argparse.ArgumentTypeError(
+            f"invalid choice: {name!r} (choose from {known}, or 'σ S, T 10, λ 0.5' / 'σ S, one-step' for an S of "
+            "--sigmas)"
+        )
+    return name
 
 
 def _row_named(name: str, known: Mapping[str, Row], adaptive_default: Row) -> Row | None:
@@ -815,7 +845,8 @@ def run_levers(
     all_settings = sigma_settings(preset.sigmas)
     chosen = [s for s in all_settings if settings is None or s.name in settings]
     if settings is not None and len(chosen) != len(set(settings)):
-        raise ValueError(f"Unknown settings {sorted(set(settings) - {s.name for s in all_settings})}; see SETTINGS.")
+        raise ValueError(f"Unknown settings {sorted(set(settings) - {s.name for s in all_settings})}; the σ grid "
+                         f"{tuple(preset.sigmas)} has {[s.name for s in all_settings]}.")  # fmt: skip
     classifiers = preset.baselines if classifiers is None else tuple(classifiers)
     purified = (preset.classifier,) if purified is None else tuple(purified)
     bad = sorted((set(classifiers) | set(purified)) - set(preset.classifiers))

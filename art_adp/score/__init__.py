@@ -10,6 +10,7 @@ from .denoiser import Denoiser
 from .diffusers_folder import load_diffusers
 from .diffusion import DiffusersScore, DiffusionScore, EDMScore, VPScore, from_diffusers, score_at
 from .dsm import dsm_loss
+from .ffdnet import FFDNet
 from .import_ncsnv2 import import_ncsnv2
 from .kernel import KernelScore
 from .ncsnv2 import NCSNv2
@@ -23,6 +24,7 @@ __all__ = [
     "DiffusersScore",
     "DiffusionScore",
     "EDMScore",
+    "FFDNet",
     "KernelScore",
     "NCSNv2",
     "VPScore",

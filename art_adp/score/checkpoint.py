@@ -14,6 +14,7 @@ import torch
 from ..pretrained import bundled_file
 from ..serialization import load_module, save_module
 from .diffusion import DiffusersScore
+from .ffdnet import FFDNet
 from .ncsnv2 import NCSNv2
 from .unet import DenoiserUNet
 
@@ -23,6 +24,7 @@ ARCHITECTURES: dict[str, type[torch.nn.Module]] = {
     "NCSNv2": NCSNv2,
     "DenoiserUNet": DenoiserUNet,
     "DiffusersScore": DiffusersScore,  # a diffusers UNet2DModel at one step of its schedule (needs diffusers)
+    "FFDNet": FFDNet,  # KAIR's FFDNet, a sigma-conditional denoiser like DenoiserUNet (examples/ffdnet_denoiser.py)
 }
 # a diffusers UNet is built from its config, not a module of this package
 BUILDERS: dict[str, Callable[..., torch.nn.Module]] = {**ARCHITECTURES, "DiffusersScore": DiffusersScore.from_config}
@@ -35,8 +37,9 @@ def save_score_model(
     Save a score network as safetensors weights + a JSON header (architecture, constructor arguments, σ
     schedule, training step). Written atomically.
 
-    :param model: An :class:`~art_adp.NCSNv2`, a :class:`~art_adp.DenoiserUNet` or a
-        :class:`~art_adp.score.diffusion.DiffusersScore` (:func:`~art_adp.from_diffusers`).
+    :param model: An :class:`~art_adp.NCSNv2`, a :class:`~art_adp.DenoiserUNet`, a
+        :class:`~art_adp.score.diffusion.DiffusersScore` (:func:`~art_adp.from_diffusers`) or a
+        :class:`~art_adp.score.ffdnet.FFDNet`.
     :param path: Output file, conventionally ``*.safetensors``.
     :param sigmas: The training σ schedule (default: ``model.training_info["sigmas"]`` if present).
     :param step: The training step (default: ``model.training_info["step"]`` if present).
