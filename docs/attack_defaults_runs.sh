@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The calls that measure, on the rows of docs/attacks.md's "Measured" tables, what the last wave of attack fixes
-# changed (the exact score's one-step denoise in front of the data set's classifier, the first 200 measuring images,
+# changed (the exact score's one-step denoise of a clipped noisy input, as the earlier folders measured it, in front of
+# the data set's classifier, the first 200 measuring images,
 # every attack at 100 iterations and EOT 8, judged on R = 10 fresh S = 10 ensembles, one torch thread per call; each
 # set of options in a run folder of its own, the classifier copied from attack_options_runs.sh's base folder):
 #   d, e: the strongest preset's PGD rows from the image or from a random start (MNIST: full-gradient PGD+EOT and its
 #         "(rs)" row, both at the preset's step eps/4 = 0.075; Fashion-MNIST: its "(no rs)" row and PGD+EOT, both at
 #         eps/4), with constant steps (d) and the halving schedule (e): the 2 x 2 that decides the preset's defaults;
+#   p:    d's rows with bf16 gradient passes (--attack-precision bf16; judged in fp32): the precision's strength,
+#         image by image against d's (the same images and seeds);
 #   a:    APGD-EOT on both losses as the v2 "a" folders measured them, now from Croce & Hein's start and with the DLR
 #         run re-judging on fresh draws an image its own draws broke; the low-frequency vote attack aimed at the mean
 #         softmax at DiffBreak's 100 iterations.
@@ -22,7 +25,8 @@ if [ -z "${ESTIMATE:-}" ] && [ ! -e "$base/$clf.safetensors" ]; then  # the clas
     art-adp levers --dataset "$ds" --data-root "$data" --run-dir "$base" --threads 1 --quiet \
         --models oracle --settings "one-step denoise" --classifiers "$clf" --purified "$clf" --attacks clean --n-examples 20
 fi
-L=(art-adp levers --dataset "$ds" --data-root "$data" --threads 1 --quiet --settings "one-step denoise" --models oracle
+L=(art-adp levers --dataset "$ds" --data-root "$data" --threads 1 --quiet --settings "one-step denoise, clipped noise"
+   --models oracle
    --purified "$clf" --classifiers --judges ensemble --repeats 10 --n-examples 200 --max-iter 100 --eot-samples 8
    ${ESTIMATE:+--estimate-only})
 run() {
@@ -36,5 +40,6 @@ else
     pgd=(--attacks "full-pgd-eot (no rs)" full-pgd-eot)
 fi
 run d "${pgd[@]}"
+run p "${pgd[@]}" --attack-precision bf16
 run e "${pgd[@]}" --step-schedule halving
 run a --attacks apgd-eot apgd-eot-ensemble lowfreq-vote
