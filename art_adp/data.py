@@ -2,7 +2,8 @@
 
 Images come back as float32 ``(N, C, H, W)`` in ``[0, 1]`` (what an ART ``PyTorchClassifier`` with
 ``clip_values=(0, 1)`` expects), labels as int64 ``(N,)``.  ``digits`` ships with scikit-learn; the other data
-sets must already be on disk (the errors say where to get them): this package never downloads.
+sets must already be on disk (the errors say where to get them): this package never downloads.  Each data set is
+one :class:`DatasetSpec` in :data:`DATASETS` (loader, shape, ε, σ grid, the paper's row, its ``levers`` preset).
 CIFAR "python version" batches are pickles: :class:`_CifarUnpickler` refuses every global except the numpy
 reconstructors a genuine batch holds, so a tampered file cannot run code.  ``.npy`` files: ``allow_pickle=False``.
 :func:`prepare_cifar10` writes those batches from the official archive or a PNG copy, the same files from either; the
@@ -60,7 +61,6 @@ CIFAR10C_CORRUPTIONS = tuple(
 snow frost fog brightness contrast elastic_transform pixelate jpeg_compression speckle_noise gaussian_blur spatter
 saturate""".split()
 )  # the 15 standard corruptions, then the 4 extra ones
-DATASETS = ("digits", "mnist", "fashion-mnist", "cifar10", "cifar100")
 
 
 @dataclass(frozen=True, eq=False)
@@ -472,27 +472,71 @@ def load_cifar10c(
     return x, _check_labels(np.array(y[rows] if len(y) == 5 * n else y), nb_classes, folder / names[1])
 
 
-def load_dataset(name: str, root: str | os.PathLike | None = None, **options) -> Dataset:
-    """Load a data set by name (the ``--data-root`` of the CLI is ``root``).
+@dataclass(frozen=True)
+class DatasetSpec:
+    """What the package knows of one data set: the one entry of :data:`DATASETS` that :func:`load_dataset`, the
+    command line's ``--dataset``, ``evaluate``'s threat model, the ``levers`` presets and the docs' tables read.
 
-    :param name: One of :data:`DATASETS`: ``digits``, ``mnist``, ``fashion-mnist``, ``cifar10``, ``cifar100``.
-    :param root: Folder with the data files; unused (may be ``None``) for ``digits``.
+    :param load: Its loader: ``load(root, **options)``, or ``load(**options)`` when ``files`` is False; returns a
+        :class:`Dataset`.
+    :param shape: ``(C, H, W)`` of its images.
+    :param eps: The ℓ∞ radius of its threat model (``evaluate``'s default, its ``levers`` preset's).
+    :param files: Whether it is read from local files (the loader's ``root``, the command line's ``--data-root``).
+    :param sigmas: The σ grid its ``levers`` preset measures.
+    :param paper_row: The paper's ADP accuracy on it in % (clean, preprocessor-blind PGD); None: not in the paper.
+    :param paper_defence: The paper's defence on it in words, as the docs label its row.
+    :param levers: The ``art-adp levers`` preset it is measured with (its classifiers and attack rows, a key of
+        ``art_adp.apps.levers.PRESETS``), at this data set's ε, σ grid and shape; None: ``levers`` refuses it.
+    """
+
+    load: Callable[..., Dataset]
+    shape: tuple[int, int, int]
+    eps: float
+    files: bool = True
+    sigmas: tuple[float, ...] = ()
+    paper_row: tuple[float, float] | None = None
+    paper_defence: str = ""
+    levers: str | None = None
+
+
+_PAPER_NCSNV2 = "NCSNv2, 60,000 training images"
+#: Every data set the package knows, by name: adding one is an entry here. The radii: the digits demo's 0.175,
+#: MNIST's 0.3 (Madry et al.; the paper's MNIST row), 8/255 elsewhere (the paper's CIFAR-10 protocol, and its
+#: Fashion-MNIST row in the appendix, "more datasets").
+DATASETS: dict[str, DatasetSpec] = {
+    "digits": DatasetSpec(load_digits, (1, 8, 8), 0.175, files=False),
+    "mnist": DatasetSpec(load_mnist, (1, 28, 28), 0.3, sigmas=(0.1, 0.25, 0.5), paper_row=(98.07, 96.41),
+                         paper_defence=_PAPER_NCSNV2, levers="mnist"),
+    "fashion-mnist": DatasetSpec(load_fashion_mnist, (1, 28, 28), 8 / 255, sigmas=(0.1, 0.25, 0.5),
+                                 paper_row=(93.19, 86.62), paper_defence=_PAPER_NCSNV2, levers="fashion-mnist"),
+    "cifar10": DatasetSpec(load_cifar10, (3, 32, 32), 8 / 255, sigmas=(0.1, 0.125, 0.25, 0.5),
+                           paper_row=(86.14, 80.24), paper_defence="NCSNv2 of 50,000 training images → WRN-28-10",
+                           levers="cifar10"),
+    "cifar100": DatasetSpec(load_cifar100, (3, 32, 32), 8 / 255),
+}  # fmt: skip
+
+
+def dataset_spec(name: str) -> DatasetSpec:
+    """The entry of :data:`DATASETS` called ``name``; an unknown name is refused with the list of known ones."""
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS)}")
+    return DATASETS[name]
+
+
+def load_dataset(name: str, root: str | os.PathLike | None = None, **options) -> Dataset:
+    """Load a data set by name (the ``--data-root`` of the CLI is ``root``) with its loader in :data:`DATASETS`.
+
+    :param name: A key of :data:`DATASETS`: ``digits``, ``mnist``, ``fashion-mnist``, ``cifar10``, ``cifar100``.
+    :param root: Folder with the data files; unused (may be ``None``) for a data set without files (``digits``).
     :param options: Passed to the loader, e.g. ``seed=1`` (digits) or ``label_mode="coarse"`` (cifar100).
     :return: ``Dataset``.
     """
-    loaders: dict[str, Callable[..., Dataset]] = {
-        "mnist": load_mnist,
-        "fashion-mnist": load_fashion_mnist,
-        "cifar10": load_cifar10,
-        "cifar100": load_cifar100,
-    }
-    if name == "digits":
-        return load_digits(**options)
-    if name not in loaders:
-        raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS)}")
+    spec = dataset_spec(name)
+    if not spec.files:
+        return spec.load(**options)
     if root is None:
         raise ValueError(
             f"dataset {name!r} is read from local files: pass --data-root / root (the folder "
             f"holding them); {_NO_DOWNLOAD}"
         )
-    return loaders[name](root, **options)
+    return spec.load(root, **options)

@@ -364,6 +364,21 @@ def test_load_dataset_dispatch(tmp_path):
     assert load_dataset("cifar10", c10).x_train.shape == (15, 3, 32, 32)
 
 
+def test_each_data_set_is_one_spec_whose_shape_its_loader_gives(tmp_path):
+    """load_dataset reads DATASETS: every entry loads (digits without files) at the image shape its spec states."""
+    _write_mnist(tmp_path)
+    _write_cifar10(tmp_path / "cifar-10-batches-py")
+    (tmp_path / "cifar-100-python").mkdir()
+    for split, n in (("train", 4), ("test", 2)):
+        _cifar_batch(tmp_path / "cifar-100-python" / split, n, 0, (b"fine_labels", b"coarse_labels"), nb=20)
+    assert tuple(data.DATASETS) == ("digits", "mnist", "fashion-mnist", "cifar10", "cifar100")
+    for name, spec in data.DATASETS.items():
+        ds = load_dataset(name, tmp_path)
+        assert ds.name == name and ds.x_train.shape[1:] == ds.x_test.shape[1:] == spec.shape
+    assert [data.DATASETS[n].eps for n in ("digits", "mnist", "cifar10")] == [0.175, 0.3, 8 / 255]
+    assert (data.DATASETS["digits"].files, data.DATASETS["mnist"].files) == (False, True)
+
+
 def test_load_dataset_errors(tmp_path):
     with pytest.raises(ValueError, match="unknown dataset 'svhn'; valid names: digits, mnist, fashion-mnist, "
                                          "cifar10, cifar100$"):
@@ -379,7 +394,6 @@ def test_dataset_is_frozen():
     ds = load_digits()
     with pytest.raises(AttributeError, match="cannot assign to field 'name'"):
         ds.name = "x"
-    assert data.DATASETS == ("digits", "mnist", "fashion-mnist", "cifar10", "cifar100")
 
 
 class _Py2Pickler(pickle._Pickler):

@@ -3,12 +3,14 @@ set."""
 
 import importlib.util
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from art_adp import data as datasets
 from art_adp.apps import levers, robust_baseline
 from art_adp.apps.evaluation.report import wilson
 from art_adp.apps.levers import (
@@ -163,7 +165,7 @@ def test_the_command_line_takes_setting_names_with_commas(monkeypatch):
 
     seen = {}
     monkeypatch.setattr(levers, "run_levers", lambda data, run_dir, **kw: seen.update(kw, run_dir=run_dir) or {"cells": []})
-    monkeypatch.setattr("art_adp.data.load_mnist", lambda root: root)  # load_dataset("mnist", root) reads it
+    monkeypatch.setitem(datasets.DATASETS, "mnist", replace(datasets.DATASETS["mnist"], load=lambda root: root))
     argv = ["levers", "--data-root", "D", "--denoiser", "d.safetensors", "--models", "oracle", "--settings",
             "T 10, λ 0.5", "one-step denoise", "--attacks", "clean", "clf-pgd-eps/256", "--n-examples", "7", "--quiet"]
     assert cli.main(argv) == 0
@@ -450,7 +452,8 @@ def test_the_command_line_takes_a_data_set_and_overrides(monkeypatch):
 
     seen = {}
     monkeypatch.setattr(levers, "run_levers", lambda data, run_dir, **kw: seen.update(kw, data=data) or {"cells": []})
-    monkeypatch.setattr("art_adp.data.load_fashion_mnist", lambda root: f"fmnist:{root}")
+    fmnist = replace(datasets.DATASETS["fashion-mnist"], load=lambda root: f"fmnist:{root}")
+    monkeypatch.setitem(datasets.DATASETS, "fashion-mnist", fmnist)
     argv = ["levers", "--dataset", "fashion-mnist", "--data-root", "D", "--models", "oracle", "--eps", "0.1",
             "--sigmas", "0.1", "0.25", "--arch", "mlp", "--judges", "ensemble", "fixed", "--purified", "adv-cnn",
             "--attacks", "clean", APGD, "--quiet"]  # fmt: skip
