@@ -3,6 +3,7 @@ set."""
 
 import importlib.util
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from art_adp.apps.levers import (
     table_markdown,
 )
 from art_adp.attacks.registry import BLIND_ATTACK, FULL_ATTACK, REGISTRY, SWEEP_ATTACK
-from art_adp.data import Dataset
+from art_adp.data import Dataset, DatasetSpec, load_dataset
 from art_adp.runs.engine import defended_estimator
 from art_adp.runs.records import array_sha256
 
@@ -236,7 +237,6 @@ def test_fashion_mnist_preset_runs_clf_pgd_as_foolbox_linfpgd_rel_stepsize_quart
             40, eps / 4, True, True)  # fmt: skip
     assert not rows[BLIND_ATTACK].adaptive and p.classifiers["adv-cnn"].adversarial
     assert row_label(rows[BLIND_ATTACK], eps).endswith(", 40 × ε/4, random start")
-    assert preset_for("cifar100") == p  # a data set without a preset of its own: the paper's ε = 8/255
 
 
 def test_cifar10_preset_defends_resnet20_beside_its_fast_adversarial_training():
@@ -248,6 +248,77 @@ def test_cifar10_preset_defends_resnet20_beside_its_fast_adversarial_training():
     model = levers._architecture("adv-resnet20", p)
     assert model.config["in_channels"] == 3 and model.config["image_size"] == 32
     assert levers._classes(model) == 10 and model(torch.zeros(1, *p.image_shape)).shape == (1, 10)
+
+
+SUPPORTED = r"supported: mnist, fashion-mnist, cifar10\.$"
+
+
+@pytest.mark.parametrize("dataset", ["cifar100", "digits", "svhn"])
+def test_levers_refuses_a_data_set_without_a_preset_before_reading_or_training(dataset, tmp_path, monkeypatch,
+                                                                              capsys):  # fmt: skip
+    """No fallback to another data set's preset: a data set without one (or unknown) is refused with the list of those
+    that have one, on the command line and in the library, before its files are read or anything is built."""
+    from art_adp.apps import cli
+
+    def untouched(*args, **kwargs):
+        raise AssertionError("read or measured")
+
+    for name in ("cifar100", "digits"):  # their loaders would fail the test if called
+        monkeypatch.setitem(datasets.DATASETS, name, replace(datasets.DATASETS[name], load=untouched))
+    run_levers_ = levers.run_levers
+    monkeypatch.setattr(levers, "run_levers", untouched)
+    with pytest.raises(SystemExit):
+        cli.main(["levers", "--dataset", dataset, "--data-root", str(tmp_path), "--run-dir", str(tmp_path / "run")])
+    choices = r"'?mnist'?, '?fashion-mnist'?, '?cifar10'?"  # quoted or not, by Python version
+    assert re.search(rf"invalid choice: '{dataset}' \(choose from {choices}\)", capsys.readouterr().err)
+    message = rf"^art-adp levers has no preset for the data set '{dataset}'; {SUPPORTED}"
+    with pytest.raises(ValueError, match=message):
+        levers.levers_command(levers.LeversConfig(), dataset=dataset, data_root=str(tmp_path))
+    with pytest.raises(ValueError, match=message):
+        preset_for(dataset)
+    with pytest.raises(ValueError, match=message):  # the library's entry too, before its run folder is made
+        run_levers_(None, tmp_path / "run", dataset=dataset)
+    assert not (tmp_path / "run").exists()
+
+
+def _toy(n_train=40, n_test=4):
+    """A toy data set of 8×8 images: ten random binary prototypes, lightly noised."""
+    rng = np.random.default_rng(0)
+    protos = (rng.random((10, 1, 8, 8)) > 0.5).astype(np.float32)
+    y_train, y_test = np.arange(n_train) % 10, np.arange(n_test) % 10
+    noisy = lambda y: np.clip(protos[y] + 0.05 * rng.standard_normal((len(y), 1, 8, 8)), 0, 1).astype(np.float32)
+    return Dataset("toy", noisy(y_train), y_train, noisy(y_test), y_test, tuple(map(str, range(10))))
+
+
+def test_a_data_set_added_in_one_place_runs_through_the_loader_the_preset_and_levers(tmp_path, monkeypatch,
+                                                                                     one_thread):  # fmt: skip
+    """Adding a data set is one DatasetSpec in art_adp.data.DATASETS: load_dataset reads its loader, art-adp levers
+    offers it and measures it with the preset it names, at its own ε, σ grid and image shape."""
+    from art_adp.apps import cli
+    from art_adp.models import load_classifier
+
+    roots = []
+    toy = DatasetSpec(lambda root: roots.append(root) or _toy(), (1, 8, 8), 0.1, sigmas=(0.2, 0.25), levers="mnist")
+    monkeypatch.setitem(datasets.DATASETS, "toy", toy)
+    assert load_dataset("toy", "R").x_train.shape == (40, 1, 8, 8) and roots == ["R"]
+    p = preset_for("toy")
+    assert (p.eps, p.sigmas, p.image_shape, p.classifier) == (0.1, (0.2, 0.25), (1, 8, 8), "mlp")
+    mnist = {r.name: r for r in PRESETS["mnist"].rows}
+    for row in p.rows:  # MNIST's rows, their steps scaled from its ε 0.3 to the toy's 0.1
+        assert row.eps_step == pytest.approx(mnist[row.name].eps_step / 3) and row.max_iter == mnist[row.name].max_iter
+    assert preset_for("mnist") == PRESETS["mnist"]
+    assert levers.levers_datasets() == ("mnist", "fashion-mnist", "cifar10", "toy")
+    run = tmp_path / "run"
+    argv = ["levers", "--dataset", "toy", "--data-root", "R", "--run-dir", str(run), "--device", "cpu", "--quiet",
+            "--models", "oracle", "--settings", "σ 0.2, one-step", "--attacks", "clean", "--classifiers",
+            "--n-examples", "4", "--ensemble-size", "2", "--threads", "1"]  # fmt: skip
+    assert cli.main(argv) == 0 and roots == ["R", "R"]
+    table = json.loads((run / "table.json").read_text())
+    assert (table["dataset"], table["eps"], table["classifier"]) == ("toy", 0.1, "mlp")
+    assert [(c["model"], c["setting"], c["attack"], c["n"]) for c in table["cells"]] == [
+        ("oracle", "σ 0.2, one-step", "clean", 4)]  # fmt: skip
+    mlp = load_classifier(run / "mlp.safetensors")  # the preset's classifier, built for the toy's 1×8×8 images
+    assert (mlp.config["in_channels"], mlp.config["image_size"]) == (1, 8)
 
 
 @pytest.mark.parametrize("dataset", ["mnist", "fashion-mnist", "cifar10"])
@@ -412,6 +483,8 @@ def test_baseline_rows_wiring(tiny, tmp_path, one_thread, monkeypatch):
         attacks=("clean", BLIND_ATTACK),
     )  # fmt: skip
     monkeypatch.setitem(PRESETS, "tiny", preset)
+    monkeypatch.setitem(datasets.DATASETS, "tiny", DatasetSpec(lambda root: tiny, (1, 28, 28), eps, sigmas=(0.25,),
+                                                               levers="tiny"))  # fmt: skip
     monkeypatch.setattr(robust_baseline, "robust_accuracy", lambda *a, **k: (1.0, 0.5))
     calls = []
     monkeypatch.setattr(levers, "autoattack", lambda e, seed: lambda est, x, y, idx, s: calls.append(e) or x)

@@ -18,7 +18,7 @@ from art_adp.apps import cli, levers, robust_baseline
 from art_adp.apps.levers import PRESETS, ClassifierRecipe, Preset, Row, run_levers, table_markdown
 from art_adp.apps.train_classifier import ClassifierTraining, train_classifier_command
 from art_adp.attacks.registry import FULL_ATTACK
-from art_adp.data import Dataset, load_dataset
+from art_adp.data import DATASETS, Dataset, DatasetSpec, load_dataset
 from art_adp.models import (
     MLP,
     load_classifier,
@@ -242,6 +242,8 @@ def test_levers_trains_measures_and_names_the_classifiers_behind_the_purifier(ti
         rows=(Row("clean"), levers.adaptive_row(FULL_ATTACK, eps / 4, max_iter=1)),
     )  # fmt: skip
     monkeypatch.setitem(PRESETS, "tiny", preset)
+    monkeypatch.setitem(DATASETS, "tiny", DatasetSpec(lambda root: tiny, (1, 28, 28), eps, sigmas=(0.25,),
+                                                      levers="tiny"))  # fmt: skip
     seen = []
     real = robust_baseline.robust_accuracy
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._hardware import PRECISION_CHOICES
+from ..data import DATASETS
 from ..attacks import registry
 from . import commands as cmd
 from .flags import CONFIG, PRECISION_HELP, THREADS_HELP, TRAINER_HELP, add_fields as _fields, interval, split as _split
@@ -30,7 +31,7 @@ from .evaluation.command import EOT_SWEEP, SIGMA_SWEEP, evaluate_command
 from ..diffusion_purify import SAMPLERS
 from .evaluation.config import PRESETS, PURIFIERS, EvalConfig, presets_text
 from .levers import CLASSIFIER_NAMES, ESTIMATE_HELP, JUDGES, ROW_NAMES, SETTINGS_HELP, LeversConfig, levers_command
-from .levers import setting_name
+from .levers import levers_datasets, setting_name
 from .prepare_data import prepare_cifar10_command
 from .reproduce import STAGES, MnistRecipe, reproduce_command
 from .train_classifier import HELPS as CLASSIFIER_HELPS
@@ -53,7 +54,7 @@ def _common(p, command: Callable, **defaults) -> None:
 
 
 def _dataset(p) -> None:
-    p.add_argument("--dataset", default="digits", choices=list(cmd.DATASETS))
+    p.add_argument("--dataset", default="digits", choices=list(DATASETS))
     p.add_argument("--data-root", default=None, help="folder with the dataset files (all but digits)")
 
 
@@ -110,7 +111,7 @@ def _levers(sub) -> None:
     help_ = "the paper's row on a data set lever by lever (exact-score oracle and trained denoiser, baselines)"
     p = sub.add_parser("levers", description=levers_command.__doc__, help=help_)
     _common(p, levers_command, settings=LeversConfig)
-    p.add_argument("--dataset", default="mnist", choices=[d for d in cmd.DATASETS if d != "digits"],
+    p.add_argument("--dataset", default="mnist", choices=levers_datasets(),
                    help="the data set and its preset (default: mnist)")  # fmt: skip
     p.add_argument("--data-root", required=True, help="folder with the data set's files (MNIST: four idx(.gz) files)")
     p.add_argument("--denoiser", default=None, help="a train-denoiser checkpoint (denoiser.safetensors)")
@@ -213,7 +214,7 @@ def _evaluate(sub) -> None:
     add("--preset", dest=CONFIG + "name", choices=sorted(PRESETS), default="paper", help="budgets (default: paper)")
     add("--estimate-only", action="store_true", help="print the estimated time on this device and stop")
     _trained(p)
-    eps = ", ".join(f"{k} {v:.4g}" for k, v in cmd.DATASET_EPS.items())
+    eps = ", ".join(f"{k} {v.eps:.4g}" for k, v in DATASETS.items())
     add("--eps", type=float, help=f"radius (default: the --dataset's: {eps}); the steps follow it")
     defence = {"sigma": "noise level: ADP's sigma, sigma* of reverse diffusion, sigma of denoised smoothing",
                "steps": "steps: ADP's T, reverse diffusion's K", "purify_batch_size": "images per purifier chunk",

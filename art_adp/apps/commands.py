@@ -1,5 +1,6 @@
-"""What the ``art-adp`` commands share: the data sets and classifiers they name, where the digits demo leaves its
-models, the ``--lr`` parser, and :func:`run`, which calls a command with its settings.
+"""What the ``art-adp`` commands share: the classifiers they name (the data sets they name are
+:data:`art_adp.data.DATASETS`), where the digits demo leaves its models, the ``--lr`` parser, and :func:`run`, which
+calls a command with its settings.
 
 Each command lives next to its application, with its settings (a dataclass whose defaults are the command line's):
 ``demo`` in :mod:`~art_adp.apps.demo`, ``evaluate`` in :mod:`~art_adp.apps.evaluation.command`, ``certify`` in
@@ -15,8 +16,6 @@ from typing import Any
 __all__ = [
     "CLASSIFIERS",
     "COMPILE_MODES",
-    "DATASETS",
-    "DATASET_EPS",
     "DEMO_CLASSIFIER",
     "DEMO_SCORE",
     "count_or_all",
@@ -30,10 +29,6 @@ __all__ = [
 
 CLASSIFIERS = {"digits-cnn": "DigitsCNN", "mlp": "MLP", "cnn": "SmallCNN", "wrn": "WideResNet"}
 CLASSIFIERS["resnet20"] = "CifarResNet"  # CIFAR-10's ResNet-20
-DATASETS = ("digits", "mnist", "fashion-mnist", "cifar10", "cifar100")
-# Each data set's l_inf radius, the threat model evaluate defaults to (--eps overrides): the digits demo's 0.175,
-# MNIST's 0.3 (Madry et al.; the paper's MNIST row), 8/255 elsewhere (the paper's CIFAR-10 protocol).
-DATASET_EPS = {"digits": 0.175, "mnist": 0.3, "fashion-mnist": 8 / 255, "cifar10": 8 / 255, "cifar100": 8 / 255}
 DEMO_SCORE, DEMO_CLASSIFIER = "runs/demo/score.safetensors", "runs/demo/classifier.safetensors"
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile's
 

@@ -71,7 +71,7 @@ from ..runs.engine import (
 from ..runs.records import read_jsonl
 from ..runs.seeds import derive_seed
 from ..runs.statistics import judgements, wilson
-from .commands import DATASET_EPS
+from ..data import DATASETS, DatasetSpec
 from .._hardware import require_native
 from .robust_baseline import train_until_plateau, white_box_pgd
 
@@ -93,6 +93,8 @@ __all__ = [
     "Setting",
     "is_setting_name",
     "levers_command",
+    "levers_datasets",
+    "levers_spec",
     "render_levers",
     "row_label",
     "run_levers",
@@ -296,8 +298,8 @@ class Preset:
     image_shape: tuple[int, int, int] = (1, 28, 28)
 
 
-MNIST_EPS = DATASET_EPS["mnist"]
-FMNIST_EPS = DATASET_EPS["fashion-mnist"]
+MNIST_EPS = DATASETS["mnist"].eps
+FMNIST_EPS = DATASETS["fashion-mnist"].eps
 
 #: MNIST: the table of docs/mnist_results.md (ε 0.3, the paper's MLP; Clf-PGD 40 × 0.01 without random start as measured
 #: there, 100 × 0.025 with one, and at ε 0.3/256; adaptive 40 × 0.01), the stronger adaptive rows (40 × 0.03, random
@@ -312,7 +314,7 @@ MNIST = Preset(
         **BEHIND,
     },
     baselines=("mlp", "adv-mlp"),
-    sigmas=(0.1, 0.25, 0.5),
+    sigmas=DATASETS["mnist"].sigmas,
     rows=(
         Row("clean"),
         Row(BLIND_ATTACK, BLIND_ATTACK, 0.01, 40),
@@ -326,6 +328,7 @@ MNIST = Preset(
         Row(AUTOATTACK, AUTOATTACK),
     ),
     attacks=("clean", BLIND_ATTACK, "clf-pgd-strong"),
+    image_shape=DATASETS["mnist"].shape,
 )
 
 #: Fashion-MNIST at the paper's ε = 8/255: SmallCNN; Clf-PGD as the authors' code ran it (foolbox 3
@@ -340,7 +343,7 @@ FASHION_MNIST = Preset(
         **BEHIND,
     },
     baselines=("cnn", "adv-cnn"),
-    sigmas=(0.1, 0.25, 0.5),
+    sigmas=DATASETS["fashion-mnist"].sigmas,
     rows=(
         Row("clean"),
         Row(BLIND_ATTACK, BLIND_ATTACK, FMNIST_EPS / 4, 40, True),
@@ -353,6 +356,7 @@ FASHION_MNIST = Preset(
         Row(AUTOATTACK, AUTOATTACK),
     ),
     attacks=("clean", BLIND_ATTACK, "clf-pgd-strong"),
+    image_shape=DATASETS["fashion-mnist"].shape,
 )
 
 #: CIFAR-10 at the paper's ε = 8/255: ADP in front of two published classifiers brought into the run folder
@@ -362,7 +366,7 @@ FASHION_MNIST = Preset(
 #: schedule, the best of them on 1,000 held-out training images under PGD 20); the published ResNet-20 fine-tuned
 #: behind the DenoiserUNet's one-step denoise; rows as Fashion-MNIST's.
 CIFAR10 = Preset(
-    eps=DATASET_EPS["cifar10"],
+    eps=DATASETS["cifar10"].eps,
     classifier="resnet20",
     classifiers={
         "resnet20": ClassifierRecipe("resnet20", epochs=0),
@@ -407,12 +411,13 @@ CIFAR10 = Preset(
         ),
     },  # fmt: skip
     baselines=("resnet20", "tiniest", "adv-resnet20"),
-    sigmas=(0.1, 0.125, 0.25, 0.5),
+    sigmas=DATASETS["cifar10"].sigmas,
     rows=FASHION_MNIST.rows,  # Fashion-MNIST's rows: the same ε, 8/255
     attacks=FASHION_MNIST.attacks,
-    image_shape=(3, 32, 32),
+    image_shape=DATASETS["cifar10"].shape,
 )
 
+#: The presets by name; a data set names the one it is measured with (:attr:`~art_adp.data.DatasetSpec.levers`).
 PRESETS: Mapping[str, Preset] = {"mnist": MNIST, "fashion-mnist": FASHION_MNIST, "cifar10": CIFAR10}
 
 #: MNIST's rows (the table of docs/mnist_results.md).
@@ -477,19 +482,37 @@ OWN_BUDGETS: Mapping[str, dict] = {
 }
 
 
+def levers_datasets() -> tuple[str, ...]:
+    """The data sets ``art-adp levers`` measures: those of :data:`~art_adp.data.DATASETS` that name a preset."""
+    return tuple(name for name, spec in DATASETS.items() if spec.levers in PRESETS)
+
+
+def levers_spec(dataset: str) -> DatasetSpec:
+    """``dataset``'s entry of :data:`~art_adp.data.DATASETS`; a data set without a preset (or unknown) is refused
+    with the list of those that have one."""
+    spec = DATASETS.get(dataset)
+    if spec is None or spec.levers not in PRESETS:
+        raise ValueError(f"art-adp levers has no preset for the data set {dataset!r}; supported: "
+                         f"{', '.join(levers_datasets())}.")  # fmt: skip
+    return spec
+
+
 def preset_for(
     dataset: str, *, eps=None, arch=None, sigmas=None, max_iter=None, eps_step=None, max_epochs=None
 ) -> Preset:
     """
-    ``dataset``'s preset (another data set: Fashion-MNIST's, the paper's ε = 8/255), with the overrides given:
-    the radius (the rows' steps scale with it), the architecture of the classifier ADP is put in front of, the σ
-    grid, the adaptive rows' iterations and step, and the cap on the adversarially trained classifiers' epochs
-    (they stop earlier on a plateau of their validation robust accuracy).
+    ``dataset``'s preset: the one its :class:`~art_adp.data.DatasetSpec` names (:func:`levers_spec` refuses a data
+    set without one), at the data set's radius, σ grid and image shape, with the overrides given: the radius (the
+    rows' steps scale with it), the architecture of the classifier ADP is put in front of, the σ grid, the adaptive
+    rows' iterations and step, and the cap on the adversarially trained classifiers' epochs (they stop earlier on a
+    plateau of their validation robust accuracy).
     """
-    p = PRESETS.get(dataset, FASHION_MNIST)
+    spec = levers_spec(dataset)
+    p = PRESETS[spec.levers]
+    eps = spec.eps if eps is None else float(eps)
     rows = p.rows
-    if eps is not None:
-        scale = float(eps) / p.eps
+    if eps != p.eps:
+        scale = eps / p.eps
         rows = tuple(replace(r, eps_step=r.eps_step * scale) for r in rows)
     changes: dict[str, Any] = {} if max_iter is None else {"max_iter": int(max_iter)}
     changes.update({} if eps_step is None else {"eps_step": float(eps_step)})
@@ -499,8 +522,8 @@ def preset_for(
         classifiers[p.classifier] = replace(classifiers[p.classifier], arch=arch)
     if max_epochs is not None:
         classifiers = {k: replace(c, epochs=int(max_epochs)) if c.patience else c for k, c in classifiers.items()}
-    return replace(p, eps=p.eps if eps is None else float(eps), rows=rows, classifiers=classifiers,
-                   sigmas=p.sigmas if sigmas is None else tuple(float(s) for s in sigmas))  # fmt: skip
+    return replace(p, eps=eps, rows=rows, classifiers=classifiers, image_shape=spec.shape,
+                   sigmas=spec.sigmas if sigmas is None else tuple(float(s) for s in sigmas))  # fmt: skip
 
 
 def _step_text(eps_step: float, eps: float) -> str:
@@ -760,7 +783,7 @@ def run_levers(
 
     :param data: A :class:`~art_adp.data.Dataset` of images (MNIST, Fashion-MNIST, CIFAR-10).
     :param run_dir: The run folder (classifiers, adversarial examples, records, table).
-    :param dataset: The preset's data set (:data:`PRESETS`; another name: Fashion-MNIST's preset).
+    :param dataset: The data set, a key of :data:`~art_adp.data.DATASETS` that names a preset (:func:`preset_for`).
     :param models: ``"oracle"`` and/or ``"denoiser"``.
     :param denoiser_path: The :class:`~art_adp.DenoiserUNet` checkpoint (for ``"denoiser"``).
     :param settings: Setting names (default: all of the σ grid's).
@@ -805,14 +828,14 @@ def run_levers(
     from ..preprocessor import ADPPurifier
     from ..score import load_score_model
 
+    preset = preset_for(dataset, eps=eps, arch=arch, sigmas=sigmas, max_iter=max_iter, eps_step=eps_step,
+                        max_epochs=max_epochs)  # fmt: skip
     require_native(train_precision, device, force=force_precision)
     require_native(attack_precision, device, force=force_precision)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     started, code = time.monotonic(), code_version()  # the code this run loads now, whatever the checkout is later
     diff = code_diff() if code.endswith("-dirty)") else None  # and, uncommitted, its diff as read now
-    preset = preset_for(dataset, eps=eps, arch=arch, sigmas=sigmas, max_iter=max_iter, eps_step=eps_step,
-                        max_epochs=max_epochs)  # fmt: skip
     eps = preset.eps
     known = {r.name: r for r in preset.rows}
     # an attack of the registry named in --attacks runs at the preset's first adaptive budget with a random start
@@ -1233,6 +1256,7 @@ def levers_command(
     docs/fashion_mnist.md (their tables: docs/*_results.md)."""
     from ..data import load_dataset
 
+    levers_spec(dataset)  # a data set without a preset is refused before anything is read
     data = load_dataset(dataset, data_root)
     table = run_levers(data, run_dir, dataset=dataset, denoiser_path=denoiser, **asdict(config), device=device or "cpu",
                        progress=progress)  # fmt: skip

@@ -13,8 +13,9 @@ import torch
 
 from ..._hardware import require_native
 
+from ...data import dataset_spec
 from ...purification import DEFAULTS
-from ..commands import DATASET_EPS, DEMO_CLASSIFIER, DEMO_SCORE
+from ..commands import DEMO_CLASSIFIER, DEMO_SCORE
 from .config import EvalConfig
 
 __all__ = ["SIGMA_SWEEP", "EOT_SWEEP", "adversarial_baseline", "build_purifier", "evaluate_command", "with_eps"]
@@ -24,12 +25,10 @@ EOT_SWEEP = (1, 3, 5, 10, 15, 30, 50)  # the paper's Table 6 (evaluate --eot-swe
 
 
 def with_eps(config: EvalConfig, eps: float | None, dataset: str) -> EvalConfig:
-    """``config`` at the data set's radius (:data:`~art_adp.apps.commands.DATASET_EPS`: a threat model, not an
+    """``config`` at the data set's radius (its :class:`~art_adp.data.DatasetSpec`'s ``eps``: a threat model, not an
     override), or at ``eps`` when given and different (an override, which the card lists). The steps follow ε
     (``eps_step`` None: ε/4; APGD's own steps are fractions of ε) unless ``--eps-step`` set one."""
-    if dataset not in DATASET_EPS:
-        raise ValueError(f"Unknown dataset {dataset!r}; choose from {', '.join(DATASET_EPS)}.")
-    config = dataclasses.replace(config, eps=DATASET_EPS[dataset])
+    config = dataclasses.replace(config, eps=dataset_spec(dataset).eps)
     if eps is None or eps == config.eps:
         return config
     return dataclasses.replace(config, eps=eps, overridden=tuple(sorted({*config.overridden, "eps"})))
