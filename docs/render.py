@@ -554,12 +554,6 @@ def cell(c) -> str:
     return f"{pct(c['accuracy'])} [{pct(lo, 0)}–{pct(hi, 0)}] ({c['n']})"
 
 
-#: The paper's Fashion-MNIST row (appendix, "more datasets"): ADP, ε = 8/255, clean / preprocessor-blind PGD.
-PAPER_FASHION_MNIST = (93.19, 86.62)
-#: The paper's row per data set (clean, preprocessor-blind PGD): Fashion-MNIST at 8/255, MNIST at 0.3.
-PAPER_ROWS = {"fashion-mnist": PAPER_FASHION_MNIST, "mnist": (98.07, 96.41), "cifar10": (86.14, 80.24)}
-#: The paper's defence per data set, as its row is labelled.
-PAPER_LABELS = {"cifar10": "paper (NCSNv2 of 50,000 training images → WRN-28-10)"}
 SCORE_LABELS = {"none": "no purification", "oracle": "oracle (exact score)", "denoiser": "DenoiserUNet"}
 
 
@@ -672,6 +666,7 @@ def levers_page(result: dict, path: str, earlier: str | None = None) -> str:
     classifiers' training, the provenance; with ``earlier`` (another levers result), each adaptive cell against that
     suite's strongest attack and per-image worst case on the same defence and images (:func:`against_earlier`)."""
     from art_adp.apps.levers import AUTOATTACK, WORST_CASE
+    from art_adp.data import DATASETS
 
     eps = result["eps"]
     eps_text = f"{eps * 255:g}/255" if abs(eps * 255 - round(eps * 255)) < 1e-6 else f"{eps:g}"
@@ -692,10 +687,9 @@ def levers_page(result: dict, path: str, earlier: str | None = None) -> str:
             who = _who(c, result)
             groups.setdefault((who, c["setting"]), {})[c["attack"]] = c
     blind = next((a for a in attacks if a not in adaptive and a not in ("clean", AUTOATTACK, WORST_CASE)), None)
-    row = PAPER_ROWS.get(result.get("dataset", "fashion-mnist"), PAPER_FASHION_MNIST)
-    paper = {"clean": f"**{row[0]}**", blind: f"**{row[1]}**"}
-    label = PAPER_LABELS.get(result.get("dataset", ""), "paper (NCSNv2, 60,000 training images)")
-    rows = [[label, "ADP σ 0.25", *(paper.get(a, "") for a in attacks)]]
+    spec = DATASETS[result.get("dataset", "fashion-mnist")]  # a table from before it named its data set: Fashion-MNIST
+    paper = {"clean": f"**{spec.paper_row[0]}**", blind: f"**{spec.paper_row[1]}**"} if spec.paper_row else {}
+    rows = [[f"paper ({spec.paper_defence})", "ADP σ 0.25", *(paper.get(a, "") for a in attacks)]] if paper else []
     rows += [[who, setting, *(cell(by.get(a)) for a in attacks)] for (who, setting), by in groups.items()]
     judged = []
     two = any("worst of 2" in c.get("judgements", {}) for c in result["cells"])  # judged R > 2 times: worst of 2 too

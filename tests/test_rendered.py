@@ -54,6 +54,23 @@ def test_an_unknown_figure_is_named():
         render.render("nope")
 
 
+def test_a_levers_page_sets_the_paper_row_its_data_set_states_beside_the_measured_ones(monkeypatch):
+    """The paper's row of a levers table is its data set's DatasetSpec's: the numbers and the defence's label; a data
+    set the paper did not measure has no paper row."""
+    from dataclasses import replace
+
+    from art_adp import data
+
+    path = "docs/results/fashion_mnist_levers.json"
+    result = render.load(path)
+    assert "| paper (NCSNv2, 60,000 training images) | ADP σ 0.25 | **93.19** | **86.62** |" in render.levers_page(
+        result, path)  # fmt: skip
+    as_cifar10 = render.levers_page({**result, "dataset": "cifar10"}, path)
+    assert "| paper (NCSNv2 of 50,000 training images → WRN-28-10) | ADP σ 0.25 | **86.14** | **80.24** |" in as_cifar10
+    monkeypatch.setitem(data.DATASETS, "cifar10", replace(data.DATASETS["cifar10"], paper_row=None))
+    assert "| paper (" not in render.levers_page({**result, "dataset": "cifar10"}, path)
+
+
 def _result(tmp_path, **provenance):
     base = {"command": "c", "code_version": "art-adp 0.1.0 (abc1234-dirty)", "models": {}, "device": "CPU",
             "wall_time_s": 1.0}
