@@ -51,6 +51,9 @@ def load(path: str) -> dict:
                 f"{path} was produced by uncommitted code ({p['code_version']}) and does not carry that code's diff: "
                 "commit the code and re-run the command that writes it."
             )
+    for c in result.get("cells", ()):  # a levers table: its one-step rows measured before the clip option clipped
+        if "one-step" in c.get("setting", "") and "clipped" not in c["setting"] and c.get("clip_noise") is not False:
+            c["setting"] += ", clipped noise"
     return result
 
 

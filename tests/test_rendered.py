@@ -254,3 +254,24 @@ def test_publish_sets_variants_of_the_attack_options_side_by_side(tmp_path):
     c = folder("c", {"check_every": "auto"}, [True] * 4, models={"cnn": "b"})
     with pytest.raises(ValueError, match="measured other weights"):
         publish.with_variants([a, c])
+
+
+def test_one_step_rows_say_whether_their_noisy_input_was_clipped(tmp_path, monkeypatch):
+    """A levers table's one-step rows measured before the clip option (no ``clip_noise``: the input was clipped)
+    render as ``…, clipped noise``; those measured unclipped (``clip_noise: false``) and the explicitly clipped
+    setting keep their names, so the answer table never merges the two forms into one defence."""
+    from art_adp.apps.levers import render_levers
+
+    records = [{"model": "oracle", "setting": s, "attack": "clean", "index": 0, "correct": True, "label": 0,
+                "pred": [0], **({"purifier": {"clip_noise": False}} if s == "one-step denoise" else {})}
+               for s in ("one-step denoise", "σ 0.5, one-step", "one-step denoise, clipped noise", "T 10, λ 0.5")]
+    cells = render_levers(records)["cells"]
+    assert [c.get("clip_noise") for c in cells] == [False, None, None, None]
+    old = {**cells[0]}
+    old.pop("clip_noise")
+    result = {"cells": [old, *cells], "provenance": {k: "x" for k in render.PROVENANCE}}
+    (tmp_path / "r.json").write_text(json.dumps(result))
+    monkeypatch.setattr(render, "ROOT", tmp_path)
+    assert [c["setting"] for c in render.load("r.json")["cells"]] == [
+        "one-step denoise, clipped noise", "one-step denoise", "σ 0.5, one-step, clipped noise",
+        "one-step denoise, clipped noise", "T 10, λ 0.5"]  # fmt: skip

@@ -1137,6 +1137,8 @@ def render_levers(records: list[dict], base: str | None = None) -> dict:
             cell["classifier"] = clf
         if judge != "ensemble":
             cell["judge"] = judge
+        if (last.get("purifier") or {}).get("clip_noise") is False:  # a noisy input left unclipped, said so
+            cell["clip_noise"] = False
         with_preds = [r for r in rs if len(r.get("pred", ())) >= 2 and "label" in r]
         if len(with_preds) == len(rs):
             cell["judgements"] = {k: {"accuracy": v, "ci95": list(wilson(v, len(rs)))}
@@ -1157,9 +1159,12 @@ def worst_over_attacks(cells: Mapping[tuple, list[dict]], base: str | None = Non
     A line of another classifier than ``base`` names it, as its records do.
     """
     groups: dict[tuple, dict[str, dict[int, bool]]] = {}
+    unclipped = set()
     for (clf, model, setting, attack, judge), rs in cells.items():
         if attack and attack != "clean" and judge == "ensemble":
             groups.setdefault((clf, model, setting), {})[attack] = {r["index"]: bool(r["correct"]) for r in rs}
+            if (rs[-1].get("purifier") or {}).get("clip_noise") is False:
+                unclipped.add((clf, model, setting))
     out = []
     for (clf, model, setting), by in groups.items():
         found = worst_case(by)
@@ -1169,6 +1174,8 @@ def worst_over_attacks(cells: Mapping[tuple, list[dict]], base: str | None = Non
         p = float(np.mean(robust))
         cell = {"model": model, "setting": setting, "attack": WORST_CASE, "accuracy": p, "n": len(shared),
                 "ci95": list(wilson(p, len(shared))), "attacks": sorted(by)}  # fmt: skip
+        if (clf, model, setting) in unclipped:
+            cell["clip_noise"] = False
         out.append({**cell, "classifier": clf} if clf != base else cell)
     return out
 
