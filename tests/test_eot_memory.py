@@ -1,4 +1,5 @@
-"""EOT gradients in blocks of a memory budget: equal to the unblocked computation, memory flat in the draws."""
+"""EOT gradients in blocks of a memory budget: equal to the unblocked computation, memory flat in the draws (measured
+at real size, marked ``e2e``: CI runs it after the suite, ``python -m pytest -m e2e``)."""
 
 import json
 import os
@@ -218,6 +219,7 @@ def peak_memory(paths: str, gradient: str, budget: float | None, root: Path = RO
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.e2e  # real-size autograd graphs, ~300 MB at EOT 50 (CI: python -m pytest -m e2e)
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc/self/clear_refs")
 def test_peak_memory_at_eot_50_is_that_of_eot_4():
     # a 24 MiB budget: blocks of about 37 rows; EOT 4 of 8 images is 32 rows, EOT 50 is 400 (about 300 MB of graph
