@@ -7,11 +7,13 @@ import shutil
 
 import numpy as np
 import pytest
+import torch
 
 from art_adp.apps import cli, levers, rejudge
 from art_adp.apps.levers import run_levers
 from art_adp.attacks.registry import SWEEP_ATTACK
 from art_adp.data import Dataset
+from art_adp.models import save_classifier
 from art_adp.runs.records import read_jsonl
 
 KW = dict(models=("oracle",), settings=["one-step denoise"], classifiers=(), attacks=("clean", SWEEP_ATTACK),
@@ -87,7 +89,19 @@ def test_the_command_line_rebuilds_the_run_and_names_what_is_missing(tiny, run, 
     wrong = Dataset("wrong", tiny.x_train, tiny.y_train, tiny.x_test[::-1].copy(), tiny.y_test, tiny.classes)
     with pytest.raises(ValueError, match="The data set given is not the one .* measured"):
         rejudge.rejudge_levers(folder, data=wrong, progress=False)
+    cells = json.loads((folder / "cells.json").read_text())
+    (folder / "cells.json").write_text(json.dumps({k: v for k, v in cells.items() if "bpda" not in k}))
+    with pytest.raises(ValueError, match="cells.json holds no settings of mlp / oracle / one-step denoise / bpda-eot"):
+        rejudge.rejudge_levers(folder, data=tiny, progress=False)
+    (folder / "cells.json").write_text(json.dumps(cells))
     (folder / "mlp.safetensors").replace(folder / "elsewhere.safetensors")
+    other = levers.brought("elsewhere", folder)
+    with torch.no_grad():
+        next(other.parameters()).add_(0.01)  # another classifier under the run's name
+    save_classifier(other, folder / "mlp.safetensors")
+    with pytest.raises(ValueError, match="mlp is not the classifier the run measured"):
+        rejudge.rejudge_levers(folder, data=tiny, repeats=4, progress=False)
+    (folder / "mlp.safetensors").unlink()
     with pytest.raises(FileNotFoundError, match="The classifier 'mlp' is not trained here"):
         rejudge.rejudge_levers(folder, data=tiny, repeats=4, progress=False)
     (folder / "table.json").unlink()

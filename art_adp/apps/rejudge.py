@@ -104,7 +104,11 @@ def rejudge_levers(run_dir, *, repeats: int | None = None, ensemble_size: int | 
     for r in read_jsonl(run_dir / "records.jsonl"):
         key = (r.get("classifier", base), r["model"], r["setting"], r["attack"])
         if r["model"] != "none" and r.get("judge", "ensemble") == "ensemble" and kept(run_dir, key):
-            labels[key, r["index"]], cells[key] = r["label"], held[" / ".join((*key, "ensemble"))]
+            name = " / ".join((*key, "ensemble"))
+            if name not in held:
+                raise ValueError(f"{run_dir}/cells.json holds no settings of {name} (measured before cells were "
+                                 "recorded): its purification cannot be rebuilt.")  # fmt: skip
+            labels[key, r["index"]], cells[key] = r["label"], held[name]
     if not cells:
         raise ValueError(f"{run_dir}'s records name no defended cell whose examples are kept.")
 
