@@ -1,4 +1,5 @@
-"""The `art-adp` command line: help, errors, and train-score / train-classifier on digits."""
+"""The `art-adp` command line: help, errors, and train-score / train-classifier on digits; the installed script and
+``python -m art_adp`` in interpreters of their own (marked ``e2e``: CI runs it after the suite)."""
 
 import json
 import shutil
@@ -21,6 +22,7 @@ def test_help(command, capsys):
     assert "--run-dir" in capsys.readouterr().out
 
 
+@pytest.mark.e2e  # two interpreters run the installed program (CI: python -m pytest -m e2e)
 def test_the_installed_script_and_python_m_art_adp_are_one_command_line(capsys):
     script = shutil.which("art-adp", path=str(Path(sys.executable).parent))
     assert script is not None, "art-adp is not installed beside this Python (pip install -e .)"

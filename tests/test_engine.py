@@ -190,3 +190,35 @@ def test_autoattack_is_an_attack_of_the_entry_point(digits, tmp_path):
     direct = clf(attack(torch.as_tensor(x[:8]), torch.as_tensor(y[:8]))).argmax(1).numpy() == y[:8]
     assert res["robust"].tolist() == direct.tolist() and res["attacks"][engine.AUTOATTACK]["accuracy"] == direct.mean()
     assert res["clean"]["accuracy"] > res["worst_case"]["accuracy"]  # it breaks something
+
+
+def test_a_run_judged_again_gives_its_own_predictions_and_a_larger_r_adds_judgements_after_them(digits, tmp_path):
+    """rejudge_robustness: the kept examples of each block judged again with the engine's seed scheme, without the
+    attack: at the run's R and seed its own predictions, at a larger R the run's first, so the worst of R can only
+    fall; another seed draws other noise; another classifier or defence than the run's is refused."""
+    from art_adp.runs.records import read_jsonl
+
+    clf, x, y, train = digits
+    res = evaluate_robustness(clf, purifier(train), x[:10], y[:10], attacks=(BLIND_ATTACK,), run_dir=tmp_path, **KW)
+    own = {r["index"]: r["pred"] for r in read_jsonl(tmp_path / "records.jsonl") if r["attack"] == BLIND_ATTACK}
+    out = engine.rejudge_robustness(clf, purifier(train), tmp_path, progress=False)
+    assert {r["index"]: r["pred"] for r in read_jsonl(tmp_path / "rejudged-S2-R3-seed0.jsonl")} == own
+    (cell,) = out["cells"]
+    assert cell["cell"] == [BLIND_ATTACK] and cell["n"] == 10
+    theirs = res["attacks"][BLIND_ATTACK]
+    assert (cell["accuracy"], cell["ci95"]) == (theirs["accuracy"], theirs["ci95"])
+    more = engine.rejudge_robustness(clf, purifier(train), tmp_path, repeats=8, progress=False)
+    eight = {r["index"]: r["pred"] for r in read_jsonl(tmp_path / "rejudged-S2-R8-seed0.jsonl")}
+    assert all(eight[i][:3] == p and len(eight[i]) == 8 for i, p in own.items())
+    assert more["cells"][0]["accuracy"] <= cell["accuracy"]
+    engine.rejudge_robustness(clf, purifier(train), tmp_path, seed=1, progress=False)
+    fresh = {r["index"]: r["pred"] for r in read_jsonl(tmp_path / "rejudged-S2-R3-seed1.jsonl")}
+    assert fresh.keys() == own.keys() and fresh != own
+    other = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
+    with pytest.raises(ValueError, match="measured with another classifier or defence: classifier_sha256"):
+        engine.rejudge_robustness(other, purifier(train), tmp_path, progress=False)
+    wider = ADPPurifier(KernelScore(train, bandwidth=0.25), sigma=0.5, steps=1, step_size=0.25, tau=0.0)
+    with pytest.raises(ValueError, match=r"defences.0.sigma 0.25 \(now 0.5\)"):
+        engine.rejudge_robustness(clf, wider, tmp_path, progress=False)
+    with pytest.raises(ValueError, match="holds no kept adversarial examples"):
+        engine.rejudge_robustness(clf, purifier(train), tmp_path / "nothing", progress=False)

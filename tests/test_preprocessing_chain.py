@@ -192,8 +192,9 @@ def test_evaluation_records_see_the_standardisation(setup, tmp_path, monkeypatch
             super().__init__(*args, **{**kwargs, "preprocessing": (MEAN, STD)})
 
     config = EvalConfig(attacks=tuple(REGISTRY), eps=EPS, eps_step=STEP, max_iter=2, eot_samples=2, spsa_max_iter=1,
-                        spsa_samples_per_step=4, apgd_max_iter=2, apgd_eot_samples=1, ensemble_size=2, repeats=1,
-                        chunk_size=4, batch_size=64, sanity=False)
+                        spsa_samples_per_step=4, apgd_max_iter=2, apgd_eot_samples=1, selective_max_iter=2,
+                        selective_eot_samples=2, lowfreq_max_iter=2, ensemble_size=2, repeats=1, chunk_size=4,
+                        batch_size=64, sanity=False)  # every attack's own budget tiny too (their papers': minutes)
     records = []
     for name, net in (("standardised", mlp), ("folded", Folded(mlp))):
         with monkeypatch.context() as m:

@@ -1,4 +1,6 @@
-"""``reproduce mnist`` end to end on tiny synthetic idx files: stages, resume, the table, snapshots."""
+"""``reproduce mnist`` end to end on tiny synthetic idx files: stages, resume, the table, snapshots. The tests of one
+whole run are marked ``e2e`` (CI runs them after the suite, ``python -m pytest -m e2e``); the suite runs the same
+program at tiny size against its golden files (tests/test_golden.py)."""
 
 import gzip
 import json
@@ -54,6 +56,7 @@ def test_wilson_interval_matches_the_formula():
     assert all(np.isnan(wilson(0.0, 0)))
 
 
+@pytest.mark.e2e  # the whole reproduce run (CI: python -m pytest -m e2e); test_golden.py runs it in the suite
 def test_reproduce_writes_the_table_with_the_papers_numbers(done_run):
     root, run, report, _ = done_run
     table = (run / "table.md").read_text()
@@ -85,6 +88,7 @@ def test_reproduce_writes_the_table_with_the_papers_numbers(done_run):
     assert [r["step"] for r in read_snapshot_log(run / "score")] == [2, 4]
 
 
+@pytest.mark.e2e  # the whole reproduce run (CI: python -m pytest -m e2e); test_golden.py runs it in the suite
 def test_second_call_reuses_every_stage(done_run):
     root, run, report, _ = done_run
     files = ["classifier.safetensors", "score/score.safetensors", "records.jsonl", "denoise.jsonl"]
@@ -97,6 +101,7 @@ def test_second_call_reuses_every_stage(done_run):
     assert json.loads(json.dumps(again["rows"])) == json.loads(json.dumps(report["rows"]))
 
 
+@pytest.mark.e2e  # the whole reproduce run (CI: python -m pytest -m e2e); test_golden.py runs it in the suite
 def test_interrupted_table_redoes_only_missing_chunks(done_run, tmp_path):
     root, run, report, _ = done_run
     import shutil
@@ -121,6 +126,7 @@ def test_interrupted_table_redoes_only_missing_chunks(done_run, tmp_path):
     assert sum("compression rate" in m for m in logs) == 2
 
 
+@pytest.mark.e2e  # the whole reproduce run (CI: python -m pytest -m e2e); test_golden.py runs it in the suite
 def test_another_recipe_in_the_same_folder_is_refused(done_run):
     root, run, _, _ = done_run
     with pytest.raises(ValueError, match=r"holds records for the recipe made with other settings: ngf 2 \(now 4\)\."):
@@ -147,6 +153,7 @@ def test_snapshots_follow_one_uninterrupted_run(tmp_path):
         train_with_snapshots(NCSNv2(1, 8, ngf=2), x, sig, [3, 6], tmp_path, batch_size=3, seed=3, progress=False)
 
 
+@pytest.mark.e2e  # the whole reproduce run (CI: python -m pytest -m e2e); test_golden.py runs it in the suite
 def test_cli_maps_every_option_onto_the_recipe(done_run, capsys):
     from art_adp.apps.cli import main
 
@@ -185,6 +192,7 @@ def test_denoising_ratio_of_a_linear_score_is_the_adaptive_rules_contraction():
         denoising_ratio(_TowardsGrey(), x, x_start=x[:2])
 
 
+@pytest.mark.e2e  # the whole reproduce run (CI: python -m pytest -m e2e); test_golden.py runs it in the suite
 def test_report_carries_the_diagnostics(done_run):
     _, run, report, _ = done_run
     diag = report["diagnostics"]
@@ -196,6 +204,7 @@ def test_report_carries_the_diagnostics(done_run):
     assert "## Diagnostics (first 4 test images, S = 2)" in (run / "table.md").read_text()
 
 
+@pytest.mark.e2e  # the whole reproduce run (CI: python -m pytest -m e2e); test_golden.py runs it in the suite
 def test_curve_points_carry_the_snapshots_compression_rate(done_run):
     from art_adp.apps.reproduce import CURVE_DIRECTIONS, _purifier, _snapshot
     from art_adp.compression import compression_rate

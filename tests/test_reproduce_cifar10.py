@@ -1,5 +1,6 @@
 """examples/reproduce_cifar10.py end to end on random weights: a reference-format NCSNv2 checkpoint goes through
-``art-adp import-ncsnv2``, then both protocols run on three fake CIFAR-10 test images with every count cut to 1-2."""
+``art-adp import-ncsnv2``, then both protocols run on three fake CIFAR-10 test images with every count cut to 1-2
+(marked ``e2e``: CI runs it after the suite); the protocols, the errors and the reduced budgets' names in the suite."""
 import importlib.util
 import json
 import pickle
@@ -65,6 +66,7 @@ def test_protocols_match_the_papers():
         assert figure in script.__doc__
 
 
+@pytest.mark.e2e  # the whole example script, both protocols (CI: python -m pytest -m e2e)
 def test_end_to_end_on_random_weights(tmp_path, capsys):
     torch.manual_seed(0)
     _write_cifar10(tmp_path / "data" / "cifar-10-batches-py")

@@ -30,9 +30,10 @@ from .detect_demo import DEFENCES, DetectConfig, detect_command
 from .evaluation.command import EOT_SWEEP, SIGMA_SWEEP, evaluate_command
 from ..diffusion_purify import SAMPLERS
 from .evaluation.config import PRESETS, PURIFIERS, EvalConfig, presets_text
-from .levers import CLASSIFIER_NAMES, ESTIMATE_HELP, JUDGES, ROW_NAMES, SETTINGS_HELP, LeversConfig, levers_command
+from .levers import CLASSIFIER_NAMES, FLAG_HELP as LEVERS_HELP, JUDGES, ROW_NAMES, LeversConfig, levers_command
 from .levers import levers_datasets, setting_name
 from .prepare_data import prepare_cifar10_command
+from .rejudge import Rejudge, rejudge_command
 from .reproduce import STAGES, MnistRecipe, reproduce_command
 from .train_classifier import HELPS as CLASSIFIER_HELPS
 from .train_classifier import OPTIONS as CLASSIFIER_OPTIONS
@@ -115,22 +116,8 @@ def _levers(sub) -> None:
                    help="the data set and its preset (default: mnist)")  # fmt: skip
     p.add_argument("--data-root", required=True, help="folder with the data set's files (MNIST: four idx(.gz) files)")
     p.add_argument("--denoiser", default=None, help="a train-denoiser checkpoint (denoiser.safetensors)")
-    helps = {"ensemble_size": "S, purifications averaged", "repeats": "R, judgements of the adaptive rows",
-             "attacks": "rows of the preset, or attack registry names (adaptive rows); default: the preset's",
-             "classifiers": "undefended classifiers measured (default: the preset's)",
-             "purified": "classifiers ADP is put in front of (default: the preset's; none: only the undefended)",
-             "judges": "ensemble: S-run ensemble (R times); fixed: fixed noise", "eps": "l_inf radius (preset's)",
-             "arch": "architecture of the classifier ADP defends (preset's)", "sigmas": "the sigma grid (preset's)",
-             "settings": SETTINGS_HELP,
-             "max_iter": "iterations of the adaptive rows (preset's)", "eps_step": "step of the adaptive rows",
-             "restarts": "K: adaptive rows with the best iterate, K runs", "estimate_only": ESTIMATE_HELP,
-             "keep_examples": "do not keep the adversarial examples (RUN_DIR/examples)", **registry.OPTION_HELP,
-             "max_epochs": "cap on the adversarially trained classifiers' epochs (preset's: 100; they stop earlier "
-                           "when validation robust accuracy plateaus)",
-             "train_precision": "the classifiers' training passes: fp32, or bf16 autocast (validation stays fp32)",
-             **PRECISION_HELP}
     many = {"nargs": "+", "type": str}  # setting names hold commas: one argument each
-    _fields(p, LeversConfig, helps, models={**many, "choices": ["oracle", "denoiser"]},
+    _fields(p, LeversConfig, LEVERS_HELP, models={**many, "choices": ["oracle", "denoiser"]},
             settings={**many, "type": setting_name, "metavar": "SETTING"}, attacks={**many, "choices": ROW_NAMES},
             classifiers={"nargs": "*", "type": str, "choices": CLASSIFIER_NAMES},
             purified={"nargs": "*", "type": str, "choices": CLASSIFIER_NAMES},
@@ -138,6 +125,21 @@ def _levers(sub) -> None:
             judges={**many, "choices": list(JUDGES)}, arch={"choices": ["mlp", "cnn"]},
             sigmas={"nargs": "+", "type": float}, train_precision={"choices": ["fp32", "bf16"]},
             attack_precision={"choices": ["fp32", "bf16"]})  # fmt: skip
+
+
+def _rejudge(sub) -> None:
+    p = sub.add_parser("rejudge", description=rejudge_command.__doc__,
+                       help="judge a levers run's kept adversarial examples again on fresh ensembles, not attacking")
+    add = p.add_argument
+    add("run_dir", metavar="RUN_DIR", help="the levers run folder (its examples/, records, cells.json, table.json)")
+    add("--data-root", help="the data set's folder, for the oracle's training split (default: the run's command's)")
+    add("--denoiser", help="the train-denoiser checkpoint the run measured (default: the run's command's)")
+    add("--device", choices=["cpu", "cuda"], default=None, help="default: the run's (the same noise for a seed)")
+    add("--quiet", dest="progress", action="store_false", help="no progress bars")
+    _threads(p)
+    p.set_defaults(run=rejudge_command, settings=Rejudge)
+    _fields(p, Rejudge, {"repeats": "R, judgements of each image; None: the run's", "seed": "None: the run's",
+                         "ensemble_size": "S, purifications averaged; None: the run's"})  # fmt: skip
 
 
 def _train_classifier(sub) -> None:
@@ -303,8 +305,8 @@ def _reproduce(sub) -> None:
             **{name: all_or_int for name in counts})  # fmt: skip
 
 
-COMMANDS = (_demo, _train_score, _train_denoiser, _levers, _train_classifier, _detect, _certify, _corruptions,
-            _evaluate, _import, _prepare_cifar10, _reproduce)  # fmt: skip
+COMMANDS = (_demo, _train_score, _train_denoiser, _levers, _rejudge, _train_classifier, _detect, _certify,
+            _corruptions, _evaluate, _import, _prepare_cifar10, _reproduce)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -44,8 +44,8 @@ import numpy as np
 import torch
 
 from ..attacks._core import AUTO, JUDGE_DRAWS
-from ..attacks.registry import (BLIND_ATTACK, FULL_ATTACK, REGISTRY, SWEEP_ATTACK, Budget, budget_settings, recorded,
-                               registered_name)
+from ..attacks.registry import (BLIND_ATTACK, FULL_ATTACK, OPTION_HELP, REGISTRY, SWEEP_ATTACK, Budget,
+                               budget_settings, recorded, registered_name)
 from ..attacks.apgd_eot import APGDEOT
 from ..attacks.selective_eot import SelectiveEOT
 from ..attacks.systemic_lowfreq import LowFrequencyVote
@@ -72,6 +72,7 @@ from ..runs.records import read_jsonl
 from ..runs.seeds import derive_seed
 from ..runs.statistics import judgements, wilson
 from ..data import DATASETS, DatasetSpec
+from .flags import PRECISION_HELP
 from .._hardware import require_native
 from .robust_baseline import train_until_plateau, white_box_pgd
 
@@ -717,6 +718,26 @@ def _block_seed(seed: int, block: int) -> int:
     return seed if block == 0 else derive_seed(seed, "block", block)
 
 
+def judge_seeds(seed: int, block: int, repeats: int) -> tuple[int, ...]:
+    """The R judgements' seeds of a block of an adaptive row (images ``block · BLOCK`` on), from the block's seed."""
+    return tuple(derive_seed(_block_seed(seed, block), "judge", k) for k in range(repeats))
+
+
+#: Images per batch of the S-run ensemble's judgements.
+JUDGE_BATCH = 500
+
+
+def measured_purifier(model: str, setting: Setting, x_train, denoiser=None, *, seed: int, device: str = "cpu"):
+    """The purifier a defended cell measures: :class:`~art_adp.ADPPurifier` at ``setting`` on the ``model`` score
+    (``"oracle"``: the exact score over ``x_train``; ``"denoiser"``: the trained DenoiserUNet), BPDA, seeded."""
+    from ..preprocessor import ADPPurifier
+
+    score, generator = _score_model(model, setting.sigma, x_train, denoiser, device), torch.Generator(device)
+    return ADPPurifier(score, gradient="bpda", batch_size=JUDGE_BATCH, generator=generator.manual_seed(seed),
+                       device_type="gpu" if device == "cuda" else "cpu",
+                       **setting.purifier_kwargs(model_clipped(model, denoiser)))  # fmt: skip
+
+
 def _adaptive(
     estimator, x, y, idx, r: Row, *, budget: Budget, seeds: Seeds
 ) -> np.ndarray:  # pylint: disable=unused-argument
@@ -825,7 +846,6 @@ def run_levers(
         ``RUN_DIR/estimate.json``. A classifier not trained yet is priced with its untrained architecture (the same
         cost); its training is not.
     """
-    from ..preprocessor import ADPPurifier
     from ..score import load_score_model
 
     preset = preset_for(dataset, eps=eps, arch=arch, sigmas=sigmas, max_iter=max_iter, eps_step=eps_step,
@@ -969,17 +989,13 @@ def run_levers(
             adv[(name, r.name)] = held[: len(x)]
 
     def purifier_of(model: str, s: Setting):
-        score = _score_model(model, s.sigma, data.x_train, denoiser, device)
-        gen = torch.Generator(device).manual_seed(seed)
-        return ADPPurifier(score, gradient="bpda", batch_size=500, generator=gen,
-                           device_type="gpu" if device == "cuda" else "cpu",
-                           **s.purifier_kwargs(model_clipped(model, denoiser)))  # fmt: skip
+        return measured_purifier(model, s, data.x_train, denoiser, seed=seed, device=device)
 
     def judged(r: Row, repeats_: int):
         def seeds(b: int, first: int) -> Seeds:  # pylint: disable=unused-argument
             part = _block_seed(seed, b)
-            judge_seeds = tuple(derive_seed(part, "judge", k) for k in range(repeats_))
-            return Seeds(attack=derive_seed(part, r.name), noise=derive_seed(part, "attack", r.name), judge=judge_seeds)
+            return Seeds(attack=derive_seed(part, r.name), noise=derive_seed(part, "attack", r.name),
+                         judge=judge_seeds(seed, b, repeats_))  # fmt: skip
 
         return seeds
 
@@ -1005,7 +1021,7 @@ def run_levers(
             target = f"{name}|{model}|{s.name}"
             targets[target] = (name, model, s)
             extra = {"purifier": s.record(model_clipped(model, denoiser))}
-            ensemble = Judgement("ensemble", ensemble_size, repeats, batch_size=500)
+            ensemble = Judgement("ensemble", ensemble_size, repeats, batch_size=JUDGE_BATCH)
             for r in rows:
                 if r.attack == AUTOATTACK:
                     continue  # a deterministic white-box attack: APGD-EOT is its randomized counterpart
@@ -1210,6 +1226,24 @@ def table_markdown(table: dict) -> str:
 
 
 ESTIMATE_HELP = "price each defended row left to measure on this device, and stop"
+
+#: The help of ``art-adp levers``' flags, by :class:`LeversConfig` field.
+FLAG_HELP = {
+    "ensemble_size": "S, purifications averaged", "repeats": "R, judgements of the adaptive rows",
+    "attacks": "rows of the preset, or attack registry names (adaptive rows); default: the preset's",
+    "classifiers": "undefended classifiers measured (default: the preset's)",
+    "purified": "classifiers ADP is put in front of (default: the preset's; none: only the undefended)",
+    "judges": "ensemble: S-run ensemble (R times); fixed: fixed noise", "eps": "l_inf radius (preset's)",
+    "arch": "architecture of the classifier ADP defends (preset's)", "sigmas": "the sigma grid (preset's)",
+    "settings": SETTINGS_HELP,
+    "max_iter": "iterations of the adaptive rows (preset's)", "eps_step": "step of the adaptive rows",
+    "restarts": "K: adaptive rows with the best iterate, K runs", "estimate_only": ESTIMATE_HELP,
+    "keep_examples": "do not keep the adversarial examples (RUN_DIR/examples)", **OPTION_HELP,
+    "max_epochs": "cap on the adversarially trained classifiers' epochs (preset's: 100; they stop earlier "
+                  "when validation robust accuracy plateaus)",
+    "train_precision": "the classifiers' training passes: fp32, or bf16 autocast (validation stays fp32)",
+    **PRECISION_HELP,
+}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ gives the same records whichever process runs it, in any order.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -58,10 +59,14 @@ __all__ = [
     "guard",
     "judge",
     "keep",
+    "kept",
     "pending",
     "registry_attack",
+    "rejudge",
+    "rejudge_robustness",
     "reseed",
     "run_cells",
+    "single_value",
     "worst_case",
 ]
 
@@ -282,11 +287,101 @@ def keep(run_dir: Path, cell: Sequence, idx: Sequence[int] | np.ndarray, x_adv: 
     ``images`` float32, ``indices``), written atomically; returns the path."""
     folder = Path(run_dir) / "examples"
     folder.mkdir(parents=True, exist_ok=True)
-    name = "__".join(re.sub(r"[^A-Za-z0-9.+-]+", "_", str(c)) for c in cell) + f"__{int(idx[0])}.npz"
+    name = _kept_name(cell) + f"__{int(idx[0])}.npz"
     tmp = folder / (name + ".tmp.npz")
     np.savez_compressed(tmp, images=np.asarray(x_adv, np.float32), indices=np.asarray(idx, np.int64))
     tmp.replace(folder / name)
     return folder / name
+
+
+def _kept_name(cell: Sequence) -> str:
+    return "__".join(re.sub(r"[^A-Za-z0-9.+-]+", "_", str(c)) for c in cell)
+
+
+def kept(run_dir: str | Path, cell: Sequence | None = None, *, required: bool = False) -> list[Path]:
+    """The blocks of adversarial examples kept in ``RUN_DIR/examples/`` (:func:`keep`): those of ``cell``, or every
+    cell's (None); by first image.
+
+    :raises ValueError: With ``required``, if there are none: a new judgement needs the attacks run again.
+    """
+    name = re.compile((re.escape(_kept_name(cell)) if cell is not None else ".+") + r"__(\d+)\.npz")
+    found = [(int(m[1]), p) for p in (Path(run_dir) / "examples").glob("*.npz") if (m := name.fullmatch(p.name))]
+    if required and not found:
+        raise ValueError(f"{run_dir} holds no kept adversarial examples (examples/*.npz) to judge again: its attacks "
+                         "ran without keeping them (levers --no-keep-examples), or it is no run folder.")  # fmt: skip
+    return [p for _, p in sorted(found)]
+
+
+def rejudge(
+    run_dir: str | Path,
+    cells: Mapping[tuple, tuple[Any, Callable[[int], Sequence[int]]]],
+    targets: Callable[[Any], Any],
+    labels: Mapping[tuple[tuple, int], int],
+    judgement: Judgement,
+    *,
+    name: str,
+    settings: Mapping | None = None,
+    progress: bool = True,
+) -> dict:
+    """
+    Judge again, without attacking, the adversarial examples a run kept (:func:`keep`): each kept block of each cell
+    (its ``keep`` name → ``(target, seeds)``) by :func:`judge` at ``judgement``, the R judgements' purifiers reseeded
+    with ``seeds(first image of the block)`` -- the plan's own scheme, so that at the run's R and seed the run's own
+    predictions come back, and a larger R only adds judgements after them. Only blocks the run recorded are judged
+    (``labels``: ``(cell, index) → label``, from its records).
+
+    The records (cell, index, label, the R predictions, ``correct``: in every judgement) go to ``RUN_DIR/<name>.jsonl``
+    block by block (a call resumes; the run's own records stay untouched), and per cell a summary -- ``accuracy`` (the
+    worst of R), ``n``, ``ci95`` (Wilson), ``judgements`` (mean, worst, majority of R), the per-image ``index`` and
+    ``correct`` -- to ``RUN_DIR/<name>.json`` with ``settings`` and the provenance; returned.
+
+    :raises ValueError: If none of the cells has a block kept.
+    """
+    from tqdm.auto import tqdm
+
+    from .provenance import provenance
+
+    run_dir, started = Path(run_dir), time.monotonic()
+    work = [(c, target, seeds, p) for c, (target, seeds) in cells.items() for p in kept(run_dir, c)]
+    if not work:
+        kept(run_dir, required=True)
+        raise ValueError(f"{run_dir} holds no kept adversarial examples of the cells {list(cells)}.")
+    path = run_dir / f"{name}.jsonl"
+    done = {(tuple(r["cell"]), r["index"]) for r in read_jsonl(path)}
+    device = None
+    for cell, target, seeds, file in tqdm(work, disable=not progress, unit="block", desc="rejudge"):
+        with np.load(file) as f:
+            x_adv, idx = f["images"], [int(i) for i in f["indices"]]
+        if any((cell, i) not in labels for i in idx) or all((tuple(cell), i) in done for i in idx):
+            continue  # not recorded by the run (killed before its records), or judged already
+        estimator = targets(target)
+        device, preds = estimator.device, judge(estimator, x_adv, judgement, seeds(idx[0]))
+        append_records(path, [{"cell": list(cell), "index": i, "label": labels[cell, i], "pred": preds[:, j].tolist(),
+                               "correct": bool((preds[:, j] == labels[cell, i]).all())}
+                              for j, i in enumerate(idx)])  # fmt: skip
+    by: dict[tuple, dict[int, dict]] = {}
+    for r in read_jsonl(path):
+        by.setdefault(tuple(r["cell"]), {})[r["index"]] = r
+    summary: dict[str, Any] = {"settings": dict(settings or {}), "cells": []}
+    for cell, found in by.items():
+        rows = [found[i] for i in sorted(found)]
+        correct = np.array([r["correct"] for r in rows], dtype=bool)
+        summary["cells"].append({"cell": list(cell), **_summary(correct, rows), "index": sorted(found),
+                                 "correct": correct.tolist()})  # fmt: skip
+    summary["provenance"] = provenance(wall_time_s=time.monotonic() - started, device=device)
+    (run_dir / f"{name}.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8")
+    return summary
+
+
+def single_value(values: Iterable, what: str, run_dir: str | Path):
+    """The one value of ``what`` the cells of a run folder share (a re-judgement's default).
+
+    :raises ValueError: If the cells differ in it, naming their values.
+    """
+    found = sorted(set(values), key=repr)
+    if len(found) != 1:
+        raise ValueError(f"{run_dir}'s cells were judged at several {what} values {found}: give {what}.")
+    return found[0]
 
 
 def blocks(cell: Cell, pending: Sequence[int]) -> list[tuple[int, list[int]]]:
@@ -563,6 +658,56 @@ def evaluate_robustness(
     run_cells(cells, lambda _: estimator, x, y, path, key=lambda r: (r["attack"], r["index"]), run_dir=run_dir,
               progress=progress, desc="robustness")  # fmt: skip
     return {**_result(read_jsonl(path), ("clean", *budgets), len(x)), "run_dir": str(run_dir)}
+
+
+def rejudge_robustness(
+    classifier: torch.nn.Module,
+    defences,
+    run_dir: str | Path,
+    *,
+    repeats: int | None = None,
+    ensemble_size: int | None = None,
+    seed: int | None = None,
+    device: str = "cpu",
+    progress: bool = True,
+) -> dict:
+    """
+    :func:`evaluate_robustness`'s run folder judged again without attacking (:func:`rejudge`): the adversarial examples
+    it kept judged on R fresh S-run ensembles, seeded by the engine's scheme (:func:`block_seeds`) from ``seed``; each
+    None: the run's own, which gives back its own predictions. ``classifier`` and ``defences`` must be those the run
+    measured: their SHA-256 and parameters are checked against the folder's ``settings.json``.
+
+    :return: :func:`rejudge`'s summary, also in ``RUN_DIR/rejudged-S{S}-R{R}-seed{seed}.json`` beside its records.
+    :raises ValueError: If the folder holds no kept examples, or was measured with another classifier or defence.
+    """
+    from .records import canonical, describe_differences, module_sha256
+
+    run_dir = Path(run_dir)
+    found = kept(run_dir, required=True)
+    held = json.loads((run_dir / "settings.json").read_text(encoding="utf-8"))
+    attacks = [a for a in held if a != "clean"]
+    classifier, sample = classifier.to(device).eval(), np.load(found[0])["images"][:1]
+    with torch.no_grad():
+        nb_classes = int(classifier(torch.as_tensor(sample, device=device)).shape[-1])
+    estimator = defended_estimator(classifier, defences, input_shape=sample.shape[1:], nb_classes=nb_classes,
+                                   device=device)  # fmt: skip
+    mine = canonical({"classifier_sha256": module_sha256(classifier),
+                      "defences": [describe_defence(d) for d in estimator.preprocessing_defences or []]})  # fmt: skip
+    theirs = {k: held[attacks[0]][k] for k in mine}
+    if mine != theirs:
+        raise ValueError(f"{run_dir} was measured with another classifier or defence: "
+                         f"{describe_differences(theirs, mine)}.")  # fmt: skip
+
+    def own(what: str):
+        return single_value((held[a][what] for a in attacks), what, run_dir)
+
+    r, s = repeats or own("repeats"), ensemble_size or own("ensemble_size")
+    seed = own("seed") if seed is None else seed
+    labels = {((x["attack"],), x["index"]): x["label"] for x in read_jsonl(run_dir / "records.jsonl")}
+    cells = {(a,): ("defended", lambda first, a=a: block_seeds(seed, a, first, repeats=r).judge) for a in attacks}
+    judgement = Judgement("ensemble", s, r, batch_size=max(own("block_size"), 1))
+    return rejudge(run_dir, cells, lambda _: estimator, labels, judgement, name=f"rejudged-S{s}-R{r}-seed{seed}",
+                   settings={"ensemble_size": s, "repeats": r, "seed": seed}, progress=progress)  # fmt: skip
 
 
 def _result(records: list[dict], attacks: Sequence[str], n: int) -> dict:
