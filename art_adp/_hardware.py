@@ -156,8 +156,13 @@ def resolve_precision(
     return "fp32", f"auto: this CPU has no native bf16 ({isa}); bf16 would be emulated, about 10x slower"
 
 
-def require_native(precision: str, device: str | torch.device | None = None, *, force: bool = False,
-                   features: dict[str, bool] | None = None) -> str:
+def require_native(
+    precision: str,
+    device: str | torch.device | None = None,
+    *,
+    force: bool = False,
+    features: dict[str, bool] | None = None,
+) -> str:
     """
     ``precision`` (``"fp32"`` or ``"bf16"``) for a run of gradient passes on ``device``, refusing bf16 where the
     processor emulates it (about 10x slower than fp32) unless ``force``.
@@ -168,10 +173,15 @@ def require_native(precision: str, device: str | torch.device | None = None, *, 
         raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}.")
     if precision == "bf16" and not force and not native_bf16(device, features=features):
         dev = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
-        where = (f"this CPU, {cpu_model()} ({instruction_sets(features)})" if dev.type == "cpu"
-                 else f"this GPU ({torch.cuda.get_device_name(dev) if torch.cuda.is_available() else dev})")
-        raise ValueError(f"bf16 is not native on {where}: torch would emulate it, about 10x slower than fp32. "
-                         "Use fp32, or force bf16 (--force-precision / force=True).")
+        where = (
+            f"this CPU, {cpu_model()} ({instruction_sets(features)})"
+            if dev.type == "cpu"
+            else f"this GPU ({torch.cuda.get_device_name(dev) if torch.cuda.is_available() else dev})"
+        )
+        raise ValueError(
+            f"bf16 is not native on {where}: torch would emulate it, about 10x slower than fp32. "
+            "Use fp32, or force bf16 (--force-precision / force=True)."
+        )
     return precision
 
 

@@ -16,11 +16,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .._hardware import PRECISION_CHOICES
 from ..data import DATASETS
 from ..attacks import registry
 from . import commands as cmd
-from .flags import CONFIG, PRECISION_HELP, THREADS_HELP, TRAINER_HELP, add_fields as _fields, interval, split as _split
+from .flags import COMPILE, CONFIG, PRECISION, PRECISION_HELP, THREADS_HELP, TRAINER_HELP, add_fields as _fields
+from .flags import interval, split as _split
 from .loading import CLASSIFIER_HELP, SCORE_HELP, STANDARDISATION_HELP
 from .certify_run import CertifyConfig, certify_command
 from .corruption_table import VARIANTS, CorruptionConfig, corruptions_command
@@ -33,7 +33,7 @@ from .evaluation.config import PRESETS, PURIFIERS, EvalConfig, presets_text
 from .levers import CLASSIFIER_NAMES, FLAG_HELP as LEVERS_HELP, JUDGES, ROW_NAMES, LeversConfig, levers_command
 from .levers import levers_datasets, setting_name
 from .prepare_data import prepare_cifar10_command
-from .rejudge import Rejudge, rejudge_command
+from .rejudge import HELP as REJUDGE_HELP, Rejudge, rejudge_command
 from .reproduce import STAGES, MnistRecipe, reproduce_command
 from .train_classifier import HELPS as CLASSIFIER_HELPS
 from .train_classifier import OPTIONS as CLASSIFIER_OPTIONS
@@ -73,8 +73,6 @@ def _threads(p) -> None:
     p.add_argument("--threads", type=int, default=None, help=THREADS_HELP)  # commands.run sets them
 
 
-PRECISION = {"choices": list(PRECISION_CHOICES)}
-COMPILE = {"nargs": "?", "const": True, "choices": cmd.COMPILE_MODES, "metavar": "MODE"}
 def _demo(sub) -> None:
     p = sub.add_parser("demo", help="train or reuse models on digits, attack with ART PGD, print the table")
     _common(p, run_demo, settings=DemoConfig)
@@ -108,6 +106,8 @@ def _train_denoiser(sub) -> None:
 
 
 OPTIONS = {k: {"choices": v} for k, v in registry.OPTION_CHOICES.items()}  # the attacks' options as flags
+
+
 def _levers(sub) -> None:
     help_ = "the paper's row on a data set lever by lever (exact-score oracle and trained denoiser, baselines)"
     p = sub.add_parser("levers", description=levers_command.__doc__, help=help_)
@@ -128,8 +128,7 @@ def _levers(sub) -> None:
 
 
 def _rejudge(sub) -> None:
-    p = sub.add_parser("rejudge", description=rejudge_command.__doc__,
-                       help="judge a levers run's kept adversarial examples again on fresh ensembles, not attacking")
+    p = sub.add_parser("rejudge", description=rejudge_command.__doc__, help=REJUDGE_HELP)
     add = p.add_argument
     add("run_dir", metavar="RUN_DIR", help="the levers run folder (its examples/, records, cells.json, table.json)")
     add("--data-root", help="the data set's folder, for the oracle's training split (default: the run's command's)")

@@ -9,7 +9,20 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["CONFIG", "PRECISION_HELP", "THREADS_HELP", "TRAINER_HELP", "add_fields", "interval", "split"]
+from .._hardware import PRECISION_CHOICES
+from .commands import COMPILE_MODES
+
+__all__ = [
+    "COMPILE",
+    "CONFIG",
+    "PRECISION",
+    "PRECISION_HELP",
+    "THREADS_HELP",
+    "TRAINER_HELP",
+    "add_fields",
+    "interval",
+    "split",
+]
 
 CONFIG = "config."  # the dest prefix of a flag that sets a field of the command's settings
 
@@ -60,7 +73,11 @@ def _options(f: dataclasses.Field, default: Any, given: Mapping) -> dict:
     return extra
 
 
-# -- the help texts several commands share ---------------------------------------------------------------------------
+# -- the flags and help texts several commands share -----------------------------------------------------------------
+
+#: ``--precision`` of the trainers, and ``--compile`` (torch.compile's modes).
+PRECISION = {"choices": list(PRECISION_CHOICES)}
+COMPILE = {"nargs": "?", "const": True, "choices": COMPILE_MODES, "metavar": "MODE"}
 
 THREADS_HELP = (
     "torch CPU threads (default: OMP_NUM_THREADS when set, else the cores free to this process: min(CPU affinity, "

@@ -44,8 +44,17 @@ import numpy as np
 import torch
 
 from ..attacks._core import AUTO, JUDGE_DRAWS
-from ..attacks.registry import (BLIND_ATTACK, FULL_ATTACK, OPTION_HELP, REGISTRY, SWEEP_ATTACK, Budget,
-                               budget_settings, recorded, registered_name)
+from ..attacks.registry import (
+    BLIND_ATTACK,
+    FULL_ATTACK,
+    OPTION_HELP,
+    REGISTRY,
+    SWEEP_ATTACK,
+    Budget,
+    budget_settings,
+    recorded,
+    registered_name,
+)
 from ..attacks.apgd_eot import APGDEOT
 from ..attacks.selective_eot import SelectiveEOT
 from ..attacks.systemic_lowfreq import LowFrequencyVote
@@ -431,8 +440,10 @@ CLASSIFIER_NAMES = tuple(dict.fromkeys(k for p in PRESETS.values() for k in p.cl
 SETTING_NAMES = tuple(dict.fromkeys(s.name for p in PRESETS.values() for s in sigma_settings(p.sigmas)))
 
 
-SETTINGS_HELP = ("purifications at sigma 0.25 (released (T 10, λ 0.05), one-step denoise, ...) and, for each other S "
-                 "of the sigma grid, 'σ S, T 10, λ 0.5' and 'σ S, one-step'; default: all of them")
+SETTINGS_HELP = (
+    "purifications at sigma 0.25 (released (T 10, λ 0.05), one-step denoise, ...) and, for each other S "
+    "of the sigma grid, 'σ S, T 10, λ 0.5' and 'σ S, one-step'; default: all of them"
+)
 
 
 def is_setting_name(name: str) -> bool:
@@ -509,7 +520,7 @@ def preset_for(
     plateau of their validation robust accuracy).
     """
     spec = levers_spec(dataset)
-    p = PRESETS[spec.levers]
+    p = PRESETS[str(spec.levers)]  # levers_spec refused a data set without one
     eps = spec.eps if eps is None else float(eps)
     rows = p.rows
     if eps != p.eps:
@@ -835,7 +846,8 @@ def run_levers(
     :param device: Where the networks run (``"cpu"`` or ``"cuda"``).
     :param progress: Print one line per measured cell.
     :param train_precision: The classifiers' training passes (``precision`` of
-        :func:`~art_adp.apps.robust_baseline.train_until_plateau`): ``"fp32"``, or ``"bf16"``, refused on a processor without native bf16.
+        :func:`~art_adp.apps.robust_baseline.train_until_plateau`): ``"fp32"``, or ``"bf16"``, refused on a processor
+        without native bf16.
     :param attack_precision: The adaptive rows' gradient passes (:class:`~art_adp.attacks.registry.Budget`'s
         ``precision``): ``"fp32"``, or ``"bf16"`` autocast (judgements stay fp32), recorded with each row's options.
     :param force_precision: bf16 (training or attacks) even on a processor that emulates it.

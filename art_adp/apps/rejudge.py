@@ -22,7 +22,10 @@ from ..runs.engine import Judgement, defended_estimator, kept, rejudge, single_v
 from ..runs.records import array_sha256, module_sha256, read_jsonl, weights_sha256
 from . import levers
 
-__all__ = ["Rejudge", "rejudge_command", "rejudge_levers"]
+__all__ = ["HELP", "Rejudge", "rejudge_command", "rejudge_levers"]
+
+#: The command's one-line help.
+HELP = "judge a levers run's kept adversarial examples again on fresh ensembles, not attacking"
 
 
 @dataclass(frozen=True)

@@ -221,8 +221,10 @@ def train_until_plateau(
         model.load_state_dict(state.state_dict())
         held = read_checkpoint(last)[1][key]
         if held.get("precision", "fp32") != precision:
-            raise ValueError(f"{last} was trained in {held.get('precision', 'fp32')}, not {precision}: resume it in "
-                             "its own precision, or delete it to start again.")
+            raise ValueError(
+                f"{last} was trained in {held.get('precision', 'fp32')}, not {precision}: resume it in "
+                "its own precision, or delete it to start again."
+            )
         facts["curve"] = held["curve"]
     if train_epoch is None and method == "fgsm-rs":
 

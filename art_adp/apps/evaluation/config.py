@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ...attacks import registry
 from ...attacks._core import AUTO, EOT_TARGETS, STEP_SCHEDULES
@@ -296,7 +297,8 @@ def sized(c: EvalConfig, counts: dict[str, int]) -> EvalConfig:
     missing = sorted(set(fields.values()) - set(counts))
     if missing:
         raise ValueError(f"counts must size every count of the attacks' budgets; missing: {missing}.")
-    return replace(c, **{f: counts[p] for f, p in fields.items()})
+    sized: dict[str, Any] = {f: counts[p] for f, p in fields.items()}
+    return replace(c, **sized)
 
 
 #: The smoke preset's counts, for every attack alike (shared and own): enough to run each attack end to end, no more.
