@@ -352,6 +352,26 @@ def eot_target(path: str) -> str:
                       "process per cell:", "", *table(head, rows), "", source(path, result)])
 
 
+def attack_step(path: str) -> str:
+    """benchmarks/README.md: one CIFAR-10 attack step's gradient per mode and thread count, beside the FLOP floor."""
+    result = load(path)
+    rows = [[r["mode"], r["threads"], f"{r['ms_per_image_step']:.2f}", f"{r['vs_eager_fp32']:.2f}×",
+             f"{r['floor_ms_per_image_step']:.2f}", f"{r['ratio_to_floor']:.1f}",
+             "–" if r["compile_seconds"] is None else f"{r['compile_seconds']:.0f} s"] for r in result["rows"]]
+    flops = result["flops_per_image_step"]
+    peak = result["peak_flops_per_core"]
+    lines = [
+        f"Batch of {result['batch']}; the step's counted FLOPs per image: {flops['fp32'] / 1e9:.2f} GFLOP (the two "
+        f"networks' convolutions and matrix products, forward and backward); the processor's peak per core at "
+        f"{peak['mhz']:.0f} MHz: {peak['fp32'] / 1e9:.0f} GFLOP/s fp32, {peak['bf16'] / 1e9:.0f} GFLOP/s bf16 "
+        f"({result['cpu']}; {result['instruction_sets']}); ResNet-20 {result['resnet20']}; load average "
+        f"{result['load_avg_1min_at_start']:.1f} at the start" + (f"; compilation failed: {result['compile_failed']}"
+                                                                  if result.get("compile_failed") else "") + ".", "",
+        *table(["mode", "threads", "ms per image-step", "vs eager fp32", "floor (ms)", "× the floor", "compilation"],
+               rows), "", source(path, result)]  # fmt: skip
+    return "\n".join(lines)
+
+
 def train_speed(path: str) -> str:
     result = load(path)
     rows = [[r["mode"], r["ngf"], r["batch_size"], f"{r['samples_per_s']:,.1f}", f"{r['tflops_per_s']:.3f}",
@@ -1100,6 +1120,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "upstream-checks": ("upstream/results/pinned_tests_torch2.8.0.json", upstream_checks),
     "eot-memory": ("benchmarks/results/eot_memory.json", eot_memory),
     "eot-target": ("benchmarks/results/eot_target.json", eot_target),
+    "attack-step": ("benchmarks/results/attack_step.json", attack_step),
     "train-speed": ("benchmarks/results/train_speed_cpu.json", train_speed),
     "first-hour-epyc": ("benchmarks/results/first_hour_amd-epyc.json", first_hour),
     "gpu-h100": ("benchmarks/results/device_run_h100_2026-11-27_gpu.json", gpu_throughput),
