@@ -372,6 +372,22 @@ def attack_step(path: str) -> str:
     return "\n".join(lines)
 
 
+def precision_agreement(path: str) -> str:
+    """docs/attacks.md: an attack's rows in fp32 and in bf16 gradient passes on the same images and seeds
+    (benchmarks/precision_agreement.py), image by image."""
+    result = load(path)
+    rows = [[r["attack"], r["n"], f"{pct(r['fp32'])} ± {pct(r['half_width']['fp32'])}",
+             f"{pct(r['bf16'])} ± {pct(r['half_width']['bf16'])}", pct(r["agree"]),
+             f"{len(r['broken_by_fp32_only'])} / {len(r['broken_by_bf16_only'])}", pct(r["worst_case"]),
+             "yes" if r["holds"] else "**no**"] for r in result["rows"]]  # fmt: skip
+    bf16 = {"provenance": result["runs"]["bf16"]}
+    return "\n".join([
+        *table(["row", "images", "fp32 (worst of R)", "bf16 (worst of R)", "agree (%)", "broken by one only: fp32 / bf16",
+                "worst case over both", "rule holds"], rows), "",
+        f"The bf16 folder's call: `{command(bf16)}` · {device(path, bf16)} · wall time "
+        f"{wall(bf16['provenance']['wall_time_s'])}.", "", source(path, result)])  # fmt: skip
+
+
 def train_speed(path: str) -> str:
     result = load(path)
     rows = [[r["mode"], r["ngf"], r["batch_size"], f"{r['samples_per_s']:,.1f}", f"{r['tflops_per_s']:.3f}",
@@ -1121,6 +1137,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "eot-memory": ("benchmarks/results/eot_memory.json", eot_memory),
     "eot-target": ("benchmarks/results/eot_target.json", eot_target),
     "attack-step": ("benchmarks/results/attack_step.json", attack_step),
+    "precision-fashion-mnist": ("docs/results/precision_fashion_mnist.json", precision_agreement),
     "train-speed": ("benchmarks/results/train_speed_cpu.json", train_speed),
     "first-hour-epyc": ("benchmarks/results/first_hour_amd-epyc.json", first_hour),
     "gpu-h100": ("benchmarks/results/device_run_h100_2026-11-27_gpu.json", gpu_throughput),
