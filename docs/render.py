@@ -828,7 +828,7 @@ ANSWERS: dict[str, tuple[tuple[str, ...], str]] = {
     "mnist": (tuple(f"docs/results/mnist_{n}.json" for n in (
         "adv_cnn_plateau", "levers", "new_attacks", "full_strength", "full_strength_denoiser", "adv_cnn",
         "behind_purifier", "adv_behind_purifier", "behind_denoiser", "attack_options")), "adv-cnn"),
-    "cifar10": (tuple(f"docs/results/cifar10_{n}.json" for n in ("levers", "more", "full_gradient")), "adv-resnet20"),
+    "cifar10": (tuple(f"docs/results/cifar10_{n}.json" for n in ("levers", "more", "full_gradient", "clip")), "adv-resnet20"),
 }  # fmt: skip
 
 
@@ -912,7 +912,7 @@ def answer(dataset: str) -> str:
         names[model, model_hash, setting, clf, clf_hash] = [
             purifier + ("" if model == "none" else f" · {setting}"),
             clf + (f" {clf_hash[:12]}" if len(hashes[clf]) > 1 and clf_hash else "")]
-    rows, blind = [], []
+    rows, blind, clean_only = [], [], []
     for key, cells_by_file in defences.items():
         cleans = [cells["clean"] for cells in cells_by_file.values() if "clean" in cells]
         clean = max(cleans, key=lambda c: c["n"], default=None)  # the most images; on a tie, the first file's
@@ -923,6 +923,9 @@ def answer(dataset: str) -> str:
             clf = f"**{clf}: adversarial training**"
         if worst is None:
             attacks = {a: c for cells in cells_by_file.values() for a, c in cells.items() if a != "clean"}
+            if not attacks:
+                clean_only.append(f"{purifier} → {clf} {cell(clean)}")
+                continue
             lowest = min(attacks.values(), key=lambda c: c["accuracy"])
             blind.append(f"{purifier} → {clf} {pct(clean['accuracy']) if clean else '–'} / "
                          f"{pct(lowest['accuracy'])} ({lowest['n']})")  # fmt: skip
@@ -957,6 +960,9 @@ def answer(dataset: str) -> str:
     if blind:
         out += ["", "Measured only under the preprocessor-blind Clf-PGD, which does not see the purifier (clean / "
                 "Clf-PGD in %, images): " + "; ".join(blind) + "."]  # fmt: skip
+    if clean_only:
+        out += ["", "Measured clean only, under no attack yet (%, [95 % Wilson interval] (images)): "
+                + "; ".join(clean_only) + "."]  # fmt: skip
     first = load(paths[0])
     return "\n".join([*out, "", source(paths[0], first)])
 
@@ -1077,6 +1083,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "cifar10-levers": ("docs/results/cifar10_levers.json", levers_result),
     "cifar10-full-gradient": ("docs/results/cifar10_full_gradient.json", levers_result),
     "cifar10-more": ("docs/results/cifar10_more.json", levers_result),
+    "cifar10-clip": ("docs/results/cifar10_clip.json", levers_result),
     "cifar10-ffdnet": ("docs/results/cifar10_ffdnet.json", ffdnet_result),
     "cifar10-ffdnet-yardstick": ("docs/results/cifar10_ffdnet_yardstick.json", levers_result),
     "cifar10-not-run": ("docs/results/cifar10_not_run.json", cifar10_not_run),
