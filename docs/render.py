@@ -828,7 +828,8 @@ ANSWERS: dict[str, tuple[tuple[str, ...], str]] = {
     "mnist": (tuple(f"docs/results/mnist_{n}.json" for n in (
         "adv_cnn_plateau", "levers", "new_attacks", "full_strength", "full_strength_denoiser", "adv_cnn",
         "behind_purifier", "adv_behind_purifier", "behind_denoiser", "attack_options")), "adv-cnn"),
-    "cifar10": (tuple(f"docs/results/cifar10_{n}.json" for n in ("levers", "more", "full_gradient", "clip")), "adv-resnet20"),
+    "cifar10": (tuple(f"docs/results/cifar10_{n}.json" for n in (
+        "levers", "more", "full_gradient", "clip", "full_gradient_unclipped")), "adv-resnet20"),
 }  # fmt: skip
 
 
@@ -1084,6 +1085,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "cifar10-full-gradient": ("docs/results/cifar10_full_gradient.json", levers_result),
     "cifar10-more": ("docs/results/cifar10_more.json", levers_result),
     "cifar10-clip": ("docs/results/cifar10_clip.json", levers_result),
+    "cifar10-full-gradient-unclipped": ("docs/results/cifar10_full_gradient_unclipped.json", levers_result),
     "cifar10-ffdnet": ("docs/results/cifar10_ffdnet.json", ffdnet_result),
     "cifar10-ffdnet-yardstick": ("docs/results/cifar10_ffdnet_yardstick.json", levers_result),
     "cifar10-not-run": ("docs/results/cifar10_not_run.json", cifar10_not_run),
