@@ -1090,6 +1090,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "cifar10-ffdnet-yardstick": ("docs/results/cifar10_ffdnet_yardstick.json", levers_result),
     "cifar10-not-run": ("docs/results/cifar10_not_run.json", cifar10_not_run),
     "fashion-mnist-attack-options": ("docs/results/fashion_mnist_attack_options.json", levers_result),
+    "fashion-mnist-attack-defaults": ("docs/results/fashion_mnist_attack_defaults.json", levers_result),
     "mnist-attack-options": ("docs/results/mnist_attack_options.json", levers_result),
     "mnist-levers": ("docs/results/mnist_levers.json", mnist_levers),
     "fashion-mnist-levers": ("docs/results/fashion_mnist_levers.json", fashion_mnist_levers),
