@@ -17,10 +17,10 @@ Part cifar10: the CIFAR-10 rows a CPU cannot afford, as ``art-adp levers`` runs 
         travel (150 MB against the 64 MiB a call carries): the denoiser is trained on the CPU, and the GPU part runs
         the DenoiserUNet rows only.
 
-Here (a machine with the registry and ../shared), once per checkout, before the GPU session::
+Here (a machine with the registry and an MNIST folder), once per checkout, before the GPU session::
 
-    python benchmarks/device_run.py prepare           # .whl/ (wheels) and .gpu-data/ (MNIST subset, digits models)
-    python benchmarks/device_run.py prepare --cifar10 DATA --cifar10-run RUN_DIR --denoiser DENOISER
+    python benchmarks/device_run.py prepare --mnist MNIST  # .whl/ (wheels), .gpu-data/ (MNIST, digits models)
+    python benchmarks/device_run.py prepare --mnist MNIST --cifar10 DATA --cifar10-run RUN_DIR --denoiser DENOISER
                                                       # + .gpu-data/cifar10/ (development split, 5,000 training
                                                       #   images) and .gpu-data/cifar10-run/ (the classifiers, the
                                                       #   DenoiserUNet)
@@ -208,7 +208,7 @@ def install_wheels(env: dict) -> None:
     except ImportError:
         wheels = sorted(glob.glob(str(ROOT / ".whl" / "*.whl")))
         if not wheels:
-            sys.exit("ART or torchattacks is missing and .whl/ holds no wheels: run `device_run.py prepare` here.")
+            sys.exit("ART or torchattacks is missing and .whl/ holds no wheels: run `device_run.py prepare --mnist MNIST` here.")
         site = "/tmp/site"
         subprocess.check_call(
             [
@@ -639,7 +639,7 @@ def bundle_text(run: Run, work: Path) -> None:
 
 
 def prepare(args) -> None:
-    """Here, with the registry and ../shared: the wheels into .whl/, the data and the digits models into .gpu-data/."""
+    """Here, with the registry and an MNIST folder: the wheels into .whl/, the data and the digits models into .gpu-data/."""
     (ROOT / ".whl").mkdir(exist_ok=True)
     subprocess.check_call(
         [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
@@ -732,7 +732,7 @@ def main() -> None:
         q.set_defaults(func=func)
     p.set_defaults(func=run_parts)
     p = sub.add_parser("prepare", help="here: wheels and data for the GPU run")
-    p.add_argument("--mnist", default=str(ROOT.parent / "shared" / "data" / "mnist-subset"))
+    p.add_argument("--mnist", required=True, help="an MNIST folder (the four idx.gz files) for part 1's recipe")
     p.add_argument("--cifar10", help="a CIFAR-10 data root (cifar-10-batches-py): the part cifar10's data")
     p.add_argument("--cifar10-run", help="the levers run folder holding resnet20.safetensors, tiniest.pt, ...")
     p.add_argument("--denoiser", help="the DenoiserUNet the CIFAR-10 rows purify with (train-denoiser's)")
