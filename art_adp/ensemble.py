@@ -109,9 +109,17 @@ def compiled_networks(estimator) -> Iterator[None]:
             p.compile = old
 
 
+def current_gradient_precision() -> str:
+    """The precision of the gradient passes started here: ``"bf16"`` inside ``gradient_precision("bf16")``, else
+    ``"fp32"``."""
+    return _GRADIENT_PRECISION.get()
+
+
 def _as_float(out: Any) -> Any:
     if isinstance(out, torch.Tensor):
         return out.float() if out.is_floating_point() else out
+    if isinstance(out, tuple) and hasattr(out, "_fields"):  # a named tuple takes its fields one by one
+        return type(out)(*(_as_float(o) for o in out))
     if isinstance(out, (tuple, list)):
         return type(out)(_as_float(o) for o in out)
     return out

@@ -31,3 +31,25 @@ def tiny():
 
     x = torch.rand(40, 1, 8, 8, generator=torch.Generator().manual_seed(0))
     return x, geometric_sigmas(1.0, 0.05, 4)
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--attack-precision", choices=("fp32", "bf16"), default="fp32",
+        help="run every test's attack gradient passes at this precision (art_adp.ensemble.gradient_precision; "
+             "judgements stay fp32): `pytest --attack-precision bf16 tests/test_attacks.py ...` runs the planted "
+             "attack tests under bf16")  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _attack_precision(request):
+    """The gradient passes of the attacks a test runs at ``--attack-precision`` (fp32 by default: nothing changes);
+    under bf16 the tests of gradient identities to float32 rounding (``fp32_identity``) are skipped: bf16 keeps 8
+    significant bits."""
+    from art_adp.ensemble import gradient_precision
+
+    precision = request.config.getoption("--attack-precision")
+    if precision != "fp32" and request.node.get_closest_marker("fp32_identity"):
+        pytest.skip(f"a gradient identity to float32 rounding; --attack-precision {precision} rounds at ~4e-3")
+    with gradient_precision(precision):
+        yield

@@ -70,6 +70,7 @@ def test_attack_respects_ball_and_range_and_fools_the_undefended_classifier(setu
     assert purifier.gradient == "bpda"  # the attack's mode (e.g. "full") was restored
 
 
+@pytest.mark.fp32_identity
 def test_joint_attacks_with_weight_zero_are_bpda(setup):
     mlp, score, x, y = setup
     kw = dict(eps=EPS, eps_step=STEP, max_iter=3, eot_samples=2)
@@ -115,6 +116,7 @@ def test_eot_of_a_deterministic_defence_equals_one_sample_and_chunking_changes_n
     torch.testing.assert_close(sign, g1.sign())
 
 
+@pytest.mark.fp32_identity
 def test_eot_gradient_is_the_mean_of_single_draw_gradients(setup):
     """k stacked copies in one pass = the mean of k single passes with the same noise draws."""
     mlp, score, x, y = setup

@@ -66,6 +66,7 @@ def test_vote_breaks_ties_by_the_averaged_probabilities():
                            "vote").argmax().item() == 2  # two votes beat one confident draw
 
 
+@pytest.mark.fp32_identity
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("gradient", ["bpda", "full"])
 def test_loss_gradient_is_the_mean_of_per_draw_gradients(nets, device, gradient):
@@ -81,6 +82,7 @@ def test_loss_gradient_is_the_mean_of_per_draw_gradients(nets, device, gradient)
     assert not np.allclose(grad, single, rtol=1e-2, atol=1e-6)  # it is not just one draw
 
 
+@pytest.mark.fp32_identity
 def test_chunking_does_not_change_the_draws_on_cpu(nets):
     _, _, x, y = nets
     art, eot, purifier = build(nets, nb=3, batch_size=7)  # chunks straddle draws
@@ -119,6 +121,7 @@ def test_loss_gradient_accepts_tensors_and_index_labels(nets):
     assert isinstance(from_torch, torch.Tensor) and np.allclose(from_torch.numpy(), from_numpy)
 
 
+@pytest.mark.fp32_identity
 def test_full_eot_gradient_matches_finite_differences_with_fixed_noise(nets):
     _, _, x, y = nets
     x, y = x[:2], y[:2]

@@ -99,6 +99,7 @@ class Smooth(torch.nn.Module):
         return self.fc(torch.tanh(x.flatten(1)))
 
 
+@pytest.mark.fp32_identity
 def test_ensemble_gradient_is_the_gradient_of_the_ensembles_loss_whatever_the_blocks(one_thread):
     x = torch.rand(3, 1, 8, 8, generator=torch.Generator().manual_seed(2))
     y = torch.tensor([0, 1, 2])

@@ -22,6 +22,7 @@ mean softmax, and keeps its name so that its records keep theirs.)
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,7 @@ from art.attacks.attack import EvasionAttack
 from art.estimators.classification import PyTorchClassifier
 
 from .._checks import boolean, integer, memory_budget as check_memory_budget, number, one_of, positive_int
-from ..ensemble import eot_gradient, logits
+from ..ensemble import current_gradient_precision, eot_gradient, logits
 from ._core import DEFAULT_GRADIENT, GRADIENTS, check_norm, gradient_mode, labels
 from .best_iterate import JUDGEMENTS, BestIterate, confirmed
 
@@ -40,9 +41,12 @@ __all__ = ["ADAM_BETAS", "LowFrequencyBasis", "LowFrequencyVote", "SystemicLowFr
 PROJECTION_ROUNDS = 20
 #: Adam's moment decay rates and denominator constant: torch's defaults, which DiffBreak's ``LF`` uses.
 ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8
-#: Coefficient gradients at most this fraction of the image's largest are float rounding (a few float32 ulps of the
-#: DCT's sums) and are taken as zero before Adam, whose per-coordinate normalisation would make full steps of them.
-ROUNDING = 1e-6
+#: Coefficient gradients at most this fraction of the image's largest are rounding (a few ulps of the DCT's sums, at
+#: the gradient passes' precision: bf16 keeps 8 significant bits, so its pixel gradients carry ~0.4 % errors) and are
+#: taken as zero before Adam, whose per-coordinate normalisation would make full steps of them. At fp32's threshold a
+#: bf16 run steps along rounding noise and breaks nothing of the planted vote case (``pytest --attack-precision bf16
+#: tests/test_systemic_lowfreq.py``).
+ROUNDING = MappingProxyType({"fp32": 1e-6, "bf16": 1e-2})
 
 
 def dct_matrix(n: int, *, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> torch.Tensor:
@@ -155,7 +159,8 @@ class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attr
       draws; here the judgement on draws of its own chooses it (the suite's one rule,
       :mod:`~art_adp.attacks.best_iterate`), and those draws are the same at every step (iterates compared on common
       noise) where DiffBreak draws anew; a second, fresh set confirms a win before the image is stopped.
-    - Coefficient gradients below float rounding of each image's largest are zeroed before Adam (:data:`ROUNDING`).
+    - Coefficient gradients below rounding of each image's largest (at the gradient passes' precision) are zeroed before
+      Adam (:data:`ROUNDING`).
     - The coefficients' gradient is the pixel gradient at the clipped iterate projected on the band (the adjoint of
       the basis), not the chain rule through the clip, which gives no gradient to a pixel at a bound.
     - ``random_start`` may start from a random point of the ball ∩ band; ``confidence`` may cap the margin.
@@ -353,12 +358,13 @@ class LowFrequencyVote(EvasionAttack):  # pylint: disable=too-many-instance-attr
         """
         One step of Adam's ascent on gradient ``d`` (torch's ``Adam``, written out so that each image keeps its own
         moments and can stop): each image's gradient clipped to ℓ2 norm 1 first, as DiffBreak clips, its entries at
-        most :data:`ROUNDING` of its largest set to zero.
+        most :data:`ROUNDING` (at the gradient passes' precision) of its largest set to zero.
 
         :return: ``(step, m, v)``: the step to add, the new first and second moments.
         """
         shape = (-1, *([1] * (d.ndim - 1)))
-        d = torch.where(d.abs() > ROUNDING * d.flatten(1).abs().amax(1).view(shape), d, torch.zeros_like(d))
+        rounding = ROUNDING[current_gradient_precision()]
+        d = torch.where(d.abs() > rounding * d.flatten(1).abs().amax(1).view(shape), d, torch.zeros_like(d))
         d = d / d.flatten(1).norm(dim=1).view(shape).clamp_min(1.0)
         (b1, b2) = ADAM_BETAS
         m = b1 * m + (1 - b1) * d
