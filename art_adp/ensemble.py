@@ -45,6 +45,7 @@ __all__ = [
     "ensemble_gradient",
     "at_gradient_precision",
     "compiled_networks",
+    "current_gradient_precision",
     "generators",
     "gradient_precision",
     "logits",
