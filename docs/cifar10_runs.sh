@@ -44,6 +44,35 @@ art-adp levers --dataset cifar10 --data-root "$DATA" --run-dir runs/cifar10-est 
     --denoiser "$DENOISER" --settings "one-step denoise" "released (T 10, λ 0.05)" --classifiers --purified resnet20 \
     tiniest --attacks clean clf-pgd bpda-eot full-pgd-eot apgd-eot --n-examples 200 --max-iter 100 --eot-samples 8 \
     --estimate-only
+# The later calls at the preset's epochs (adv-resnet20: 15; resnet20-denoiser: up to 8):
+L=(art-adp levers --dataset cifar10 --data-root "$DATA" --threads 1 --quiet)
+# 6. the noise clip and σ (docs/results/cifar10_clip.json): the DenoiserUNet's one-step denoise of the unclipped noisy
+#    input it was trained on, of the clipped one (ADP's, the paper's), and at σ 0.125, in front of both published
+#    classifiers, 500 images
+mkdir -p runs/cifar10-clip && cp runs/cifar10/resnet20.safetensors runs/cifar10/tiniest.pt runs/cifar10-clip/
+"${L[@]}" --run-dir runs/cifar10-clip "${D[@]}" --classifiers --settings "one-step denoise" \
+    "one-step denoise, clipped noise" "σ 0.125, one-step" --purified resnet20 tiniest --attacks clean --n-examples 500
+# 7. full-gradient PGD+EOT through the unclipped one-step denoise, in fp32 and with bf16 gradient passes, the same
+#    images and seeds (docs/results/cifar10_full_gradient_unclipped.json; the pair: precision_cifar10.json,
+#    python benchmarks/precision_agreement.py runs/cifar10-p-fp32 runs/cifar10-p-bf16 OUT.json)
+A=(--n-examples 200 --max-iter 100 --eot-samples 8 --repeats 10)
+for p in fp32 bf16; do
+    mkdir -p runs/cifar10-p-$p && cp runs/cifar10/resnet20.safetensors runs/cifar10-p-$p/
+    "${L[@]}" --run-dir runs/cifar10-p-$p "${D[@]}" --classifiers --settings "one-step denoise" --purified resnet20 \
+        --attacks full-pgd-eot "${A[@]}" --attack-precision $p
+done
+# 8. resnet20-denoiser: the published ResNet-20 fine-tuned on the one-step denoise's outputs (fresh noise each epoch;
+#    it trains in the first call that names it), its clean accuracy on 500 images, then full-gradient PGD+EOT (bf16
+#    gradient passes) on 200 (docs/results/cifar10_learned.json)
+mkdir -p runs/cifar10-learned && cp runs/cifar10/resnet20.safetensors runs/cifar10-learned/
+"${L[@]}" --run-dir runs/cifar10-learned "${D[@]}" --classifiers --settings "one-step denoise" \
+    --purified resnet20-denoiser --attacks clean --n-examples 500
+"${L[@]}" --run-dir runs/cifar10-learned "${D[@]}" --classifiers --settings "one-step denoise" \
+    --purified resnet20-denoiser --attacks full-pgd-eot "${A[@]}" --attack-precision bf16
+# 9. adv-resnet20 at fast adversarial training's full 15 epochs (resumable; docs/results/cifar10_baseline.json):
+#    clean and AutoAttack on 500 images
+"${L[@]}" --max-epochs 15 --run-dir runs/cifar10-adv15 "${D[@]}" --settings "one-step denoise" \
+    --classifiers adv-resnet20 --purified --attacks clean autoattack --n-examples 500
 echo "python docs/publish.py runs/cifar10-b/table.json docs/results/cifar10_levers.json (likewise runs/cifar10-c:"
 echo "cifar10_more.json, runs/cifar10-eot2: cifar10_full_gradient.json, runs/cifar10-est/estimate.json:"
 echo "cifar10_not_run.json) && python docs/render.py"
