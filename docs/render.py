@@ -590,7 +590,8 @@ def cell(c) -> str:
     if c is None:
         return ""
     lo, hi = c["ci95"]
-    return f"{pct(c['accuracy'])} [{pct(lo, 0)}–{pct(hi, 0)}] ({c['n']})"
+    precision = f"; {c['precision']} gradient passes" if c.get("precision", "fp32") != "fp32" else ""
+    return f"{pct(c['accuracy'])} [{pct(lo, 0)}–{pct(hi, 0)}] ({c['n']}{precision})"
 
 
 SCORE_LABELS = {"none": "no purification", "oracle": "oracle (exact score)", "denoiser": "DenoiserUNet"}
@@ -829,7 +830,7 @@ ANSWERS: dict[str, tuple[tuple[str, ...], str]] = {
         "adv_cnn_plateau", "levers", "new_attacks", "full_strength", "full_strength_denoiser", "adv_cnn",
         "behind_purifier", "adv_behind_purifier", "behind_denoiser", "attack_options")), "adv-cnn"),
     "cifar10": (tuple(f"docs/results/cifar10_{n}.json" for n in (
-        "levers", "more", "full_gradient", "clip", "full_gradient_unclipped")), "adv-resnet20"),
+        "levers", "more", "full_gradient", "clip", "full_gradient_unclipped", "learned")), "adv-resnet20"),
 }  # fmt: skip
 
 
@@ -1086,6 +1087,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "cifar10-more": ("docs/results/cifar10_more.json", levers_result),
     "cifar10-clip": ("docs/results/cifar10_clip.json", levers_result),
     "cifar10-full-gradient-unclipped": ("docs/results/cifar10_full_gradient_unclipped.json", levers_result),
+    "cifar10-learned": ("docs/results/cifar10_learned.json", levers_result),
     "cifar10-ffdnet": ("docs/results/cifar10_ffdnet.json", ffdnet_result),
     "cifar10-ffdnet-yardstick": ("docs/results/cifar10_ffdnet_yardstick.json", levers_result),
     "cifar10-not-run": ("docs/results/cifar10_not_run.json", cifar10_not_run),

@@ -67,6 +67,18 @@ def test_render_levers_counts_and_intervals():
     assert cell["accuracy"] == 0.75 and cell["n"] == 4
     assert cell["ci95"] == pytest.approx(list(wilson(0.75, 4)))
     assert "| m | s | 75.0 (4) [" in table_markdown({"cells": [cell]})
+    assert "precision" not in cell  # fp32, the default, goes unsaid
+
+
+def test_a_cell_of_bf16_gradient_passes_says_so_and_the_rendered_cell_too():
+    records = [{"model": "m", "setting": "s", "attack": "full-pgd-eot", "index": i, "correct": i < 1, "ensemble_size": 2,
+                "options": {"check_every": "auto", "precision": "bf16"}} for i in range(2)]  # fmt: skip
+    (cell,) = render_levers(records)["cells"]
+    assert cell["precision"] == "bf16"
+    spec = importlib.util.spec_from_file_location("render", Path(__file__).parents[1] / "docs" / "render.py")
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+    assert render.cell(cell).endswith("(2; bf16 gradient passes)")
 
 
 def test_a_run_measures_resumes_and_extends(tiny, tmp_path, one_thread):

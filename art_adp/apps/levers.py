@@ -1167,6 +1167,8 @@ def render_levers(records: list[dict], base: str | None = None) -> dict:
             cell["judge"] = judge
         if (last.get("purifier") or {}).get("clip_noise") is False:  # a noisy input left unclipped, said so
             cell["clip_noise"] = False
+        if (last.get("options") or {}).get("precision", "fp32") != "fp32":  # the attack's gradient passes, said so
+            cell["precision"] = last["options"]["precision"]
         with_preds = [r for r in rs if len(r.get("pred", ())) >= 2 and "label" in r]
         if len(with_preds) == len(rs):
             cell["judgements"] = {k: {"accuracy": v, "ci95": list(wilson(v, len(rs)))}
