@@ -1070,8 +1070,25 @@ def first_hour(path: str) -> str:
     ])  # fmt: skip
 
 
+def smoke_evaluate(path: str) -> str:
+    """benchmarks/README.md: the smoke evaluation after the demo, timed (/usr/bin/time -v), against its budget."""
+    r = json.loads((ROOT / path).read_text(encoding="utf-8"))
+    p = r["provenance"]
+    rows = [[run["what"], f"{run['load_avg_1min'][0]:.1f} to {run['load_avg_1min'][1]:.1f}", wall(run["wall_s"]),
+             f"{wall(run['user_s'] + run['system_s'])} ({run['cpu_percent']} % of a core)", run["estimate"],
+             run["code_version"]] for run in r["runs"]]  # fmt: skip
+    return "\n".join([
+        f"{r['about']}; the budget: {wall(r['budget_s'])} of wall time on two cores.", "",
+        *table(["beside it", "load average (1 min)", "wall time", "CPU time (user + system)",
+                "its own estimate at the start", "code"], rows), "",
+        f"<sub>Rendered from `{path}` by `docs/render.py`: `{p['command']}` · {p['device']} · wall time "
+        f"{wall(p['wall_time_s'])} · code {p['code_version']}.</sub>",
+    ])  # fmt: skip
+
+
 FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "demo": ("docs/results/demo.json", demo),
+    "smoke-evaluate": ("benchmarks/results/smoke_evaluate_amd-epyc.json", smoke_evaluate),
     "purifiers-digits-smoke": ("docs/cards/digits_purifiers_smoke.json", purifier_comparison),
     "denoiser-mnist": ("docs/results/denoiser_mnist.json", denoiser_training),
     "denoiser-fashion-mnist": ("docs/results/denoiser_fashion_mnist.json", denoiser_training),
