@@ -830,7 +830,7 @@ ANSWERS: dict[str, tuple[tuple[str, ...], str]] = {
         "adv_cnn_plateau", "levers", "new_attacks", "full_strength", "full_strength_denoiser", "adv_cnn",
         "behind_purifier", "adv_behind_purifier", "behind_denoiser", "attack_options")), "adv-cnn"),
     "cifar10": (tuple(f"docs/results/cifar10_{n}.json" for n in (
-        "levers", "more", "full_gradient", "clip", "full_gradient_unclipped", "learned")), "adv-resnet20"),
+        "baseline", "levers", "more", "full_gradient", "clip", "full_gradient_unclipped", "learned")), "adv-resnet20"),
 }  # fmt: skip
 
 
@@ -1105,6 +1105,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "cifar10-clip": ("docs/results/cifar10_clip.json", levers_result),
     "cifar10-full-gradient-unclipped": ("docs/results/cifar10_full_gradient_unclipped.json", levers_result),
     "cifar10-learned": ("docs/results/cifar10_learned.json", levers_result),
+    "cifar10-baseline": ("docs/results/cifar10_baseline.json", levers_result),
     "cifar10-ffdnet": ("docs/results/cifar10_ffdnet.json", ffdnet_result),
     "cifar10-ffdnet-yardstick": ("docs/results/cifar10_ffdnet_yardstick.json", levers_result),
     "cifar10-not-run": ("docs/results/cifar10_not_run.json", cifar10_not_run),
