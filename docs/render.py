@@ -1098,7 +1098,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "denoiser-cifar10": ("docs/results/denoiser_cifar10.json", denoiser_bundled),
     "fashion-mnist-answer": ("docs/results/fashion_mnist_levers.json", fashion_mnist_answer),
     "mnist-answer": ("docs/results/mnist_adv_cnn_plateau.json", mnist_answer),
-    "cifar10-answer": ("docs/results/cifar10_levers.json", cifar10_answer),
+    "cifar10-answer": ("docs/results/cifar10_baseline.json", cifar10_answer),
     "cifar10-levers": ("docs/results/cifar10_levers.json", levers_result),
     "cifar10-full-gradient": ("docs/results/cifar10_full_gradient.json", levers_result),
     "cifar10-more": ("docs/results/cifar10_more.json", levers_result),
