@@ -1176,6 +1176,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "eot-target": ("benchmarks/results/eot_target.json", eot_target),
     "attack-step": ("benchmarks/results/attack_step.json", attack_step),
     "precision-fashion-mnist": ("docs/results/precision_fashion_mnist.json", precision_agreement),
+    "precision-cifar10": ("docs/results/precision_cifar10.json", precision_agreement),
     "train-speed": ("benchmarks/results/train_speed_cpu.json", train_speed),
     "first-hour-epyc": ("benchmarks/results/first_hour_amd-epyc.json", first_hour),
     "gpu-h100": ("benchmarks/results/device_run_h100_2026-11-27_gpu.json", gpu_throughput),
