@@ -1119,6 +1119,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "cifar10-not-run-paper": ("docs/results/cifar10_not_run_paper.json", levers_estimate),
     "fashion-mnist-attack-options": ("docs/results/fashion_mnist_attack_options.json", levers_result),
     "fashion-mnist-attack-defaults": ("docs/results/fashion_mnist_attack_defaults.json", levers_result),
+    "mnist-attack-defaults": ("docs/results/mnist_attack_defaults.json", levers_result),
     "mnist-attack-options": ("docs/results/mnist_attack_options.json", levers_result),
     "mnist-levers": ("docs/results/mnist_levers.json", mnist_levers),
     "fashion-mnist-levers": ("docs/results/fashion_mnist_levers.json", fashion_mnist_levers),
