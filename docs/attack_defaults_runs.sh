@@ -12,8 +12,9 @@
 #   a:    APGD-EOT on both losses as the v2 "a" folders measured them, now from Croce & Hein's start and with the DLR
 #         run re-judging on fresh draws an image its own draws broke; the low-frequency vote attack aimed at the mean
 #         softmax at DiffBreak's 100 iterations.
-# Published beside the earlier folders: python docs/publish.py --variants runs/v2-TAG-a runs/v3-TAG-a runs/v3-TAG-d
-# runs/v3-TAG-e docs/results/NAME.json
+# Published side by side: python docs/publish.py --variants runs/v3-TAG-d runs/v3-TAG-e runs/v3-TAG-a
+# docs/results/DATASET_attack_defaults.json; the precision pair: python benchmarks/precision_agreement.py runs/v3-TAG-d
+# runs/v3-TAG-p docs/results/precision_DATASET.json
 #   bash docs/attack_defaults_runs.sh mnist MNIST_DIR mlp mn
 #   bash docs/attack_defaults_runs.sh fashion-mnist FASHION_MNIST_DIR cnn fm
 # ESTIMATE=1 prices each call on this machine (levers --estimate-only) and trains, copies and measures nothing.
