@@ -75,6 +75,9 @@ def test_a_cell_of_bf16_gradient_passes_says_so_and_the_rendered_cell_too():
                 "options": {"check_every": "auto", "precision": "bf16"}} for i in range(2)]  # fmt: skip
     (cell,) = render_levers(records)["cells"]
     assert cell["precision"] == "bf16"
+    fp32 = [{**r, "attack": "apgd-eot", "options": {"check_every": "auto"}} for r in records]
+    worst = {c["attack"]: c for c in render_levers(records + fp32)["cells"]}["worst-case"]
+    assert worst["precision"] == "bf16 and fp32"  # the per-image worst case names both attacks' precisions
     spec = importlib.util.spec_from_file_location("render", Path(__file__).parents[1] / "docs" / "render.py")
     render = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(render)

@@ -1190,11 +1190,15 @@ def worst_over_attacks(cells: Mapping[tuple, list[dict]], base: str | None = Non
     """
     groups: dict[tuple, dict[str, dict[int, bool]]] = {}
     unclipped = set()
+    precisions: dict[tuple, set[str]] = {}
     for (clf, model, setting, attack, judge), rs in cells.items():
         if attack and attack != "clean" and judge == "ensemble":
             groups.setdefault((clf, model, setting), {})[attack] = {r["index"]: bool(r["correct"]) for r in rs}
             if (rs[-1].get("purifier") or {}).get("clip_noise") is False:
                 unclipped.add((clf, model, setting))
+            precisions.setdefault((clf, model, setting), set()).add(
+                (rs[-1].get("options") or {}).get("precision", "fp32")
+            )
     out = []
     for (clf, model, setting), by in groups.items():
         found = worst_case(by)
@@ -1206,6 +1210,8 @@ def worst_over_attacks(cells: Mapping[tuple, list[dict]], base: str | None = Non
                 "ci95": list(wilson(p, len(shared))), "attacks": sorted(by)}  # fmt: skip
         if (clf, model, setting) in unclipped:
             cell["clip_noise"] = False
+        if precisions[clf, model, setting] != {"fp32"}:  # its attacks' gradient passes, said so
+            cell["precision"] = " and ".join(sorted(precisions[clf, model, setting]))
         out.append({**cell, "classifier": clf} if clf != base else cell)
     return out
 
