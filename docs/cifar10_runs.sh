@@ -69,6 +69,8 @@ mkdir -p runs/cifar10-learned && cp runs/cifar10/resnet20.safetensors runs/cifar
     --purified resnet20-denoiser --attacks clean --n-examples 500
 "${L[@]}" --run-dir runs/cifar10-learned "${D[@]}" --classifiers --settings "one-step denoise" \
     --purified resnet20-denoiser --attacks full-pgd-eot "${A[@]}" --attack-precision bf16
+"${L[@]}" --run-dir runs/cifar10-learned "${D[@]}" --classifiers --settings "one-step denoise" \
+    --purified resnet20-denoiser --attacks full-pgd-eot-ensemble "${A[@]}" --attack-precision bf16
 # 9. adv-resnet20 at fast adversarial training's full 15 epochs (resumable; docs/results/cifar10_baseline.json):
 #    clean and AutoAttack on 500 images
 "${L[@]}" --max-epochs 15 --run-dir runs/cifar10-adv15 "${D[@]}" --settings "one-step denoise" \
