@@ -75,6 +75,14 @@ mkdir -p runs/cifar10-learned && cp runs/cifar10/resnet20.safetensors runs/cifar
 #    clean and AutoAttack on 500 images
 "${L[@]}" --max-epochs 15 --run-dir runs/cifar10-adv15 "${D[@]}" --settings "one-step denoise" \
     --classifiers adv-resnet20 --purified --attacks clean autoattack --n-examples 500
+# 10. σ 0.125 in front of the published ResNet-20 (docs/results/cifar10_sigma.json), and the 15-epoch adv-resnet20
+#     behind the unclipped one-step denoise (cifar10_adv_behind_purifier.json): clean and full-gradient PGD+EOT, bf16
+mkdir -p runs/cifar10-s125 runs/cifar10-advp && cp runs/cifar10/resnet20.safetensors runs/cifar10-s125/
+cp runs/cifar10-adv15/adv-resnet20.safetensors runs/cifar10-advp/
+"${L[@]}" --run-dir runs/cifar10-s125 "${D[@]}" --classifiers --settings "σ 0.125, one-step" --purified resnet20 \
+    --attacks clean full-pgd-eot "${A[@]}" --attack-precision bf16
+"${L[@]}" --run-dir runs/cifar10-advp "${D[@]}" --classifiers --settings "one-step denoise" --purified adv-resnet20 \
+    --attacks clean full-pgd-eot "${A[@]}" --attack-precision bf16
 echo "python docs/publish.py runs/cifar10-b/table.json docs/results/cifar10_levers.json (likewise runs/cifar10-c:"
 echo "cifar10_more.json, runs/cifar10-eot2: cifar10_full_gradient.json, runs/cifar10-est/estimate.json:"
 echo "cifar10_not_run.json) && python docs/render.py"

@@ -821,8 +821,8 @@ def cifar10_not_run(path: str) -> str:
 
 def cifar10_not_run_best(path: str) -> str:
     """docs/cifar10_results.md: the adaptive rows of the best purification settings not measured, priced."""
-    return levers_estimate(path, ("docs/results/cifar10_learned.json",
-                                  "docs/results/cifar10_full_gradient_unclipped.json"))
+    return levers_estimate(path, ("docs/results/cifar10_learned.json", "docs/results/cifar10_full_gradient_unclipped.json",
+                                  "docs/results/cifar10_sigma.json", "docs/results/cifar10_adv_behind_purifier.json"))
 
 
 #: The answer table of each data-set page: the levers tables it draws on (the first holds the adversarially trained
@@ -836,7 +836,8 @@ ANSWERS: dict[str, tuple[tuple[str, ...], str]] = {
         "adv_cnn_plateau", "levers", "new_attacks", "full_strength", "full_strength_denoiser", "adv_cnn",
         "behind_purifier", "adv_behind_purifier", "behind_denoiser", "attack_options")), "adv-cnn"),
     "cifar10": (tuple(f"docs/results/cifar10_{n}.json" for n in (
-        "baseline", "levers", "more", "full_gradient", "clip", "full_gradient_unclipped", "learned")), "adv-resnet20"),
+        "baseline", "levers", "more", "full_gradient", "clip", "full_gradient_unclipped", "learned", "sigma",
+        "adv_behind_purifier")), "adv-resnet20"),
 }  # fmt: skip
 
 
@@ -1112,6 +1113,8 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "cifar10-full-gradient-unclipped": ("docs/results/cifar10_full_gradient_unclipped.json", levers_result),
     "cifar10-learned": ("docs/results/cifar10_learned.json", levers_result),
     "cifar10-baseline": ("docs/results/cifar10_baseline.json", levers_result),
+    "cifar10-sigma": ("docs/results/cifar10_sigma.json", levers_result),
+    "cifar10-adv-behind-purifier": ("docs/results/cifar10_adv_behind_purifier.json", levers_result),
     "cifar10-ffdnet": ("docs/results/cifar10_ffdnet.json", ffdnet_result),
     "cifar10-ffdnet-yardstick": ("docs/results/cifar10_ffdnet_yardstick.json", levers_result),
     "cifar10-not-run": ("docs/results/cifar10_not_run.json", cifar10_not_run),
