@@ -83,6 +83,8 @@ cp runs/cifar10-adv15/adv-resnet20.safetensors runs/cifar10-advp/
     --attacks clean full-pgd-eot "${A[@]}" --attack-precision bf16
 "${L[@]}" --run-dir runs/cifar10-advp "${D[@]}" --classifiers --settings "one-step denoise" --purified adv-resnet20 \
     --attacks clean full-pgd-eot "${A[@]}" --attack-precision bf16
+"${L[@]}" --run-dir runs/cifar10-advp "${D[@]}" --classifiers --settings "one-step denoise" --purified adv-resnet20 \
+    --attacks full-pgd-eot-ensemble "${A[@]}" --attack-precision bf16
 echo "python docs/publish.py runs/cifar10-b/table.json docs/results/cifar10_levers.json (likewise runs/cifar10-c:"
 echo "cifar10_more.json, runs/cifar10-eot2: cifar10_full_gradient.json, runs/cifar10-est/estimate.json:"
 echo "cifar10_not_run.json) && python docs/render.py"
