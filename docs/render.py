@@ -71,7 +71,7 @@ def wall(seconds) -> str:
 
 
 # A data folder a command read, named in words: the provenance line prints the command as a user would type it
-# (``--data-root DIR``), never the development machine's path (a user's clone has no ``../shared``), and says which
+# (``--data-root DIR``), never the development machine's path (a folder a user's clone does not have), and says which
 # split DIR held. A result that records its own ``description`` of the data (``art-adp corruptions --description``)
 # is named by it; otherwise by the folder's name (in the command, or, where the command already says DIR, recorded in
 # the provenance's ``data_root`` or the result's ``data``), from what that folder's own notes say it holds.
