@@ -12,6 +12,7 @@ import pytest
 from art_adp.apps import cli, commands
 from art_adp.apps.evaluation import PRESETS, EvalConfig
 from art_adp.attacks import APGDEOT, PGDEOT
+from art_adp.apps.evaluation.config import ATTACKS
 from art_adp.attacks.registry import REGISTRY
 from art_adp.purification import DEFAULTS
 
@@ -72,12 +73,11 @@ def test_each_subcommand_is_one_call_with_its_settings(name, capsys):
 
 
 def test_defaults_come_from_the_library_and_the_settings():
-    evaluate, certify = _subparsers()["evaluate"], _subparsers()["certify"]
+    evaluate = _subparsers()["evaluate"]
     assert (evaluate.get_default("sigma"), evaluate.get_default("steps")) == (DEFAULTS.sigma, DEFAULTS.steps)
     help_text = evaluate.format_help().replace("\n", " ")
-    assert all(name in help_text.replace(" ", "") for name in REGISTRY)
+    assert all(name in help_text.replace(" ", "") for name in ATTACKS)  # the attacks on the purification
     assert "--max-iter" in help_text and "(default: 40)" in help_text  # the paper preset's, read from EvalConfig
-    assert "--ensemble-size" in certify.format_help() or True
     _, config, keywords = cli.parse(["certify"])
     assert config.steps == DEFAULTS.steps and keywords["run_dir"] == "runs/certify"
 

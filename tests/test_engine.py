@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from art_adp import ADPPurifier, KernelScore
-from art_adp.attacks.registry import BLIND_ATTACK, FULL_ATTACK
+from art_adp.attacks.registry import AUTOATTACK, BLIND_ATTACK, FULL_ATTACK
 from art_adp.runs import engine
 from art_adp.runs.engine import (
     Cell,
@@ -179,16 +179,16 @@ def test_a_changed_setting_is_refused_and_a_new_attack_added(digits, tmp_path, m
 
 def test_autoattack_is_an_attack_of_the_entry_point(digits, tmp_path):
     """AutoAttack (standard, torchattacks) as a row of the entry point, on an undefended classifier: the same examples
-    as torchattacks' own call with the seed the engine derives, judged the same."""
+    as torchattacks' own call with the block's attack seed (the engine's scheme), judged the same."""
     import torchattacks
 
     clf, x, y, _ = digits
-    res = evaluate_robustness(clf, None, x[:8], y[:8], eps=0.15, attacks=(engine.AUTOATTACK,), ensemble_size=1,
+    res = evaluate_robustness(clf, None, x[:8], y[:8], eps=0.15, attacks=(AUTOATTACK,), ensemble_size=1,
                               repeats=1, run_dir=tmp_path, progress=False)  # fmt: skip
     attack = torchattacks.AutoAttack(clf, norm="Linf", eps=0.15, version="standard", n_classes=10,
-                                     seed=derive_seed(0, engine.AUTOATTACK) % 2**31)  # fmt: skip
+                                     seed=block_seeds(0, AUTOATTACK, 0).attack % 2**31)  # fmt: skip
     direct = clf(attack(torch.as_tensor(x[:8]), torch.as_tensor(y[:8]))).argmax(1).numpy() == y[:8]
-    assert res["robust"].tolist() == direct.tolist() and res["attacks"][engine.AUTOATTACK]["accuracy"] == direct.mean()
+    assert res["robust"].tolist() == direct.tolist() and res["attacks"][AUTOATTACK]["accuracy"] == direct.mean()
     assert res["clean"]["accuracy"] > res["worst_case"]["accuracy"]  # it breaks something
 
 

@@ -27,8 +27,9 @@ from art_adp.apps.levers import (
     run_levers,
     table_markdown,
 )
-from art_adp.attacks.registry import BLIND_ATTACK, FULL_ATTACK, REGISTRY, SWEEP_ATTACK
+from art_adp.attacks.registry import AUTOATTACK, BLIND_ATTACK, FULL_ATTACK, REGISTRY, SWEEP_ATTACK, Budget
 from art_adp.data import Dataset, DatasetSpec, load_dataset
+from art_adp.runs import engine
 from art_adp.runs.engine import defended_estimator
 from art_adp.runs.records import array_sha256
 
@@ -147,19 +148,19 @@ def test_autoattack_row_is_the_standard_version_seeded_inside_the_ball(tiny):
     y = model(torch.as_tensor(x)).argmax(1).numpy()  # every image correct before the attack
     state = torch.random.get_rng_state()
     estimator = defended_estimator(model, input_shape=(1, 28, 28))
-    a = levers.autoattack(0.3, 1)(estimator, x, y, np.arange(len(x)), None)
+    a = REGISTRY[AUTOATTACK].build(estimator, Budget(eps=0.3, eps_step=0.0, max_iter=0), 1).generate(x, y=y)
     assert torch.equal(torch.random.get_rng_state(), state)  # the caller's draws are untouched
     assert np.abs(a - x).max() <= 0.3 + 1e-6 and a.min() >= 0 and a.max() <= 1
     assert (model(torch.as_tensor(a)).argmax(1).numpy() != y).all()  # ε 0.3 breaks a random linear model
-    assert np.array_equal(a, levers.autoattack(0.3, 1)(estimator, x, y, np.arange(len(x)), None))
-    assert row_label(Row(levers.AUTOATTACK, levers.AUTOATTACK), 0.3).startswith("AutoAttack (standard: APGD-CE, APGD-T")
+    assert np.array_equal(a, REGISTRY[AUTOATTACK].build(estimator, Budget(eps=0.3, eps_step=0.0, max_iter=0), 1).generate(x, y=y))
+    assert row_label(Row(AUTOATTACK, AUTOATTACK), 0.3).startswith("AutoAttack (standard: APGD-CE, APGD-T")
 
 
 def test_autoattack_without_torchattacks_names_the_install(tiny, tmp_path, monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "torchattacks" else real(n, *a))
     with pytest.raises(ImportError, match=r"pip install --no-deps torchattacks==3.5.1"):
-        run_levers(tiny, tmp_path, models=("oracle",), attacks=("clean", levers.AUTOATTACK), progress=False)
+        run_levers(tiny, tmp_path, models=("oracle",), attacks=("clean", AUTOATTACK), progress=False)
 
 
 @pytest.mark.parametrize(
@@ -494,7 +495,7 @@ def test_baseline_rows_wiring(tiny, tmp_path, one_thread, monkeypatch):
                      "adv-cnn": ClassifierRecipe("cnn", adversarial=True, epochs=2, patience=1, max_iter=1)},
         baselines=("cnn", "adv-cnn"), sigmas=(0.25,),
         rows=(Row("clean"), Row(BLIND_ATTACK, BLIND_ATTACK, eps / 4, 2, True),
-              levers.adaptive_row(FULL_ATTACK, eps / 4, max_iter=1), Row(levers.AUTOATTACK, levers.AUTOATTACK)),
+              levers.adaptive_row(FULL_ATTACK, eps / 4, max_iter=1), Row(AUTOATTACK, AUTOATTACK)),
         attacks=("clean", BLIND_ATTACK),
     )  # fmt: skip
     monkeypatch.setitem(PRESETS, "tiny", preset)
@@ -502,16 +503,24 @@ def test_baseline_rows_wiring(tiny, tmp_path, one_thread, monkeypatch):
                                                                levers="tiny"))  # fmt: skip
     monkeypatch.setattr(robust_baseline, "robust_accuracy", lambda *a, **k: (1.0, 0.5))
     calls = []
-    monkeypatch.setattr(levers, "autoattack", lambda e, seed: lambda est, x, y, idx, s: calls.append(e) or x)
+
+    class Spy:  # AutoAttack's registry entry, recording its radius
+        def __init__(self, estimator, budget, seed):
+            calls.append(budget.eps)
+
+        def generate(self, x, y=None):
+            return x
+
+    monkeypatch.setattr(engine, "REGISTRY", {**REGISTRY, AUTOATTACK: replace(REGISTRY[AUTOATTACK], build=Spy)})
     table = run_levers(tiny, tmp_path, dataset="tiny", models=("oracle",), settings=["one-step denoise"],
-                       attacks=("clean", BLIND_ATTACK, FULL_ATTACK, levers.AUTOATTACK), purified=("adv-cnn",),
+                       attacks=("clean", BLIND_ATTACK, FULL_ATTACK, AUTOATTACK), purified=("adv-cnn",),
                        judges=("ensemble", "fixed"), n_examples=2, ensemble_size=1, repeats=2, eot_samples=1,
                        progress=False)  # fmt: skip
     cells = {(c.get("classifier", c["setting"]), c["attack"], c.get("judge", "ensemble")): c for c in table["cells"]}
     full = f"{FULL_ATTACK}-1it-r1"  # every adaptive row keeps its best iterate (one run) by default
     assert calls == [eps, eps]  # AutoAttack on the two undefended classifiers only
     assert {k for k in cells if k[0] in ("cnn", "adv-cnn") and cells[k]["n"] == 2} >= {
-        ("cnn", "clean", "ensemble"), ("adv-cnn", levers.AUTOATTACK, "ensemble"),
+        ("cnn", "clean", "ensemble"), ("adv-cnn", AUTOATTACK, "ensemble"),
         ("adv-cnn", full, "ensemble"), ("adv-cnn", full, "fixed"), ("adv-cnn", "clean", "fixed")}
     assert ("adv-cnn", BLIND_ATTACK, "fixed") not in cells  # fixed noise: clean and adaptive rows
     assert cells[("adv-cnn", full, "ensemble")]["repeats"] == 2
@@ -570,7 +579,7 @@ def test_render_of_a_fake_fashion_mnist_result():
             "eps_step": eps / 4, "patience": 5, "validation_attack": "PGD 20"}}},
         "cells": [cell(model="none", setting="cnn", attack="clean"),
                   cell(model="oracle", setting="released (T 10, λ 0.05)", attack=BLIND_ATTACK),
-                  cell(model="none", setting="adv-cnn", attack=levers.AUTOATTACK),
+                  cell(model="none", setting="adv-cnn", attack=AUTOATTACK),
                   cell(model="oracle", setting="one-step denoise", attack=FULL_ATTACK, repeats=2, eot_samples=8,
                        judgements=j),
                   cell(model="oracle", setting="one-step denoise", attack=FULL_ATTACK, judge="fixed"),

@@ -15,6 +15,7 @@ from art.estimators.classification import PyTorchClassifier
 import art_adp.attacks as A
 from art_adp import ADPPurifier, DefendedModel, EOTClassifier
 from art_adp.apps.evaluation import EvalConfig, evaluate
+from art_adp.apps.evaluation.config import ATTACKS as EVALUATED
 from art_adp.attacks.registry import REGISTRY, Budget
 from art_adp.ensemble import blocks, eot_gradient, logits, stack_draws
 from evalsuite_models import tiny_models
@@ -191,7 +192,7 @@ def test_evaluation_records_see_the_standardisation(setup, tmp_path, monkeypatch
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **{**kwargs, "preprocessing": (MEAN, STD)})
 
-    config = EvalConfig(attacks=tuple(REGISTRY), eps=EPS, eps_step=STEP, max_iter=2, eot_samples=2, spsa_max_iter=1,
+    config = EvalConfig(attacks=EVALUATED, eps=EPS, eps_step=STEP, max_iter=2, eot_samples=2, spsa_max_iter=1,
                         spsa_samples_per_step=4, apgd_max_iter=2, apgd_eot_samples=1, selective_max_iter=2,
                         selective_eot_samples=2, lowfreq_max_iter=2, ensemble_size=2, repeats=1, chunk_size=4,
                         batch_size=64, sanity=False)  # every attack's own budget tiny too (their papers': minutes)

@@ -39,6 +39,8 @@ def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
                        "apgd-eot-dev", "selective-eot")
     assert PAPER_ATTACKS == ATTACKS[:6] and GRADIENT_ATTACKS == ("full-pgd-eot", "apgd-eot", "bpda-eot")
     assert PRESETS["croce"].attacks == ("apgd-eot",)
+    assert {a: REGISTRY[a].protocol for a in REGISTRY if a not in ATTACKS} == {"autoattack": "baseline",
+                                                                               "art-pgd": "baseline"}
     assert {a: budget_fields(a) for a in ("clean", *ATTACKS, "flags")} == {
         "clean": (), "clf-pgd": ("max_iter",), "bpda-eot": ("max_iter", "eot_samples", "eot_aggregate"),
         "joint-score": ("max_iter", "eot_samples", "weight"), "joint-full": ("max_iter", "eot_samples", "weight"),
@@ -58,7 +60,7 @@ def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
                                       "apgd-eot": "apgd-eot", "apgd-eot-ensemble": "apgd-eot",
                                       "lowfreq-vote": "lowfreq-vote",
                                       "full-pgd-eot-dev": "clf-pgd", "apgd-eot-dev": "apgd-eot",
-                                      "selective-eot": "clf-pgd"}
+                                      "selective-eot": "clf-pgd", "autoattack": "autoattack", "art-pgd": "art-pgd"}
 
 
 @pytest.mark.parametrize("name, cls, expected", [
@@ -284,5 +286,28 @@ def test_protocols_and_the_strongest_of_each():
                                      "lowfreq-vote", "apgd-eot-dev", "selective-eot")  # fmt: skip
     # every protocol has its strongest attack, and one only -- but the ensemble's loss, on which PGD+EOT and APGD-EOT
     # each break images their papers' mean of per-draw losses leaves (and the other way round): both
-    for protocol in PROTOCOLS:
+    for protocol in set(PROTOCOLS) - {"baseline"}:  # the undefended baselines' attacks aim at no purification
         assert len(names(protocol=protocol, strongest=True)) == (2 if protocol == "ensemble" else 1), protocol
+
+
+def test_art_pgd_is_arts_own_pgd_seeded_and_leaves_numpys_draws_alone():
+    from art.attacks.evasion import ProjectedGradientDescent
+
+    from art_adp.attacks.registry import ART_PGD
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 3))
+    est = PyTorchClassifier(model, torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=3,
+                            clip_values=(0.0, 1.0))  # fmt: skip
+    x = torch.rand(6, 1, 8, 8, generator=torch.Generator().manual_seed(1)).numpy()
+    y = np.arange(6) % 3
+    b = Budget(eps=0.1, eps_step=0.02, max_iter=3, random_start=True, batch_size=4)
+    np.random.seed(123)
+    state = np.random.get_state()
+    a = REGISTRY[ART_PGD].build(est, b, 7).generate(x, y=y)
+    assert np.array_equal(np.random.get_state()[1], state[1])  # the caller's NumPy draws are untouched
+    np.random.seed(7)
+    ref = ProjectedGradientDescent(est, eps=0.1, eps_step=0.02, max_iter=3, num_random_init=1, batch_size=4,
+                                   verbose=False).generate(x, y=y)  # fmt: skip
+    assert np.array_equal(a, ref) and np.abs(a - x).max() <= 0.1 + 1e-6
+    assert not np.array_equal(a, REGISTRY[ART_PGD].build(est, b, 8).generate(x, y=y))  # another seed, another start

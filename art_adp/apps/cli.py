@@ -28,8 +28,9 @@ from .demo import DemoConfig, run_demo
 from .detect_demo import ATTACKS as DETECT_ATTACKS
 from .detect_demo import DEFENCES, DetectConfig, detect_command
 from .evaluation.command import EOT_SWEEP, SIGMA_SWEEP, evaluate_command
+
 from ..diffusion_purify import SAMPLERS
-from .evaluation.config import PRESETS, PURIFIERS, EvalConfig, presets_text
+from .evaluation.config import ATTACKS as EVALUATED, PRESETS, PURIFIERS, EvalConfig, presets_text
 from .levers import CLASSIFIER_NAMES, FLAG_HELP as LEVERS_HELP, JUDGES, ROW_NAMES, LeversConfig, levers_command
 from .levers import levers_datasets, setting_name
 from .prepare_data import prepare_cifar10_command
@@ -228,7 +229,7 @@ def _evaluate(sub) -> None:
         help="add an adversarially trained classifier (ART AdversarialTrainer with PGD, same architecture and "
         "training split), attacked and judged alike; cached as <run-dir>/adv_classifier.safetensors")  # fmt: skip
     helps = {
-        "attacks": f"comma-separated, from {','.join(registry.names())} (croce: {','.join(croce.attacks)})",
+        "attacks": f"comma-separated, from {','.join(EVALUATED)} (croce: {','.join(croce.attacks)})",
         "norm": "threat model norm", "eps_step": "step (None: eps/4, following --eps)",
         "max_iter": "PGD/BPDA/joint iterations", "eot_samples": "EOT draws of BPDA, joint and full-gradient PGD",
         "eot_aggregate": "mean of the EOT gradients or the authors' sign vote",

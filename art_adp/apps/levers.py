@@ -45,6 +45,8 @@ import torch
 
 from ..attacks._core import AUTO, JUDGE_DRAWS
 from ..attacks.registry import (
+    ART_PGD,
+    AUTOATTACK,
     BLIND_ATTACK,
     FULL_ATTACK,
     OPTION_HELP,
@@ -61,12 +63,10 @@ from ..attacks.systemic_lowfreq import LowFrequencyVote
 from ..models.checkpoint import check_purifier
 from ..runs.provenance import code_diff, code_version, provenance
 from ..runs.engine import (
-    AUTOATTACK,
     Cell,
     Judgement,
     Outcome,
     Seeds,
-    autoattack,
     clean,
     defended_estimator,
     estimate,
@@ -83,7 +83,7 @@ from ..runs.statistics import judgements, wilson
 from ..data import DATASETS, DatasetSpec
 from .flags import PRECISION_HELP
 from .._hardware import require_native
-from .robust_baseline import train_until_plateau, white_box_pgd
+from .robust_baseline import WHITE_BATCH, train_until_plateau, white_box_pgd
 
 __all__ = [
     "ATTACK_ROWS",
@@ -548,7 +548,7 @@ def row_label(row: Row, eps: float) -> str:
     if not row.attack:
         return "clean"
     if row.attack == AUTOATTACK:
-        return "AutoAttack (standard: APGD-CE, APGD-T, FAB-T, Square)"
+        return REGISTRY[AUTOATTACK].label
     label = REGISTRY[row.attack].label
     radius = "" if row.eps_scale == 1 else f" at ε·{row.eps_scale:g}"
     if REGISTRY[row.attack].own_step is not None:  # APGD and its variants choose their own step
@@ -565,10 +565,16 @@ def _classes(model) -> int:
     return getattr(model, "config", {}).get("nb_classes", 10)
 
 
-def _pgd(model, x, y, r: Row, eps: float, seed: int, device: str = "cpu") -> np.ndarray:
-    """White-box PGD on ``model`` itself (for a defended one: Clf-PGD against its bare classifier)."""
-    return white_box_pgd(model, x, y, eps=eps * r.eps_scale, eps_step=r.eps_step, max_iter=r.max_iter,
-                         random_start=r.random_start, seed=derive_seed(seed, "pgd", r.name), device=device)  # fmt: skip
+def _white_budget(r: Row, eps: float) -> Budget:
+    """A white-box row's budget on an undefended classifier."""
+    return Budget(eps=eps * r.eps_scale, eps_step=r.eps_step, max_iter=r.max_iter, random_start=r.random_start,
+                  batch_size=WHITE_BATCH)  # fmt: skip
+
+
+def _white_seeds(r: Row, seed: int, block: int = 0, first: int = 0) -> Seeds:  # pylint: disable=unused-argument
+    """The seeds of a white-box row (one block of every image): AutoAttack's derived from the run's seed, PGD's from
+    the row's name too."""
+    return Seeds(derive_seed(seed, AUTOATTACK) if r.attack == AUTOATTACK else derive_seed(seed, "pgd", r.name), seed)
 
 
 def _score_model(kind: str, level: float, x_train, denoiser, device: str = "cpu"):
@@ -756,17 +762,11 @@ def _adaptive(
     return registry_attack(r.attack, budget)(estimator, x, y, idx, seeds)
 
 
-def _white(r: Row, eps: float, seed: int, device: str):
-    """The attack of a white-box row on an undefended classifier: none (clean), AutoAttack or PGD on the model."""
-
-    def attack(estimator, x, y, idx, seeds):  # pylint: disable=unused-argument
-        if not r.attack:
-            return x
-        if r.attack == AUTOATTACK:
-            return autoattack(eps, derive_seed(seed, AUTOATTACK))(estimator, x, y, idx, seeds)
-        return _pgd(estimator.model, x, y, r, eps, seed, device)
-
-    return attack
+def _white(r: Row, eps: float):
+    """The attack of a white-box row on an undefended classifier: none (clean), or the registry's -- its PGD rows are
+    ART's PGD (:data:`~art_adp.attacks.registry.ART_PGD`), the attack their figures were measured with."""
+    return clean if not r.attack else registry_attack(ART_PGD if r.attack == BLIND_ATTACK else r.attack,
+                                                      _white_budget(r, eps))  # fmt: skip
 
 
 def run_levers(
@@ -896,7 +896,8 @@ def run_levers(
         return recorded(_budget(r, eps, eot_samples, judge_draws=ensemble_size, options=options), spec)
 
     if AUTOATTACK in attacks and importlib.util.find_spec("torchattacks") is None:
-        raise ImportError("The autoattack row runs torchattacks' AutoAttack: pip install --no-deps torchattacks==3.5.1")
+        raise ImportError(f"The {AUTOATTACK} row runs torchattacks' AutoAttack: pip install --no-deps "
+                          "torchattacks==3.5.1")  # fmt: skip
     all_settings = sigma_settings(preset.sigmas)
     chosen = [s for s in all_settings if settings is None or s.name in settings]
     if settings is not None and len(chosen) != len(set(settings)):
@@ -982,8 +983,8 @@ def run_levers(
     prices: dict[str, float] = {}
     once = Judgement("once", batch_size=max(1, len(x)))
     cells: list[Cell] = [  # the undefended classifiers under white-box attacks
-        Cell((base, "none", name, r.name, "ensemble"), f"bare:{name}", _white(r, eps, seed, device), once,
-             seeds=lambda b, first: Seeds(seed, seed), write=write(base, "none", name, r.name), block_size=None,
+        Cell((base, "none", name, r.name, "ensemble"), f"bare:{name}", _white(r, eps), once,
+             seeds=partial(_white_seeds, r, seed), write=write(base, "none", name, r.name), block_size=None,
              settings=cell_settings(r, once))
         for name in (() if estimate_only else classifiers) for r in white
     ]  # fmt: skip
@@ -996,7 +997,11 @@ def run_levers(
             cache = run_dir / f"{r.name.replace('/', '_')}{suffix}.npy"
             held = np.load(cache) if cache.exists() else x[:0]
             if len(held) < len(x):  # more images than last time: attack the new ones only
-                held = np.concatenate([held, _pgd(clfs[name], x[len(held) :], y[len(held) :], r, eps, seed, device)])
+                b = _white_budget(r, eps)
+                fresh = white_box_pgd(clfs[name], x[len(held) :], y[len(held) :], eps=b.eps, eps_step=b.eps_step,
+                                      max_iter=b.max_iter, random_start=b.random_start, device=device,
+                                      seed=_white_seeds(r, seed).attack)  # fmt: skip
+                held = np.concatenate([held, fresh])
                 np.save(cache, held)
             adv[(name, r.name)] = held[: len(x)]
 

@@ -24,10 +24,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..attacks.registry import ART_PGD, REGISTRY, Budget
 from ..runs.engine import defended_estimator
 from ..runs.seeds import derive_seed
 
-__all__ = ["METHODS", "plateau", "robust_accuracy", "split_validation", "train_until_plateau", "white_box_pgd"]
+__all__ = [
+    "METHODS",
+    "WHITE_BATCH",
+    "plateau",
+    "robust_accuracy",
+    "split_validation",
+    "train_until_plateau",
+    "white_box_pgd",
+]
 
 
 #: The adversarial training methods of :func:`train_until_plateau`.
@@ -59,6 +68,10 @@ def split_validation(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np
     return np.sort(order[k:]), np.sort(order[:k])
 
 
+#: Images per batch of the white-box PGD.
+WHITE_BATCH = 250
+
+
 def white_box_pgd(
     model: torch.nn.Module,
     x: np.ndarray,
@@ -70,27 +83,17 @@ def white_box_pgd(
     random_start: bool,
     seed: int,
     device: str = "cpu",
-    batch_size: int = 250,
+    batch_size: int = WHITE_BATCH,
     purifier=None,
 ) -> np.ndarray:
-    """ART's ℓ∞ ``ProjectedGradientDescent`` on ``model`` itself (for a defended one: Clf-PGD against its bare
-    classifier), or on the composed model behind ``purifier`` (its ``gradient`` decides the gradient); ART draws the
-    random start from NumPy's global RNG, seeded here with ``seed`` and restored after."""
-    from art.attacks.evasion import ProjectedGradientDescent
-
+    """The registry's ART PGD (:data:`~art_adp.attacks.registry.ART_PGD`, ℓ∞) on ``model`` itself (for a defended one:
+    Clf-PGD against its bare classifier), or on the composed model behind ``purifier`` (its ``gradient`` decides the
+    gradient), its random start drawn from ``seed``."""
     with torch.no_grad():
         nb_classes = int(model(torch.as_tensor(x[:1], device=device)).shape[1])
     estimator = defended_estimator(model, purifier, input_shape=x.shape[1:], nb_classes=nb_classes, device=device)
-    state = np.random.get_state()
-    try:
-        np.random.seed(seed % 2**32)
-        attack = ProjectedGradientDescent(
-            estimator, eps=eps, eps_step=eps_step, max_iter=max_iter, num_random_init=int(random_start),
-            batch_size=batch_size, verbose=False,
-        )  # fmt: skip
-        return attack.generate(x, y=y).astype(np.float32)
-    finally:
-        np.random.set_state(state)
+    budget = Budget(eps=eps, eps_step=eps_step, max_iter=max_iter, random_start=random_start, batch_size=batch_size)
+    return REGISTRY[ART_PGD].build(estimator, budget, seed).generate(x, y=y).astype(np.float32)
 
 
 def robust_accuracy(

@@ -9,6 +9,8 @@ inside the ε-ball and ``clip_values``.
 """
 
 from .apgd_eot import APGDEOT, APGDEOTDev, APGDEOTEnsemble
+from .art_pgd import SeededPGD
+from .autoattack import AutoAttackStandard
 from .classifier_pgd import ClassifierPGD
 from .fixed_noise_pgd import FixedNoisePGD
 from .joint_full import JointFull
@@ -24,6 +26,7 @@ __all__ = [
     "APGDEOT",
     "APGDEOTDev",
     "APGDEOTEnsemble",
+    "AutoAttackStandard",
     "BlackBoxSPSA",
     "ClassifierPGD",
     "EvadeDetectorLoss",
@@ -35,6 +38,7 @@ __all__ = [
     "PGDEOTDev",
     "PGDEOTEnsemble",
     "PurifiedStateLoss",
+    "SeededPGD",
     "SelectiveEOT",
     "SystemicLowFrequency",
 ]

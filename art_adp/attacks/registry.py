@@ -23,6 +23,8 @@ from .._checks import one_of
 from ..ensemble import compiled_networks, gradient_precision
 from ._core import AUTO, EOT_TARGETS, JUDGE_DRAWS, STEP_SCHEDULES, check_interval
 from .apgd_eot import APGDEOT, APGDEOTDev, APGDEOTEnsemble
+from .art_pgd import SeededPGD
+from .autoattack import AutoAttackStandard
 from .classifier_pgd import ClassifierPGD
 from .joint_full import JointFull
 from .joint_score import JointScore
@@ -35,6 +37,8 @@ from .systemic_lowfreq import LowFrequencyVote
 __all__ = [
     "ATTACKS",
     "AttackSpec",
+    "ART_PGD",
+    "AUTOATTACK",
     "BLIND_ATTACK",
     "Budget",
     "CLEAN_LABEL",
@@ -81,10 +85,14 @@ SWEEP_ATTACK = registered_name(PGDEOT, "bpda")
 #: The MNIST recipe's default full-gradient row.
 FULL_ATTACK = registered_name(PGDEOT, "full")
 #: The published evaluations the attacks come from (:attr:`AttackSpec.protocol`): Yoon et al.'s Table 3, Croce et
-#: al. 2022, DiffAttack (Kang et al. 2023), DiffHammer (Wang et al. 2024), DiffBreak (Kassis et al. 2025); and
+#: al. 2022, DiffAttack (Kang et al. 2023), DiffHammer (Wang et al. 2024), DiffBreak (Kassis et al. 2025);
 #: ``"ensemble"``: the PGD family on the loss of the ensemble the tables judge rather than the papers' mean of
-#: per-draw losses.
-PROTOCOLS = ("paper", "croce", "diffattack", "diffhammer", "diffbreak", "ensemble")
+#: per-draw losses; and ``"baseline"``: the white-box attacks of the undefended baselines (AutoAttack, ART's PGD).
+PROTOCOLS = ("paper", "croce", "diffattack", "diffhammer", "diffbreak", "ensemble", "baseline")
+#: AutoAttack's standard version: the adversarially trained baselines' attack.
+AUTOATTACK = registered_name(AutoAttackStandard)
+#: ART's own ℓ∞ PGD, seeded: the lever tables' white-box PGD rows on the undefended classifiers.
+ART_PGD = registered_name(SeededPGD)
 
 
 @dataclass(frozen=True)
@@ -671,6 +679,37 @@ ATTACKS: tuple[AttackSpec, ...] = (
         checks=False,  # its own best iterate within a run, its losses as restarts
         options=("judgement",),
         first=(("judgement", "worst"),),
+    ),
+    AttackSpec(
+        AUTOATTACK,
+        "AutoAttack (standard: APGD-CE, APGD-T, FAB-T, Square)",
+        lambda estimator, b, seed=0: AutoAttackStandard(estimator, eps=b.eps, seed=seed),
+        (),
+        # at most: APGD-CE's 100 iterations, APGD-T's and FAB-T's 9 targets × 100, forward + backward, and Square's
+        # 5,000 queries (each attack runs on the images the previous left robust: usually far fewer)
+        cost=lambda b, f, g: 1900 * g + 5000 * f,
+        describe=lambda b: "standard version (torchattacks)",
+        gradient=False,
+        protocol="baseline",
+        baseline=AUTOATTACK,
+        norms=(math.inf,),
+        best_iterate=False,
+        checks=False,
+    ),
+    AttackSpec(
+        ART_PGD,
+        "PGD (ART)",
+        lambda estimator, b, seed=0: SeededPGD(estimator, seed=seed, norm=b.norm, eps=b.eps, eps_step=b.eps_step,
+                                               max_iter=b.max_iter, num_random_init=int(b.random_start),
+                                               batch_size=b.batch_size, verbose=False),  # fmt: skip
+        _CLF,
+        lambda b, f, g: b.max_iter * g,
+        _steps_text,
+        gradient=False,
+        protocol="baseline",
+        baseline=ART_PGD,
+        best_iterate=False,
+        checks=False,
     ),
 )
 

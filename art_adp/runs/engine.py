@@ -43,12 +43,10 @@ from .records import append_records, read_jsonl
 from .seeds import derive_seed
 
 __all__ = [
-    "AUTOATTACK",
     "Cell",
     "Judgement",
     "Outcome",
     "Seeds",
-    "autoattack",
     "defended_estimator",
     "describe_defence",
     "estimate",
@@ -193,35 +191,6 @@ def registry_attack(name: str, budget: Budget) -> Attack:
 
     def run(estimator, x, y, idx, seeds):  # pylint: disable=unused-argument
         return REGISTRY[name].build(estimator, budget, seeds.attack).generate(x, y=y).astype(np.float32)
-
-    return run
-
-
-#: AutoAttack, standard version (Croce & Hein 2020: APGD-CE, APGD-T, FAB-T, Square 5,000 queries, each on the images the
-#: previous left robust), white box on an undefended classifier (on a randomized defence it is no adaptive attack: use
-#: the registry's): torchattacks' port of the reference code. ART's ``AutoAttack`` defaults to another list (APGD-CE
-#: and APGD-DLR × 5 restarts, DeepFool, Square 5 × 5,000) whose Square loops over images in Python: 0.36 s per query
-#: round for 150 Fashion-MNIST images (AMD EPYC, AVX2, one thread, fp32; torchattacks' Square 0.11 s), hours per
-#: robust classifier.
-AUTOATTACK = "autoattack"
-
-
-def autoattack(eps: float, seed: int) -> Attack:
-    """AutoAttack's standard version at ℓ∞ ``eps`` on the estimator's whole chain (torchattacks' port of the reference
-    code), seeded with ``seed``, the global RNG untouched."""
-
-    def run(estimator, x, y, idx, seeds):  # pylint: disable=unused-argument
-        import torchattacks
-
-        from ..ensemble import EstimatorLogits
-
-        model = estimator.model if not estimator.preprocessing_operations else EstimatorLogits(estimator)
-        dev = estimator.device
-        with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
-            attack = torchattacks.AutoAttack(model.eval(), norm="Linf", eps=eps, version="standard",
-                                             n_classes=estimator.nb_classes, seed=seed % 2**31)  # fmt: skip
-            xa = attack(torch.as_tensor(x, device=dev), torch.as_tensor(y, device=dev).long())
-        return xa.detach().cpu().numpy().astype(np.float32)
 
     return run
 
@@ -616,8 +585,8 @@ def evaluate_robustness(
     :param attacks: Names of the attack registry (:data:`~art_adp.attacks.registry.REGISTRY`), each at the shared
         budget (ℓ∞ ``eps``, ``max_iter`` steps of ``eps_step`` (default ε/4) from a random start, ``eot_samples`` EOT
         draws, the best iterate judged on S draws), or a mapping name → :class:`~art_adp.attacks.registry.Budget`;
-        :data:`AUTOATTACK` (``"autoattack"``) adds AutoAttack's standard version at ``eps`` (for a classifier without
-        a randomized defence: an adversarially trained baseline, say).
+        ``"autoattack"`` (:data:`~art_adp.attacks.registry.AUTOATTACK`) is AutoAttack's standard version at ``eps``
+        (for a classifier without a randomized defence: an adversarially trained baseline, say).
     :param attack_precision: The shared budget's gradient passes, ``"fp32"`` or ``"bf16"`` (judgements stay fp32;
         refused where the processor emulates bf16 unless ``force_precision``).
     :return: ``{"clean": summary, "attacks": {name: summary}, "worst_case": summary, "robust": bool per image,
@@ -647,7 +616,7 @@ def evaluate_robustness(
     judgement = Judgement("ensemble", ensemble_size, repeats, batch_size=max(block_size, 1))
 
     cells = [
-        Cell((a,), "defended", clean if a == "clean" else _attack(a, budgets[a], seed), judgement,
+        Cell((a,), "defended", clean if a == "clean" else registry_attack(a, budgets[a]), judgement,
              seeds=partial(_attack_seeds, seed, a, repeats), write=partial(_records, a),
              block_size=block_size, keep=None if a == "clean" else (a,),
              settings={**common, "budget": budget_settings(budgets[a]) if a in budgets else None})
@@ -740,17 +709,6 @@ def _attack_seeds(
     return block_seeds(seed, attack, first, repeats=repeats)
 
 
-#: Attacks of the entry point beside the registry's: name -> ``(budget, seed) -> Attack``.
-OTHER_ATTACKS: Mapping[str, Callable[[Budget, int], Attack]] = {
-    AUTOATTACK: lambda budget, seed: autoattack(budget.eps, derive_seed(seed, AUTOATTACK)),
-}
-
-
-def _attack(name: str, budget: Budget, seed: int) -> Attack:
-    """The attack ``name`` at ``budget``: the registry's, or one of :data:`OTHER_ATTACKS`."""
-    return OTHER_ATTACKS[name](budget, seed) if name in OTHER_ATTACKS else registry_attack(name, budget)
-
-
 def _budgets(attacks, eps, eps_step, max_iter, eot_samples, block_size, ensemble_size,
              precision: str = "fp32") -> dict[str, Budget]:  # fmt: skip
     """Name → budget: a mapping as given, or each name at the shared budget."""
@@ -762,9 +720,9 @@ def _budgets(attacks, eps, eps_step, max_iter, eot_samples, block_size, ensemble
                              batch_size=block_size, check_every="auto", judge_draws=ensemble_size,
                              precision=precision)
                    for a in attacks}  # fmt: skip
-    unknown = sorted(set(budgets) - set(REGISTRY) - set(OTHER_ATTACKS))
+    unknown = sorted(set(budgets) - set(REGISTRY))
     if unknown:
-        raise ValueError(f"Unknown attacks {unknown}; choose from {[*REGISTRY, *OTHER_ATTACKS]}.")
+        raise ValueError(f"Unknown attacks {unknown}; choose from {list(REGISTRY)}.")
     return budgets
 
 

@@ -30,7 +30,8 @@ __all__ = [
     "budget_fields",
 ]
 
-ATTACKS = registry.names()
+#: The attacks on the purification (the undefended baselines' own, AutoAttack and ART's PGD, run in the lever tables).
+ATTACKS = tuple(a for a in registry.names() if REGISTRY[a].protocol != "baseline")
 GRADIENT_ATTACKS = registry.gradient_attacks()  # the sanity checks use the first one evaluated
 PAPER_ATTACKS = registry.names(protocol="paper")
 PURIFIERS = ("adp", "reverse-diffusion", "denoised-smoothing")  # the purifier families evaluate builds
