@@ -31,11 +31,11 @@ import torch
 from .._device import to_model
 from .._hardware import resolve_precision
 from ..attacks import registry
-from ..attacks.registry import LABELS, REGISTRY, Budget
+from ..attacks.registry import LABELS, Budget
 from ..runs.provenance import device_description
 from ..preprocessor import ADPPurifier
 from ..purification import purify
-from ..runs.engine import Cell, Judgement, Outcome, Seeds, defended_estimator, run_cells
+from ..runs.engine import Cell, Judgement, Outcome, Seeds, defended_estimator, registry_attack, run_cells
 from ..runs.records import append_records, guard_settings, read_jsonl
 from ..runs.statistics import wilson
 from ..runs.seeds import derive_seed
@@ -244,7 +244,7 @@ def _clf_pgd(classifier, data, recipe: MnistRecipe, n: int, run_dir: Path, devic
         est = defended_estimator(classifier, None, input_shape=data.x_test.shape[1:], nb_classes=data.nb_classes,
                                  device=device)  # fmt: skip
         budget = Budget(eps=recipe.eps, eps_step=recipe.eps_step, max_iter=recipe.max_iter, batch_size=256)
-        return REGISTRY[registry.BLIND_ATTACK].build(est, budget, 0).generate(data.x_test[:n], y=data.y_test[:n])
+        return registry_attack(registry.BLIND_ATTACK, budget)(est, data.x_test[:n], data.y_test[:n], None, Seeds(0, 0))
 
     return _adversarials(registry.BLIND_ATTACK, run_dir / f"{registry.BLIND_ATTACK}_{n}.npz", make)
 
@@ -332,7 +332,7 @@ def _cell(b: int, row: str, n: int, recipe: MnistRecipe, x_pgd) -> Cell:
         step, iters = spec.get("eps_step", recipe.eps_step), spec.get("max_iter", 1)
         budget = Budget(eps=recipe.eps, eps_step=step, max_iter=iters, eot_samples=spec.get("eot_samples", 1),
                         batch_size=len(idx))  # fmt: skip
-        return REGISTRY[row].build(estimator, budget, seeds.attack).generate(x, y=y)
+        return registry_attack(row, budget)(estimator, x, y, idx, seeds)
 
     def seeds(block: int, first: int) -> Seeds:  # pylint: disable=unused-argument
         s = derive_seed(recipe.seed, b, row, first)
