@@ -36,6 +36,8 @@ from .systemic_lowfreq import LowFrequencyVote
 
 __all__ = [
     "ATTACKS",
+    "register",
+    "unregister",
     "AttackSpec",
     "ART_PGD",
     "AUTOATTACK",
@@ -756,8 +758,6 @@ def _at_precision(spec: AttackSpec) -> AttackSpec:
     return replace(spec, build=at, describe=text)
 
 
-ATTACKS = tuple(_at_precision(spec) for spec in ATTACKS)
-REGISTRY: Mapping[str, AttackSpec] = MappingProxyType({spec.name: spec for spec in ATTACKS})
 #: Attacks that records on file name but the registry no longer builds, with the label their rows keep: the
 #: ``"systemic-lowfreq"`` rows were measured by the low-frequency vote attack before it followed DiffBreak's loop
 #: (sign steps, margin capped at 1, the best iterate chosen on the gradient's own draws, no early stop).
@@ -765,7 +765,45 @@ RETIRED: Mapping[str, str] = MappingProxyType(
     {"systemic-lowfreq": "Systemic low-frequency (vote; retired: sign steps, margin capped at 1)"}
 )
 CLEAN_LABEL = "Natural (clean)"
-LABELS: Mapping[str, str] = MappingProxyType({"clean": CLEAN_LABEL, **RETIRED, **{s.name: s.label for s in ATTACKS}})
+_SPECS: dict[str, AttackSpec] = {}
+_LABELS: dict[str, str] = {"clean": CLEAN_LABEL, **RETIRED}
+#: Every attack by name, in table order: read-only; :func:`register` adds one.
+REGISTRY: Mapping[str, AttackSpec] = MappingProxyType(_SPECS)
+#: Every row's title by record name: the clean row, the retired attacks and the registry's.
+LABELS: Mapping[str, str] = MappingProxyType(_LABELS)
+
+
+def register(spec: AttackSpec) -> AttackSpec:
+    """
+    Add the attack ``spec`` to :data:`REGISTRY`: the one place a new attack is named. Every plan then takes it by
+    name -- ``evaluate_robustness(attacks=(NAME,))``, ``levers --attacks NAME`` (an adaptive row at the preset's
+    budget), and ``evaluate --attacks NAME`` for an attack registered before :mod:`art_adp.apps` is imported -- its
+    gradient passes at the budget's precision, its cost priced by ``spec.cost``.
+
+    :return: The registered spec (its ``build`` runs at the budget's precision).
+    :raises ValueError: If the name is taken (by an attack or a retired one) or the protocol is not one of
+        :data:`PROTOCOLS`.
+    """
+    if spec.name in _LABELS:
+        raise ValueError(f"An attack named {spec.name!r} is registered already: give yours another name.")
+    if spec.protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {spec.protocol!r}.")
+    _SPECS[spec.name], _LABELS[spec.name] = _at_precision(spec), spec.label
+    return _SPECS[spec.name]
+
+
+def unregister(name: str) -> None:
+    """Take the attack ``name`` out of :data:`REGISTRY` (one a caller registered, say).
+
+    :raises KeyError: If no attack of that name is registered."""
+    if name not in _SPECS:
+        raise KeyError(f"No attack named {name!r} is registered; registered: {list(_SPECS)}.")
+    del _SPECS[name], _LABELS[name]
+
+
+for _spec in ATTACKS:
+    register(_spec)
+ATTACKS = tuple(REGISTRY.values())  # the attacks this module defines
 
 
 def names(*, protocol: str | None = None, full: bool | None = None, strongest: bool | None = None) -> tuple[str, ...]:
@@ -773,12 +811,12 @@ def names(*, protocol: str | None = None, full: bool | None = None, strongest: b
     full-gradient attacks only; ``strongest=True``: the strongest of each protocol)."""
     return tuple(
         s.name
-        for s in ATTACKS
+        for s in REGISTRY.values()
         if protocol in (None, s.protocol) and full in (None, s.full) and strongest in (None, s.strongest)
     )
 
 
 def gradient_attacks() -> tuple[str, ...]:
     """The white-box attacks the sanity checks may run, the preferred first."""
-    chosen = sorted((s for s in ATTACKS if s.sanity is not None), key=lambda s: s.sanity or 0)
+    chosen = sorted((s for s in REGISTRY.values() if s.sanity is not None), key=lambda s: s.sanity or 0)
     return tuple(s.name for s in chosen)

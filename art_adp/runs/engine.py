@@ -44,6 +44,8 @@ from .seeds import derive_seed
 
 __all__ = [
     "Cell",
+    "JUDGES",
+    "JudgeKind",
     "Judgement",
     "Outcome",
     "Seeds",
@@ -68,15 +70,10 @@ __all__ = [
     "worst_case",
 ]
 
-#: How a cell's adversarial examples are judged: the S-run ensemble (mean softmax of S purifications) R times with
-#: fresh noise; one frozen draw shared with the attack (the purifier made deterministic); once (a deterministic model);
-#: none (a cell whose records are not predictions, e.g. a sanity check's flags).
-JUDGES = ("ensemble", "fixed", "once", "none")
-
 
 @dataclass(frozen=True)
 class Judgement:
-    """How a cell is judged (:data:`JUDGES`), with S = ``ensemble_size`` and R = ``repeats``, in batches."""
+    """How a cell is judged (a name of :data:`JUDGES`), with S = ``ensemble_size`` and R = ``repeats``, in batches."""
 
     kind: str = "ensemble"
     ensemble_size: int = 10
@@ -85,7 +82,7 @@ class Judgement:
 
     def __post_init__(self):
         if self.kind not in JUDGES:
-            raise ValueError(f"judgement must be one of {JUDGES}, got {self.kind!r}.")
+            raise ValueError(f"judgement must be one of {list(JUDGES)}, got {self.kind!r}.")
 
 
 @dataclass(frozen=True)
@@ -228,19 +225,7 @@ def frozen_noise(estimator, seed: int):
             p.__dict__.pop("forward", None)
 
 
-def judge(estimator, x: np.ndarray, judgement: Judgement, seeds: Sequence[int] = ()) -> np.ndarray:
-    """
-    The predictions of ``estimator`` on ``x`` as ``judgement`` asks: ``R × N`` labels of the S-run ensemble, the
-    purifiers reseeded with ``seeds[r]`` before judgement r (``"ensemble"``); ``1 × N`` of one draw (``"fixed"``:
-    inside :func:`frozen_noise`) or of the estimator itself (``"once"``).
-    """
-    x = np.asarray(x, dtype=np.float32)
-    if judgement.kind == "none":
-        return np.zeros((0, len(x)), dtype=np.int64)
-    if judgement.kind == "once":
-        return estimator.predict(x, batch_size=judgement.batch_size).argmax(1)[None]
-    if judgement.kind == "fixed":
-        return EOTClassifier(estimator, ensemble_size=1, batch_size=judgement.batch_size).predict(x).argmax(1)[None]
+def _ensemble(estimator, x: np.ndarray, judgement: Judgement, seeds: Sequence[int]) -> np.ndarray:
     if len(seeds) != judgement.repeats:
         raise ValueError(f"an ensemble judgement of R = {judgement.repeats} needs {judgement.repeats} seeds.")
     ensemble = EOTClassifier(estimator, ensemble_size=judgement.ensemble_size, batch_size=judgement.batch_size)
@@ -249,6 +234,52 @@ def judge(estimator, x: np.ndarray, judgement: Judgement, seeds: Sequence[int] =
         reseed(estimator, s)
         preds.append(ensemble.predict(x).argmax(1))
     return np.stack(preds)
+
+
+def _one_draw(estimator, x: np.ndarray, judgement: Judgement, seeds: Sequence[int]) -> np.ndarray:
+    return EOTClassifier(estimator, ensemble_size=1, batch_size=judgement.batch_size).predict(x).argmax(1)[None]
+
+
+def _once(estimator, x: np.ndarray, judgement: Judgement, seeds: Sequence[int]) -> np.ndarray:
+    return estimator.predict(x, batch_size=judgement.batch_size).argmax(1)[None]
+
+
+def _no_prediction(estimator, x: np.ndarray, judgement: Judgement, seeds: Sequence[int]) -> np.ndarray:
+    return np.zeros((0, len(x)), dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class JudgeKind:
+    """
+    A kind of judgement: ``predict(estimator, x, judgement, seeds) -> R × N`` labels (``seeds``: the R judgements'
+    noise seeds), and ``frozen``: the purifiers' noise frozen at the block's noise seed for the attack and the judge
+    alike (:func:`frozen_noise`), a deterministic defence.
+    """
+
+    predict: Callable[[Any, np.ndarray, Judgement, Sequence[int]], np.ndarray]
+    frozen: bool = False
+
+
+#: How a cell's adversarial examples are judged, by name -- the one place a judgement is added: the S-run ensemble
+#: (mean softmax of S purifications) R times with fresh noise; one frozen draw shared with the attack (the purifier made
+#: deterministic); once (a deterministic model); none (a cell whose records are not predictions, e.g. a sanity check's
+#: flags). A plan asks for one by name in its cells (:class:`Judgement`), and :func:`rejudge` re-judges kept examples
+#: by any of them without attacking.
+JUDGES: dict[str, JudgeKind] = {
+    "ensemble": JudgeKind(_ensemble),
+    "fixed": JudgeKind(_one_draw, frozen=True),
+    "once": JudgeKind(_once),
+    "none": JudgeKind(_no_prediction),
+}
+
+
+def judge(estimator, x: np.ndarray, judgement: Judgement, seeds: Sequence[int] = ()) -> np.ndarray:
+    """
+    The predictions of ``estimator`` on ``x`` as ``judgement`` asks (:data:`JUDGES`): ``R × N`` labels of the S-run
+    ensemble, the purifiers reseeded with ``seeds[r]`` before judgement r (``"ensemble"``); ``1 × N`` of one draw
+    (``"fixed"``: inside :func:`frozen_noise`) or of the estimator itself (``"once"``).
+    """
+    return JUDGES[judgement.kind].predict(estimator, np.asarray(x, dtype=np.float32), judgement, seeds)
 
 
 def keep(run_dir: Path, cell: Sequence, idx: Sequence[int] | np.ndarray, x_adv: np.ndarray) -> Path:
@@ -439,7 +470,7 @@ def run_block(cell: Cell, estimator, x: np.ndarray, y: np.ndarray, idx: np.ndarr
     """One block of ``cell``: attack (its noise seeded, or frozen for a fixed judgement), then judge."""
     seeds = cell.seeds(block, int(idx[0]))
     context: contextlib.AbstractContextManager
-    if cell.judgement.kind == "fixed":
+    if JUDGES[cell.judgement.kind].frozen:
         context = frozen_noise(estimator, seeds.noise)
     else:
         reseed(estimator, seeds.noise)

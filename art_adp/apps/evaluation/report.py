@@ -36,7 +36,7 @@ __all__ = [
 
 SCHEMA = "art-adp/evaluation-card/1"
 LABELS = registry.LABELS
-BASELINE_ATTACK = {"clean": "clean", **{spec.name: spec.baseline for spec in registry.ATTACKS}}
+BASELINE_ATTACK = {"clean": "clean", **{spec.name: spec.baseline for spec in registry.REGISTRY.values()}}
 SWEEP = registry.SWEEP_ATTACK  # the adaptive attack of the σ and EOT sweeps (Tables 5-6)
 SIGMA_ROWS = ("clean", SWEEP, registry.BLIND_ATTACK)  # the σ sweep's columns, as in Table 5
 
