@@ -23,6 +23,7 @@ from art_adp.runs.engine import (
     run_cells,
     worst_case,
 )
+from art_adp.runs.records import read_jsonl
 from art_adp.runs.seeds import derive_seed
 
 
@@ -65,6 +66,43 @@ def test_block_seeds_are_the_evaluation_harness_scheme():
         derive_seed(5, "judge", "main", "bpda-eot", 16, 0),
         derive_seed(5, "judge", "main", "bpda-eot", 16, 1),
     )
+
+
+def test_the_apart_scheme_derives_the_attack_and_noise_seeds_apart_and_keeps_the_judgements():
+    shared, apart = block_seeds(5, "a", 16, repeats=2), block_seeds(5, "a", 16, repeats=2, scheme="apart")
+    assert apart.attack == derive_seed(5, "attack", "a", 16) and apart.noise == derive_seed(5, "noise", "a", 16)
+    assert len({apart.attack, apart.noise, shared.attack}) == 3 and apart.judge == shared.judge
+    with pytest.raises(ValueError, match=r"Unknown seed scheme 'nope'; choose from \['apart', 'shared'\]"):
+        block_seeds(5, "a", 16, scheme="nope")
+
+
+def test_a_new_folder_records_its_seed_scheme_and_an_old_one_resumes_with_its_own(digits, tmp_path):
+    """A folder measured before the scheme was recorded (its settings name none) resumes under the shared scheme: the
+    same records as one run of every image under it; a new folder takes the apart scheme, other draws."""
+    clf, x, y, train = digits
+    kw = {**KW, "repeats": 1, "max_iter": 2, "attacks": (BLIND_ATTACK,)}
+    old, whole, new = tmp_path / "old", tmp_path / "whole", tmp_path / "new"
+    evaluate_robustness(clf, purifier(train), x[:8], y[:8], run_dir=whole, seed_scheme="shared", **kw)
+    old.mkdir()
+    for name in ("settings.json", "records.jsonl"):  # the old folder: killed after the first block of 4
+        (old / name).write_text((whole / name).read_text())
+    lines = (old / "records.jsonl").read_text().splitlines(keepends=True)
+    (old / "records.jsonl").write_text("".join(l for l in lines if json.loads(l)["index"] < 4))
+    assert all("seed_scheme" not in v for v in json.loads((old / "settings.json").read_text()).values())
+    evaluate_robustness(clf, purifier(train), x[:8], y[:8], run_dir=old, **kw)  # resumed: the second block
+    evaluate_robustness(clf, purifier(train), x[:8], y[:8], run_dir=new, **kw)
+    assert engine.folder_scheme(old / "settings.json") == "shared"
+    assert engine.folder_scheme(new / "settings.json") == "apart"
+
+    def examples(folder):
+        return np.concatenate([np.load(p)["images"] for p in engine.kept(folder, (BLIND_ATTACK,))])
+
+    key = lambda r: (r["attack"], r["index"])  # noqa: E731
+    assert sorted(read_jsonl(old / "records.jsonl"), key=key) == sorted(read_jsonl(whole / "records.jsonl"), key=key)
+    assert np.array_equal(examples(old)[-4:], examples(whole)[-4:])  # the second block's, made again alike
+    assert not np.array_equal(examples(new), examples(whole))
+    with pytest.raises(ValueError, match="made with other settings: seed_scheme"):
+        evaluate_robustness(clf, purifier(train), x[:8], y[:8], run_dir=new, seed_scheme="shared", **kw)
 
 
 def test_worst_case_by_hand():

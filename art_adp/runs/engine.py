@@ -40,7 +40,7 @@ from ..attacks.registry import BLIND_ATTACK, REGISTRY, Budget, budget_settings
 from ..ensemble import logits
 from ..eot import EOTClassifier
 from .records import append_records, read_jsonl
-from .seeds import derive_seed
+from .seeds import SCHEME, SCHEMES, Seeds, derive_seed
 
 __all__ = [
     "Cell",
@@ -49,6 +49,7 @@ __all__ = [
     "Judgement",
     "Outcome",
     "Seeds",
+    "folder_scheme",
     "defended_estimator",
     "describe_defence",
     "estimate",
@@ -85,22 +86,12 @@ class Judgement:
             raise ValueError(f"judgement must be one of {list(JUDGES)}, got {self.kind!r}.")
 
 
-@dataclass(frozen=True)
-class Seeds:
-    """The draws of one block: the attack's own (random start, directions), the purifiers' noise while attacking (or
-    the frozen draw of a fixed judgement) and each of the R judgements' noise."""
-
-    attack: int
-    noise: int
-    judge: tuple[int, ...] = ()
-
-
-def block_seeds(seed: int, *identity, repeats: int = 1) -> Seeds:
-    """The engine's seed scheme for a block of a cell: ``derive_seed(seed, *identity)`` for the attack and its noise,
-    ``derive_seed(seed, "judge", *identity, r)`` for the R judgements (``identity``: the cell's key and the block's
-    first image)."""
-    s = derive_seed(seed, *identity)
-    return Seeds(attack=s, noise=s, judge=tuple(derive_seed(seed, "judge", *identity, r) for r in range(repeats)))
+def block_seeds(seed: int, *identity, repeats: int = 1, scheme: str = "shared") -> Seeds:
+    """The seeds of a block of a cell under the seed scheme ``scheme`` (:data:`~art_adp.runs.seeds.SCHEMES`) from the
+    run's ``seed`` and the block's ``identity`` (the cell's key and the block's first image)."""
+    if scheme not in SCHEMES:
+        raise ValueError(f"Unknown seed scheme {scheme!r}; choose from {list(SCHEMES)}.")
+    return SCHEMES[scheme](seed, *identity, repeats=repeats)
 
 
 #: An attack of a cell: ``(estimator, x, y, indices, seeds) -> x_adv`` for one block.
@@ -599,6 +590,7 @@ def evaluate_robustness(
     progress: bool = True,
     attack_precision: str = "fp32",
     force_precision: bool = False,
+    seed_scheme: str | None = None,
 ) -> dict:
     """
     Accuracy of ``classifier`` behind ``defences`` (an :class:`~art_adp.ADPPurifier`, a list of ART PyTorch
@@ -609,9 +601,10 @@ def evaluate_robustness(
     under an attack only if every judgement is: the worst of R); an image is robust only if every attack left it correct
     (the per-image worst case over the attacks, the clean row aside, as the lever tables count it). Blocks of
     ``block_size`` images are recorded in ``RUN_DIR/records.jsonl`` as they finish, their
-    adversarial examples in ``RUN_DIR/examples/``; calling again with the same folder resumes (more attacks, or more
-    images, may be added), and a call whose data, weights, defence, judging or an attack's budget differs from the
-    folder's is refused, naming what differs.
+    adversarial examples in ``RUN_DIR/examples/``; calling again with the same folder resumes (more attacks may be
+    added), and a call whose data (the images and labels, all of them: other or more images need another folder),
+    weights, defence, judging, seed scheme or an attack's budget differs from the folder's is refused, naming what
+    differs.
 
     :param attacks: Names of the attack registry (:data:`~art_adp.attacks.registry.REGISTRY`), each at the shared
         budget (ℓ∞ ``eps``, ``max_iter`` steps of ``eps_step`` (default ε/4) from a random start, ``eot_samples`` EOT
@@ -620,12 +613,12 @@ def evaluate_robustness(
         (for a classifier without a randomized defence: an adversarially trained baseline, say).
     :param attack_precision: The shared budget's gradient passes, ``"fp32"`` or ``"bf16"`` (judgements stay fp32;
         refused where the processor emulates bf16 unless ``force_precision``).
+    :param seed_scheme: How a block's seeds come from ``seed`` (:data:`~art_adp.runs.seeds.SCHEMES`); None: the
+        folder's own (:func:`folder_scheme`), ``"apart"`` for a new folder, recorded in its settings.
     :return: ``{"clean": summary, "attacks": {name: summary}, "worst_case": summary, "robust": bool per image,
         "run_dir": str}``; a summary holds ``accuracy``, ``n``, ``ci95`` (Wilson) and, with R ≥ 2, ``judgements``
         (mean, worst, majority, worst of 2).
     """
-    from .records import array_sha256, module_sha256
-
     x, y = np.asarray(x, dtype=np.float32), np.asarray(y, dtype=np.int64)
     if x.ndim != 4 or len(x) != len(y):
         raise ValueError(f"x must be N×C×H×W and y N labels, got shapes {x.shape} and {y.shape}.")
@@ -635,20 +628,18 @@ def evaluate_robustness(
     for b in budgets.values():
         require_native(b.precision, device, force=force_precision)
     classifier = classifier.to(device).eval()
-    if nb_classes is None:
-        with torch.no_grad():
-            nb_classes = int(classifier(torch.as_tensor(x[:1], device=device)).shape[-1])
+    nb_classes = nb_classes or _classes(classifier, x[:1], device)
     estimator = defended_estimator(classifier, defences, input_shape=x.shape[1:], nb_classes=nb_classes, device=device)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    common = {"data_sha256": array_sha256(x, y), "classifier_sha256": module_sha256(classifier), "seed": seed,
-              "defences": [describe_defence(d) for d in estimator.preprocessing_defences or []],
-              "ensemble_size": ensemble_size, "repeats": repeats, "block_size": block_size}  # fmt: skip
+    scheme = folder_scheme(run_dir / "settings.json") if seed_scheme is None else seed_scheme
+    common = _common_settings(x, y, classifier, estimator, seed=seed, ensemble_size=ensemble_size, repeats=repeats,
+                              block_size=block_size, scheme=scheme)  # fmt: skip
     judgement = Judgement("ensemble", ensemble_size, repeats, batch_size=max(block_size, 1))
 
     cells = [
         Cell((a,), "defended", clean if a == "clean" else registry_attack(a, budgets[a]), judgement,
-             seeds=partial(_attack_seeds, seed, a, repeats), write=partial(_records, a),
+             seeds=partial(_attack_seeds, seed, a, repeats, scheme), write=partial(_records, a),
              block_size=block_size, keep=None if a == "clean" else (a,),
              settings={**common, "budget": budget_settings(budgets[a]) if a in budgets else None})
         for a in ("clean", *budgets)
@@ -687,10 +678,8 @@ def rejudge_robustness(
     held = json.loads((run_dir / "settings.json").read_text(encoding="utf-8"))
     attacks = [a for a in held if a != "clean"]
     classifier, sample = classifier.to(device).eval(), np.load(found[0])["images"][:1]
-    with torch.no_grad():
-        nb_classes = int(classifier(torch.as_tensor(sample, device=device)).shape[-1])
-    estimator = defended_estimator(classifier, defences, input_shape=sample.shape[1:], nb_classes=nb_classes,
-                                   device=device)  # fmt: skip
+    estimator = defended_estimator(classifier, defences, input_shape=sample.shape[1:],
+                                   nb_classes=_classes(classifier, sample, device), device=device)  # fmt: skip
     mine = canonical({"classifier_sha256": module_sha256(classifier),
                       "defences": [describe_defence(d) for d in estimator.preprocessing_defences or []]})  # fmt: skip
     theirs = {k: held[attacks[0]][k] for k in mine}
@@ -733,11 +722,44 @@ def _records(attack: str, o: Outcome) -> list[dict]:
             for j, i in enumerate(o.index)]  # fmt: skip
 
 
+def _classes(classifier: torch.nn.Module, sample: np.ndarray, device: str) -> int:
+    """The classes of ``classifier``: the length of its output on ``sample``."""
+    with torch.no_grad():
+        return int(classifier(torch.as_tensor(sample, device=device)).shape[-1])
+
+
+def _common_settings(x, y, classifier, estimator, *, seed: int, ensemble_size: int, repeats: int, block_size: int,
+                     scheme: str) -> dict:  # fmt: skip
+    """What every cell of the entry point depends on: the data's and weights' SHA-256, the defences, the judging and the
+    seeds (the seed scheme only where it is not the ``"shared"`` one of the folders from before it)."""
+    from .records import array_sha256, module_sha256
+
+    if scheme not in SCHEMES:
+        raise ValueError(f"Unknown seed scheme {scheme!r}; choose from {list(SCHEMES)}.")
+    return {"data_sha256": array_sha256(x, y), "classifier_sha256": module_sha256(classifier), "seed": seed,
+            "defences": [describe_defence(d) for d in estimator.preprocessing_defences or []],
+            "ensemble_size": ensemble_size, "repeats": repeats, "block_size": block_size,
+            **({} if scheme == "shared" else {"seed_scheme": scheme})}  # fmt: skip
+
+
 def _attack_seeds(
-    seed: int, attack: str, repeats: int, block: int, first: int
+    seed: int, attack: str, repeats: int, scheme: str, block: int, first: int
 ) -> Seeds:  # pylint: disable=unused-argument
-    """The entry point's seeds of a block: the engine's scheme over (attack, first image)."""
-    return block_seeds(seed, attack, first, repeats=repeats)
+    """The entry point's seeds of a block: the seed scheme ``scheme`` over (attack, first image)."""
+    return block_seeds(seed, attack, first, repeats=repeats, scheme=scheme)
+
+
+def folder_scheme(path: str | Path) -> str:
+    """The seed scheme of the run folder whose settings :func:`guard` keeps in ``path``: the one its cells name,
+    ``"shared"`` where they name none (measured before the scheme was recorded), :data:`~art_adp.runs.seeds.SCHEME`
+    for a new folder.
+
+    :raises ValueError: If its cells name several."""
+    path = Path(path)
+    held = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    if not held:
+        return SCHEME
+    return single_value((v.get("seed_scheme", "shared") for v in held.values()), "seed_scheme", path.parent)
 
 
 def _budgets(attacks, eps, eps_step, max_iter, eot_samples, block_size, ensemble_size,
