@@ -258,6 +258,13 @@ def test_levers_trains_measures_and_names_the_classifiers_behind_the_purifier(ti
                            classifiers=("cnn-oracle",), purified=("cnn-oracle", "adv-cnn-oracle"), n_examples=2,
                            ensemble_size=1, progress=False)  # fmt: skip
     assert sorted(set(seen)) == [(0.0, False), (eps, True)]
+    with warnings.catch_warnings(record=True) as caught:  # measured behind its own purifier only: no warning
+        warnings.simplefilter("always")
+        for estimate_only in (True, False):
+            run_levers(tiny, tmp_path, dataset="tiny", models=("oracle",), attacks=("clean",), classifiers=(),
+                       purified=("cnn-oracle",), n_examples=2, ensemble_size=1, progress=False,
+                       estimate_only=estimate_only)  # fmt: skip
+    assert not [w for w in caught if "was trained behind" in str(w.message)]
     cells = {(c.get("classifier"), c["model"], c["setting"]): c for c in table["cells"]}
     assert set(cells) == {(None, "none", "cnn-oracle"), ("cnn-oracle", "oracle", levers.ONE_STEP),
                           ("adv-cnn-oracle", "oracle", levers.ONE_STEP)}  # fmt: skip

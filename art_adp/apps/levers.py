@@ -34,6 +34,7 @@ import importlib.util
 import json
 import re
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import partial
@@ -630,7 +631,7 @@ def _classifier(name: str, preset: Preset, data, run_dir: Path, seed: int, progr
     if not recipe.epochs:
         return brought(name, run_dir)
     if path.exists() and not recipe.patience:
-        return models.load_classifier(path).eval()
+        return _trained(path)
     torch.manual_seed(seed)
     model = _architecture(name, preset) if recipe.init is None else copy.deepcopy(brought(recipe.init, run_dir))
     if recipe.purifier:
@@ -679,12 +680,21 @@ def brought(name: str, run_dir: Path) -> torch.nn.Module:
 def _stand_in(name: str, preset: Preset, run_dir: Path) -> torch.nn.Module:
     """The classifier ``name`` if trained (or brought), else its untrained architecture: what a price needs (the
     same cost)."""
-    from .. import models
-
     path = run_dir / f"{name}.safetensors"
     if not preset.classifiers[name].epochs:
         return brought(name, run_dir)
-    return models.load_classifier(path).eval() if path.exists() else _architecture(name, preset).eval()
+    return _trained(path) if path.exists() else _architecture(name, preset).eval()
+
+
+def _trained(path: Path) -> torch.nn.Module:
+    """A classifier the folder trained, read back: one trained behind a purifier is checked against the purifier where
+    a cell puts it (behind its own, or undefended: :func:`~art_adp.models.checkpoint.check_purifier` warns), not on
+    reading."""
+    from .. import models
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".* was trained behind ", category=UserWarning)
+        return models.load_classifier(path).eval()
 
 
 def _architecture(name: str, preset: Preset) -> torch.nn.Module:

@@ -40,7 +40,7 @@ from ..attacks.registry import BLIND_ATTACK, REGISTRY, Budget, budget_settings
 from ..ensemble import logits
 from ..eot import EOTClassifier
 from .records import append_records, read_jsonl
-from .seeds import SCHEME, SCHEMES, Seeds, derive_seed
+from .seeds import SCHEME, SCHEMES, Seeds
 
 __all__ = [
     "Cell",
