@@ -260,3 +260,17 @@ def test_a_run_judged_again_gives_its_own_predictions_and_a_larger_r_adds_judgem
         engine.rejudge_robustness(clf, wider, tmp_path, progress=False)
     with pytest.raises(ValueError, match="holds no kept adversarial examples"):
         engine.rejudge_robustness(clf, purifier(train), tmp_path / "nothing", progress=False)
+
+
+def test_the_purifier_builder_is_describe_defences_inverse(digits):
+    """build_defence(describe_defence(p)) is p again: the same description, and with the same seed the same draws."""
+    _, x, _, train = digits
+    score = KernelScore(train, bandwidth=0.25)
+    p = ADPPurifier(score, sigma=0.2, steps=2, step_size=0.1, tau=0.0, clip_noise=False, gradient="full",
+                    generator=torch.Generator().manual_seed(4))  # fmt: skip
+    q = engine.build_defence(engine.describe_defence(p), score, seed=4)
+    assert engine.describe_defence(q) == engine.describe_defence(p) and q.generator is not None
+    xt = torch.as_tensor(x[:3])
+    assert torch.equal(p.forward(xt)[0], q.forward(xt)[0])
+    with pytest.raises(ValueError, match=r"type must be one of \['ADPPurifier', 'ReverseDiffusionPurifier', "):
+        engine.build_defence({"type": "Mine"}, score)

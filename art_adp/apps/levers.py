@@ -65,6 +65,7 @@ from ..models.checkpoint import check_purifier
 from ..runs.provenance import code_diff, code_version, provenance
 from ..runs.engine import (
     Cell,
+    build_defence,
     Judgement,
     Outcome,
     Seeds,
@@ -601,15 +602,13 @@ def training_purifier(model: str, setting: Setting, x_train, denoiser=None, *, a
     input), as the oracle purifies unseen images; ``"denoiser"``, the trained DenoiserUNet -- with the full gradient
     for adversarial training through it (PGD on the composed model, one draw per step).
     """
-    from ..preprocessor import ADPPurifier
-
     if model == "denoiser" and denoiser is None:
         raise ValueError("training behind the denoiser needs a train-denoiser checkpoint: give --denoiser PATH.")
     leave_out = (eps if adversarial else 0.0) if model == "oracle" else None
-    return ADPPurifier(_score_model(model, setting.sigma, x_train, denoiser, device), batch_size=500,
-                       gradient="full" if adversarial else "bpda", generator=torch.Generator(device),
-                       leave_out=leave_out, apply_fit=True, device_type="gpu" if device == "cuda" else "cpu",
-                       **setting.purifier_kwargs(model_clipped(model, denoiser)))  # fmt: skip
+    description = {"gradient": "full" if adversarial else "bpda", "batch_size": 500, "leave_out": leave_out,
+                   "apply_fit": True, **setting.purifier_kwargs(model_clipped(model, denoiser))}  # fmt: skip
+    return build_defence(description, _score_model(model, setting.sigma, x_train, denoiser, device), seed=0,
+                         device=device)  # fmt: skip
 
 
 def setting_named(name: str, sigmas: Sequence[float]) -> Setting:
@@ -757,12 +756,10 @@ JUDGE_BATCH = 500
 def measured_purifier(model: str, setting: Setting, x_train, denoiser=None, *, seed: int, device: str = "cpu"):
     """The purifier a defended cell measures: :class:`~art_adp.ADPPurifier` at ``setting`` on the ``model`` score
     (``"oracle"``: the exact score over ``x_train``; ``"denoiser"``: the trained DenoiserUNet), BPDA, seeded."""
-    from ..preprocessor import ADPPurifier
-
-    score, generator = _score_model(model, setting.sigma, x_train, denoiser, device), torch.Generator(device)
-    return ADPPurifier(score, gradient="bpda", batch_size=JUDGE_BATCH, generator=generator.manual_seed(seed),
-                       device_type="gpu" if device == "cuda" else "cpu",
-                       **setting.purifier_kwargs(model_clipped(model, denoiser)))  # fmt: skip
+    own = setting.purifier_kwargs(model_clipped(model, denoiser))
+    description = {"gradient": "bpda", "batch_size": JUDGE_BATCH, **own}
+    return build_defence(description, _score_model(model, setting.sigma, x_train, denoiser, device), seed=seed,
+                         device=device)  # fmt: skip
 
 
 def _adaptive(

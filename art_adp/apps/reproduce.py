@@ -35,7 +35,8 @@ from ..attacks.registry import LABELS, Budget
 from ..runs.provenance import device_description
 from ..preprocessor import ADPPurifier
 from ..purification import purify
-from ..runs.engine import Cell, Judgement, Outcome, Seeds, defended_estimator, registry_attack, run_cells
+from ..runs.engine import (Cell, Judgement, Outcome, Seeds, build_defence, defended_estimator, registry_attack,
+                           run_cells)  # fmt: skip
 from ..runs.records import append_records, guard_settings, read_jsonl
 from ..runs.statistics import wilson
 from ..runs.seeds import derive_seed
@@ -308,9 +309,8 @@ def _stage_eval(
 
 def _purifier(score_model, recipe: MnistRecipe, device: str) -> ADPPurifier:
     """One ADP purification per call at the recipe's σ and T (adaptive α), seeded."""
-    return ADPPurifier(score_model, sigma=recipe.sigma, steps=recipe.steps, batch_size=256,
-                       generator=torch.Generator(device).manual_seed(0), channels_last=device == "cpu",
-                       device_type="gpu" if device == "cuda" else "cpu")  # fmt: skip
+    description = {"sigma": recipe.sigma, "steps": recipe.steps, "batch_size": 256, "channels_last": device == "cpu"}
+    return build_defence(description, score_model, seed=0, device=device)
 
 
 def _defended(classifier, score_model, data, recipe: MnistRecipe, device: str):

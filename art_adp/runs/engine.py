@@ -50,6 +50,7 @@ __all__ = [
     "Outcome",
     "Seeds",
     "folder_scheme",
+    "build_defence",
     "defended_estimator",
     "describe_defence",
     "estimate",
@@ -777,6 +778,29 @@ def _budgets(attacks, eps, eps_step, max_iter, eot_samples, block_size, ensemble
     if unknown:
         raise ValueError(f"Unknown attacks {unknown}; choose from {list(REGISTRY)}.")
     return budgets
+
+
+def build_defence(description: Mapping[str, Any], model: torch.nn.Module, *, seed: int | None = None,
+                  device: str = "cpu"):  # fmt: skip
+    """
+    The one purifier builder: the purifier ``description`` names -- ``{"type": "ADPPurifier" |
+    "ReverseDiffusionPurifier" | "DenoisedSmoothingPurifier", **its parameters}``, :func:`describe_defence`'s form,
+    the networks' SHA-256 left out -- on ``model`` (ADP's score model, the diffusion purifiers' denoiser), on
+    ``device``, its noise drawn from a generator of its own seeded with ``seed`` (None: torch's global one).
+
+    :raises ValueError: For another type, naming those it builds.
+    """
+    from ..diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
+    from ..preprocessor import ADPPurifier
+
+    types = {c.__name__: c for c in (ADPPurifier, ReverseDiffusionPurifier, DenoisedSmoothingPurifier)}
+    kind = description.get("type", "ADPPurifier")
+    if kind not in types:
+        raise ValueError(f"A purifier description's type must be one of {list(types)}, got {kind!r}.")
+    params = {k: v for k, v in description.items() if k != "type" and not k.endswith("_sha256")}
+    if seed is not None:
+        params["generator"] = torch.Generator(device).manual_seed(seed)
+    return types[kind](model, **params, device_type="gpu" if str(device).startswith("cuda") else "cpu")
 
 
 def describe_defence(d) -> dict:

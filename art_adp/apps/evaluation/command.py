@@ -15,6 +15,7 @@ from ..._hardware import require_native
 
 from ...data import dataset_spec
 from ...purification import DEFAULTS
+from ...runs.engine import build_defence
 from ..commands import DEMO_CLASSIFIER, DEMO_SCORE
 from .config import EvalConfig
 
@@ -174,20 +175,11 @@ def build_purifier(
 
     :raises ValueError: For a diffusion family on a score model at one level, naming the fix.
     """
-    from ...diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
-    from ...preprocessor import ADPPurifier
     from ...score import DiffusionScore, score_at
 
-    device_type = "gpu" if device == "cuda" else "cpu"
     if family == "adp":
-        return ADPPurifier(
-            score_at(score_model, sigma),
-            sigma=sigma,
-            steps=steps,
-            channels_last=device == "cpu",
-            batch_size=batch_size,
-            device_type=device_type,
-        )
+        adp = {"sigma": sigma, "steps": steps, "channels_last": device == "cpu", "batch_size": batch_size}
+        return build_defence(adp, score_at(score_model, sigma), device=device)
     if not (getattr(score_model, "sigma_conditional", False) or isinstance(score_model, DiffusionScore)):
         raise ValueError(
             f"--purifier {family} needs a sigma-conditional denoiser (train one with `art-adp train-denoiser`) or a "
@@ -195,10 +187,10 @@ def build_purifier(
             "level, for adp only."
         )
     if family == "reverse-diffusion":
-        return ReverseDiffusionPurifier(
-            score_model, sigma=sigma, steps=steps, sampler=sampler, batch_size=batch_size, device_type=device_type
-        )
-    return DenoisedSmoothingPurifier(score_model, sigma=sigma, batch_size=batch_size, device_type=device_type)
+        description = {"type": "ReverseDiffusionPurifier", "sigma": sigma, "steps": steps, "sampler": sampler}
+    else:
+        description = {"type": "DenoisedSmoothingPurifier", "sigma": sigma}
+    return build_defence({**description, "batch_size": batch_size}, score_model, device=device)
 
 
 def _fresh_copy(model: torch.nn.Module, seed: int) -> torch.nn.Module:
