@@ -586,12 +586,12 @@ def mnist_levers(path: str) -> str:
 
 
 def cell(c) -> str:
-    """An accuracy cell of the lever tables: % [95 % Wilson interval] (images)."""
+    """An accuracy cell of the lever tables: % [95 % Wilson interval] (images), the one format."""
+    from art_adp.runs.statistics import accuracy_cell
+
     if c is None:
         return ""
-    lo, hi = c["ci95"]
-    precision = f"; {c['precision']} gradient passes" if c.get("precision", "fp32") != "fp32" else ""
-    return f"{pct(c['accuracy'])} [{pct(lo, 0)}–{pct(hi, 0)}] ({c['n']}{precision})"
+    return accuracy_cell(c["accuracy"], c["ci95"], c["n"], precision=c.get("precision", "fp32"))
 
 
 SCORE_LABELS = {"none": "no purification", "oracle": "oracle (exact score)", "denoiser": "DenoiserUNet"}

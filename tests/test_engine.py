@@ -274,3 +274,12 @@ def test_the_purifier_builder_is_describe_defences_inverse(digits):
     assert torch.equal(p.forward(xt)[0], q.forward(xt)[0])
     with pytest.raises(ValueError, match=r"type must be one of \['ADPPurifier', 'ReverseDiffusionPurifier', "):
         engine.build_defence({"type": "Mine"}, score)
+
+
+def test_one_accuracy_cell_format():
+    from art_adp.runs.statistics import accuracy_cell
+
+    assert accuracy_cell(0.095, (0.0606, 0.1434), 200, precision="bf16") == "9.5 [6–14] (200; bf16 gradient passes)"
+    assert accuracy_cell(0.5, (0.15, 0.85)) == "50.0 [15–85]"
+    assert accuracy_cell(1.0, (float("nan"), float("nan")), 0) == "100.0 (0)"
+    assert accuracy_cell(0.25, None, 4) == "25.0 (4)"

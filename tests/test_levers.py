@@ -67,7 +67,7 @@ def test_render_levers_counts_and_intervals():
     (cell,) = render_levers(records)["cells"]
     assert cell["accuracy"] == 0.75 and cell["n"] == 4
     assert cell["ci95"] == pytest.approx(list(wilson(0.75, 4)))
-    assert "| m | s | 75.0 (4) [" in table_markdown({"cells": [cell]})
+    assert "| m | s | 75.0 [30–95] (4) |" in table_markdown({"cells": [cell]})
     assert "precision" not in cell  # fp32, the default, goes unsaid
 
 

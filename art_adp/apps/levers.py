@@ -81,7 +81,7 @@ from ..runs.engine import (
 )
 from ..runs.records import read_jsonl
 from ..runs.seeds import derive_seed
-from ..runs.statistics import judgements, wilson
+from ..runs.statistics import accuracy_cell, judgements, wilson
 from ..data import DATASETS, DatasetSpec
 from .flags import PRECISION_HELP
 from .._hardware import require_native
@@ -1229,8 +1229,9 @@ def worst_over_attacks(cells: Mapping[tuple, list[dict]], base: str | None = Non
 
 
 def table_markdown(table: dict) -> str:
-    """One line per (classifier, score model, setting), one column per attack and judge: accuracy % (n) [95 %
-    interval] (worst of R for the adaptive rows; with R > 2, the worst of the first 2 after it)."""
+    """One line per (classifier, score model, setting), one column per attack and judge: accuracy % [95 % interval]
+    (n) (:func:`~art_adp.runs.statistics.accuracy_cell`; worst of R for the adaptive rows; with R > 2, the worst of
+    the first 2 after it)."""
     cols: list[tuple[str, str]] = []
     for c in table["cells"]:
         col = (c["attack"], c.get("judge", "ensemble"))
@@ -1250,7 +1251,7 @@ def table_markdown(table: dict) -> str:
             cells.append(
                 ""
                 if c is None
-                else f"{100 * c['accuracy']:.1f} ({c['n']}) [{100 * c['ci95'][0]:.0f}–{100 * c['ci95'][1]:.0f}]"
+                else accuracy_cell(c["accuracy"], c["ci95"], c["n"], precision=c.get("precision", "fp32"))
                 + ("" if two is None else f"; worst of 2: {100 * two['accuracy']:.1f}")
             )
         lines.append(f"| {clf} | {model} | {setting} | " + " | ".join(cells) + " |")

@@ -38,7 +38,7 @@ from ..purification import purify
 from ..runs.engine import (Cell, Judgement, Outcome, Seeds, build_defence, defended_estimator, registry_attack,
                            run_cells)  # fmt: skip
 from ..runs.records import append_records, guard_settings, read_jsonl
-from ..runs.statistics import wilson
+from ..runs.statistics import accuracy_cell, wilson
 from ..runs.seeds import derive_seed
 from .snapshots import read_snapshot_log, train_with_snapshots
 
@@ -531,14 +531,6 @@ def _summarise(records: list[dict], recipe: MnistRecipe, n_test: int) -> dict:
     return out
 
 
-def _pct(p) -> str:
-    return "–" if p is None else f"{100 * p:.2f}"
-
-
-def _ci(ci) -> str:
-    return "" if ci is None or any(v != v for v in ci) else f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
-
-
 def render_table(report: dict) -> str:
     """The markdown table: one line per row, the paper's number beside the measured one at every budget."""
     recipe = report["recipe"]
@@ -571,13 +563,17 @@ def render_table(report: dict) -> str:
             budget,
             "–" if paper is None else f"{paper:.2f}",
             (
-                _pct(first["undefended"]) + _ci(first["undefended_ci95"])
-                if row in ("clean", registry.BLIND_ATTACK)
-                else "–"
+                "–"
+                if first["undefended"] is None
+                else (
+                    accuracy_cell(first["undefended"], first["undefended_ci95"])
+                    if row in ("clean", registry.BLIND_ATTACK)
+                    else "–"
+                )
             ),
         ]
         for b in budgets:
-            cell = _pct(per[b]["accuracy"]) + _ci(per[b]["ci95"])
+            cell = "–" if per[b]["accuracy"] is None else accuracy_cell(per[b]["accuracy"], per[b]["ci95"])
             if 0 < per[b]["n"] < per[b]["target_n"]:
                 cell += f" (partial: {per[b]['n']} of {per[b]['target_n']})"
             cells.append(cell)
