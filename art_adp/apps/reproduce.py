@@ -339,9 +339,13 @@ def _cell(b: int, row: str, n: int, recipe: MnistRecipe, x_pgd) -> Cell:
         return Seeds(s, derive_seed(s, "attack", row), tuple(derive_seed(s, "judge", r) for r in range(recipe.repeats)))
 
     def write(o: Outcome) -> list[dict]:
-        bare, linf, wall = o.undefended() == o.label, o.linf(), o.seconds / len(o.index)
-        return [{"budget": b, "row": row, "index": int(i), "correct": bool(o.correct[j]),
-                 "undefended_correct": bool(bare[j]), "linf": round(float(linf[j]), 6), "wall_s": round(wall, 3)}
+        """A block's records: the entry point's fields (label, the R predictions, the undefended one, ℓ∞) beside the
+        table's (correct in every judgement, undefended correct, seconds per image)."""
+        bare, linf, wall = o.undefended(), o.linf(), o.seconds / len(o.index)
+        return [{"budget": b, "row": row, "index": int(i), "label": int(o.label[j]),
+                 "pred": [int(p) for p in o.preds[:, j]], "correct": bool(o.correct[j]),
+                 "undefended_pred": int(bare[j]), "undefended_correct": bool(bare[j] == o.label[j]),
+                 "linf": round(float(linf[j]), 6), "wall_s": round(wall, 3)}
                 for j, i in enumerate(o.index)]  # fmt: skip
 
     judgement = Judgement("ensemble", recipe.ensemble_size, recipe.repeats, batch_size=512)
