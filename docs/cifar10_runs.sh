@@ -85,6 +85,16 @@ cp runs/cifar10-adv15/adv-resnet20.safetensors runs/cifar10-advp/
     --attacks clean full-pgd-eot "${A[@]}" --attack-precision bf16
 "${L[@]}" --run-dir runs/cifar10-advp "${D[@]}" --classifiers --settings "one-step denoise" --purified adv-resnet20 \
     --attacks full-pgd-eot-ensemble "${A[@]}" --attack-precision bf16
+# 11. APGD-EOT (CE then DLR, 100 it/loss, EOT 8; bf16 gradient passes) on the two best purified rows, 200 images, R = 10,
+#     into their folders (cifar10_learned.json, cifar10_adv_behind_purifier.json: per image over three attacks)
+"${L[@]}" --run-dir runs/cifar10-learned "${D[@]}" --classifiers --settings "one-step denoise" \
+    --purified resnet20-denoiser --attacks apgd-eot "${A[@]}" --attack-precision bf16
+"${L[@]}" --run-dir runs/cifar10-advp "${D[@]}" --classifiers --settings "one-step denoise" --purified adv-resnet20 \
+    --attacks apgd-eot "${A[@]}" --attack-precision bf16
+# 12. Tiniest behind the unclipped one-step denoise: clean and full-gradient PGD+EOT, bf16 (cifar10_tiniest.json)
+mkdir -p runs/cifar10-tin && cp runs/cifar10/tiniest.pt runs/cifar10-tin/
+"${L[@]}" --run-dir runs/cifar10-tin "${D[@]}" --classifiers --settings "one-step denoise" --purified tiniest \
+    --attacks clean full-pgd-eot "${A[@]}" --attack-precision bf16
 echo "python docs/publish.py runs/cifar10-b/table.json docs/results/cifar10_levers.json (likewise runs/cifar10-c:"
 echo "cifar10_more.json, runs/cifar10-eot2: cifar10_full_gradient.json, runs/cifar10-est/estimate.json:"
 echo "cifar10_not_run.json) && python docs/render.py"

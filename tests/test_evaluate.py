@@ -673,3 +673,33 @@ def test_card_reports_the_compression_rate_which_a_resume_may_change_or_drop(tmp
     assert again["compression"] is None and again["compression_sweep"] == {} and again["results"] == result["results"]
     text = (tmp_path / "report.md").read_text()
     assert "Compression rate" not in text and "| sigma | Standard | BPDA+EOT | Clf-PGD (preprocessor-blind) |" in text
+
+
+def test_a_new_evaluation_folder_derives_its_seeds_apart_and_an_old_one_resumes_with_its_own(tmp_path):
+    """A new folder records the "apart" seed scheme; one whose settings name none (measured before it) resumes
+    under "shared": the records of an interrupted run come back as one run's; asking it for another scheme is
+    refused, naming the scheme."""
+    from art_adp.runs.engine import folder_scheme
+
+    mlp, score, x, y = tiny_models()
+    config = EvalConfig.preset("paper", attacks=("bpda-eot",), n_examples=4, chunk_size=2, max_iter=1, eot_samples=1,
+                               ensemble_size=2, repeats=1, sanity=False, fixed_noise=False, compression_examples=0)
+
+    def run(folder, **kw):
+        evaluate(mlp, art_adp.ADPPurifier(score, steps=1), x, y, config=config, run_dir=tmp_path / folder,
+                 progress=False, log=lambda line: None, **kw)  # fmt: skip
+        records = read_jsonl(tmp_path / folder / "records" / "rank-0.jsonl")
+        return sorted(records, key=lambda r: (r["attack"], r["index"]))
+
+    whole = run("whole", seed_scheme="shared")
+    new = run("new")
+    assert folder_scheme(tmp_path / "new" / "settings.json") == "apart"
+    assert folder_scheme(tmp_path / "whole" / "settings.json") == "shared"
+    old = tmp_path / "old"
+    (old / "records").mkdir(parents=True)
+    (old / "settings.json").write_text((tmp_path / "whole" / "settings.json").read_text())
+    append_records(old / "records" / "rank-0.jsonl", [r for r in whole if r["index"] < 2])  # killed after a block
+    assert run("old") == whole  # the second block made again under its own scheme
+    assert [r["settings"] for r in new] != [r["settings"] for r in whole]
+    with pytest.raises(ValueError, match="made with other settings: seed_scheme"):
+        run("old", seed_scheme="apart")

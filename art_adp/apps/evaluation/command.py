@@ -54,6 +54,7 @@ def evaluate_command(
     adv_epochs: int = 20,
     adv_max_iter: int = 10,
     estimate_only: bool = False,
+    seed_scheme: str | None = None,
     run_dir: str = "runs/evaluate",
     device: str | None = None,
     progress: bool = True,
@@ -77,6 +78,7 @@ def evaluate_command(
         smoothing's σ), steps (ADP's T, reverse diffusion's K) and batch size (:func:`build_purifier`).
     :param baseline: ``"adversarial-training"``: add the adversarially trained classifier (:func:`adversarial_baseline`,
         ``adv_epochs`` epochs of PGD with ``adv_max_iter`` iterations).
+    :param seed_scheme: The seed scheme (None: the run folder's own, ``"apart"`` for a new one; ``evaluate``'s).
     :return: The card of the one family, or the comparison of several (None with ``estimate_only``).
     """
     import time
@@ -136,6 +138,7 @@ def evaluate_command(
             device=device,
             baselines=baselines,
             estimate_only=estimate_only,
+            seed_scheme=seed_scheme,
         )
         for family, purifier in defences.items()
     }

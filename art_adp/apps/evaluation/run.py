@@ -28,7 +28,7 @@ from ...attacks._core import purifiers
 from ...attacks.registry import BLIND_ATTACK, REGISTRY, SWEEP_ATTACK
 from ...ensemble import default_memory_budget, logits
 from ...runs import distributed
-from ...runs.seeds import derive_seed
+from ...runs.seeds import SCHEMES, derive_seed
 from ...diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
 from ...preprocessor import ADPPurifier
 from . import report
@@ -53,6 +53,7 @@ from ...runs.engine import (
     Outcome,
     Seeds,
     block_seeds,
+    folder_scheme,
     clean,
     registry_attack,
     reseed,
@@ -191,15 +192,16 @@ def _write(setting: Setting, attack: str, digest: str):
 
 
 def _unit_seeds(
-    seed: int, setting: str, attack: str, repeats: int, block: int, first: int
+    seed: int, setting: str, attack: str, repeats: int, scheme: str, block: int, first: int
 ) -> Seeds:  # pylint: disable=unused-argument
-    """A unit's seeds: the engine's scheme over (setting, attack, first example)."""
-    return block_seeds(seed, setting, attack, first, repeats=repeats)
+    """A unit's seeds: the seed scheme ``scheme`` over (setting, attack, first example)."""
+    return block_seeds(seed, setting, attack, first, repeats=repeats, scheme=scheme)
 
 
-def _cells(settings: Sequence[Setting], c: EvalConfig, digests: dict, x: np.ndarray) -> list[Cell]:
+def _cells(settings: Sequence[Setting], c: EvalConfig, digests: dict, x: np.ndarray, scheme: str) -> list[Cell]:
     """The plan's cells: one per (setting, attack), blocks of ``chunk_size`` examples (the sanity checks' only those
-    starting below ``sanity_examples``), seeded by the engine's scheme from (seed, setting, attack, first example)."""
+    starting below ``sanity_examples``), seeded by the seed scheme ``scheme`` from (seed, setting, attack, first
+    example)."""
     cells = []
     for s in settings:
         cs = config_for(s, c)
@@ -209,7 +211,7 @@ def _cells(settings: Sequence[Setting], c: EvalConfig, digests: dict, x: np.ndar
             attack = clean if a in ("clean", "flags") else registry_attack(a, cs.budget(a))
             cells.append(Cell(
                 (s.name, a), s.name, attack, Judgement("none") if a == "flags" else judgement,
-                seeds=partial(_unit_seeds, c.seed, s.name, a, repeats),
+                seeds=partial(_unit_seeds, c.seed, s.name, a, repeats, scheme),
                 write=_write(s, a, digests[(s.name, a)]), block_size=c.chunk_size,
                 images=min(len(x), -(-c.sanity_examples // c.chunk_size) * c.chunk_size) if s.subset else None,
             ))  # fmt: skip
@@ -368,6 +370,7 @@ def evaluate(
     log: Callable[[str], None] = print,
     baselines: Mapping[str, torch.nn.Module | PyTorchClassifier] | None = None,
     estimate_only: bool = False,
+    seed_scheme: str | None = None,
 ) -> dict | None:
     """
     Attack ``classifier`` defended by ``defences`` with every attack of ``config``; judge each adversarial example
@@ -404,6 +407,8 @@ def evaluate(
         (``"undefended"``).
     :param estimate_only: Log the time estimate and return it without attacking: ``{"estimate_seconds": total,
         "by_attack": {attack: seconds}, "sanity": ...}`` (each attack's price over every setting that runs it).
+    :param seed_scheme: How a unit's seeds come from ``config.seed`` (:data:`~art_adp.runs.seeds.SCHEMES`); None: the
+        folder's own (:func:`~art_adp.runs.engine.folder_scheme`), ``"apart"`` for a new folder, in its settings.
     :return: The report (rank 0), else None.
     """
     config.check()
@@ -418,7 +423,9 @@ def evaluate(
     sanity_chunks = [ch for ch in chunks if ch[0] < config.sanity_examples]
     settings = plan(config, randomized=bool(purifiers(estimator)), baselines=tuple(baseline_estimators))
     units = [(s, a, ch) for s in settings for a in s.attacks for ch in (sanity_chunks if s.subset else chunks)]
-    common = _common_settings(classifier, defences, x, y, config, nb_classes, clip_values, baseline_estimators)
+    scheme = folder_scheme(run_dir / "settings.json") if seed_scheme is None else seed_scheme
+    common = _common_settings(classifier, defences, x, y, config, nb_classes, clip_values, baseline_estimators,
+                              scheme)  # fmt: skip
     expected = {(s.name, a): unit_settings(s, a, config, common) for s in settings for a in s.attacks}
     digests = {k: settings_digest(v) for k, v in expected.items()}
     done = _resume(run_dir, digests, expected)
@@ -434,7 +441,7 @@ def evaluate(
         save_settings(run_dir / "settings.json", {digests[k]: v for k, v in expected.items()})
     distributed.barrier()
     targets = {None: estimator, **baseline_estimators}
-    cells = _cells(settings, config, digests, x)
+    cells = _cells(settings, config, digests, x, scheme)
     seconds = _work(cells, settings, targets, x, y, set(done), records_dir / f"rank-{rank}.jsonl", (rank, world),
                     progress)  # fmt: skip
     distributed.barrier()
@@ -476,10 +483,14 @@ def evaluate(
     return result
 
 
-def _common_settings(classifier, defences, x, y, config: EvalConfig, nb_classes, clip_values, baselines) -> dict:
-    """What every unit's records depend on besides its attack's budget: data, weights, defences, S, R, seed,
-    chunking."""
+def _common_settings(classifier, defences, x, y, config: EvalConfig, nb_classes, clip_values, baselines,
+                     scheme: str = "shared") -> dict:  # fmt: skip
+    """What every unit's records depend on besides its attack's budget: data, weights, defences, S, R, seed and its
+    scheme (named where it is not the ``"shared"`` one of the folders from before it), chunking."""
+    if scheme not in SCHEMES:
+        raise ValueError(f"Unknown seed scheme {scheme!r}; choose from {list(SCHEMES)}.")
     return {
+        **({} if scheme == "shared" else {"seed_scheme": scheme}),
         "data_sha256": array_sha256(x, y),
         "n_examples": len(x),
         "classifier_sha256": module_sha256(classifier),
