@@ -93,6 +93,8 @@ def test_a_new_folder_records_its_seed_scheme_and_an_old_one_resumes_with_its_ow
     evaluate_robustness(clf, purifier(train), x[:8], y[:8], run_dir=new, **kw)
     assert engine.folder_scheme(old / "settings.json") == "shared"
     assert engine.folder_scheme(new / "settings.json") == "apart"
+    (tmp_path / "own.json").write_text(json.dumps({"preset": "smoke", "eps": 0.1}))  # a caller's keys, no cell's
+    assert engine.folder_scheme(tmp_path / "own.json") == "apart"
 
     def examples(folder):
         return np.concatenate([np.load(p)["images"] for p in engine.kept(folder, (BLIND_ATTACK,))])

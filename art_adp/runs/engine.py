@@ -751,16 +751,17 @@ def _attack_seeds(
 
 
 def folder_scheme(path: str | Path) -> str:
-    """The seed scheme of the run folder whose settings :func:`guard` keeps in ``path``: the one its cells name,
-    ``"shared"`` where they name none (measured before the scheme was recorded), :data:`~art_adp.runs.seeds.SCHEME`
-    for a new folder.
+    """The seed scheme of the run folder whose cells' settings are kept in ``path`` (:func:`guard`'s file, or the
+    evaluation's): the one its cells name, ``"shared"`` where they name none (measured before the scheme was
+    recorded), :data:`~art_adp.runs.seeds.SCHEME` for a new folder (values that are no cell's settings are ignored).
 
     :raises ValueError: If its cells name several."""
     path = Path(path)
     held = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    if not held:
+    cells = [v for v in held.values() if isinstance(v, Mapping)]  # a caller's own keys may share the file
+    if not cells:
         return SCHEME
-    return single_value((v.get("seed_scheme", "shared") for v in held.values()), "seed_scheme", path.parent)
+    return single_value((v.get("seed_scheme", "shared") for v in cells), "seed_scheme", path.parent)
 
 
 def _budgets(attacks, eps, eps_step, max_iter, eot_samples, block_size, ensemble_size,
