@@ -346,12 +346,6 @@ def _best(b: Budget) -> dict:
     return {"num_random_init": b.num_random_init, "check_every": b.check_every, "judge_draws": b.judge_draws}
 
 
-def _with_best(attack: EvasionAttack, b: Budget) -> EvasionAttack:
-    """``attack`` (an attack whose constructor leaves them to the base class) with restarts and the best iterate."""
-    attack.set_params(**_best(b))
-    return attack
-
-
 def _pgd_eot(gradient: str, cls=PGDEOT) -> Callable[..., EvasionAttack]:
     """The builder of a PGD+EOT record: the budget's EOT target (the ensemble variant: its own)."""
 
