@@ -200,10 +200,10 @@ def test_a_kill_mid_block_resumes_to_the_uninterrupted_records(digits, tmp_path,
 def test_a_changed_setting_is_refused_and_a_new_attack_added(digits, tmp_path, monkeypatch):
     clf, x, y, train = digits
     evaluate_robustness(clf, purifier(train), x[:8], y[:8], attacks=(BLIND_ATTACK,), run_dir=tmp_path, **KW)
-    with pytest.raises(ValueError, match=r"records of clf-pgd made with other settings: budget.eps 0.1 \(now 0.2\)"):
+    with pytest.raises(ValueError, match=r"records for clf-pgd made with other settings: budget.eps 0.1 \(now 0.2\)"):
         evaluate_robustness(clf, purifier(train), x[:8], y[:8], attacks=(BLIND_ATTACK,), run_dir=tmp_path,
                             **{**KW, "eps": 0.2})  # fmt: skip
-    with pytest.raises(ValueError, match=r"records of clean made with other settings: repeats 3 \(now 2\)"):
+    with pytest.raises(ValueError, match=r"records for clean made with other settings: repeats 3 \(now 2\)"):
         evaluate_robustness(clf, purifier(train), x[:8], y[:8], attacks=(BLIND_ATTACK,), run_dir=tmp_path,
                             **{**KW, "repeats": 2})  # fmt: skip
     ran, real = [], engine.run_block

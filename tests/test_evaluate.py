@@ -138,7 +138,7 @@ def test_a_changed_setting_in_the_same_run_dir_is_refused_by_name(baseline, chec
     assert main(command(tmp_path / "run", checkpoints, launcher=("evaluate",), extra=("--max-iter", "3"))) == 2
     err = capsys.readouterr().err
     assert "holds records for main/clf-pgd made with other settings: budget.max_iter 2 (now 3)" in err
-    assert "Use another --run-dir, or the same settings to resume." in err
+    assert "Use another run folder (--run-dir), or the same settings to resume." in err
     assert main(command(tmp_path / "run", checkpoints, launcher=("evaluate",), extra=("--sigma", "0.2"))) == 2
     assert "defences.0.sigma 0.1 (now 0.2)" in capsys.readouterr().err
     assert sorted(lines(tmp_path / "run")) == before  # nothing reused, nothing written

@@ -749,7 +749,7 @@ def test_a_cell_run_again_with_other_settings_is_refused(tiny, tmp_path, one_thr
     assert sorted(held) == ["mlp / oracle / one-step denoise / bpda-eot-1it-r1 / ensemble",
                             "mlp / oracle / one-step denoise / clean / ensemble"]  # fmt: skip
     before = (tmp_path / "records.jsonl").read_text()
-    with pytest.raises(ValueError, match=r"holds records of mlp / oracle / one-step denoise / clean / ensemble made "
+    with pytest.raises(ValueError, match=r"holds records for mlp / oracle / one-step denoise / clean / ensemble made "
                                          r"with other settings: eps 0.3 \(now 0.2\)\."):  # fmt: skip
         run_levers(tiny, tmp_path, eps=0.2, **kwargs)
     with pytest.raises(ValueError, match=r"bpda-eot-1it-r1 / ensemble made with other settings: budget.eps_step "

@@ -838,20 +838,17 @@ def guard(path: str | Path, cells: Iterable[Cell]) -> None:
     cell's key; a cell whose settings differ from those kept is refused, naming the settings that differ, before
     anything runs; the settings of new cells are added.
 
-    :raises ValueError: ``RUN_DIR holds records of KEY made with other settings: budget.eps 0.1 (now 0.2)...``.
+    :raises ValueError: ``RUN_DIR holds records for KEY made with other settings: budget.eps 0.1 (now 0.2)...``
+        (:func:`~art_adp.runs.records.refuse_other_settings`).
     """
-    import json
-
-    from .records import canonical, describe_differences
+    from .records import canonical, refuse_other_settings
 
     path = Path(path)
     held = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     mine = {" / ".join(map(str, c.key)): canonical(c.settings) for c in cells if c.settings is not None}
     for key, settings in mine.items():
         if key in held and held[key] != settings:
-            raise ValueError(f"{path.parent} holds records of {key} made with other settings: "
-                             f"{describe_differences(held[key], settings)}. Use another run folder, or the same "
-                             "settings to resume.")  # fmt: skip
+            refuse_other_settings(path.parent, key, held[key], settings)
     if any(held.get(k) != v for k, v in mine.items()):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 __all__ = [
+    "refuse_other_settings",
     "append_records",
     "array_sha256",
     "canonical",
@@ -241,13 +242,21 @@ def check_settings(
         if digest not in stored:
             raise ValueError(
                 f"{run_dir} holds records for {label} made with unknown settings (digest {digest}, "
-                "not in settings.json); use another --run-dir."
+                "not in settings.json); use another run folder (--run-dir)."
             )
-        raise ValueError(
-            f"{run_dir} holds records for {label} made with other settings: "
-            f"{describe_differences(stored[digest], expected[group])}. Use another --run-dir, or the "
-            "same settings to resume."
-        )
+        refuse_other_settings(run_dir, label, stored[digest], expected[group])
+
+
+def refuse_other_settings(run_dir: str | os.PathLike, label: str, held: Mapping, mine: Mapping) -> None:
+    """The one refusal of every run folder's guard: records of ``label`` were made with ``held``, this run would make
+    them with ``mine``.
+
+    :raises ValueError: ``RUN_DIR holds records for LABEL made with other settings: eps 0.1 (now 0.2). Use another
+        run folder (--run-dir), or the same settings to resume.``"""
+    raise ValueError(
+        f"{run_dir} holds records for {label} made with other settings: {describe_differences(held, mine)}. Use "
+        "another run folder (--run-dir), or the same settings to resume."
+    )
 
 
 def guard_settings(path: str | os.PathLike, settings: Mapping, *, what: str, defaults: Mapping | None = None) -> dict:
