@@ -1120,6 +1120,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "cifar10-not-run": ("docs/results/cifar10_not_run.json", cifar10_not_run),
     "cifar10-not-run-best": ("docs/results/cifar10_not_run_best.json", cifar10_not_run_best),
     "cifar10-not-run-paper": ("docs/results/cifar10_not_run_paper.json", levers_estimate),
+    "fashion-mnist-clip": ("docs/results/fashion_mnist_clip.json", levers_result),
     "fashion-mnist-attack-options": ("docs/results/fashion_mnist_attack_options.json", levers_result),
     "fashion-mnist-attack-defaults": ("docs/results/fashion_mnist_attack_defaults.json", levers_result),
     "mnist-attack-defaults": ("docs/results/mnist_attack_defaults.json", levers_result),
