@@ -40,7 +40,7 @@ from ..attacks.registry import BLIND_ATTACK, REGISTRY, Budget, budget_settings
 from ..ensemble import logits
 from ..eot import EOTClassifier
 from .records import append_records, read_jsonl
-from .seeds import SCHEME, SCHEMES, Seeds
+from .seeds import SCHEME, SCHEMES, Seeds, check_scheme
 
 __all__ = [
     "Cell",
@@ -90,8 +90,7 @@ class Judgement:
 def block_seeds(seed: int, *identity, repeats: int = 1, scheme: str = "shared") -> Seeds:
     """The seeds of a block of a cell under the seed scheme ``scheme`` (:data:`~art_adp.runs.seeds.SCHEMES`) from the
     run's ``seed`` and the block's ``identity`` (the cell's key and the block's first image)."""
-    if scheme not in SCHEMES:
-        raise ValueError(f"Unknown seed scheme {scheme!r}; choose from {list(SCHEMES)}.")
+    check_scheme(scheme)
     return SCHEMES[scheme](seed, *identity, repeats=repeats)
 
 
@@ -735,8 +734,7 @@ def _common_settings(x, y, classifier, estimator, *, seed: int, ensemble_size: i
     seeds (the seed scheme only where it is not the ``"shared"`` one of the folders from before it)."""
     from .records import array_sha256, module_sha256
 
-    if scheme not in SCHEMES:
-        raise ValueError(f"Unknown seed scheme {scheme!r}; choose from {list(SCHEMES)}.")
+    check_scheme(scheme)
     return {"data_sha256": array_sha256(x, y), "classifier_sha256": module_sha256(classifier), "seed": seed,
             "defences": [describe_defence(d) for d in estimator.preprocessing_defences or []],
             "ensemble_size": ensemble_size, "repeats": repeats, "block_size": block_size,

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-__all__ = ["SCHEME", "SCHEMES", "Seeds", "derive_seed"]
+__all__ = ["SCHEME", "SCHEMES", "Seeds", "check_scheme", "derive_seed"]
 
 
 def derive_seed(*parts) -> int:
@@ -49,3 +49,12 @@ def shared(seed: int, *identity, repeats: int = 1) -> Seeds:
 SCHEMES: Mapping[str, Callable[..., Seeds]] = MappingProxyType({"apart": apart, "shared": shared})
 #: The scheme of a new run folder.
 SCHEME = "apart"
+
+
+def check_scheme(scheme: str) -> str:
+    """``scheme`` if it is one of :data:`SCHEMES`.
+
+    :raises ValueError: Naming the schemes, otherwise."""
+    if scheme not in SCHEMES:
+        raise ValueError(f"Unknown seed scheme {scheme!r}; choose from {list(SCHEMES)}.")
+    return scheme

@@ -28,7 +28,7 @@ from ...attacks._core import purifiers
 from ...attacks.registry import BLIND_ATTACK, REGISTRY, SWEEP_ATTACK
 from ...ensemble import default_memory_budget, logits
 from ...runs import distributed
-from ...runs.seeds import SCHEMES, derive_seed
+from ...runs.seeds import check_scheme, derive_seed
 from ...diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
 from ...preprocessor import ADPPurifier
 from . import report
@@ -487,8 +487,7 @@ def _common_settings(classifier, defences, x, y, config: EvalConfig, nb_classes,
                      scheme: str = "shared") -> dict:  # fmt: skip
     """What every unit's records depend on besides its attack's budget: data, weights, defences, S, R, seed and its
     scheme (named where it is not the ``"shared"`` one of the folders from before it), chunking."""
-    if scheme not in SCHEMES:
-        raise ValueError(f"Unknown seed scheme {scheme!r}; choose from {list(SCHEMES)}.")
+    check_scheme(scheme)
     return {
         **({} if scheme == "shared" else {"seed_scheme": scheme}),
         "data_sha256": array_sha256(x, y),
