@@ -54,10 +54,24 @@ def autocast_score(score_model: Callable, amp: str | None) -> Callable:
 
 def checkpointed(step: Callable) -> Callable:
     """``step`` under ``torch.utils.checkpoint`` when autograd records: one batch stored per step, recomputed in the
-    backward pass (same values and gradients)."""
+    backward pass (same values and gradients).
+
+    The recomputation runs to the end, and TorchScript modules inside ``step`` run unoptimised: a traced or scripted
+    network's graph executor saves other tensors on its first (profiling) runs than on later ones, and its interpreter
+    turns checkpoint's early stop into an empty ``RuntimeError``; a TorchScript classifier then failed the backward
+    pass. Eager modules are unaffected."""
     if not torch.is_grad_enabled():
         return step
-    return functools.partial(torch.utils.checkpoint.checkpoint, step, use_reentrant=False)
+
+    def unoptimised(*args: Any, **kwargs: Any) -> Any:
+        with torch.jit.optimized_execution(False):
+            return step(*args, **kwargs)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with torch.utils.checkpoint.set_checkpoint_early_stop(False):
+            return torch.utils.checkpoint.checkpoint(unoptimised, *args, use_reentrant=False, **kwargs)
+
+    return run
 
 
 class RunningBatch:

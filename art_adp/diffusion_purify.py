@@ -17,9 +17,9 @@ import math
 from collections.abc import Callable
 
 import torch
-import torch.utils.checkpoint
 
 from ._checks import one_of
+from ._fast_paths import checkpointed
 from .purification import check_images
 from .score.denoiser import Denoiser
 
@@ -110,9 +110,7 @@ def reverse_diffusion(
     for i in range(steps):
         z = noise[:, 1 + i] if sampler == "ancestral" else None
         if gradient_checkpointing:
-            y = torch.utils.checkpoint.checkpoint(
-                _step, denoiser, y, levels[i], levels[i + 1], z, sampler, use_reentrant=False
-            )
+            y = checkpointed(_step)(denoiser, y, levels[i], levels[i + 1], z, sampler)
         else:
             y = _step(denoiser, y, levels[i], levels[i + 1], z, sampler)
         if on_state is not None and i < steps - 1:

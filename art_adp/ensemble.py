@@ -22,11 +22,10 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
-import torch.utils.checkpoint
 from art.defences.preprocessor.preprocessor import Preprocessor, PreprocessorPyTorch
 
 from ._checks import MIB, memory_budget as check_memory_budget, one_of, positive_int
-from ._fast_paths import CompiledOrEager
+from ._fast_paths import CompiledOrEager, checkpointed
 
 __all__ = [
     "AGGREGATES",
@@ -395,7 +394,7 @@ def _stack_recorded(
             parts.append(fn(rows))
         else:
             replay = _Replay(fn, generators)
-            parts.append(torch.utils.checkpoint.checkpoint(replay, rows, use_reentrant=False, preserve_rng_state=True))
+            parts.append(checkpointed(replay)(rows, preserve_rng_state=True))
         a = b
     out = torch.cat(parts)
     return out.view(draws, n, *out.shape[1:])

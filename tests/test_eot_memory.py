@@ -17,7 +17,7 @@ from art.estimators.classification import PyTorchClassifier
 from art_adp import ADPPurifier, DefendedModel, EOTClassifier, NCSNv2
 from art_adp.attacks._core import cross_entropy
 from art_adp.ensemble import logits as defended_logits
-from art_adp.ensemble import GraphMemory, RowBlocks, eot_gradient
+from art_adp.ensemble import GraphMemory, RowBlocks, eot_gradient, stack_draws
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -279,3 +279,20 @@ def test_estimate_only_logs_the_sanity_stage(tmp_path):
     assert re.search(
         rf"Sanity checks: about \d+ s of it; .* MiB of autograd graph at a time \(blocks of {rows} ", logged[0]
     )
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace.*` is deprecated:DeprecationWarning")
+def test_checkpointed_blocks_of_a_torchscript_classifier_give_the_plain_gradient():
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
+                              torch.nn.Linear(64, 3))  # fmt: skip
+    traced = torch.jit.trace(net, torch.rand(2, 1, 4, 4))  # its first runs save other tensors than later ones
+    x = torch.rand(5, 1, 4, 4)
+
+    def gradient(memory_budget):
+        xg = x.clone().requires_grad_(True)
+        return torch.autograd.grad(stack_draws(traced, xg, 6, memory_budget=memory_budget).square().sum(), xg)[0]
+
+    plain = gradient(512.0)  # one recorded pass
+    with pytest.warns(UserWarning, match="blocks of one row"):  # the probe's 16 rows, then checkpointed blocks
+        torch.testing.assert_close(gradient(1e-5), plain)
