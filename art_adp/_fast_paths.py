@@ -58,8 +58,9 @@ def checkpointed(step: Callable) -> Callable:
 
     The recomputation runs to the end, and TorchScript modules inside ``step`` run unoptimised: a traced or scripted
     network's graph executor saves other tensors on its first (profiling) runs than on later ones, and its interpreter
-    turns checkpoint's early stop into an empty ``RuntimeError``; a TorchScript classifier then failed the backward
-    pass. Eager modules are unaffected."""
+    turns checkpoint's early stop into an empty ``RuntimeError``. That mends fp32; under bf16 autocast a module its
+    executor has already run may still save other tensors, so the EOT draws keep a TorchScript module's graphs whole
+    instead (:func:`~art_adp.ensemble.stack_draws`' ``checkpoint``). Eager modules are unaffected."""
     if not torch.is_grad_enabled():
         return step
 

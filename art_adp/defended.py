@@ -189,5 +189,6 @@ class DefendedModel(torch.nn.Module):
             batch_size=self.batch_size,
             memory_budget=self.memory_budget,
             generators=self.generators(),
+            checkpoint=not any(isinstance(m, torch.jit.ScriptModule) for m in self.modules()),
         )
         return aggregate_draws(draws, self.aggregate)

@@ -185,6 +185,15 @@ def generators(estimator) -> list[torch.Generator]:
     return [g for g in found if isinstance(g, torch.Generator)]
 
 
+def scripted(estimator) -> bool:
+    """Whether a TorchScript module (traced or scripted) runs in the estimator's model or its defences:
+    ``torch.utils.checkpoint`` cannot recompute one (its graph executor saves other tensors on a later run than on an
+    earlier one), so blocks of its draws are kept whole (:func:`stack_draws`' ``checkpoint``)."""
+    found = [estimator.model, *(v for d in defences(estimator) for v in vars(d).values())]
+    return any(isinstance(m, torch.jit.ScriptModule) for n in found if isinstance(n, torch.nn.Module)
+               for m in n.modules())  # fmt: skip
+
+
 def logits(estimator, x: torch.Tensor, *, defended: bool = True) -> torch.Tensor:
     """
     ``model(preprocess(x))`` of an ART ``PyTorchClassifier``, with autograd, following ART 1.20.1's
@@ -374,10 +383,11 @@ def _stack_recorded(
     batch_size: int | None,
     memory_budget: float | None,
     generators: Sequence[torch.Generator],
+    checkpoint: bool = True,
 ) -> torch.Tensor:
     """:func:`stack_draws` under autograd: the first block recorded and measured; the rest, if all of it would not fit
     ``memory_budget``, in checkpointed blocks of the budget's rows (recomputed one at a time in the backward pass,
-    with the generators replayed)."""
+    with the generators replayed), or, without ``checkpoint``, recorded whole, with a warning."""
     n = len(x)
     plan = RowBlocks(n * draws, batch_size=batch_size, memory_budget=memory_budget, device=x.device)
     parts, a, total = [], 0, n * draws
@@ -391,6 +401,13 @@ def _stack_recorded(
             if graph.nbytes == 0:  # nothing is recorded (no input or parameter needs a gradient)
                 plan.row_bytes = 0.0
         elif plan.row_bytes == 0 or plan.row_bytes * (total - a) <= plan.budget:
+            parts.append(fn(rows))
+        elif not checkpoint:  # the rest recorded whole, over the budget
+            warnings.warn(f"a TorchScript module runs in these draws: torch.utils.checkpoint cannot recompute it, so "
+                          f"all {total} rows keep their graph (about {plan.row_bytes * total / MIB:.0f} MiB, over "
+                          f"memory_budget {plan.budget / MIB:.0f} MiB); fewer EOT draws or images per batch hold "
+                          "less.", stacklevel=3)  # fmt: skip
+            plan.budget = plan.row_bytes * total
             parts.append(fn(rows))
         else:
             replay = _Replay(fn, generators)
@@ -408,6 +425,7 @@ def stack_draws(
     batch_size: int | None = None,
     memory_budget: float | None = None,
     generators: Sequence[torch.Generator] = (),
+    checkpoint: bool = True,
 ) -> torch.Tensor:
     """
     ``fn`` on ``draws`` stacked copies of ``x``, block by block: one independent draw of a random ``fn`` per row.
@@ -426,6 +444,8 @@ def stack_draws(
     :param batch_size: Most rows per pass (None: one pass without autograd, the memory budget's rows with it).
     :param memory_budget: MiB of autograd graph per block (None: :func:`default_memory_budget`).
     :param generators: The ``torch.Generator`` objects ``fn`` draws from, replayed when a block is recomputed.
+    :param checkpoint: False keeps every block's graph, over the budget if need be (with a warning): for an ``fn``
+        running a TorchScript module (:func:`scripted`).
     :return: ``draws×N×…``: slice ``d`` is draw ``d`` of every input.
     """
     n = len(x)
@@ -433,7 +453,8 @@ def stack_draws(
         out = fn(x)
         return out.new_zeros(draws, *out.shape)
     if torch.is_grad_enabled():
-        return _stack_recorded(fn, x, draws, batch_size=batch_size, memory_budget=memory_budget, generators=generators)
+        return _stack_recorded(fn, x, draws, batch_size=batch_size, memory_budget=memory_budget, generators=generators,
+                               checkpoint=checkpoint)  # fmt: skip
     parts = []
     for copies, images in blocks(n, draws, batch_size):
         out = fn(_stack(x, copies, images))
@@ -624,6 +645,7 @@ def ensemble_gradient(
     batch_size: int | None = None,
     memory_budget: float | None = None,
     generators: Sequence[torch.Generator] = (),
+    checkpoint: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """
     The gradient of a loss of the *ensemble* of ``draws`` draws of a random ``fn``: ``loss(log p̄, y)`` with
@@ -640,12 +662,13 @@ def ensemble_gradient(
     :param draws: Draws k ≥ 1.
     :param batch_size, memory_budget: As in :func:`eot_gradient`.
     :param generators: The generators ``fn`` draws from (:func:`generators` of an estimator).
+    :param checkpoint: As in :func:`stack_draws` (False where ``fn`` runs a TorchScript module: :func:`scripted`).
     :return: ``(gradient shaped like x, the ensemble's loss N)``.
     """
     with torch.enable_grad():
         rows = x.detach().requires_grad_(True)
         z = stack_draws(at_gradient_precision(fn), rows, draws, batch_size=batch_size, memory_budget=memory_budget,
-                        generators=generators)  # fmt: skip
+                        generators=generators, checkpoint=checkpoint)  # fmt: skip
         lk = loss(aggregate_draws(z, "softmax"), y)
         (g,) = torch.autograd.grad(lk.sum(), rows)
     return g, lk.detach()

@@ -51,8 +51,9 @@ def unblocked(est, x, y, draws):
 
 @pytest.mark.filterwarnings("ignore:one EOT draw")
 @pytest.mark.parametrize("gradient", ["full", "bpda"])
-@pytest.mark.parametrize("limits", [{"batch_size": 3}, {"memory_budget": 1e-6},
-                                    {"batch_size": 7, "memory_budget": 2**20}])
+@pytest.mark.parametrize(
+    "limits", [{"batch_size": 3}, {"memory_budget": 1e-6}, {"batch_size": 7, "memory_budget": 2**20}]
+)
 def test_blocked_eot_gradient_equals_the_unblocked_one_same_seed(gradient, limits):
     est, purifier, x, y = build(gradient)
     purifier.generator.manual_seed(5)
@@ -296,3 +297,23 @@ def test_checkpointed_blocks_of_a_torchscript_classifier_give_the_plain_gradient
     plain = gradient(512.0)  # one recorded pass
     with pytest.warns(UserWarning, match="blocks of one row"):  # the probe's 16 rows, then checkpointed blocks
         torch.testing.assert_close(gradient(1e-5), plain)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace.*` is deprecated:DeprecationWarning")
+def test_a_torchscript_classifier_keeps_its_draws_graphs_whole_and_gets_the_plain_gradient():
+    from art_adp.attacks import _core
+    from art_adp.ensemble import scripted
+
+    est, purifier, x, y = build("full")
+    assert not scripted(est)
+    est._model._model = torch.jit.trace(est.model, torch.rand(2, 1, 8, 8))  # pylint: disable=protected-access
+    assert scripted(est)
+
+    def gradient(memory_budget):
+        purifier.generator.manual_seed(5)
+        return _core.eot_loss_gradient(est, x, y, cross_entropy, 6, target="ensemble", batch_size=None,
+                                       memory_budget=memory_budget)[0]  # fmt: skip
+
+    plain = gradient(512.0)
+    with pytest.warns(UserWarning, match="a TorchScript module runs in these draws"):
+        torch.testing.assert_close(gradient(1e-5), plain)  # over the budget: kept whole, not checkpointed

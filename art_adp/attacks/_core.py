@@ -19,7 +19,7 @@ from art.estimators.classification import PyTorchClassifier
 
 from .._checks import integer, non_negative_int, number, one_of, positive_int
 from ..diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
-from ..ensemble import ensemble_gradient, eot_gradient, generators, logits
+from ..ensemble import ensemble_gradient, eot_gradient, generators, logits, scripted
 from ..preprocessor import DEFAULT_GRADIENT, GRADIENTS, ADPPurifier
 from .best_iterate import JUDGEMENTS, BestIterate, confirmed, derived_seed
 
@@ -489,7 +489,7 @@ def eot_loss_gradient(
         y = torch.stack([y, torch.arange(len(y), device=y.device)], 1)
     if target == "ensemble":
         return ensemble_gradient(fn, x_adv, y, loss, draws, batch_size=batch_size, memory_budget=memory_budget,
-                                 generators=generators(estimator))  # fmt: skip
+                                 generators=generators(estimator), checkpoint=not scripted(estimator))  # fmt: skip
     return eot_gradient(fn, x_adv, y, loss, draws, batch_size=batch_size, memory_budget=memory_budget,
                         aggregate=aggregate)  # fmt: skip
 
