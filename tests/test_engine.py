@@ -17,6 +17,7 @@ from art_adp.runs.engine import (
     block_seeds,
     blocks,
     clean,
+    correct,
     defended_estimator,
     evaluate_robustness,
     judge,
@@ -53,9 +54,9 @@ KW = dict(eps=0.1, max_iter=3, eot_samples=2, ensemble_size=2, repeats=3, block_
 
 
 def test_blocks_cut_by_index_and_one_block_without_a_size():
-    cell = Cell(("a",), "t", clean, Judgement(), block_seeds, lambda o: [], block_size=3)
+    cell = Cell(("a",), "t", clean, Judgement(), block_seeds, block_size=3)
     assert blocks(cell, [0, 1, 2, 3, 7, 8]) == [(0, [0, 1, 2]), (1, [3]), (2, [7, 8])]
-    one = Cell(("a",), "t", clean, Judgement(), block_seeds, lambda o: [], block_size=None)
+    one = Cell(("a",), "t", clean, Judgement(), block_seeds, block_size=None)
     assert blocks(one, [4, 9]) == [(0, [4, 9])] and blocks(one, []) == []
 
 
@@ -133,26 +134,28 @@ def test_judge_kinds(digits):
         Judgement("vote")
 
 
-def test_run_cells_resumes_and_shards(digits, tmp_path):
-    """Blocks go in order; a rank runs every world-th block; what is on file is skipped."""
+def test_run_cells_resumes_and_shards_into_the_one_record_layout(digits, tmp_path, capsys):
+    """Blocks go in order; a rank runs every world-th block; what is on file is skipped; every line is the engine's
+    layout, the cell's fields first."""
     clf, x, y, _ = digits
     est = defended_estimator(clf, None, input_shape=(1, 8, 8))
-    seen = []
-
-    def write(o):
-        seen.append(o.index.tolist())
-        return [{"k": "a", "index": int(i), "ok": bool(c)} for i, c in zip(o.index, o.correct)]
-
-    cell = Cell(("a",), "bare", clean, Judgement("once"), lambda b, f: Seeds(0, 0), write, block_size=2, images=7)
+    cell = Cell(("a",), "bare", clean, Judgement("once"), lambda b, f: Seeds(0, 0), {"k": "a"}, block_size=2,
+                images=7, label="bare | clean")  # fmt: skip
     key = lambda r: (r["k"], r["index"])  # noqa: E731
-    run_cells([cell], lambda _: est, x, y, tmp_path / "r1.jsonl", key=key, shard=(1, 2), progress=False)
-    assert seen == [[2, 3], [6]]
-    run_cells([cell], lambda _: est, x, y, tmp_path / "r1.jsonl", key=key, progress=False)
-    assert seen[2:] == [[0, 1], [4, 5]]  # the rest, in order
-    recs = [json.loads(line) for line in (tmp_path / "r1.jsonl").read_text().splitlines()]
-    assert sorted(r["index"] for r in recs) == list(range(7))
-    truth = (clf(torch.as_tensor(x[:7])).argmax(1).numpy() == y[:7]).tolist()
-    assert [r["ok"] for r in sorted(recs, key=lambda r: r["index"])] == truth
+    path = tmp_path / "r1.jsonl"
+    run_cells([cell], lambda _: est, x, y, path, key=key, shard=(1, 2), progress=False)
+    assert [r["index"] for r in read_jsonl(path)] == [2, 3, 6]
+    run_cells([cell], lambda _: est, x, y, path, key=key, progress=False)
+    recs = read_jsonl(path)
+    assert [r["index"] for r in recs] == [2, 3, 6, 0, 1, 4, 5]  # the rest, in order
+    assert {frozenset(r) for r in recs} == {frozenset(("k", "index", "label", "pred", "undefended_pred", "linf", "l2"))}
+    recs.sort(key=lambda r: r["index"])
+    bare = clf(torch.as_tensor(x[:7])).argmax(1).tolist()
+    assert [r["pred"] for r in recs] == [[p] for p in bare] and [r["undefended_pred"] for r in recs] == bare
+    assert [r["label"] for r in recs] == y[:7].tolist() and {(r["linf"], r["l2"]) for r in recs} == {(0.0, 0.0)}
+    assert [correct(r) for r in recs] == [p == t for p, t in zip(bare, y[:7])]
+    shown = [line.rsplit(" | ", 1) for line in capsys.readouterr().out.splitlines()]
+    assert [s for s, _ in shown] == ["bare | clean"] * 4 and shown[0][1].endswith("of 2")
 
 
 def test_evaluate_robustness_by_hand_from_its_records(digits, tmp_path):

@@ -706,7 +706,7 @@ def test_an_adaptive_row_cut_short_resumes_from_its_last_whole_block(tiny, tmp_p
     assert calls == [2, 2] and [r["index"] for r in kept] == [0, 1]  # images 0-1 recorded, 2-3 lost with the cut
     monkeypatch.setattr(levers, "_adaptive", real)
     resumed = run_levers(tiny, tmp_path / "cut", **kwargs)
-    key = lambda d: sorted((r["index"], r["correct"], tuple(r["pred"])) for r in map(json.loads, (  # noqa: E731
+    key = lambda d: sorted((r["index"], r["label"], tuple(r["pred"])) for r in map(json.loads, (  # noqa: E731
         d / "records.jsonl").read_text().splitlines()))
     assert key(tmp_path / "cut") == key(tmp_path / "whole") and len(key(tmp_path / "whole")) == 5
     assert [c["accuracy"] for c in resumed["cells"]] == [c["accuracy"] for c in whole["cells"]]

@@ -14,6 +14,7 @@ from art_adp.apps.levers import run_levers
 from art_adp.attacks.registry import SWEEP_ATTACK
 from art_adp.data import Dataset
 from art_adp.models import save_classifier
+from art_adp.runs.engine import correct
 from art_adp.runs.records import read_jsonl
 
 KW = dict(models=("oracle",), settings=["one-step denoise"], classifiers=(), attacks=("clean", SWEEP_ATTACK),
@@ -59,7 +60,7 @@ def test_the_runs_own_judgement_comes_back_and_a_larger_r_can_only_lower_the_wor
     (mine,) = out["cells"]
     (theirs,) = [c for c in table["cells"] if c["attack"] == cell[3]]
     assert (mine["accuracy"], mine["n"], mine["ci95"]) == (theirs["accuracy"], theirs["n"], theirs["ci95"])
-    assert mine["correct"] == [r["correct"] for r in sorted(own, key=lambda r: r["index"])]
+    assert mine["correct"] == [correct(r) for r in sorted(own, key=lambda r: r["index"])]
     assert json.loads((run / "rejudged-S2-R2-seed3.json").read_text())["cells"] == out["cells"]
     # R = 6: the run's two judgements first, then four more; the worst of 6 is at most the worst of 2
     more = rejudge.rejudge_levers(run, repeats=6, data=tiny, progress=False)

@@ -14,6 +14,7 @@ from art_adp.apps.evaluation.report import wilson
 from art_adp.apps.reproduce import MnistRecipe, reproduce_mnist
 from art_adp.apps.snapshots import read_snapshot_log, train_with_snapshots
 from art_adp.models import load_classifier
+from art_adp.runs.engine import correct
 from art_adp.score import NCSNv2, load_score_model, train_score_model
 
 TINY = MnistRecipe(hidden=(16,), clf_epochs=30, clf_batch_size=8, ngf=2, num_sigmas=4, batch_size=4, budgets=(2, 4),
@@ -76,7 +77,7 @@ def test_reproduce_writes_the_table_with_the_papers_numbers(done_run):
         acc = (mlp(torch.as_tensor(data.x_test[:6])).argmax(1).numpy() == data.y_test[:6]).mean()
     assert rows["clean"]["2"]["undefended"] == pytest.approx(acc)
     records = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
-    k = sum(r["correct"] for r in records if r["budget"] == 4 and r["row"] == "bpda-eot")
+    k = sum(correct(r) for r in records if r["budget"] == 4 and r["row"] == "bpda-eot")
     assert rows["bpda-eot"]["4"]["correct"] == k and tuple(rows["bpda-eot"]["4"]["ci95"]) == wilson(k / 3, 3)
     for row in ("clf-pgd", "bpda-eot", "full-pgd-eot"):
         assert 0 < rows[row]["2"]["max_linf"] <= TINY.eps + 1e-6  # attacked, inside the ε-ball

@@ -67,9 +67,9 @@ from ..runs.engine import (
     Cell,
     build_defence,
     Judgement,
-    Outcome,
     Seeds,
     clean,
+    correct,
     defended_estimator,
     estimate,
     guard,
@@ -937,7 +937,6 @@ def run_levers(
         return (r.get("classifier", base), r["model"], r["setting"], r["attack"], judge, r["index"])
 
     on_file = read_jsonl(path)
-    done = {key_of(r) for r in on_file}
     draws = {a.name: a.eot_samples or eot_samples for a in rows if a.adaptive}  # a row's own, or the run's
     other_eot = sorted({(r["attack"], r["eot_samples"]) for r in on_file if r["attack"] in draws
                         and r.get("eot_samples", draws[r["attack"]]) != draws[r["attack"]]})  # fmt: skip
@@ -953,28 +952,15 @@ def run_levers(
                          "attacks before their records carried them); measure into another run folder, or pass the "
                          "options those rows were measured with.")  # fmt: skip
 
-    def todo(clf, model, setting, attack, judge="ensemble") -> list[int]:
-        return [i for i in range(len(x)) if (clf, model, setting, attack, judge, i) not in done]
-
-    def write(clf, model, setting, attack, extra=None, judge="ensemble"):
-        """The records of a block of the cell (``clf``, ``model``, ``setting``, ``attack``, ``judge``)."""
-
-        def rows_(o: Outcome) -> list[dict]:
-            more = {**({"classifier": clf} if clf != base and model != "none" else {}),
-                    **({"judge": judge} if judge != "ensemble" else {})}  # fmt: skip
-            out = [
-                {"model": model, "setting": setting, "attack": attack, "index": int(i), "correct": bool(c),
-                 "label": int(o.label[j]), "pred": [int(p) for p in o.preds[:, j]], "ensemble_size": ensemble_size,
-                 "eot_samples": eot_samples, **more, **(extra or {})}
-                for j, (i, c) in enumerate(zip(o.index, o.correct))
-            ]  # fmt: skip
-            if progress:
-                where = f"{clf} ← {model}" if model != "none" else model
-                print(f"{where:>18} | {setting:<24} | {attack:<16} | {judge:<8} | {np.mean(o.correct):6.1%} of "
-                      f"{len(o.index)}", flush=True)  # fmt: skip
-            return out
-
-        return rows_
+    def fields(clf, model, setting, attack, extra=None, judge="ensemble") -> dict:
+        """What the records of the cell (``clf``, ``model``, ``setting``, ``attack``, ``judge``) carry besides the
+        engine's fields, and its progress line (``label``; None with ``progress`` off)."""
+        more = {**({"classifier": clf} if clf != base and model != "none" else {}),
+                **({"judge": judge} if judge != "ensemble" else {})}  # fmt: skip
+        where = f"{clf} ← {model}" if model != "none" else model
+        return {"fields": {"model": model, "setting": setting, "attack": attack, "ensemble_size": ensemble_size,
+                           "eot_samples": eot_samples, **more, **(extra or {})},
+                "label": f"{where:>18} | {setting:<24} | {attack:<16} | {judge:<8}" if progress else None}  # fmt: skip
 
     def cell_settings(r: Row, judgement: Judgement, s: Setting | None = None, budget: Budget | None = None,
                       model: str = "none") -> dict:  # fmt: skip
@@ -991,7 +977,7 @@ def run_levers(
     once = Judgement("once", batch_size=max(1, len(x)))
     cells: list[Cell] = [  # the undefended classifiers under white-box attacks
         Cell((base, "none", name, r.name, "ensemble"), f"bare:{name}", _white(r, eps), once,
-             seeds=partial(_white_seeds, r, seed), write=write(base, "none", name, r.name), block_size=None,
+             seeds=partial(_white_seeds, r, seed), **fields(base, "none", name, r.name), block_size=None,
              settings=cell_settings(r, once))
         for name in (() if estimate_only else classifiers) for r in white
     ]  # fmt: skip
@@ -1055,7 +1041,7 @@ def run_levers(
                     more = {**extra, "repeats": repeats, "options": wanted[r.name],
                             **({"eot_samples": r.eot_samples} if r.eot_samples else {})}  # fmt: skip
                     cells.append(Cell((*key, "ensemble"), target, adaptive_attack(r, budget), ensemble,
-                                      seeds=judged(r, repeats), write=write(*key, more), block_size=BLOCK,
+                                      seeds=judged(r, repeats), **fields(*key, more), block_size=BLOCK,
                                       keep=key if keep_examples else None,
                                       cost=partial(unit_seconds, r.attack, budget, ensemble_size * repeats),
                                       settings=cell_settings(r, ensemble, s, budget, model)))  # fmt: skip
@@ -1063,7 +1049,7 @@ def run_levers(
                     one = replace(ensemble, repeats=1)
                     cells.append(Cell((*key, "ensemble"), target, cached(name, r), one,
                                       seeds=lambda b, first: Seeds(seed, seed, (derive_seed(seed, "judge", 0),)),
-                                      write=write(*key, {**extra, "repeats": 1}), block_size=None,
+                                      **fields(*key, {**extra, "repeats": 1}), block_size=None,
                                       cost=partial(unit_seconds, None, None, ensemble_size),
                                       settings=cell_settings(r, one, s, model=model)))  # fmt: skip
                 if "fixed" in judges and (r.adaptive or not r.attack):
@@ -1073,7 +1059,7 @@ def run_levers(
                     fixed = Judgement("fixed", 1, 1, batch_size=FIXED_CHUNK)
                     cost = partial(unit_seconds, r.attack if r.adaptive else None, budget, 1)
                     cells.append(Cell((*key, "fixed"), target, attack, fixed, seeds=frozen(r),
-                                      write=write(*key, {**extra, "repeats": 1}, judge="fixed"),
+                                      **fields(*key, {**extra, "repeats": 1}, judge="fixed"),
                                       block_size=FIXED_CHUNK, settings=cell_settings(r, fixed, s, budget, model),
                                       cost=cost))  # fmt: skip
     built: dict[str, Any] = {}
@@ -1168,7 +1154,7 @@ def render_levers(records: list[dict], base: str | None = None) -> dict:
         if len(budgets) > 1:
             raise ValueError(f"The records of {(clf, model, setting, attack, judge)} mix EOT draws {budgets}: one "
                              "cell, one budget (keep each budget's records in its own run folder).")  # fmt: skip
-        p = float(np.mean([bool(r["correct"]) for r in rs]))
+        p = float(np.mean([correct(r) for r in rs]))
         lo, hi = wilson(p, len(rs))
         last = rs[-1]
         cell = {"model": model, "setting": setting, "attack": attack, "accuracy": p, "n": len(rs), "ci95": [lo, hi],
@@ -1205,7 +1191,7 @@ def worst_over_attacks(cells: Mapping[tuple, list[dict]], base: str | None = Non
     precisions: dict[tuple, set[str]] = {}
     for (clf, model, setting, attack, judge), rs in cells.items():
         if attack and attack != "clean" and judge == "ensemble":
-            groups.setdefault((clf, model, setting), {})[attack] = {r["index"]: bool(r["correct"]) for r in rs}
+            groups.setdefault((clf, model, setting), {})[attack] = {r["index"]: correct(r) for r in rs}
             if (rs[-1].get("purifier") or {}).get("clip_noise") is False:
                 unclipped.add((clf, model, setting))
             precisions.setdefault((clf, model, setting), set()).add(

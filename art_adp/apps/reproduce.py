@@ -35,7 +35,7 @@ from ..attacks.registry import LABELS, Budget
 from ..runs.provenance import device_description
 from ..preprocessor import ADPPurifier
 from ..purification import purify
-from ..runs.engine import (Cell, Judgement, Outcome, Seeds, build_defence, defended_estimator, registry_attack,
+from ..runs.engine import (Cell, Judgement, Seeds, build_defence, correct, defended_estimator, registry_attack,
                            run_cells)  # fmt: skip
 from ..runs.records import append_records, guard_settings, read_jsonl
 from ..runs.statistics import accuracy_cell, wilson
@@ -338,18 +338,18 @@ def _cell(b: int, row: str, n: int, recipe: MnistRecipe, x_pgd) -> Cell:
         s = derive_seed(recipe.seed, b, row, first)
         return Seeds(s, derive_seed(s, "attack", row), tuple(derive_seed(s, "judge", r) for r in range(recipe.repeats)))
 
-    def write(o: Outcome) -> list[dict]:
-        """A block's records: the entry point's fields (label, the R predictions, the undefended one, ℓ∞) beside the
-        table's (correct in every judgement, undefended correct, seconds per image)."""
-        bare, linf, wall = o.undefended(), o.linf(), o.seconds / len(o.index)
-        return [{"budget": b, "row": row, "index": int(i), "label": int(o.label[j]),
-                 "pred": [int(p) for p in o.preds[:, j]], "correct": bool(o.correct[j]),
-                 "undefended_pred": int(bare[j]), "undefended_correct": bool(bare[j] == o.label[j]),
-                 "linf": round(float(linf[j]), 6), "wall_s": round(wall, 3)}
-                for j, i in enumerate(o.index)]  # fmt: skip
-
     judgement = Judgement("ensemble", recipe.ensemble_size, recipe.repeats, batch_size=512)
-    return Cell((b, row), b, attack, judgement, seeds, write, block_size=recipe.chunk_size, images=n)
+    return Cell(
+        (b, row),
+        b,
+        attack,
+        judgement,
+        seeds,
+        {"budget": b, "row": row},
+        block_size=recipe.chunk_size,
+        images=n,
+        extras="wall_s",
+    )
 
 
 def denoising_ratio(
@@ -506,7 +506,7 @@ def _curve(records: list[dict], denoise: dict[int, dict], recipe: MnistRecipe, r
             recs = [r for r in records if r["budget"] == m and r["row"] == row and r["index"] < n]
             if len(recs) < n:
                 break
-            point[key] = sum(r["correct"] for r in recs)
+            point[key] = sum(correct(r) for r in recs)
         else:
             out.append(point)
     return out
@@ -519,8 +519,8 @@ def _summarise(records: list[dict], recipe: MnistRecipe, n_test: int) -> dict:
         for row, spec in rows.items():
             limit = n_test if spec["n"] is None else min(spec["n"], n_test)
             recs = [r for r in records if r["budget"] == b and r["row"] == row and r["index"] < limit]
-            n, k = len(recs), sum(r["correct"] for r in recs)
-            kb = sum(r["undefended_correct"] for r in recs)
+            n, k = len(recs), sum(correct(r) for r in recs)
+            kb = sum(r["undefended_pred"] == r["label"] if "pred" in r else r["undefended_correct"] for r in recs)
             out.setdefault(row, {})[str(b)] = {
                 "n": n,
                 "target_n": limit,

@@ -13,7 +13,7 @@ judged robust only if no attack broke it, the state on disk to resume.
 One block of one cell: the purifiers reseeded for the attack (:attr:`Seeds.noise`; a *fixed* judgement freezes that
 draw for the attack and the judge alike), the attack run (:attr:`Cell.attack`, seeded by :attr:`Seeds.attack`), the
 adversarial examples judged (:func:`judge`: the S-run ensemble R times with fresh noise, one frozen draw, or once), and
-the block's records appended (one line per image, written as the plan lays it out, atomically: a run killed
+the block's records appended (one line per image in the one layout, :func:`records`, atomically: a run killed
 mid-block resumes from its last whole block). A cell's seeds come from its identity and its block alone, so a block
 gives the same records whichever process runs it, in any order.
 """
@@ -40,10 +40,11 @@ from ..attacks.registry import BLIND_ATTACK, REGISTRY, Budget, budget_settings
 from ..ensemble import logits
 from ..eot import EOTClassifier
 from .records import append_records, read_jsonl
-from .seeds import SCHEME, SCHEMES, Seeds, check_scheme
+from .seeds import SCHEME, SCHEMES, Seeds, check_scheme, derive_seed
 
 __all__ = [
     "Cell",
+    "EXTRAS",
     "JUDGES",
     "JudgeKind",
     "Judgement",
@@ -51,6 +52,8 @@ __all__ = [
     "Seeds",
     "folder_scheme",
     "build_defence",
+    "correct",
+    "flags",
     "defended_estimator",
     "describe_defence",
     "estimate",
@@ -63,6 +66,7 @@ __all__ = [
     "keep",
     "kept",
     "pending",
+    "records",
     "registry_attack",
     "rejudge",
     "rejudge_robustness",
@@ -128,7 +132,7 @@ class Outcome:
         return np.abs(self.x_adv - self.x).reshape(len(self.index), -1).max(1)
 
     def l2(self) -> np.ndarray:
-        return np.linalg.norm((self.x_adv - self.x).reshape(len(self.index), -1), axis=1)
+        return np.array([np.linalg.norm(d) for d in (self.x_adv - self.x).reshape(len(self.index), -1)])
 
 
 @dataclass(frozen=True)
@@ -145,7 +149,10 @@ class Cell:
     :param block_size: Images per block (blocks by index: 0 to B - 1, B to 2B - 1, ...); None: every pending image in
         one block.
     :param images: Only the first ``images`` images (None: all).
-    :param write: ``(outcome) -> records``: the plan's record lines for a block.
+    :param fields: What every record of the cell carries before the engine's own fields (:func:`records`): its
+        identity as the plan reads it back (``key`` finds it) and what it adds (JSON-able).
+    :param extras: A name of :data:`EXTRAS`: more fields per image, computed from the block (None: none).
+    :param label: Printed with the block's accuracy after each block (``label | 82.0% of 50``; None: silent).
     :param keep: Keep the block's adversarial examples in the run folder's ``examples/`` under this name
         (:func:`keep`); None: not kept.
     :param cost: Seconds per image of its attack and judgement given a :func:`probe` of its target (the registry's cost
@@ -159,12 +166,18 @@ class Cell:
     attack: Attack
     judgement: Judgement
     seeds: Callable[[int, int], Seeds]
-    write: Callable[[Outcome], list[dict]]
+    fields: Mapping = field(default_factory=dict)
     block_size: int | None = 50
     images: int | None = None
     keep: tuple | None = None
     cost: Callable[[dict], float] | None = None
     settings: Mapping | None = None
+    extras: str | None = None
+    label: str | None = None
+
+    def __post_init__(self):
+        if self.extras is not None and self.extras not in EXTRAS:
+            raise ValueError(f"extras must be None or one of {list(EXTRAS)}, got {self.extras!r}.")
 
 
 def clean(estimator, x, y, idx, seeds):  # pylint: disable=unused-argument
@@ -356,9 +369,9 @@ def rejudge(
     summary: dict[str, Any] = {"settings": dict(settings or {}), "cells": []}
     for cell, found in by.items():
         rows = [found[i] for i in sorted(found)]
-        correct = np.array([r["correct"] for r in rows], dtype=bool)
-        summary["cells"].append({"cell": list(cell), **_summary(correct, rows), "index": sorted(found),
-                                 "correct": correct.tolist()})  # fmt: skip
+        ok = np.array([r["correct"] for r in rows], dtype=bool)
+        summary["cells"].append({"cell": list(cell), **_summary(ok, rows), "index": sorted(found),
+                                 "correct": ok.tolist()})  # fmt: skip
     summary["provenance"] = provenance(wall_time_s=time.monotonic() - started, device=device)
     (run_dir / f"{name}.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8")
     return summary
@@ -428,7 +441,10 @@ def run_cells(
         if cell.keep is not None and run_dir is not None:
             keep(Path(run_dir), cell.keep, idx, outcome.x_adv)
         outcome.seconds = time.perf_counter() - start
-        append_records(path, cell.write(outcome))
+        lines = records(cell, outcome)
+        append_records(path, lines)
+        if cell.label is not None:
+            print(f"{cell.label} | {np.mean([correct(r) for r in lines]):6.1%} of {len(idx)}", flush=True)
         seconds[cell.key] = seconds.get(cell.key, 0.0) + outcome.seconds
         bar.update(len(idx))
     bar.close()
@@ -455,6 +471,60 @@ def estimate(cells: Sequence[Cell], targets: Callable[[Any], Any], x: np.ndarray
             probes[c.target] = probe(targets(c.target), x[: max(1, min(len(x), 32))], batch_size)
         out[c.key] = left[c.key] * c.cost(probes[c.target])
     return out
+
+
+def flags(o: Outcome) -> list[dict]:
+    """AutoAttack's two flags per input, on the block's inputs: ``random_output`` (the defended output differs between
+    two calls) and ``zero_gradient`` (the loss gradient through the defence is exactly zero)."""
+    estimator, seed = o.estimator, o.seeds.attack
+    xt = torch.as_tensor(o.x, device=estimator.device)
+    yt = torch.as_tensor(o.label, device=estimator.device)
+    outs = []
+    for r in range(2):
+        reseed(estimator, derive_seed(seed, "flags", r))
+        with torch.no_grad():
+            outs.append(logits(estimator, xt).float())
+    random = ((outs[0] - outs[1]).abs().flatten(1).amax(1) > 1e-6).cpu().numpy()
+    reseed(estimator, derive_seed(seed, "flags", "gradient"))
+    xg = xt.clone().requires_grad_(True)
+    with torch.enable_grad():
+        loss = torch.nn.functional.cross_entropy(logits(estimator, xg), yt, reduction="sum")
+        g = torch.autograd.grad(loss, xg, allow_unused=True)[0] if loss.requires_grad else None
+    zero = np.ones(len(xt), bool) if g is None else (g.flatten(1).abs().amax(1) == 0).cpu().numpy()
+    return [{"random_output": bool(a), "zero_gradient": bool(b)} for a, b in zip(random, zero)]
+
+
+def wall_s(o: Outcome) -> list[dict]:
+    """The block's seconds per image (``wall_s``): the one field that differs between two runs of a block."""
+    return [{"wall_s": round(o.seconds / len(o.index), 3)}] * len(o.index)
+
+
+#: The extra fields a cell's records may carry (:attr:`Cell.extras`): name → ``(outcome) -> one dict per image``.
+EXTRAS: dict[str, Callable[[Outcome], list[dict]]] = {"flags": flags, "wall_s": wall_s}
+
+
+def records(cell: Cell, o: Outcome) -> list[dict]:
+    """
+    The one record layout: a line per image of a block -- the cell's :attr:`~Cell.fields`, then the image's
+    ``index`` and ``label``, ``pred`` (the R judgements' predictions; none for a cell judged ``"none"``),
+    ``undefended_pred`` (the bare classifier on the adversarial example), the perturbation's ``linf`` and ``l2``
+    norms, and the cell's :attr:`~Cell.extras`. Nothing else: a block's records are the same whichever process runs
+    it, whenever.
+    """
+    bare, linf, l2 = o.undefended(), o.linf(), o.l2()
+    more = EXTRAS[cell.extras](o) if cell.extras is not None else [{}] * len(o.index)
+    return [{**cell.fields, "index": int(i), "label": int(o.label[j]), "pred": [int(p) for p in o.preds[:, j]],
+             "undefended_pred": int(bare[j]), "linf": round(float(linf[j]), 6), "l2": round(float(l2[j]), 6),
+             **more[j]}
+            for j, i in enumerate(o.index)]  # fmt: skip
+
+
+def correct(record: Mapping) -> bool:
+    """Whether a record's image was classified correctly in every judgement (the worst of R); a record written before
+    the one layout, without predictions, says so itself (``correct``)."""
+    if "pred" not in record:
+        return bool(record["correct"])
+    return bool(record["pred"]) and all(p == record["label"] for p in record["pred"])
 
 
 def run_block(cell: Cell, estimator, x: np.ndarray, y: np.ndarray, idx: np.ndarray, block: int) -> Outcome:
@@ -639,7 +709,7 @@ def evaluate_robustness(
 
     cells = [
         Cell((a,), "defended", clean if a == "clean" else registry_attack(a, budgets[a]), judgement,
-             seeds=partial(_attack_seeds, seed, a, repeats, scheme), write=partial(_records, a),
+             seeds=partial(_attack_seeds, seed, a, repeats, scheme), fields={"attack": a},
              block_size=block_size, keep=None if a == "clean" else (a,),
              settings={**common, "budget": budget_settings(budgets[a]) if a in budgets else None})
         for a in ("clean", *budgets)
@@ -712,14 +782,6 @@ def _result(records: list[dict], attacks: Sequence[str], n: int) -> dict:
     summary = {a: _summary(np.array(list(correct[a].values())), list(by[a].values())) for a in attacks}
     return {"clean": summary["clean"], "attacks": {a: summary[a] for a in attacks if a != "clean"},
             "worst_case": _summary(worst[1] if worst else robust), "robust": robust}  # fmt: skip
-
-
-def _records(attack: str, o: Outcome) -> list[dict]:
-    """The entry point's records of a block: the R predictions, the undefended one and the perturbation's ℓ∞ norm."""
-    bare, linf = o.undefended(), o.linf()
-    return [{"attack": attack, "index": int(i), "label": int(o.label[j]), "pred": [int(p) for p in o.preds[:, j]],
-             "undefended_pred": int(bare[j]), "linf": round(float(linf[j]), 6)}
-            for j, i in enumerate(o.index)]  # fmt: skip
 
 
 def _classes(classifier: torch.nn.Module, sample: np.ndarray, device: str) -> int:

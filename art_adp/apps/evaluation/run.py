@@ -26,7 +26,7 @@ from art.estimators.classification import PyTorchClassifier
 
 from ...attacks._core import purifiers
 from ...attacks.registry import BLIND_ATTACK, REGISTRY, SWEEP_ATTACK
-from ...ensemble import default_memory_budget, logits
+from ...ensemble import default_memory_budget
 from ...runs import distributed
 from ...runs.seeds import check_scheme, derive_seed
 from ...diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
@@ -50,13 +50,11 @@ from ...runs.engine import (
     defended_estimator,
     describe_defence,
     Judgement,
-    Outcome,
     Seeds,
     block_seeds,
     folder_scheme,
     clean,
     registry_attack,
-    reseed,
     run_cells,
     unit_seconds,
 )
@@ -145,52 +143,6 @@ def plan(c: EvalConfig, *, randomized: bool = True, baselines: Sequence[str] = (
     return settings
 
 
-def _flags(
-    estimator: PyTorchClassifier, xt: torch.Tensor, yt: torch.Tensor, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """AutoAttack's two flags per input: the defended output differs between two calls; the loss gradient through
-    the defence is exactly zero."""
-    outs = []
-    for r in range(2):
-        reseed(estimator, derive_seed(seed, "flags", r))
-        with torch.no_grad():
-            outs.append(logits(estimator, xt).float())
-    random = ((outs[0] - outs[1]).abs().flatten(1).amax(1) > 1e-6).cpu().numpy()
-    reseed(estimator, derive_seed(seed, "flags", "gradient"))
-    xg = xt.clone().requires_grad_(True)
-    with torch.enable_grad():
-        loss = torch.nn.functional.cross_entropy(logits(estimator, xg), yt, reduction="sum")
-        if loss.requires_grad:
-            (g,) = torch.autograd.grad(loss, xg, allow_unused=True)
-        else:
-            g = None
-    zero = np.ones(len(xt), bool) if g is None else (g.flatten(1).abs().amax(1) == 0).cpu().numpy()
-    return random, zero
-
-
-def _write(setting: Setting, attack: str, digest: str):
-    """The records of a block of (``setting``, ``attack``): the R predictions, the undefended prediction and the
-    perturbation's norms per example (the flags of the sanity check's ``"flags"``)."""
-    base = {"setting": setting.name, "attack": attack, "settings": digest}
-
-    def rows(o: Outcome) -> list[dict]:
-        if attack == "flags":
-            dev = o.estimator.device
-            xt, yt = torch.as_tensor(o.x, device=dev), torch.as_tensor(o.label, device=dev)
-            random, zero = _flags(o.estimator, xt, yt, o.seeds.attack)
-            return [{**base, "index": int(i), "label": int(o.label[j]), "random_output": bool(random[j]),
-                     "zero_gradient": bool(zero[j])} for j, i in enumerate(o.index)]  # fmt: skip
-        bare, delta = o.undefended(), (o.x_adv - o.x).reshape(len(o.index), -1)
-        return [
-            {**base, "index": int(i), "label": int(o.label[j]), "pred": [int(p[j]) for p in o.preds],
-             "undefended_pred": int(bare[j]), "linf": round(float(np.abs(delta[j]).max()), 6),
-             "l2": round(float(np.linalg.norm(delta[j])), 6)}
-            for j, i in enumerate(o.index)
-        ]  # fmt: skip
-
-    return rows
-
-
 def _unit_seeds(
     seed: int, setting: str, attack: str, repeats: int, scheme: str, block: int, first: int
 ) -> Seeds:  # pylint: disable=unused-argument
@@ -212,7 +164,8 @@ def _cells(settings: Sequence[Setting], c: EvalConfig, digests: dict, x: np.ndar
             cells.append(Cell(
                 (s.name, a), s.name, attack, Judgement("none") if a == "flags" else judgement,
                 seeds=partial(_unit_seeds, c.seed, s.name, a, repeats, scheme),
-                write=_write(s, a, digests[(s.name, a)]), block_size=c.chunk_size,
+                fields={"setting": s.name, "attack": a, "settings": digests[(s.name, a)]},
+                extras="flags" if a == "flags" else None, block_size=c.chunk_size,
                 images=min(len(x), -(-c.sanity_examples // c.chunk_size) * c.chunk_size) if s.subset else None,
             ))  # fmt: skip
     return cells
