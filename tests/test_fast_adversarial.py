@@ -1,5 +1,6 @@
 """CIFAR ResNets (He et al.) and fast adversarial training (Wong et al.): sizes, the reference's parameter names,
 the option-A shortcut, the one-cycle schedule, the augmentation, and what one epoch trains on."""
+
 import numpy as np
 import pytest
 import torch
@@ -32,7 +33,9 @@ def test_option_a_shortcut_pads_channels_with_zeros():
     x = torch.rand(2, 16, 8, 8)
     out = block(x)  # residual branch is 0 (BN weight 0): out = relu(shortcut)
     assert torch.equal(out[:, 8:24], x[:, :, ::2, ::2])
-    assert torch.equal(out[:, :8], torch.zeros_like(out[:, :8])) and torch.equal(out[:, 24:], torch.zeros_like(out[:, 24:]))
+    assert torch.equal(out[:, :8], torch.zeros_like(out[:, :8])) and torch.equal(
+        out[:, 24:], torch.zeros_like(out[:, 24:])
+    )
 
 
 def test_standardisation_is_part_of_the_model():
@@ -125,17 +128,19 @@ def test_fgsm_rs_epoch_trains_on_the_fgsm_step_from_a_random_start():
     assert all(d > 0 for d in losses)
 
 
-def test_fgsm_rs_epoch_is_reproducible_and_learns():
+def test_fgsm_rs_epoch_is_reproducible_and_learns_with_its_progress_bar_or_without(capsys):
     x, y = _data(256)
     y = y % 2
     x = (0.6 * x + 0.4 * y[:, None, None, None]).astype(np.float32)  # classes apart by 0.4 a pixel, ε 0.01
     models = []
-    for _ in range(2):
+    for progress in (False, True):
         torch.manual_seed(0)
         m = Recording()
         for epoch in (1, 2, 3):
-            stats = fgsm_rs_epoch(m, x, y, eps=0.01, epoch=epoch, epochs=3, batch_size=32, lr_max=0.5, augment=False)
+            stats = fgsm_rs_epoch(m, x, y, eps=0.01, epoch=epoch, epochs=3, batch_size=32, lr_max=0.5, augment=False,
+                                  progress=progress)  # fmt: skip
         models.append(m)
+        assert ("epoch 3/3" in capsys.readouterr().err) == progress  # 8 batches an epoch, shown only when asked
     assert torch.equal(models[0].fc.weight, models[1].fc.weight)
     assert stats["accuracy"] > 0.8
 

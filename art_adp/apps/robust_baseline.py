@@ -161,7 +161,7 @@ def train_until_plateau(
     :param lr: Adam's learning rate.
     :param seed: Seed of the split, the training attacks' starts and the batch order (each epoch its own).
     :param device: Where it trains.
-    :param progress: Print one line per epoch.
+    :param progress: Print one line per epoch (and, for ``"fgsm-rs"``, a bar over its mini-batches).
     :param train_epoch: ``(model, x, y, epoch) -> None``, one epoch of training (default: one epoch of
         :func:`~art_adp.models.train_adversarial_classifier` with the arguments above, or of
         :func:`~art_adp.models.train_purified_classifier`); a test scripts it.
@@ -236,7 +236,7 @@ def train_until_plateau(
                 purifier.generator.manual_seed(derive_seed(seed, "purify", epoch))
                 m = DefendedModel(m, purifier, ensemble_size=1)
             fgsm_rs_epoch(m, x, y, eps=eps, epoch=epoch, epochs=max_epochs, lr_max=lr, batch_size=batch_size,
-                          seed=derive_seed(seed, "epoch", epoch) % 2**32)  # fmt: skip
+                          seed=derive_seed(seed, "epoch", epoch) % 2**32, progress=progress)  # fmt: skip
 
     elif train_epoch is None and adversarial:
 

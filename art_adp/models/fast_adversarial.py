@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn.functional as F
+from tqdm.auto import tqdm
 from torch import nn
 
 from art_adp._checks import integer, number, positive_int
@@ -56,6 +57,7 @@ def fgsm_rs_epoch(
     weight_decay: float = 5e-4,
     augment: bool = True,
     seed: int = 0,
+    progress: bool = False,
 ) -> dict:
     """
     Epoch ``epoch`` (1-based) of ``epochs`` of FGSM adversarial training from a random start, in place.
@@ -79,6 +81,7 @@ def fgsm_rs_epoch(
     :param weight_decay: SGD weight decay.
     :param augment: Random crops and flips.
     :param seed: The run's seed.
+    :param progress: A tqdm bar over the epoch's mini-batches (an epoch through a purifier takes an hour on a CPU).
     :return: ``{"loss": mean training loss, "accuracy": training accuracy on x + δ}`` of the epoch.
     """
     number("eps", eps, low=0, low_open=True)
@@ -95,7 +98,7 @@ def fgsm_rs_epoch(
     batches = (len(xt) + batch_size - 1) // batch_size
     loss_sum, correct = 0.0, 0
     model.train()
-    for b in range(batches):
+    for b in tqdm(range(batches), disable=not progress, desc=f"epoch {epoch}/{epochs}", unit="batch", leave=False):
         idx = order[b * batch_size : (b + 1) * batch_size]
         xb, yb = xt[idx], yt[idx]
         if augment:
