@@ -2,6 +2,7 @@
 kill mid-block, the settings guard, and the Python entry point against hand-made records."""
 
 import json
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -14,7 +15,6 @@ from art_adp.runs.engine import (
     Cell,
     Judgement,
     Seeds,
-    block_seeds,
     blocks,
     clean,
     correct,
@@ -25,7 +25,7 @@ from art_adp.runs.engine import (
     worst_case,
 )
 from art_adp.runs.records import read_jsonl
-from art_adp.runs.seeds import derive_seed
+from art_adp.runs.seeds import SeedPlan, check_scheme, derive_seed
 
 
 @pytest.fixture(scope="module")
@@ -54,14 +54,14 @@ KW = dict(eps=0.1, max_iter=3, eot_samples=2, ensemble_size=2, repeats=3, block_
 
 
 def test_blocks_cut_by_index_and_one_block_without_a_size():
-    cell = Cell(("a",), "t", clean, Judgement(), block_seeds, block_size=3)
+    cell = Cell(("a",), "t", clean, Judgement(), SeedPlan("apart", 0), block_size=3)
     assert blocks(cell, [0, 1, 2, 3, 7, 8]) == [(0, [0, 1, 2]), (1, [3]), (2, [7, 8])]
-    one = Cell(("a",), "t", clean, Judgement(), block_seeds, block_size=None)
+    one = Cell(("a",), "t", clean, Judgement(), SeedPlan("apart", 0), block_size=None)
     assert blocks(one, [4, 9]) == [(0, [4, 9])] and blocks(one, []) == []
 
 
-def test_block_seeds_are_the_evaluation_harness_scheme():
-    s = block_seeds(5, "main", "bpda-eot", 16, repeats=2)
+def test_the_shared_scheme_is_the_evaluation_harness_scheme():
+    s = SeedPlan("shared", 5, ("main", "bpda-eot"), 2)(3, 16)  # the block's number does not enter
     assert s.attack == s.noise == derive_seed(5, "main", "bpda-eot", 16)
     assert s.judge == (
         derive_seed(5, "judge", "main", "bpda-eot", 16, 0),
@@ -70,11 +70,35 @@ def test_block_seeds_are_the_evaluation_harness_scheme():
 
 
 def test_the_apart_scheme_derives_the_attack_and_noise_seeds_apart_and_keeps_the_judgements():
-    shared, apart = block_seeds(5, "a", 16, repeats=2), block_seeds(5, "a", 16, repeats=2, scheme="apart")
+    shared, apart = SeedPlan("shared", 5, ("a",), 2)(0, 16), SeedPlan("apart", 5, ("a",), 2)(0, 16)
     assert apart.attack == derive_seed(5, "attack", "a", 16) and apart.noise == derive_seed(5, "noise", "a", 16)
     assert len({apart.attack, apart.noise, shared.attack}) == 3 and apart.judge == shared.judge
-    with pytest.raises(ValueError, match=r"Unknown seed scheme 'nope'; choose from \['apart', 'shared'\]"):
-        block_seeds(5, "a", 16, scheme="nope")
+    with pytest.raises(ValueError, match=r"Unknown seed scheme 'nope'; choose from \['apart', 'shared', 'levers', "):
+        SeedPlan("nope", 5)
+    with pytest.raises(ValueError, match=r"Unknown seed scheme 'levers'; choose from \['apart', 'shared'\]\.$"):
+        check_scheme("levers")  # an evaluation folder names one of the two
+
+
+def test_the_plans_seeds_are_data_and_their_schemes_the_derivations_they_replaced():
+    plan = SeedPlan("levers", 7, ("bpda-eot",), 2)
+    assert json.loads(json.dumps(asdict(plan))) == {
+        "scheme": "levers",
+        "seed": 7,
+        "identity": ["bpda-eot"],
+        "repeats": 2,
+    }
+    assert plan(0, 0) == Seeds(derive_seed(7, "bpda-eot"), derive_seed(7, "attack", "bpda-eot"),
+                               (derive_seed(7, "judge", 0), derive_seed(7, "judge", 1)))  # fmt: skip
+    part = derive_seed(7, "block", 2)  # a later block: from its number
+    assert plan(2, 77) == Seeds(derive_seed(part, "bpda-eot"), derive_seed(part, "attack", "bpda-eot"),
+                                (derive_seed(part, "judge", 0), derive_seed(part, "judge", 1)))  # fmt: skip
+    assert SeedPlan("levers-fixed", 7, ("r",))(3, 0) == Seeds(derive_seed(7, "r"), derive_seed(7, "fixed", 150))
+    assert SeedPlan("levers-white", 7, (AUTOATTACK,))(0, 0) == Seeds(derive_seed(7, AUTOATTACK), 7)
+    assert SeedPlan("levers-white", 7, ("pgd", "pgd40"))(0, 0) == Seeds(derive_seed(7, "pgd", "pgd40"), 7)
+    assert SeedPlan("levers-once", 7)(4, 9) == Seeds(7, 7, (derive_seed(7, "judge", 0),))
+    s = derive_seed(3, 400, "clean", 10)
+    assert SeedPlan("reproduce", 3, (400, "clean"), 1)(0, 10) == Seeds(s, derive_seed(s, "attack", "clean"),
+                                                                       (derive_seed(s, "judge", 0),))  # fmt: skip
 
 
 def test_a_new_folder_records_its_seed_scheme_and_an_old_one_resumes_with_its_own(digits, tmp_path):
@@ -229,7 +253,7 @@ def test_autoattack_is_an_attack_of_the_entry_point(digits, tmp_path):
     res = evaluate_robustness(clf, None, x[:8], y[:8], eps=0.15, attacks=(AUTOATTACK,), ensemble_size=1,
                               repeats=1, run_dir=tmp_path, progress=False)  # fmt: skip
     attack = torchattacks.AutoAttack(clf, norm="Linf", eps=0.15, version="standard", n_classes=10,
-                                     seed=block_seeds(0, AUTOATTACK, 0).attack % 2**31)  # fmt: skip
+                                     seed=SeedPlan("shared", 0, (AUTOATTACK,))(0, 0).attack % 2**31)  # fmt: skip
     direct = clf(attack(torch.as_tensor(x[:8]), torch.as_tensor(y[:8]))).argmax(1).numpy() == y[:8]
     assert res["robust"].tolist() == direct.tolist() and res["attacks"][AUTOATTACK]["accuracy"] == direct.mean()
     assert res["clean"]["accuracy"] > res["worst_case"]["accuracy"]  # it breaks something

@@ -32,6 +32,7 @@ from art_adp.data import Dataset, DatasetSpec, load_dataset
 from art_adp.runs import engine
 from art_adp.runs.engine import defended_estimator
 from art_adp.runs.records import array_sha256
+from art_adp.runs.seeds import SeedPlan, derive_seed
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +153,9 @@ def test_autoattack_row_is_the_standard_version_seeded_inside_the_ball(tiny):
     assert torch.equal(torch.random.get_rng_state(), state)  # the caller's draws are untouched
     assert np.abs(a - x).max() <= 0.3 + 1e-6 and a.min() >= 0 and a.max() <= 1
     assert (model(torch.as_tensor(a)).argmax(1).numpy() != y).all()  # ε 0.3 breaks a random linear model
-    assert np.array_equal(a, REGISTRY[AUTOATTACK].build(estimator, Budget(eps=0.3, eps_step=0.0, max_iter=0), 1).generate(x, y=y))
+    assert np.array_equal(
+        a, REGISTRY[AUTOATTACK].build(estimator, Budget(eps=0.3, eps_step=0.0, max_iter=0), 1).generate(x, y=y)
+    )
     assert row_label(Row(AUTOATTACK, AUTOATTACK), 0.3).startswith("AutoAttack (standard: APGD-CE, APGD-T")
 
 
@@ -181,10 +184,28 @@ def test_the_command_line_takes_setting_names_with_commas(monkeypatch):
     from art_adp.apps import cli, levers
 
     seen = {}
-    monkeypatch.setattr(levers, "run_levers", lambda data, run_dir, **kw: seen.update(kw, run_dir=run_dir) or {"cells": []})
+    monkeypatch.setattr(
+        levers, "run_levers", lambda data, run_dir, **kw: seen.update(kw, run_dir=run_dir) or {"cells": []}
+    )
     monkeypatch.setitem(datasets.DATASETS, "mnist", replace(datasets.DATASETS["mnist"], load=lambda root: root))
-    argv = ["levers", "--data-root", "D", "--denoiser", "d.safetensors", "--models", "oracle", "--settings",
-            "T 10, λ 0.5", "one-step denoise", "--attacks", "clean", "clf-pgd-eps/256", "--n-examples", "7", "--quiet"]
+    argv = [
+        "levers",
+        "--data-root",
+        "D",
+        "--denoiser",
+        "d.safetensors",
+        "--models",
+        "oracle",
+        "--settings",
+        "T 10, λ 0.5",
+        "one-step denoise",
+        "--attacks",
+        "clean",
+        "clf-pgd-eps/256",
+        "--n-examples",
+        "7",
+        "--quiet",
+    ]
     assert cli.main(argv) == 0
     assert seen["models"] == ("oracle",) and seen["settings"] == ("T 10, λ 0.5", "one-step denoise")
     assert seen["attacks"] == ("clean", "clf-pgd-eps/256") and seen["n_examples"] == 7
@@ -213,7 +234,9 @@ def test_the_command_line_takes_the_settings_of_a_sigma_grid_given_with_sigmas(m
 
 
 def test_a_setting_of_another_grid_is_refused_naming_the_grid(tiny, tmp_path):
-    with pytest.raises(ValueError, match=r"Unknown settings \['σ 0.125, one-step'\]; the σ grid \(0.1, 0.25, 0.5\) has"):
+    with pytest.raises(
+        ValueError, match=r"Unknown settings \['σ 0.125, one-step'\]; the σ grid \(0.1, 0.25, 0.5\) has"
+    ):
         run_levers(tiny, tmp_path, models=("oracle",), settings=["σ 0.125, one-step"], progress=False)
 
 
@@ -442,8 +465,9 @@ def test_training_stops_on_a_scripted_validation_curve_keeps_the_best_epoch_and_
     assert (facts["best_epoch"], facts["epochs_trained"], facts["stopped_by"]) == (2, 2, "max_epochs")
 
 
-def test_bf16_training_runs_each_epoch_under_autocast_judges_in_fp32_and_refuses_another_precision(tmp_path,
-                                                                                                   monkeypatch):
+def test_bf16_training_runs_each_epoch_under_autocast_judges_in_fp32_and_refuses_another_precision(
+    tmp_path, monkeypatch
+):
     """precision="bf16": every training epoch runs under bf16 autocast, the validation outside it (fp32); the facts
     record it, and a run interrupted in bf16 is not resumed in fp32."""
     judged = []
@@ -470,8 +494,13 @@ def test_bf16_training_runs_each_epoch_under_autocast_judges_in_fp32_and_refuses
     assert trained == [(True, torch.bfloat16)] * 2 and judged == [False]
     with pytest.raises(ValueError, match="was trained in bf16, not fp32: resume it in its own precision"):
         robust_baseline.train_until_plateau(MLP(1, 2, 2, hidden=()), x, y, path, **kw)
-    _, facts = robust_baseline.train_until_plateau(MLP(1, 2, 2, hidden=()), x, y, tmp_path / "fp32.safetensors",
-                                                   **{**kw, "train_epoch": lambda *a: trained.append("fp32")})
+    _, facts = robust_baseline.train_until_plateau(
+        MLP(1, 2, 2, hidden=()),
+        x,
+        y,
+        tmp_path / "fp32.safetensors",
+        **{**kw, "train_epoch": lambda *a: trained.append("fp32")},
+    )
     assert "precision" not in facts and trained[-1] == "fp32" and judged == [False] * 4
     with pytest.raises(ValueError, match="precision must be 'fp32' or 'bf16', got 'fp16'"):
         robust_baseline.train_until_plateau(MLP(1, 2, 2, hidden=()), x, y, path, precision="fp16", **kw)
@@ -520,8 +549,12 @@ def test_baseline_rows_wiring(tiny, tmp_path, one_thread, monkeypatch):
     full = f"{FULL_ATTACK}-1it-r1"  # every adaptive row keeps its best iterate (one run) by default
     assert calls == [eps, eps]  # AutoAttack on the two undefended classifiers only
     assert {k for k in cells if k[0] in ("cnn", "adv-cnn") and cells[k]["n"] == 2} >= {
-        ("cnn", "clean", "ensemble"), ("adv-cnn", AUTOATTACK, "ensemble"),
-        ("adv-cnn", full, "ensemble"), ("adv-cnn", full, "fixed"), ("adv-cnn", "clean", "fixed")}
+        ("cnn", "clean", "ensemble"),
+        ("adv-cnn", AUTOATTACK, "ensemble"),
+        ("adv-cnn", full, "ensemble"),
+        ("adv-cnn", full, "fixed"),
+        ("adv-cnn", "clean", "fixed"),
+    }
     assert ("adv-cnn", BLIND_ATTACK, "fixed") not in cells  # fixed noise: clean and adaptive rows
     assert cells[("adv-cnn", full, "ensemble")]["repeats"] == 2
     assert "judgements" in cells[("adv-cnn", full, "ensemble")]
@@ -622,7 +655,11 @@ def test_each_full_strength_cell_is_set_against_the_earlier_suites_strongest_and
     assert line == ("| oracle (exact score) → cnn | one-step denoise | full-pgd-eot-100it-r2 | 56.5 [50–63] (200) | "
                     "full-pgd-eot: 60.0 [53–67] (200) | -3.5 | selective-eot: 58.5 [52–65] (200) | -2.0 | "
                     "58.0 [51–65] (200) | -1.5 |")  # fmt: skip
-    vote = {**new, "rows": [{"name": "lowfreq-vote-40it-r1", "adaptive": True}], "cells": [c("lowfreq-vote-40it-r1", 0.6)]}
+    vote = {
+        **new,
+        "rows": [{"name": "lowfreq-vote-40it-r1", "adaptive": True}],
+        "cells": [c("lowfreq-vote-40it-r1", 0.6)],
+    }
     old_vote = {**earlier, "cells": [*earlier["cells"], c("systemic-lowfreq", 0.63)]}
     assert "| systemic-lowfreq: 63.0 [56–69] (200) | -3.0 |" in render.against_earlier(vote, old_vote, "old.json")[-2]
     assert render.against_earlier(new, {"cells": []}, "old.json") == []
@@ -706,11 +743,14 @@ def test_an_adaptive_row_cut_short_resumes_from_its_last_whole_block(tiny, tmp_p
     assert calls == [2, 2] and [r["index"] for r in kept] == [0, 1]  # images 0-1 recorded, 2-3 lost with the cut
     monkeypatch.setattr(levers, "_adaptive", real)
     resumed = run_levers(tiny, tmp_path / "cut", **kwargs)
-    key = lambda d: sorted((r["index"], r["label"], tuple(r["pred"])) for r in map(json.loads, (  # noqa: E731
-        d / "records.jsonl").read_text().splitlines()))
+    key = lambda d: sorted(
+        (r["index"], r["label"], tuple(r["pred"]))
+        for r in map(json.loads, (d / "records.jsonl").read_text().splitlines())  # noqa: E731
+    )
     assert key(tmp_path / "cut") == key(tmp_path / "whole") and len(key(tmp_path / "whole")) == 5
     assert [c["accuracy"] for c in resumed["cells"]] == [c["accuracy"] for c in whole["cells"]]
-    assert levers._block_seed(7, 0) == 7 and levers._block_seed(7, 2) != 7  # the first block: the row's seed
+    first, later = SeedPlan("levers", 7, ("r",))(0, 0), SeedPlan("levers", 7, ("r",))(2, 0)
+    assert first.attack == derive_seed(7, "r") and later.attack != first.attack  # the first block: the run's seed
 
 
 def test_a_recipe_with_init_fine_tunes_the_brought_classifier(tiny, tmp_path, monkeypatch):
@@ -755,7 +795,9 @@ def test_a_cell_run_again_with_other_settings_is_refused(tiny, tmp_path, one_thr
     with pytest.raises(ValueError, match=r"bpda-eot-1it-r1 / ensemble made with other settings: budget.eps_step "
                                          r"0.01 \(now 0.05\), row.eps_step 0.01 \(now 0.05\)"):  # fmt: skip
         run_levers(tiny, tmp_path, eps_step=0.05, **kwargs)
-    with pytest.raises(ValueError, match=r"clean / ensemble made with other settings: judgement.ensemble_size 2 \(now 3\)"):
+    with pytest.raises(
+        ValueError, match=r"clean / ensemble made with other settings: judgement.ensemble_size 2 \(now 3\)"
+    ):
         run_levers(tiny, tmp_path, **{**kwargs, "ensemble_size": 3})
     assert (tmp_path / "records.jsonl").read_text() == before  # nothing ran
     run_levers(tiny, tmp_path, **{**kwargs, "attacks": ("clean", SWEEP_ATTACK, BLIND_ATTACK)})

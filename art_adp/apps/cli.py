@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..data import DATASETS
-from ..runs.seeds import SCHEMES
+from ..runs.seeds import FOLDER_SCHEMES
 from ..attacks import registry
 from . import commands as cmd
 from .flags import COMPILE, CONFIG, PRECISION, PRECISION_HELP, THREADS_HELP, TRAINER_HELP, add_fields as _fields
@@ -216,7 +216,7 @@ def _evaluate(sub) -> None:
     add = p.add_argument
     add("--preset", dest=CONFIG + "name", choices=sorted(PRESETS), default="paper", help="budgets (default: paper)")
     add("--estimate-only", action="store_true", help="print the estimated time on this device and stop")
-    add("--seed-scheme", choices=list(SCHEMES), help="seeds from --seed by this scheme (default: the run folder's)")
+    add("--seed-scheme", choices=FOLDER_SCHEMES, help="seeds from --seed by this scheme (default: the run folder's)")
     _trained(p)
     eps = ", ".join(f"{k} {v.eps:.4g}" for k, v in DATASETS.items())
     add("--eps", type=float, help=f"radius (default: the --dataset's: {eps}); the steps follow it")

@@ -80,7 +80,7 @@ from ..runs.engine import (
     worst_case,
 )
 from ..runs.records import read_jsonl
-from ..runs.seeds import derive_seed
+from ..runs.seeds import SeedPlan
 from ..runs.statistics import accuracy_cell, judgements, wilson
 from ..data import DATASETS, DatasetSpec
 from .flags import PRECISION_HELP
@@ -573,12 +573,6 @@ def _white_budget(r: Row, eps: float) -> Budget:
                   batch_size=WHITE_BATCH)  # fmt: skip
 
 
-def _white_seeds(r: Row, seed: int, block: int = 0, first: int = 0) -> Seeds:  # pylint: disable=unused-argument
-    """The seeds of a white-box row (one block of every image): AutoAttack's derived from the run's seed, PGD's from
-    the row's name too."""
-    return Seeds(derive_seed(seed, AUTOATTACK) if r.attack == AUTOATTACK else derive_seed(seed, "pgd", r.name), seed)
-
-
 def _score_model(kind: str, level: float, x_train, denoiser, device: str = "cpu"):
     from ..score import EDMScore, KernelScore
 
@@ -738,15 +732,14 @@ BLOCK = 50
 FIXED_CHUNK = 50
 
 
-def _block_seed(seed: int, block: int) -> int:
-    """A block's seed: the run's for the first block (a row of at most one block is measured as before blocks were),
-    derived from the block's number for the others."""
-    return seed if block == 0 else derive_seed(seed, "block", block)
+def _white_parts(r: Row) -> tuple[str, ...]:
+    """What a white-box row's attack seed is derived from beside the run's seed (the ``levers-white`` scheme)."""
+    return (AUTOATTACK,) if r.attack == AUTOATTACK else ("pgd", r.name)
 
 
 def judge_seeds(seed: int, block: int, repeats: int) -> tuple[int, ...]:
-    """The R judgements' seeds of a block of an adaptive row (images ``block · BLOCK`` on), from the block's seed."""
-    return tuple(derive_seed(_block_seed(seed, block), "judge", k) for k in range(repeats))
+    """The R judgements' seeds of a block of an adaptive row (images ``block · BLOCK`` on): the ``levers`` scheme's."""
+    return SeedPlan("levers", seed, ("",), repeats)(block, 0).judge
 
 
 #: Images per batch of the S-run ensemble's judgements.
@@ -977,7 +970,8 @@ def run_levers(
     once = Judgement("once", batch_size=max(1, len(x)))
     cells: list[Cell] = [  # the undefended classifiers under white-box attacks
         Cell((base, "none", name, r.name, "ensemble"), f"bare:{name}", _white(r, eps), once,
-             seeds=partial(_white_seeds, r, seed), **fields(base, "none", name, r.name), block_size=None,
+             seeds=SeedPlan("levers-white", seed, _white_parts(r)), **fields(base, "none", name, r.name),
+             block_size=None,
              settings=cell_settings(r, once))
         for name in (() if estimate_only else classifiers) for r in white
     ]  # fmt: skip
@@ -993,29 +987,13 @@ def run_levers(
                 b = _white_budget(r, eps)
                 fresh = white_box_pgd(clfs[name], x[len(held) :], y[len(held) :], eps=b.eps, eps_step=b.eps_step,
                                       max_iter=b.max_iter, random_start=b.random_start, device=device,
-                                      seed=_white_seeds(r, seed).attack)  # fmt: skip
+                                      seed=SeedPlan("levers-white", seed, _white_parts(r))(0, 0).attack)  # fmt: skip
                 held = np.concatenate([held, fresh])
                 np.save(cache, held)
             adv[(name, r.name)] = held[: len(x)]
 
     def purifier_of(model: str, s: Setting):
         return measured_purifier(model, s, data.x_train, denoiser, seed=seed, device=device)
-
-    def judged(r: Row, repeats_: int):
-        def seeds(b: int, first: int) -> Seeds:  # pylint: disable=unused-argument
-            part = _block_seed(seed, b)
-            return Seeds(attack=derive_seed(part, r.name), noise=derive_seed(part, "attack", r.name),
-                         judge=judge_seeds(seed, b, repeats_))  # fmt: skip
-
-        return seeds
-
-    def frozen(r: Row):
-        """The fixed-noise view's seeds of a block: the row's attack seed and the block's frozen draw."""
-
-        def seeds(b: int, first: int) -> Seeds:  # pylint: disable=unused-argument
-            return Seeds(derive_seed(seed, r.name), derive_seed(seed, "fixed", b * FIXED_CHUNK))
-
-        return seeds
 
     def cached(name: str, r: Row):
         return clean if not r.attack else lambda est, xb, yb, idx, s: adv[(name, r.name)][idx]
@@ -1041,14 +1019,15 @@ def run_levers(
                     more = {**extra, "repeats": repeats, "options": wanted[r.name],
                             **({"eot_samples": r.eot_samples} if r.eot_samples else {})}  # fmt: skip
                     cells.append(Cell((*key, "ensemble"), target, adaptive_attack(r, budget), ensemble,
-                                      seeds=judged(r, repeats), **fields(*key, more), block_size=BLOCK,
+                                      seeds=SeedPlan("levers", seed, (r.name,), repeats), **fields(*key, more),
+                                      block_size=BLOCK,
                                       keep=key if keep_examples else None,
                                       cost=partial(unit_seconds, r.attack, budget, ensemble_size * repeats),
                                       settings=cell_settings(r, ensemble, s, budget, model)))  # fmt: skip
                 if "ensemble" in judges and not r.adaptive:
                     one = replace(ensemble, repeats=1)
                     cells.append(Cell((*key, "ensemble"), target, cached(name, r), one,
-                                      seeds=lambda b, first: Seeds(seed, seed, (derive_seed(seed, "judge", 0),)),
+                                      seeds=SeedPlan("levers-once", seed),
                                       **fields(*key, {**extra, "repeats": 1}), block_size=None,
                                       cost=partial(unit_seconds, None, None, ensemble_size),
                                       settings=cell_settings(r, one, s, model=model)))  # fmt: skip
@@ -1058,7 +1037,8 @@ def run_levers(
                     attack = adaptive_attack(r, budget) if r.adaptive else clean
                     fixed = Judgement("fixed", 1, 1, batch_size=FIXED_CHUNK)
                     cost = partial(unit_seconds, r.attack if r.adaptive else None, budget, 1)
-                    cells.append(Cell((*key, "fixed"), target, attack, fixed, seeds=frozen(r),
+                    frozen = SeedPlan("levers-fixed", seed, (r.name,))
+                    cells.append(Cell((*key, "fixed"), target, attack, fixed, seeds=frozen,
                                       **fields(*key, {**extra, "repeats": 1}, judge="fixed"),
                                       block_size=FIXED_CHUNK, settings=cell_settings(r, fixed, s, budget, model),
                                       cost=cost))  # fmt: skip

@@ -39,7 +39,7 @@ from ..runs.engine import (Cell, Judgement, Seeds, build_defence, correct, defen
                            run_cells)  # fmt: skip
 from ..runs.records import append_records, guard_settings, read_jsonl
 from ..runs.statistics import accuracy_cell, wilson
-from ..runs.seeds import derive_seed
+from ..runs.seeds import SeedPlan, derive_seed
 from .snapshots import read_snapshot_log, train_with_snapshots
 
 __all__ = ["PAPER_MNIST", "STAGES", "MnistRecipe", "reproduce_command", "reproduce_mnist", "render_table"]
@@ -334,22 +334,10 @@ def _cell(b: int, row: str, n: int, recipe: MnistRecipe, x_pgd) -> Cell:
                         batch_size=len(idx))  # fmt: skip
         return registry_attack(row, budget)(estimator, x, y, idx, seeds)
 
-    def seeds(block: int, first: int) -> Seeds:  # pylint: disable=unused-argument
-        s = derive_seed(recipe.seed, b, row, first)
-        return Seeds(s, derive_seed(s, "attack", row), tuple(derive_seed(s, "judge", r) for r in range(recipe.repeats)))
-
     judgement = Judgement("ensemble", recipe.ensemble_size, recipe.repeats, batch_size=512)
-    return Cell(
-        (b, row),
-        b,
-        attack,
-        judgement,
-        seeds,
-        {"budget": b, "row": row},
-        block_size=recipe.chunk_size,
-        images=n,
-        extras="wall_s",
-    )
+    seeds = SeedPlan("reproduce", recipe.seed, (b, row), recipe.repeats)
+    return Cell((b, row), b, attack, judgement, seeds, {"budget": b, "row": row}, block_size=recipe.chunk_size,
+                images=n, extras="wall_s")  # fmt: skip
 
 
 def denoising_ratio(

@@ -26,7 +26,6 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ from ..attacks.registry import BLIND_ATTACK, REGISTRY, Budget, budget_settings
 from ..ensemble import logits
 from ..eot import EOTClassifier
 from .records import append_records, read_jsonl
-from .seeds import SCHEME, SCHEMES, Seeds, check_scheme, derive_seed
+from .seeds import SCHEME, SeedPlan, Seeds, check_scheme, derive_seed
 
 __all__ = [
     "Cell",
@@ -91,13 +90,6 @@ class Judgement:
             raise ValueError(f"judgement must be one of {list(JUDGES)}, got {self.kind!r}.")
 
 
-def block_seeds(seed: int, *identity, repeats: int = 1, scheme: str = "shared") -> Seeds:
-    """The seeds of a block of a cell under the seed scheme ``scheme`` (:data:`~art_adp.runs.seeds.SCHEMES`) from the
-    run's ``seed`` and the block's ``identity`` (the cell's key and the block's first image)."""
-    check_scheme(scheme)
-    return SCHEMES[scheme](seed, *identity, repeats=repeats)
-
-
 #: An attack of a cell: ``(estimator, x, y, indices, seeds) -> x_adv`` for one block.
 Attack = Callable[[Any, np.ndarray, np.ndarray, np.ndarray, Seeds], np.ndarray]
 
@@ -145,7 +137,8 @@ class Cell:
     :param target: The name of the estimator attacked (``run_cells``' ``targets`` builds it).
     :param attack: ``(estimator, x, y, indices, seeds) -> x_adv`` (:func:`registry_attack`, :func:`clean`, ...).
     :param judgement: How the adversarial examples are judged.
-    :param seeds: ``(block number, first index) -> Seeds``.
+    :param seeds: ``(block number, first index) -> Seeds``: a :class:`~art_adp.runs.seeds.SeedPlan` (a scheme by name,
+        the run's seed, the cell's identity, R).
     :param block_size: Images per block (blocks by index: 0 to B - 1, B to 2B - 1, ...); None: every pending image in
         one block.
     :param images: Only the first ``images`` images (None: all).
@@ -165,7 +158,7 @@ class Cell:
     target: Any
     attack: Attack
     judgement: Judgement
-    seeds: Callable[[int, int], Seeds]
+    seeds: SeedPlan | Callable[[int, int], Seeds]
     fields: Mapping = field(default_factory=dict)
     block_size: int | None = 50
     images: int | None = None
@@ -709,7 +702,7 @@ def evaluate_robustness(
 
     cells = [
         Cell((a,), "defended", clean if a == "clean" else registry_attack(a, budgets[a]), judgement,
-             seeds=partial(_attack_seeds, seed, a, repeats, scheme), fields={"attack": a},
+             seeds=SeedPlan(scheme, seed, (a,), repeats), fields={"attack": a},
              block_size=block_size, keep=None if a == "clean" else (a,),
              settings={**common, "budget": budget_settings(budgets[a]) if a in budgets else None})
         for a in ("clean", *budgets)
@@ -734,9 +727,9 @@ def rejudge_robustness(
 ) -> dict:
     """
     :func:`evaluate_robustness`'s run folder judged again without attacking (:func:`rejudge`): the adversarial examples
-    it kept judged on R fresh S-run ensembles, seeded by the engine's scheme (:func:`block_seeds`) from ``seed``; each
-    None: the run's own, which gives back its own predictions. ``classifier`` and ``defences`` must be those the run
-    measured: their SHA-256 and parameters are checked against the folder's ``settings.json``.
+    it kept judged on R fresh S-run ensembles, seeded by the run's scheme (a :class:`~art_adp.runs.seeds.SeedPlan`)
+    from ``seed``; each None: the run's own, which gives back its own predictions. ``classifier`` and ``defences``
+    must be those the run measured: their SHA-256 and parameters are checked against the folder's ``settings.json``.
 
     :return: :func:`rejudge`'s summary, also in ``RUN_DIR/rejudged-S{S}-R{R}-seed{seed}.json`` beside its records.
     :raises ValueError: If the folder holds no kept examples, or was measured with another classifier or defence.
@@ -763,7 +756,7 @@ def rejudge_robustness(
     r, s = repeats or own("repeats"), ensemble_size or own("ensemble_size")
     seed = own("seed") if seed is None else seed
     labels = {((x["attack"],), x["index"]): x["label"] for x in read_jsonl(run_dir / "records.jsonl")}
-    cells = {(a,): ("defended", lambda first, a=a: block_seeds(seed, a, first, repeats=r).judge) for a in attacks}
+    cells = {(a,): ("defended", lambda first, a=a: SeedPlan("shared", seed, (a,), r)(0, first).judge) for a in attacks}
     judgement = Judgement("ensemble", s, r, batch_size=max(own("block_size"), 1))
     return rejudge(run_dir, cells, lambda _: estimator, labels, judgement, name=f"rejudged-S{s}-R{r}-seed{seed}",
                    settings={"ensemble_size": s, "repeats": r, "seed": seed}, progress=progress)  # fmt: skip
@@ -801,13 +794,6 @@ def _common_settings(x, y, classifier, estimator, *, seed: int, ensemble_size: i
             "defences": [describe_defence(d) for d in estimator.preprocessing_defences or []],
             "ensemble_size": ensemble_size, "repeats": repeats, "block_size": block_size,
             **({} if scheme == "shared" else {"seed_scheme": scheme})}  # fmt: skip
-
-
-def _attack_seeds(
-    seed: int, attack: str, repeats: int, scheme: str, block: int, first: int
-) -> Seeds:  # pylint: disable=unused-argument
-    """The entry point's seeds of a block: the seed scheme ``scheme`` over (attack, first image)."""
-    return block_seeds(seed, attack, first, repeats=repeats, scheme=scheme)
 
 
 def folder_scheme(path: str | Path) -> str:

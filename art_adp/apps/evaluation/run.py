@@ -16,7 +16,6 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +27,7 @@ from ...attacks._core import purifiers
 from ...attacks.registry import BLIND_ATTACK, REGISTRY, SWEEP_ATTACK
 from ...ensemble import default_memory_budget
 from ...runs import distributed
-from ...runs.seeds import check_scheme, derive_seed
+from ...runs.seeds import SeedPlan, check_scheme, derive_seed
 from ...diffusion_preprocessor import DenoisedSmoothingPurifier, ReverseDiffusionPurifier
 from ...preprocessor import ADPPurifier
 from . import report
@@ -50,8 +49,6 @@ from ...runs.engine import (
     defended_estimator,
     describe_defence,
     Judgement,
-    Seeds,
-    block_seeds,
     folder_scheme,
     clean,
     registry_attack,
@@ -143,13 +140,6 @@ def plan(c: EvalConfig, *, randomized: bool = True, baselines: Sequence[str] = (
     return settings
 
 
-def _unit_seeds(
-    seed: int, setting: str, attack: str, repeats: int, scheme: str, block: int, first: int
-) -> Seeds:  # pylint: disable=unused-argument
-    """A unit's seeds: the seed scheme ``scheme`` over (setting, attack, first example)."""
-    return block_seeds(seed, setting, attack, first, repeats=repeats, scheme=scheme)
-
-
 def _cells(settings: Sequence[Setting], c: EvalConfig, digests: dict, x: np.ndarray, scheme: str) -> list[Cell]:
     """The plan's cells: one per (setting, attack), blocks of ``chunk_size`` examples (the sanity checks' only those
     starting below ``sanity_examples``), seeded by the seed scheme ``scheme`` from (seed, setting, attack, first
@@ -163,7 +153,7 @@ def _cells(settings: Sequence[Setting], c: EvalConfig, digests: dict, x: np.ndar
             attack = clean if a in ("clean", "flags") else registry_attack(a, cs.budget(a))
             cells.append(Cell(
                 (s.name, a), s.name, attack, Judgement("none") if a == "flags" else judgement,
-                seeds=partial(_unit_seeds, c.seed, s.name, a, repeats, scheme),
+                seeds=SeedPlan(scheme, c.seed, (s.name, a), repeats),
                 fields={"setting": s.name, "attack": a, "settings": digests[(s.name, a)]},
                 extras="flags" if a == "flags" else None, block_size=c.chunk_size,
                 images=min(len(x), -(-c.sanity_examples // c.chunk_size) * c.chunk_size) if s.subset else None,
