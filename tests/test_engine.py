@@ -178,6 +178,8 @@ def test_run_cells_resumes_and_shards_into_the_one_record_layout(digits, tmp_pat
     assert [r["pred"] for r in recs] == [[p] for p in bare] and [r["undefended_pred"] for r in recs] == bare
     assert [r["label"] for r in recs] == y[:7].tolist() and {(r["linf"], r["l2"]) for r in recs} == {(0.0, 0.0)}
     assert [correct(r) for r in recs] == [p == t for p, t in zip(bare, y[:7])]
+    with pytest.raises(ValueError, match=r"^extras must be None or one of \['flags', 'wall_s'\], got 'norms'\.$"):
+        Cell(("a",), "bare", clean, Judgement("once"), SeedPlan("apart", 0), extras="norms")
     shown = [line.rsplit(" | ", 1) for line in capsys.readouterr().out.splitlines()]
     assert [s for s, _ in shown] == ["bare | clean"] * 4 and shown[0][1].endswith("of 2")
 
