@@ -37,7 +37,6 @@ import time
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +66,7 @@ from ..runs.engine import (
     Cell,
     build_defence,
     Judgement,
+    Price,
     Seeds,
     clean,
     correct,
@@ -76,7 +76,6 @@ from ..runs.engine import (
     pending,
     registry_attack,
     run_cells,
-    unit_seconds,
     worst_case,
 )
 from ..runs.records import read_jsonl
@@ -1022,26 +1021,26 @@ def run_levers(
                                       seeds=SeedPlan("levers", seed, (r.name,), repeats), **fields(*key, more),
                                       block_size=BLOCK,
                                       keep=key if keep_examples else None,
-                                      cost=partial(unit_seconds, r.attack, budget, ensemble_size * repeats),
+                                      price=Price(r.attack, budget, ensemble_size * repeats),
                                       settings=cell_settings(r, ensemble, s, budget, model)))  # fmt: skip
                 if "ensemble" in judges and not r.adaptive:
                     one = replace(ensemble, repeats=1)
                     cells.append(Cell((*key, "ensemble"), target, cached(name, r), one,
                                       seeds=SeedPlan("levers-once", seed),
                                       **fields(*key, {**extra, "repeats": 1}), block_size=None,
-                                      cost=partial(unit_seconds, None, None, ensemble_size),
+                                      price=Price(None, None, ensemble_size),
                                       settings=cell_settings(r, one, s, model=model)))  # fmt: skip
                 if "fixed" in judges and (r.adaptive or not r.attack):
                     budget = _budget(r, eps, 1, batch_size=FIXED_CHUNK, judge_draws=1,  # judged by the frozen draw
                                      options={"precision": attack_precision})  # fmt: skip
                     attack = adaptive_attack(r, budget) if r.adaptive else clean
                     fixed = Judgement("fixed", 1, 1, batch_size=FIXED_CHUNK)
-                    cost = partial(unit_seconds, r.attack if r.adaptive else None, budget, 1)
+                    price = Price(r.attack if r.adaptive else None, budget, 1)
                     frozen = SeedPlan("levers-fixed", seed, (r.name,))
                     cells.append(Cell((*key, "fixed"), target, attack, fixed, seeds=frozen,
                                       **fields(*key, {**extra, "repeats": 1}, judge="fixed"),
                                       block_size=FIXED_CHUNK, settings=cell_settings(r, fixed, s, budget, model),
-                                      cost=cost))  # fmt: skip
+                                      price=price))  # fmt: skip
     built: dict[str, Any] = {}
 
     def build(target: str):

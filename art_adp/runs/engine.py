@@ -48,6 +48,7 @@ __all__ = [
     "JudgeKind",
     "Judgement",
     "Outcome",
+    "Price",
     "Seeds",
     "folder_scheme",
     "build_defence",
@@ -128,6 +129,16 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class Price:
+    """What a cell costs per image, as data: its attack (a registry name; None: no attack through the purifier) at
+    ``budget``, and ``judge_passes`` forward passes of its judgement (:func:`unit_seconds`)."""
+
+    attack: str | None
+    budget: Budget | None
+    judge_passes: int
+
+
+@dataclass(frozen=True)
 class Cell:
     """
     One cell of a plan: the estimator ``target`` attacked by ``attack`` and judged by ``judgement``.
@@ -148,8 +159,8 @@ class Cell:
     :param label: Printed with the block's accuracy after each block (``label | 82.0% of 50``; None: silent).
     :param keep: Keep the block's adversarial examples in the run folder's ``examples/`` under this name
         (:func:`keep`); None: not kept.
-    :param cost: Seconds per image of its attack and judgement given a :func:`probe` of its target (the registry's cost
-        model: :func:`unit_seconds`); None: not priced.
+    :param price: What its attack and judgement cost per image (a :class:`Price`: the registry's cost model at a
+        :func:`probe` of its target); None: not priced.
     :param settings: What the cell's records depend on (JSON-able: budget, judging, defence, data, weights...): a run
         folder guarded by :func:`guard` refuses the cell when they differ from those it was first run with.
     """
@@ -163,7 +174,7 @@ class Cell:
     block_size: int | None = 50
     images: int | None = None
     keep: tuple | None = None
-    cost: Callable[[dict], float] | None = None
+    price: Price | None = None
     settings: Mapping | None = None
     extras: str | None = None
     label: str | None = None
@@ -453,16 +464,17 @@ def pending(cells: Iterable[Cell], n: int, path: str | Path, *, key: Callable[[d
 
 def estimate(cells: Sequence[Cell], targets: Callable[[Any], Any], x: np.ndarray, left: Mapping[tuple, int],
              batch_size: int = 50) -> dict[tuple, float]:  # fmt: skip
-    """Estimated seconds of each priced cell on its ``left[key]`` images: its :attr:`Cell.cost` at a timed
+    """Estimated seconds of each priced cell on its ``left[key]`` images: its :attr:`Cell.price` at a timed
     :func:`probe` of its target (one probe per target, on up to 32 of ``x``); cells with nothing left are left out."""
     probes: dict[Any, dict] = {}
     out = {}
     for c in cells:
-        if c.cost is None or not left.get(c.key):
+        if c.price is None or not left.get(c.key):
             continue
         if c.target not in probes:
             probes[c.target] = probe(targets(c.target), x[: max(1, min(len(x), 32))], batch_size)
-        out[c.key] = left[c.key] * c.cost(probes[c.target])
+        p = c.price
+        out[c.key] = left[c.key] * unit_seconds(p.attack, p.budget, p.judge_passes, probes[c.target])
     return out
 
 
