@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from art_adp import ADPPurifier, KernelScore
-from art_adp.attacks.registry import AUTOATTACK, BLIND_ATTACK, FULL_ATTACK
+from art_adp.attacks.registry import AUTOATTACK, BLIND_ATTACK, FULL_ATTACK, Budget
 from art_adp.runs import engine
 from art_adp.runs.engine import (
     Cell,
@@ -314,3 +314,23 @@ def test_one_accuracy_cell_format():
     assert accuracy_cell(0.5, (0.15, 0.85)) == "50.0 [15–85]"
     assert accuracy_cell(1.0, (float("nan"), float("nan")), 0) == "100.0 (0)"
     assert accuracy_cell(0.25, None, 4) == "25.0 (4)"
+
+
+def test_an_attack_as_data_resolves_to_the_registry_none_or_the_kept_examples(digits, tmp_path):
+    clf, x, y, _ = digits
+    est = defended_estimator(clf, None, input_shape=(1, 8, 8))
+    idx, seeds = np.array([3, 1]), SeedPlan("apart", 0)(0, 1)
+    xb = x[idx]
+    assert engine.attack_of(engine.Attacking())(est, xb, y[idx], idx, seeds) is xb  # clean: the images themselves
+    budget = Budget(eps=0.1, eps_step=0.05, max_iter=3, random_start=False)
+    pgd = engine.attack_of(engine.Attacking(BLIND_ATTACK, budget))(est, xb, y[idx], idx, seeds)
+    assert 0 < np.abs(pgd - xb).max() <= 0.1 + 1e-6  # the registry's Clf-PGD at the budget
+    np.save(tmp_path / "made.npy", x[::-1].copy())
+    kept = engine.attack_of(engine.Attacking(examples="made.npy"), tmp_path)(est, x[idx], y[idx], idx, seeds)
+    assert np.array_equal(kept, x[::-1][idx])  # read at the block's indices
+    with pytest.raises(ValueError, match=r"^Unknown attack 'pgd-9'; choose from \['clean', 'clf-pgd', "):
+        engine.Attacking("pgd-9")
+    with pytest.raises(ValueError, match=r"the attack 'clf-pgd' needs its budget: Attacking\('clf-pgd', Budget"):
+        engine.Attacking(BLIND_ATTACK)
+    with pytest.raises(ValueError, match="the examples 'made.npy' are read from a run folder: give run_dir."):
+        engine.attack_of(engine.Attacking(examples="made.npy"))

@@ -682,19 +682,21 @@ def test_restarts_and_the_best_iterate_are_rows_of_their_own(tiny, tmp_path, one
     with pytest.raises(ValueError, match="restarts apply to an adaptive row with runs >= 1"):
         levers.with_restarts(Row("clean"), 2)
     built, attacked = [], []
-    real, adaptive = levers._budget, levers._adaptive
+    real, adaptive = levers._budget, engine.registry_attack
     monkeypatch.setattr(levers, "_budget", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
-    monkeypatch.setattr(levers, "_adaptive", lambda *a, **k: attacked.append(a[4].name) or adaptive(*a, **k))
+    monkeypatch.setattr(
+        engine, "registry_attack", lambda name, b: attacked.append((name, b.max_iter)) or adaptive(name, b)
+    )
     kwargs = dict(models=("oracle",), settings=["one-step denoise"], classifiers=(), ensemble_size=2, eot_samples=1,
                   max_iter=2, progress=False)  # fmt: skip
     table = run_levers(tiny, tmp_path, n_examples=2, attacks=(SWEEP_ATTACK,), restarts=2, **kwargs)
     assert {c["attack"] for c in table["cells"]} == {"bpda-eot-2it-r2"}
     assert {(b.max_iter, b.num_random_init, b.check_every, b.judge_draws) for b in built} == {(2, 2, "auto", 2)}
-    assert attacked == ["bpda-eot-2it-r2"]
+    assert attacked == [(SWEEP_ATTACK, 2)]  # the variant: the registry's attack at its 2 iterations, one block
     assert any(r.get("variant") and r["name"] == "bpda-eot-2it-r2" for r in table["rows"])
     # the variant asked by name is the same row: nothing left to measure
     run_levers(tiny, tmp_path, n_examples=2, attacks=("bpda-eot-2it-r2",), **kwargs)
-    assert attacked == ["bpda-eot-2it-r2"]
+    assert attacked == [(SWEEP_ATTACK, 2)]
 
 
 def test_estimate_only_prices_the_rows_left_by_the_cost_model_and_measures_nothing(tiny, tmp_path, monkeypatch):
@@ -728,20 +730,23 @@ def test_an_adaptive_row_cut_short_resumes_from_its_last_whole_block(tiny, tmp_p
     kwargs = dict(models=("oracle",), settings=["one-step denoise"], classifiers=(), attacks=(SWEEP_ATTACK,),
                   ensemble_size=2, repeats=2, eot_samples=1, max_iter=2, n_examples=5, progress=False)  # fmt: skip
     whole = run_levers(tiny, tmp_path / "whole", **kwargs)
-    real, calls = levers._adaptive, []
+    real, calls = engine.registry_attack, []
 
-    def cut(*a, **k):
-        calls.append(len(a[2]))
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(*a, **k)
+    def cut(name, budget):
+        def run(est, x, y, idx, seeds):
+            calls.append(len(x))
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+            return real(name, budget)(est, x, y, idx, seeds)
 
-    monkeypatch.setattr(levers, "_adaptive", cut)
+        return run
+
+    monkeypatch.setattr(engine, "registry_attack", cut)
     with pytest.raises(KeyboardInterrupt):
         run_levers(tiny, tmp_path / "cut", **kwargs)
     kept = [json.loads(line) for line in (tmp_path / "cut" / "records.jsonl").read_text().splitlines()]
     assert calls == [2, 2] and [r["index"] for r in kept] == [0, 1]  # images 0-1 recorded, 2-3 lost with the cut
-    monkeypatch.setattr(levers, "_adaptive", real)
+    monkeypatch.setattr(engine, "registry_attack", real)
     resumed = run_levers(tiny, tmp_path / "cut", **kwargs)
     key = lambda d: sorted(
         (r["index"], r["label"], tuple(r["pred"]))

@@ -63,18 +63,16 @@ from ..attacks.systemic_lowfreq import LowFrequencyVote
 from ..models.checkpoint import check_purifier
 from ..runs.provenance import code_diff, code_version, provenance
 from ..runs.engine import (
+    Attacking,
     Cell,
     build_defence,
     Judgement,
     Price,
-    Seeds,
-    clean,
     correct,
     defended_estimator,
     estimate,
     guard,
     pending,
-    registry_attack,
     run_cells,
     worst_case,
 )
@@ -754,17 +752,10 @@ def measured_purifier(model: str, setting: Setting, x_train, denoiser=None, *, s
                          device=device)  # fmt: skip
 
 
-def _adaptive(
-    estimator, x, y, idx, r: Row, *, budget: Budget, seeds: Seeds
-) -> np.ndarray:  # pylint: disable=unused-argument
-    """An adaptive row's attack on one block: the registry's attack at the row's budget."""
-    return registry_attack(r.attack, budget)(estimator, x, y, idx, seeds)
-
-
-def _white(r: Row, eps: float):
+def _white(r: Row, eps: float) -> Attacking:
     """The attack of a white-box row on an undefended classifier: none (clean), or the registry's -- its PGD rows are
     ART's PGD (:data:`~art_adp.attacks.registry.ART_PGD`), the attack their figures were measured with."""
-    return clean if not r.attack else registry_attack(ART_PGD if r.attack == BLIND_ATTACK else r.attack,
+    return Attacking() if not r.attack else Attacking(ART_PGD if r.attack == BLIND_ATTACK else r.attack,
                                                       _white_budget(r, eps))  # fmt: skip
 
 
@@ -976,7 +967,7 @@ def run_levers(
     ]  # fmt: skip
     for name in () if estimate_only else classifiers:
         check_purifier(getattr(clfs[name], "trained_behind", None), None, what=f"levers classifier {name!r}")
-    adv: dict = {}
+    adv: dict = {}  # (classifier, row) -> the file of its examples in the run folder
     for name in () if estimate_only else purified:  # Clf-PGD examples against the bare classifier, made once, shared
         for r in (r for r in white if r.attack == BLIND_ATTACK):
             suffix = "" if name == base else f"@{name}"
@@ -989,16 +980,13 @@ def run_levers(
                                       seed=SeedPlan("levers-white", seed, _white_parts(r))(0, 0).attack)  # fmt: skip
                 held = np.concatenate([held, fresh])
                 np.save(cache, held)
-            adv[(name, r.name)] = held[: len(x)]
+            adv[(name, r.name)] = cache.name
 
     def purifier_of(model: str, s: Setting):
         return measured_purifier(model, s, data.x_train, denoiser, seed=seed, device=device)
 
-    def cached(name: str, r: Row):
-        return clean if not r.attack else lambda est, xb, yb, idx, s: adv[(name, r.name)][idx]
-
-    def adaptive_attack(r: Row, budget: Budget):
-        return lambda est, xb, yb, idx, s: _adaptive(est, xb, yb, idx, r, budget=budget, seeds=s)
+    def cached(name: str, r: Row) -> Attacking:
+        return Attacking() if not r.attack else Attacking(examples=adv[(name, r.name)])
 
     targets: dict[str, tuple] = {}
     for name in purified:
@@ -1017,7 +1005,7 @@ def run_levers(
                     budget = _budget(r, eps, eot_samples, judge_draws=ensemble_size, options=options)
                     more = {**extra, "repeats": repeats, "options": wanted[r.name],
                             **({"eot_samples": r.eot_samples} if r.eot_samples else {})}  # fmt: skip
-                    cells.append(Cell((*key, "ensemble"), target, adaptive_attack(r, budget), ensemble,
+                    cells.append(Cell((*key, "ensemble"), target, Attacking(r.attack, budget), ensemble,
                                       seeds=SeedPlan("levers", seed, (r.name,), repeats), **fields(*key, more),
                                       block_size=BLOCK,
                                       keep=key if keep_examples else None,
@@ -1033,7 +1021,7 @@ def run_levers(
                 if "fixed" in judges and (r.adaptive or not r.attack):
                     budget = _budget(r, eps, 1, batch_size=FIXED_CHUNK, judge_draws=1,  # judged by the frozen draw
                                      options={"precision": attack_precision})  # fmt: skip
-                    attack = adaptive_attack(r, budget) if r.adaptive else clean
+                    attack = Attacking(r.attack, budget) if r.adaptive else Attacking()
                     fixed = Judgement("fixed", 1, 1, batch_size=FIXED_CHUNK)
                     price = Price(r.attack if r.adaptive else None, budget, 1)
                     frozen = SeedPlan("levers-fixed", seed, (r.name,))

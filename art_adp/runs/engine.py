@@ -42,6 +42,7 @@ from .records import append_records, read_jsonl
 from .seeds import SCHEME, SeedPlan, Seeds, check_scheme, derive_seed
 
 __all__ = [
+    "Attacking",
     "Cell",
     "EXTRAS",
     "JUDGES",
@@ -51,6 +52,7 @@ __all__ = [
     "Price",
     "Seeds",
     "folder_scheme",
+    "attack_of",
     "build_defence",
     "correct",
     "flags",
@@ -146,7 +148,8 @@ class Cell:
     :param key: The cell's identity: its records are those whose plan key (``run_cells``' ``key``) is ``(*key,
         index)``.
     :param target: The name of the estimator attacked (``run_cells``' ``targets`` builds it).
-    :param attack: ``(estimator, x, y, indices, seeds) -> x_adv`` (:func:`registry_attack`, :func:`clean`, ...).
+    :param attack: An :class:`Attacking` (a registry attack at its budget, none, or examples kept in the run folder),
+        or a plan's own ``(estimator, x, y, indices, seeds) -> x_adv``.
     :param judgement: How the adversarial examples are judged.
     :param seeds: ``(block number, first index) -> Seeds``: a :class:`~art_adp.runs.seeds.SeedPlan` (a scheme by name,
         the run's seed, the cell's identity, R).
@@ -167,7 +170,7 @@ class Cell:
 
     key: tuple
     target: Any
-    attack: Attack
+    attack: Attacking | Attack
     judgement: Judgement
     seeds: SeedPlan | Callable[[int, int], Seeds]
     fields: Mapping = field(default_factory=dict)
@@ -187,6 +190,40 @@ class Cell:
 def clean(estimator, x, y, idx, seeds):  # pylint: disable=unused-argument
     """The clean row: the images themselves."""
     return x
+
+
+@dataclass(frozen=True)
+class Attacking:
+    """
+    A cell's attack as data: the attack registry's ``name`` at ``budget``; ``"clean"``, none; or, with ``examples``,
+    adversarial examples made once (e.g. Clf-PGD on the bare classifier, shared by every purifier in front of it) and
+    kept in the run folder as a ``.npy`` file of that name, read at the block's indices.
+    """
+
+    name: str = "clean"
+    budget: Budget | None = None
+    examples: str | None = None
+
+    def __post_init__(self):
+        if self.examples is None and self.name != "clean" and self.name not in REGISTRY:
+            raise ValueError(f"Unknown attack {self.name!r}; choose from {['clean', *REGISTRY]}.")
+        if self.examples is None and self.name != "clean" and self.budget is None:
+            raise ValueError(f"the attack {self.name!r} needs its budget: Attacking({self.name!r}, Budget(...)).")
+
+
+def attack_of(attack: Attacking | Attack, run_dir: str | Path | None = None) -> Attack:
+    """The callable a block runs for ``attack``: a plan's own callable as it is, else :class:`Attacking` resolved
+    (``examples`` read from ``run_dir``)."""
+    if not isinstance(attack, Attacking):
+        return attack
+    if attack.examples is not None:
+        if run_dir is None:
+            raise ValueError(f"the examples {attack.examples!r} are read from a run folder: give run_dir.")
+        path = Path(run_dir) / attack.examples
+        return lambda estimator, x, y, idx, seeds: np.load(path, mmap_mode="r")[np.asarray(idx)]
+    if attack.name == "clean" or attack.budget is None:  # a budget is required of every other name
+        return clean
+    return registry_attack(attack.name, attack.budget)
 
 
 def registry_attack(name: str, budget: Budget) -> Attack:
@@ -441,7 +478,7 @@ def run_cells(
         estimator = targets(cell.target)
         start = time.perf_counter()
         idx = np.asarray(part)
-        outcome = run_block(cell, estimator, x[idx], y[idx], idx, b)
+        outcome = run_block(cell, estimator, x[idx], y[idx], idx, b, run_dir=run_dir)
         if cell.keep is not None and run_dir is not None:
             keep(Path(run_dir), cell.keep, idx, outcome.x_adv)
         outcome.seconds = time.perf_counter() - start
@@ -532,7 +569,8 @@ def correct(record: Mapping) -> bool:
     return bool(record["pred"]) and all(p == record["label"] for p in record["pred"])
 
 
-def run_block(cell: Cell, estimator, x: np.ndarray, y: np.ndarray, idx: np.ndarray, block: int) -> Outcome:
+def run_block(cell: Cell, estimator, x: np.ndarray, y: np.ndarray, idx: np.ndarray, block: int, *,
+              run_dir: str | Path | None = None) -> Outcome:  # fmt: skip
     """One block of ``cell``: attack (its noise seeded, or frozen for a fixed judgement), then judge."""
     seeds = cell.seeds(block, int(idx[0]))
     context: contextlib.AbstractContextManager
@@ -542,7 +580,7 @@ def run_block(cell: Cell, estimator, x: np.ndarray, y: np.ndarray, idx: np.ndarr
         reseed(estimator, seeds.noise)
         context = contextlib.nullcontext()
     with context:
-        x_adv = np.asarray(cell.attack(estimator, x, y, idx, seeds), dtype=np.float32)
+        x_adv = np.asarray(attack_of(cell.attack, run_dir)(estimator, x, y, idx, seeds), dtype=np.float32)
         preds = judge(estimator, x_adv, cell.judgement, seeds.judge)
     return Outcome(index=idx, label=np.asarray(y), x=x, x_adv=x_adv, preds=preds, seconds=0.0, estimator=estimator,
                    seeds=seeds)  # fmt: skip
@@ -713,7 +751,7 @@ def evaluate_robustness(
     judgement = Judgement("ensemble", ensemble_size, repeats, batch_size=max(block_size, 1))
 
     cells = [
-        Cell((a,), "defended", clean if a == "clean" else registry_attack(a, budgets[a]), judgement,
+        Cell((a,), "defended", Attacking(a, budgets.get(a)), judgement,
              seeds=SeedPlan(scheme, seed, (a,), repeats), fields={"attack": a},
              block_size=block_size, keep=None if a == "clean" else (a,),
              settings={**common, "budget": budget_settings(budgets[a]) if a in budgets else None})

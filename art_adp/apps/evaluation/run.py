@@ -45,13 +45,12 @@ from .config import (
 from ...runs.provenance import provenance
 from ...runs import engine
 from ...runs.engine import (
+    Attacking,
     Cell,
     defended_estimator,
     describe_defence,
     Judgement,
     folder_scheme,
-    clean,
-    registry_attack,
     run_cells,
     unit_seconds,
 )
@@ -150,7 +149,7 @@ def _cells(settings: Sequence[Setting], c: EvalConfig, digests: dict, x: np.ndar
         repeats = c.repeats if s.judge == "ensemble" else 0
         judgement = Judgement(s.judge, c.ensemble_size, max(repeats, 1), batch_size=c.batch_size)
         for a in s.attacks:
-            attack = clean if a in ("clean", "flags") else registry_attack(a, cs.budget(a))
+            attack = Attacking() if a in ("clean", "flags") else Attacking(a, cs.budget(a))
             cells.append(Cell(
                 (s.name, a), s.name, attack, Judgement("none") if a == "flags" else judgement,
                 seeds=SeedPlan(scheme, c.seed, (s.name, a), repeats),
