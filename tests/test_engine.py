@@ -328,6 +328,9 @@ def test_an_attack_as_data_resolves_to_the_registry_none_or_the_kept_examples(di
     np.save(tmp_path / "made.npy", x[::-1].copy())
     kept = engine.attack_of(engine.Attacking(examples="made.npy"), tmp_path)(est, x[idx], y[idx], idx, seeds)
     assert np.array_equal(kept, x[::-1][idx])  # read at the block's indices
+    np.savez(tmp_path / "made.npz", x=x[::-1].copy())  # or a .npz of one array
+    kept = engine.attack_of(engine.Attacking(examples="made.npz"), tmp_path)(est, x[idx], y[idx], idx, seeds)
+    assert np.array_equal(kept, x[::-1][idx])
     with pytest.raises(ValueError, match=r"^Unknown attack 'pgd-9'; choose from \['clean', 'clf-pgd', "):
         engine.Attacking("pgd-9")
     with pytest.raises(ValueError, match=r"the attack 'clf-pgd' needs its budget: Attacking\('clf-pgd', Budget"):

@@ -35,8 +35,8 @@ from ..attacks.registry import LABELS, Budget
 from ..runs.provenance import device_description
 from ..preprocessor import ADPPurifier
 from ..purification import purify
-from ..runs.engine import (Cell, Judgement, Seeds, build_defence, correct, defended_estimator, registry_attack,
-                           run_cells)  # fmt: skip
+from ..runs.engine import (Attacking, Cell, Judgement, Seeds, build_defence, correct, defended_estimator,
+                           registry_attack, run_cells)  # fmt: skip
 from ..runs.records import append_records, guard_settings, read_jsonl
 from ..runs.statistics import accuracy_cell, wilson
 from ..runs.seeds import SeedPlan, derive_seed
@@ -247,7 +247,12 @@ def _clf_pgd(classifier, data, recipe: MnistRecipe, n: int, run_dir: Path, devic
         budget = Budget(eps=recipe.eps, eps_step=recipe.eps_step, max_iter=recipe.max_iter, batch_size=256)
         return registry_attack(registry.BLIND_ATTACK, budget)(est, data.x_test[:n], data.y_test[:n], None, Seeds(0, 0))
 
-    return _adversarials(registry.BLIND_ATTACK, run_dir / f"{registry.BLIND_ATTACK}_{n}.npz", make)
+    return _adversarials(registry.BLIND_ATTACK, run_dir / _pgd_file(n), make)
+
+
+def _pgd_file(n: int) -> str:
+    """The run folder's file of the Clf-PGD examples of the first ``n`` test images."""
+    return f"{registry.BLIND_ATTACK}_{n}.npz"
 
 
 def _snapshot_path(run_dir: Path, step: int) -> Path:
@@ -289,11 +294,12 @@ def _stage_eval(
     log(f"[eval] {len(units)} chunk(s) of up to {recipe.chunk_size} images to judge")
     n_pgd = min(n_test, max(recipe.n_curve, n_test if recipe.n_examples is None else recipe.n_examples))
     needs_pgd = any(u[1] == registry.BLIND_ATTACK for u in units)
-    x_pgd = _clf_pgd(classifier, data, recipe, n_pgd, run_dir, device) if needs_pgd else None
+    if needs_pgd:  # made once, kept in the run folder, read by the cells at their images
+        _clf_pgd(classifier, data, recipe, n_pgd, run_dir, device)
     images: dict[tuple[int, str], int] = {}  # (snapshot, row) -> the images its chunks cover
     for b, row, idx in units:
         images[(b, row)] = max(images.get((b, row), 0), int(idx[-1]) + 1)
-    cells = [_cell(b, row, n, recipe, x_pgd) for (b, row), n in images.items()]
+    cells = [_cell(b, row, n, recipe, _pgd_file(n_pgd)) for (b, row), n in images.items()]
     loaded: dict[int, object] = {}
 
     def target(b: int):
@@ -303,7 +309,7 @@ def _stage_eval(
         return loaded[b]
 
     run_cells(cells, target, data.x_test, data.y_test, path, key=lambda r: (r["budget"], r["row"], r["index"]),
-              progress=progress, desc="eval")  # fmt: skip
+              run_dir=run_dir, progress=progress, desc="eval")  # fmt: skip
     return read_jsonl(path)
 
 
@@ -319,21 +325,19 @@ def _defended(classifier, score_model, data, recipe: MnistRecipe, device: str):
                               nb_classes=data.nb_classes, device=device)  # fmt: skip
 
 
-def _cell(b: int, row: str, n: int, recipe: MnistRecipe, x_pgd) -> Cell:
-    """The table's row ``row`` at snapshot ``b`` on the first ``n`` test images: clean, the Clf-PGD examples made once,
-    or a registry attack at the row's budget; judged worst of R on the S-ensemble."""
+def _cell(b: int, row: str, n: int, recipe: MnistRecipe, pgd_file: str | None) -> Cell:
+    """The table's row ``row`` at snapshot ``b`` on the first ``n`` test images: clean, the Clf-PGD examples made once
+    (``pgd_file`` in the run folder), or a registry attack at the row's budget; judged worst of R on the S-ensemble."""
     spec = recipe.rows()[row]
-
-    def attack(estimator, x, y, idx, seeds):
-        if row == "clean":
-            return x
-        if row == registry.BLIND_ATTACK:
-            return x_pgd[idx]
+    if row == "clean":
+        attack = Attacking()
+    elif row == registry.BLIND_ATTACK:
+        attack = Attacking(examples=pgd_file)
+    else:
         step, iters = spec.get("eps_step", recipe.eps_step), spec.get("max_iter", 1)
         budget = Budget(eps=recipe.eps, eps_step=step, max_iter=iters, eot_samples=spec.get("eot_samples", 1),
-                        batch_size=len(idx))  # fmt: skip
-        return registry_attack(row, budget)(estimator, x, y, idx, seeds)
-
+                        batch_size=recipe.chunk_size)  # fmt: skip
+        attack = Attacking(row, budget)
     judgement = Judgement("ensemble", recipe.ensemble_size, recipe.repeats, batch_size=512)
     seeds = SeedPlan("reproduce", recipe.seed, (b, row), recipe.repeats)
     return Cell((b, row), b, attack, judgement, seeds, {"budget": b, "row": row}, block_size=recipe.chunk_size,

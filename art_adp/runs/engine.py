@@ -197,7 +197,8 @@ class Attacking:
     """
     A cell's attack as data: the attack registry's ``name`` at ``budget``; ``"clean"``, none; or, with ``examples``,
     adversarial examples made once (e.g. Clf-PGD on the bare classifier, shared by every purifier in front of it) and
-    kept in the run folder as a ``.npy`` file of that name, read at the block's indices.
+    kept in the run folder as a file of that name (``.npy``, or ``.npz`` holding one array), read at the block's
+    indices.
     """
 
     name: str = "clean"
@@ -220,10 +221,18 @@ def attack_of(attack: Attacking | Attack, run_dir: str | Path | None = None) -> 
         if run_dir is None:
             raise ValueError(f"the examples {attack.examples!r} are read from a run folder: give run_dir.")
         path = Path(run_dir) / attack.examples
-        return lambda estimator, x, y, idx, seeds: np.load(path, mmap_mode="r")[np.asarray(idx)]
+        return lambda estimator, x, y, idx, seeds: _examples(path, idx)
     if attack.name == "clean" or attack.budget is None:  # a budget is required of every other name
         return clean
     return registry_attack(attack.name, attack.budget)
+
+
+def _examples(path: Path, idx) -> np.ndarray:
+    """The kept examples at ``idx``: a ``.npy`` file (memory-mapped), or a ``.npz`` holding one array."""
+    if path.suffix == ".npz":
+        with np.load(path) as f:
+            return f[f.files[0]][np.asarray(idx)]
+    return np.load(path, mmap_mode="r")[np.asarray(idx)]
 
 
 def registry_attack(name: str, budget: Budget) -> Attack:
