@@ -77,7 +77,7 @@ from ..runs.engine import (
     worst_case,
 )
 from ..runs.records import read_jsonl
-from ..runs.seeds import SeedPlan
+from ..runs.seeds import FIXED_BLOCK, SeedPlan
 from ..runs.statistics import accuracy_cell, judgements, wilson
 from ..data import DATASETS, DatasetSpec
 from .flags import PRECISION_HELP
@@ -726,7 +726,7 @@ def _budget(r: Row, eps: float, eot_samples: int, batch_size: int = 50, judge_dr
 BLOCK = 50
 
 #: Images the fixed-noise view attacks and judges under one frozen draw (its blocks, by index, and its batches).
-FIXED_CHUNK = 50
+FIXED_CHUNK = FIXED_BLOCK
 
 
 def _white_parts(r: Row) -> tuple[str, ...]:

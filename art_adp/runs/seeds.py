@@ -46,6 +46,10 @@ def shared(seed: int, block: int, first: int, *identity, repeats: int = 1) -> Se
     return Seeds(attack=s, noise=s, judge=_judges(seed, (*identity, first), repeats))
 
 
+#: Images per block of ``levers``' fixed-noise view (its seeds come from the block's first index).
+FIXED_BLOCK = 50
+
+
 def _levers_block(seed: int, block: int) -> int:
     return seed if block == 0 else derive_seed(seed, "block", block)
 
@@ -60,9 +64,9 @@ def levers(seed: int, block: int, first: int, row: str, repeats: int = 1) -> See
 
 # pylint: disable-next=unused-argument
 def levers_fixed(seed: int, block: int, first: int, row: str, repeats: int = 1) -> Seeds:
-    """``levers``' fixed-noise view, blocks of 50 images (its ``FIXED_CHUNK``): the row's attack seed, the block's
-    frozen draw (from its first index, ``block · 50``)."""
-    return Seeds(derive_seed(seed, row), derive_seed(seed, "fixed", block * 50))
+    """``levers``' fixed-noise view, blocks of :data:`FIXED_BLOCK` images: the row's attack seed, the block's frozen
+    draw (from its first index, ``block · FIXED_BLOCK``)."""
+    return Seeds(derive_seed(seed, row), derive_seed(seed, "fixed", block * FIXED_BLOCK))
 
 
 def levers_white(
