@@ -145,6 +145,47 @@ def test_fgsm_rs_epoch_is_reproducible_and_learns_with_its_progress_bar_or_witho
     assert stats["accuracy"] > 0.8
 
 
+class Noisy(Recording):
+    """Recording behind input noise from its own generator (as a purifier's), killed after ``stop`` forward passes."""
+
+    def __init__(self, stop=None):
+        super().__init__()
+        self.generator, self.stop, self.calls = torch.Generator().manual_seed(5), stop, 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls == self.stop:
+            raise KeyboardInterrupt
+        return super().forward(x + 0.05 * torch.randn(x.shape, generator=self.generator))
+
+
+def test_an_interrupted_epoch_resumes_where_its_checkpoint_was_and_equals_an_uninterrupted_one(tmp_path):
+    x, y = _data(256)  # 8 batches of 32, two passes (FGSM's gradient, the update) each
+    kw = dict(eps=0.05, epoch=2, epochs=3, batch_size=32, lr_max=0.5, seed=4, every=3)
+    torch.manual_seed(0)
+    whole = Noisy()
+    stats = fgsm_rs_epoch(whole, x, y, **kw, generators=(whole.generator,))
+    torch.manual_seed(0)
+    killed, path = Noisy(stop=2 * 7 + 1), tmp_path / "epoch.safetensors"  # dies in batch 8, after the write at 6
+    with pytest.raises(KeyboardInterrupt):
+        fgsm_rs_epoch(killed, x, y, **kw, checkpoint=path, generators=(killed.generator,))
+    torch.manual_seed(1)
+    resumed = Noisy()  # other initial weights: all it needs comes from the checkpoint
+    again = fgsm_rs_epoch(resumed, x, y, **kw, checkpoint=path, generators=(resumed.generator,))
+    assert len(resumed.seen) == 2 * 2  # batches 7 and 8 only
+    torch.testing.assert_close(resumed.fc.weight, whole.fc.weight, rtol=0, atol=1e-6)
+    assert again == pytest.approx(stats)
+    assert not torch.equal(killed.fc.weight, whole.fc.weight)
+    done = Noisy()  # the finished epoch's file: nothing left to train, its outcome restored
+    assert fgsm_rs_epoch(done, x, y, **kw, checkpoint=path, generators=(done.generator,)) == pytest.approx(stats)
+    assert not done.seen and torch.equal(done.fc.weight, whole.fc.weight)
+    other = Noisy()
+    fgsm_rs_epoch(other, x, y, **{**kw, "epoch": 3}, checkpoint=path, generators=(other.generator,))
+    assert len(other.seen) == 2 * 8  # another epoch's file is no resume point
+    with pytest.raises(ValueError, match="other settings.*delete it"):
+        fgsm_rs_epoch(Noisy(), x, y, **{**kw, "epoch": 3, "lr_max": 0.1}, checkpoint=path)
+
+
 def test_fgsm_rs_epoch_refuses_an_epoch_outside_the_schedule():
     x, y = _data()
     with pytest.raises(ValueError, match="epoch"):
@@ -181,6 +222,7 @@ def test_fast_adversarial_training_through_a_purifier_attacks_and_trains_on_puri
     seen = torch.cat(model.seen)
     assert seen.max() <= 0.5 + 1e-6  # every training input went through the halving purifier (images in [0, 1])
     assert facts["method"] == "fgsm-rs" and facts["curve"][0]["robust"] == 0.5
+    assert not (tmp_path / "m.epoch.safetensors").exists()  # the progress within the epoch, gone once it is saved
     bare = recording()
     robust_baseline.train_until_plateau(bare, x, y, tmp_path / "b.safetensors", eps=0.1, method="fgsm-rs",
                                         max_epochs=1, patience=1, batch_size=32, lr=0.01, progress=False,

@@ -149,7 +149,8 @@ def train_until_plateau(
         its initial weights.
     :param x_train: Training images ``N×C×H×W`` in [0, 1]; ``val_fraction`` of them are held out.
     :param y_train: Their labels.
-    :param path: The finished classifier's file; ``.last`` and ``.best`` beside it while training.
+    :param path: The finished classifier's file; ``.last`` and ``.best`` beside it while training (and, for
+        ``"fgsm-rs"``, ``.epoch``: the progress within an epoch, so that an interrupted epoch resumes where it was).
     :param eps: ℓ∞ radius of the training attack and of the validation attack.
     :param max_iter: PGD steps per training batch.
     :param eps_step: Training PGD step (None: ``2.5 ε / max_iter``, Madry et al.).
@@ -201,6 +202,7 @@ def train_until_plateau(
     if path.exists():
         return load_classifier(path, device, purifier=purifier), read_checkpoint(path)[1][key]
     last, best_path = path.with_suffix(".last.safetensors"), path.with_suffix(".best.safetensors")
+    within = path.with_suffix(".epoch.safetensors")  # fast adversarial training's progress within an epoch
     eps_step = default_eps_step(eps, max_iter) if eps_step is None else eps_step
     train, val = split_validation(len(x_train), val_fraction, seed)
     facts: dict = {
@@ -236,7 +238,8 @@ def train_until_plateau(
                 purifier.generator.manual_seed(derive_seed(seed, "purify", epoch))
                 m = DefendedModel(m, purifier, ensemble_size=1)
             fgsm_rs_epoch(m, x, y, eps=eps, epoch=epoch, epochs=max_epochs, lr_max=lr, batch_size=batch_size,
-                          seed=derive_seed(seed, "epoch", epoch) % 2**32, progress=progress)  # fmt: skip
+                          seed=derive_seed(seed, "epoch", epoch) % 2**32, progress=progress, checkpoint=within,
+                          generators=() if purifier is None else (purifier.generator,))  # fmt: skip
 
     elif train_epoch is None and adversarial:
 
@@ -273,6 +276,7 @@ def train_until_plateau(
         if plateau([*curve, judged], patience)[0] == epoch - 1:
             save_classifier(model, best_path, **{key: {**facts, "epoch": epoch}}, **header)
         save_classifier(model, last, **{key: facts}, **header)
+        within.unlink(missing_ok=True)
         if progress:
             more = f", robust {robust:.1%}" if robust is not None else " (through the purifier)"
             print(f"{path.stem}: epoch {epoch}: validation clean {clean:.1%}{more}", flush=True)
