@@ -485,8 +485,9 @@ class DatasetSpec:
     :param sigmas: The σ grid its ``levers`` preset measures.
     :param paper_row: The paper's ADP accuracy on it in % (clean, preprocessor-blind PGD); None: not in the paper.
     :param paper_defence: The paper's defence on it in words, as the docs label its row.
-    :param levers: The ``art-adp levers`` preset it is measured with (its classifiers and attack rows, a key of
-        ``art_adp.apps.levers.PRESETS``), at this data set's ε, σ grid and shape; None: ``levers`` refuses it.
+    :param levers: The ``art-adp levers`` preset it is measured with (its classifiers and attack rows: the plan
+        ``levers:<name>`` of :data:`art_adp.runs.plans.PLANS`), at this data set's ε, σ grid and shape; None:
+        ``levers`` refuses it.
     """
 
     load: Callable[..., Dataset]

@@ -28,9 +28,11 @@ __all__ = [
     "check_state_dict",
     "is_safetensors",
     "load_module",
+    "optimizer_tensors",
     "read_checkpoint",
     "read_torch_file",
     "read_weights",
+    "restore_optimizer",
     "save_module",
     "write_checkpoint",
 ]
@@ -55,6 +57,27 @@ def write_checkpoint(path: str | os.PathLike, tensors: Mapping[str, torch.Tensor
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
+    """An optimiser's per-parameter state (Adam's moments, SGD's momentum) as checkpoint tensors under
+    ``train/optim/<parameter>/<name>``; its ``param_groups`` (plain numbers) belong in the header."""
+    return {f"{TRAIN_PREFIX}optim/{i}/{name}": torch.as_tensor(value)
+            for i, state in optimizer.state_dict()["state"].items() for name, value in state.items()
+            if value is not None}  # fmt: skip
+
+
+def restore_optimizer(optimizer: torch.optim.Optimizer, tensors: Mapping[str, torch.Tensor],
+                      param_groups: list | None = None) -> None:  # fmt: skip
+    """Load the state :func:`optimizer_tensors` wrote into ``optimizer`` (``param_groups``: the header's; None: the
+    optimiser's own)."""
+    state: dict[int, dict] = {}
+    for k, v in tensors.items():
+        if k.startswith(f"{TRAIN_PREFIX}optim/"):
+            i, name = k.split("/")[2:]
+            state.setdefault(int(i), {})[name] = v
+    groups = optimizer.state_dict()["param_groups"] if param_groups is None else param_groups
+    optimizer.load_state_dict({"state": state, "param_groups": groups})
 
 
 def read_checkpoint(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

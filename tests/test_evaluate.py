@@ -367,7 +367,7 @@ def test_presets_and_overrides_from_python():
     assert MnistRecipe().repeats == LeversConfig().repeats == 10
     paper = EvalConfig.preset("paper")
     assert (paper.max_iter, paper.eot_samples, paper.spsa_samples_per_step, paper.ensemble_size, paper.step) == (40, 15, 1280, 10, 2 / 255)
-    message = "Unknown preset 'fast'; choose from ('strongest', 'paper', 'croce', 'smoke')."
+    message = "Unknown plan 'fast' for evaluate; choose from strongest, paper, croce, smoke."
     with pytest.raises(ValueError, match=re.escape(message)):
         EvalConfig.preset("fast")
 

@@ -1,9 +1,12 @@
-"""The three recipes of docs/architecture.md, each a change in one place, each tried here with a toy one: a data set
-(an entry of ``art_adp.data.DATASETS``), an attack (``art_adp.attacks.registry.register``) and a judgement (an entry
-of ``art_adp.runs.engine.JUDGES``). Nothing else is edited: the plans, the command line and the re-judgement find
-them by name."""
+"""The recipes of docs/architecture.md, each a change in one place, each tried here with a toy one: a data set (an
+entry of ``art_adp.data.DATASETS``), an attack (``art_adp.attacks.registry.register``), a judgement (an entry of
+``art_adp.runs.engine.JUDGES``) and a plan (``art_adp.runs.plans.register``). Nothing else is edited: the plans, the
+command line and the re-judgement find them by name."""
 
 from __future__ import annotations
+
+import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -137,3 +140,33 @@ def test_a_data_set_is_one_entry_of_datasets_read_by_the_loader_and_the_commands
     with pytest.raises(SystemExit):
         build_parser().parse_args(["evaluate", "--dataset", "nope"])
     assert "invalid choice: 'nope'" in capsys.readouterr().err
+
+
+def test_a_plan_is_one_entry_that_evaluate_and_the_python_entry_point_select_by_name(digits, tmp_path):
+    from art_adp.apps.cli import parse
+    from art_adp.apps.evaluation.config import EvalConfig
+    from art_adp.attacks.registry import budget_settings
+    from art_adp.runs import plans
+
+    clf, x, y = digits
+    values = {"attacks": ("clf-pgd",), "max_iter": 2, "ensemble_size": 1, "repeats": 3}
+    plans.register("toy", plans.Plan("evaluate", "a toy plan", values))
+    try:
+        res = evaluate_robustness(clf, None, x, y, eps=EPS, preset="toy", block_size=6, run_dir=tmp_path,
+                                  progress=False)  # fmt: skip
+        assert list(res["attacks"]) == ["clf-pgd"]
+        assert {len(r["pred"]) for r in read_jsonl(tmp_path / "records.jsonl")} == {3}  # R = 3, the plan's
+        held = [v["budget"] for v in json.loads((tmp_path / "settings.json").read_text()).values()
+                if isinstance(v, dict) and v.get("budget")]  # fmt: skip
+        same = replace(EvalConfig.preset("toy", eps=EPS).budget("clf-pgd"), batch_size=6)  # evaluate's, per block
+        assert held == [{**budget_settings(same), "norm": "inf"}] and held[0]["max_iter"] == 2
+        assert parse(["evaluate", "--preset", "toy", "--dataset", "digits"])[1].attacks == ("clf-pgd",)
+        with pytest.raises(ValueError, match=r"^A plan named 'toy' is registered already \(evaluate: a toy plan\)"):
+            plans.register("toy", plans.Plan("levers", "another", {}))
+    finally:
+        plans.PLANS.pop("toy")
+    message = "Unknown plan 'toy' for evaluate; choose from strongest, paper, croce, smoke."
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        evaluate_robustness(clf, None, x, y, eps=EPS, preset="toy", run_dir=tmp_path / "gone", progress=False)
+    with pytest.raises(ValueError, match=r"^Unknown plan 'levers:mnist' for evaluate"):
+        EvalConfig.preset("levers:mnist")

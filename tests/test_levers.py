@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
+from art_adp.runs.plans import PLANS, Plan, plan
 from art_adp import data as datasets
 from art_adp.apps import levers, robust_baseline
 from art_adp.apps.evaluation.report import wilson
 from art_adp.apps.levers import (
-    PRESETS,
     SETTINGS,
     ClassifierRecipe,
     Preset,
@@ -342,10 +342,10 @@ def test_a_data_set_added_in_one_place_runs_through_the_loader_the_preset_and_le
     assert load_dataset("toy", "R").x_train.shape == (40, 1, 8, 8) and roots == ["R"]
     p = preset_for("toy")
     assert (p.eps, p.sigmas, p.image_shape, p.classifier) == (0.1, (0.2, 0.25), (1, 8, 8), "mlp")
-    mnist = {r.name: r for r in PRESETS["mnist"].rows}
+    mnist = {r.name: r for r in plan("levers:mnist").values.rows}
     for row in p.rows:  # MNIST's rows, their steps scaled from its ε 0.3 to the toy's 0.1
         assert row.eps_step == pytest.approx(mnist[row.name].eps_step / 3) and row.max_iter == mnist[row.name].max_iter
-    assert preset_for("mnist") == PRESETS["mnist"]
+    assert preset_for("mnist") == plan("levers:mnist").values
     assert levers.levers_datasets() == ("mnist", "fashion-mnist", "cifar10", "toy")
     run = tmp_path / "run"
     argv = ["levers", "--dataset", "toy", "--data-root", "R", "--run-dir", str(run), "--device", "cpu", "--quiet",
@@ -507,7 +507,7 @@ def test_bf16_training_runs_each_epoch_under_autocast_judges_in_fp32_and_refuses
 
 
 def test_max_epochs_caps_only_the_adversarially_trained_classifiers():
-    p, default = preset_for("fashion-mnist", max_epochs=3), PRESETS["fashion-mnist"]
+    p, default = preset_for("fashion-mnist", max_epochs=3), plan("levers:fashion-mnist").values
     assert p.classifiers["adv-cnn"].epochs == 3 and p.classifiers["cnn"] == default.classifiers["cnn"]
 
 
@@ -527,7 +527,7 @@ def test_baseline_rows_wiring(tiny, tmp_path, one_thread, monkeypatch):
               levers.adaptive_row(FULL_ATTACK, eps / 4, max_iter=1), Row(AUTOATTACK, AUTOATTACK)),
         attacks=("clean", BLIND_ATTACK),
     )  # fmt: skip
-    monkeypatch.setitem(PRESETS, "tiny", preset)
+    monkeypatch.setitem(PLANS, "levers:tiny", Plan("levers", "a tiny table", preset))
     monkeypatch.setitem(datasets.DATASETS, "tiny", DatasetSpec(lambda root: tiny, (1, 28, 28), eps, sigmas=(0.25,),
                                                                levers="tiny"))  # fmt: skip
     monkeypatch.setattr(robust_baseline, "robust_accuracy", lambda *a, **k: (1.0, 0.5))
@@ -602,7 +602,8 @@ def test_render_of_a_fake_fashion_mnist_result():
     render = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(render)
     eps = 8 / 255
-    rows = [{"name": r.name, "label": row_label(r, eps), "adaptive": r.adaptive} for r in PRESETS["fashion-mnist"].rows]
+    rows = [{"name": r.name, "label": row_label(r, eps), "adaptive": r.adaptive}
+            for r in plan("levers:fashion-mnist").values.rows]  # fmt: skip
     cell = lambda **kw: {"accuracy": 0.5, "n": 4, "ci95": list(wilson(0.5, 4)), "ensemble_size": 10, **kw}
     j = {k: {"accuracy": 0.25, "ci95": list(wilson(0.25, 4))} for k in ("mean", "worst", "majority")}
     result = {

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from art_adp.apps.evaluation import EvalConfig
-from art_adp.apps.evaluation.config import ATTACKS, COUNTS, PRESETS, SMOKE_COUNTS, budget_fields, sized
+from art_adp.apps.evaluation.config import PRESETS
+from art_adp.runs.plans import ATTACKS, COUNTS, SMOKE_COUNTS, budget_fields, sized_counts
 from art_adp.apps.evaluation.run import estimate, plan
 from art_adp.attacks.registry import REGISTRY
 
@@ -64,11 +65,11 @@ def test_own_budgets_are_the_papers_in_the_presets_that_claim_strength_and_sized
 
 
 def test_sized_sizes_every_count_of_every_budget_or_refuses():
-    c = sized(EvalConfig(), {"max_iter": 3, "eot_samples": 4, "samples_per_step": 5})
+    c = EvalConfig(**sized_counts({"max_iter": 3, "eot_samples": 4, "samples_per_step": 5}))
     counts = {f: p for a in ATTACKS for f, p in zip(budget_fields(a), REGISTRY[a].fields) if p in COUNTS}
     assert {f: getattr(c, f) for f in counts} == {f: {"max_iter": 3, "eot_samples": 4, "samples_per_step": 5}[p]
                                                   for f, p in counts.items()}  # fmt: skip
     assert {"selective_max_iter", "apgd_eot_samples", "spsa_samples_per_step", "max_iter"} <= set(counts)
     message = "counts must size every count of the attacks' budgets; missing: ['samples_per_step']."
     with pytest.raises(ValueError, match=re.escape(message)):
-        sized(EvalConfig(), {"max_iter": 3, "eot_samples": 4})
+        sized_counts({"max_iter": 3, "eot_samples": 4})

@@ -13,9 +13,10 @@ import pytest
 import torch
 from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 
+from art_adp.runs.plans import PLANS, Plan, plan
 from art_adp import ADPPurifier
 from art_adp.apps import cli, levers, robust_baseline
-from art_adp.apps.levers import PRESETS, ClassifierRecipe, Preset, Row, run_levers, table_markdown
+from art_adp.apps.levers import ClassifierRecipe, Preset, Row, run_levers, table_markdown
 from art_adp.apps.train_classifier import ClassifierTraining, train_classifier_command
 from art_adp.attacks.registry import FULL_ATTACK
 from art_adp.data import DATASETS, Dataset, DatasetSpec, load_dataset
@@ -241,7 +242,7 @@ def test_levers_trains_measures_and_names_the_classifiers_behind_the_purifier(ti
         baselines=("cnn",), sigmas=(0.25,), attacks=("clean",),
         rows=(Row("clean"), levers.adaptive_row(FULL_ATTACK, eps / 4, max_iter=1)),
     )  # fmt: skip
-    monkeypatch.setitem(PRESETS, "tiny", preset)
+    monkeypatch.setitem(PLANS, "levers:tiny", Plan("levers", "a tiny table", preset))
     monkeypatch.setitem(DATASETS, "tiny", DatasetSpec(lambda root: tiny, (1, 28, 28), eps, sigmas=(0.25,),
                                                       levers="tiny"))  # fmt: skip
     seen = []
@@ -288,8 +289,28 @@ def test_levers_trains_measures_and_names_the_classifiers_behind_the_purifier(ti
     assert "| oracle (exact score) → adv-cnn-oracle | one-step denoise |" in page
 
 
+def test_a_classifier_trained_through_the_purifier_is_trained_by_its_recipes_method(tiny, tmp_path, monkeypatch):
+    """``adv-resnet20-denoiser``'s recipe: fast adversarial training through the purifier, not PGD training at its
+    learning rate (the method reaches the trainer behind a purifier as it does bare)."""
+    seen = {}
+
+    def trainer(model, x, y, path, **kw):
+        seen.update(kw)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(levers, "train_until_plateau", trainer)
+    fast = ClassifierRecipe("cnn", adversarial=True, epochs=4, patience=4, method="fgsm-rs", lr=0.02,
+                            purifier=("oracle", levers.ONE_STEP))  # fmt: skip
+    preset = Preset(eps=8 / 255, classifier="cnn", classifiers={"fast": fast}, baselines=(), sigmas=(0.25,),
+                    rows=(Row("clean"),), attacks=("clean",))  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):
+        levers._classifier("fast", preset, tiny, tmp_path, 0, False)
+    assert (seen["method"], seen["lr"], seen["adversarial"]) == ("fgsm-rs", 0.02, True)
+    assert plan("levers:cifar10").values.classifiers["adv-resnet20-denoiser"].method == "fgsm-rs"
+
+
 def test_the_presets_hold_the_classifiers_behind_the_purifier():
-    for preset in (PRESETS["mnist"], PRESETS["fashion-mnist"]):
+    for preset in (plan("levers:mnist").values, plan("levers:fashion-mnist").values):
         for name in ("cnn-oracle", "adv-cnn-oracle", "cnn-denoiser", "adv-cnn-denoiser"):
             recipe = preset.classifiers[name]
             assert recipe.purifier == (name.split("-")[-1], "one-step denoise") and recipe.patience == 5

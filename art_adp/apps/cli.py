@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..data import DATASETS
+from ..runs.plans import COMMANDS as COMMANDS_OF_PLANS, plan, plan_names
 from ..runs.seeds import FOLDER_SCHEMES
 from ..attacks import registry
 from . import commands as cmd
@@ -26,20 +27,18 @@ from .loading import CLASSIFIER_HELP, SCORE_HELP, STANDARDISATION_HELP
 from .certify_run import CertifyConfig, certify_command
 from .corruption_table import VARIANTS, CorruptionConfig, corruptions_command
 from .demo import DemoConfig, run_demo
-from .detect_demo import ATTACKS as DETECT_ATTACKS
-from .detect_demo import DEFENCES, DetectConfig, detect_command
+from .detect_demo import ATTACKS as DETECT_ATTACKS, DEFENCES, DetectConfig, detect_command
 from .evaluation.command import EOT_SWEEP, SIGMA_SWEEP, evaluate_command
-
 from ..diffusion_purify import SAMPLERS
 from .evaluation.config import ATTACKS as EVALUATED, PRESETS, PURIFIERS, EvalConfig, presets_text
 from .levers import CLASSIFIER_NAMES, FLAG_HELP as LEVERS_HELP, JUDGES, ROW_NAMES, LeversConfig, levers_command
 from .levers import levers_datasets, setting_name
+from .plans import plans_command
 from .prepare_data import prepare_cifar10_command
 from .rejudge import HELP as REJUDGE_HELP, Rejudge, rejudge_command
 from .reproduce import STAGES, MnistRecipe, reproduce_command
-from .train_classifier import HELPS as CLASSIFIER_HELPS
-from .train_classifier import OPTIONS as CLASSIFIER_OPTIONS
-from .train_classifier import ClassifierTraining, train_classifier_command
+from .train_classifier import HELPS as CLASSIFIER_HELPS, OPTIONS as CLASSIFIER_OPTIONS, ClassifierTraining
+from .train_classifier import train_classifier_command
 from .train_denoiser import DenoiserTraining, train_denoiser_command
 from .train_score import ScoreTraining, train_score_command
 
@@ -52,7 +51,7 @@ def _common(p, command: Callable, **defaults) -> None:
     p.add_argument("--run-dir", default=run_dir, help=f"output folder (default: {run_dir})")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: CUDA when available")
     p.add_argument("--quiet", dest="progress", action="store_false", help="no progress bars")
-    _threads(p)
+    p.add_argument("--threads", type=int, default=None, help=THREADS_HELP)  # commands.run sets them
     p.set_defaults(run=command, **defaults)
 
 
@@ -69,10 +68,6 @@ def _trained(p) -> None:
     add("--weights", help="the factory's weights: safetensors, or a torch.save state dict (read weights_only)")
     add("--mean", type=_split(float), help="per-channel mean, e.g. 0.4914,0.4822,0.4465: " + STANDARDISATION_HELP)
     add("--std", type=_split(float), help="per-channel standard deviation (with --mean)")
-
-
-def _threads(p) -> None:
-    p.add_argument("--threads", type=int, default=None, help=THREADS_HELP)  # commands.run sets them
 
 
 def _demo(sub) -> None:
@@ -111,8 +106,7 @@ OPTIONS = {k: {"choices": v} for k, v in registry.OPTION_CHOICES.items()}  # the
 
 
 def _levers(sub) -> None:
-    help_ = "the paper's row on a data set lever by lever (exact-score oracle and trained denoiser, baselines)"
-    p = sub.add_parser("levers", description=levers_command.__doc__, help=help_)
+    p = sub.add_parser("levers", description=levers_command.__doc__, help="a data set's lever table (plans levers:*)")
     _common(p, levers_command, settings=LeversConfig)
     p.add_argument("--dataset", default="mnist", choices=levers_datasets(),
                    help="the data set and its preset (default: mnist)")  # fmt: skip
@@ -137,7 +131,7 @@ def _rejudge(sub) -> None:
     add("--denoiser", help="the train-denoiser checkpoint the run measured (default: the run's command's)")
     add("--device", choices=["cpu", "cuda"], default=None, help="default: the run's (the same noise for a seed)")
     add("--quiet", dest="progress", action="store_false", help="no progress bars")
-    _threads(p)
+    add("--threads", type=int, default=None, help=THREADS_HELP)
     p.set_defaults(run=rejudge_command, settings=Rejudge)
     _fields(p, Rejudge, {"repeats": "R, judgements of each image; None: the run's", "seed": "None: the run's",
                          "ensemble_size": "S, purifications averaged; None: the run's"})  # fmt: skip
@@ -214,7 +208,8 @@ def _evaluate(sub) -> None:
     _dataset(p)
     keywords = inspect.signature(evaluate_command).parameters
     add = p.add_argument
-    add("--preset", dest=CONFIG + "name", choices=sorted(PRESETS), default="paper", help="budgets (default: paper)")
+    add("--preset", dest=CONFIG + "name", choices=plan_names("evaluate"), default="paper",
+        help="an evaluation plan (art-adp plans; default: paper)")  # fmt: skip
     add("--estimate-only", action="store_true", help="print the estimated time on this device and stop")
     add("--seed-scheme", choices=FOLDER_SCHEMES, help="seeds from --seed by this scheme (default: the run folder's)")
     _trained(p)
@@ -287,11 +282,16 @@ def _prepare_cifar10(sub) -> None:
     p.set_defaults(run=prepare_cifar10_command, settings=None)
 
 
+def _plans(sub) -> None:
+    p = sub.add_parser("plans", help="the named plans: evaluate --preset, levers --dataset, reproduce")
+    p.add_argument("--command", dest="only", choices=COMMANDS_OF_PLANS, help="only this command's plans")
+    p.set_defaults(run=plans_command, settings=None)
+
+
 def _reproduce(sub) -> None:
-    what = "the paper's MNIST row: train or resume the MLP and a score model, learning curve, attacks, the paper beside"
-    p = sub.add_parser("reproduce", description=reproduce_command.__doc__, help=what)
+    p = sub.add_parser("reproduce", description=reproduce_command.__doc__, help=plan("reproduce:mnist").what)
     add = p.add_argument
-    add("benchmark", choices=["mnist"])
+    add("benchmark", choices=["mnist"], help="the plan reproduce:mnist")
     add("--data-root", required=True, help="folder with the four MNIST idx(.gz) files")
     _common(p, reproduce_command, settings=MnistRecipe)
     add("--stages", nargs="+", default=list(STAGES), choices=STAGES, help="default: all, in order")
@@ -308,7 +308,7 @@ def _reproduce(sub) -> None:
 
 
 COMMANDS = (_demo, _train_score, _train_denoiser, _levers, _rejudge, _train_classifier, _detect, _certify,
-            _corruptions, _evaluate, _import, _prepare_cifar10, _reproduce)  # fmt: skip
+            _corruptions, _evaluate, _import, _prepare_cifar10, _plans, _reproduce)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -61,6 +61,7 @@ from ..attacks.apgd_eot import APGDEOT
 from ..attacks.selective_eot import SelectiveEOT
 from ..attacks.systemic_lowfreq import LowFrequencyVote
 from ..models.checkpoint import check_purifier
+from ..runs.plans import PLANS, Plan, plan, plan_names, register
 from ..runs.provenance import code_diff, code_version, provenance
 from ..runs.engine import (
     Attacking,
@@ -94,7 +95,6 @@ __all__ = [
     "SETTING_NAMES",
     "ClassifierRecipe",
     "LeversConfig",
-    "PRESETS",
     "Preset",
     "ROWS",
     "Row",
@@ -426,17 +426,27 @@ CIFAR10 = Preset(
     image_shape=DATASETS["cifar10"].shape,
 )
 
-#: The presets by name; a data set names the one it is measured with (:attr:`~art_adp.data.DatasetSpec.levers`).
-PRESETS: Mapping[str, Preset] = {"mnist": MNIST, "fashion-mnist": FASHION_MNIST, "cifar10": CIFAR10}
+#: The lever tables are the plans ``levers:<name>``; a data set names the one it is measured with
+#: (:attr:`~art_adp.data.DatasetSpec.levers`).
+register("levers:mnist", Plan("levers", "MNIST's lever table at ℓ∞ 0.3: the paper's MLP behind each purification "
+                              "setting (the exact score or a DenoiserUNet at each σ) under Clf-PGD and the adaptive "
+                              "rows, beside the PGD-trained MLP", MNIST))  # fmt: skip
+register("levers:fashion-mnist", Plan("levers", "Fashion-MNIST's at ℓ∞ 8/255: the SmallCNN behind each setting, "
+                                      "beside the adversarially trained SmallCNN", FASHION_MNIST))  # fmt: skip
+register("levers:cifar10", Plan("levers", "CIFAR-10's at ℓ∞ 8/255: ResNet-20, Tiniest and the classifiers trained "
+                                "through the one-step denoise behind each setting, beside fast adversarial training",
+                                CIFAR10))  # fmt: skip
+
 
 #: MNIST's rows (the table of docs/mnist_results.md).
 ROWS: tuple[Row, ...] = MNIST.rows
 ATTACK_ROWS = {row.name: row for row in ROWS}
 JUDGES = ("ensemble", "fixed")
 #: What the command line offers: every preset's rows and the registry's attacks, classifiers, settings.
-ROW_NAMES = tuple(dict.fromkeys([r.name for p in PRESETS.values() for r in p.rows] + list(REGISTRY)))
-CLASSIFIER_NAMES = tuple(dict.fromkeys(k for p in PRESETS.values() for k in p.classifiers))
-SETTING_NAMES = tuple(dict.fromkeys(s.name for p in PRESETS.values() for s in sigma_settings(p.sigmas)))
+_PRESETS = [plan(k).values for k in plan_names("levers")]
+ROW_NAMES = tuple(dict.fromkeys([r.name for p in _PRESETS for r in p.rows] + list(REGISTRY)))
+CLASSIFIER_NAMES = tuple(dict.fromkeys(k for p in _PRESETS for k in p.classifiers))
+SETTING_NAMES = tuple(dict.fromkeys(s.name for p in _PRESETS for s in sigma_settings(p.sigmas)))
 
 
 SETTINGS_HELP = (
@@ -495,14 +505,14 @@ OWN_BUDGETS: Mapping[str, dict] = {
 
 def levers_datasets() -> tuple[str, ...]:
     """The data sets ``art-adp levers`` measures: those of :data:`~art_adp.data.DATASETS` that name a preset."""
-    return tuple(name for name, spec in DATASETS.items() if spec.levers in PRESETS)
+    return tuple(name for name, spec in DATASETS.items() if f"levers:{spec.levers}" in PLANS)
 
 
 def levers_spec(dataset: str) -> DatasetSpec:
     """``dataset``'s entry of :data:`~art_adp.data.DATASETS`; a data set without a preset (or unknown) is refused
     with the list of those that have one."""
     spec = DATASETS.get(dataset)
-    if spec is None or spec.levers not in PRESETS:
+    if spec is None or f"levers:{spec.levers}" not in PLANS:
         raise ValueError(f"art-adp levers has no preset for the data set {dataset!r}; supported: "
                          f"{', '.join(levers_datasets())}.")  # fmt: skip
     return spec
@@ -519,7 +529,7 @@ def preset_for(
     plateau of their validation robust accuracy).
     """
     spec = levers_spec(dataset)
-    p = PRESETS[str(spec.levers)]  # levers_spec refused a data set without one
+    p = plan(f"levers:{spec.levers}", "levers").values  # levers_spec refused a data set without one
     eps = spec.eps if eps is None else float(eps)
     rows = p.rows
     if eps != p.eps:
@@ -634,7 +644,7 @@ def _classifier(name: str, preset: Preset, data, run_dir: Path, seed: int, progr
                                    patience=recipe.patience or 5, max_epochs=recipe.epochs,
                                    batch_size=recipe.batch_size, seed=seed, progress=progress, device=device,
                                    purifier=purifier, adversarial=recipe.adversarial, lr=recipe.lr,
-                                   val_fraction=recipe.validation, purifier_names=names,
+                                   val_fraction=recipe.validation, purifier_names=names, method=recipe.method,
                                    precision=precision)[0]  # fmt: skip
     if recipe.patience:
         return train_until_plateau(model, data.x_train, data.y_train, path, eps=preset.eps, max_iter=recipe.max_iter,

@@ -37,6 +37,7 @@ from ..preprocessor import ADPPurifier
 from ..purification import purify
 from ..runs.engine import (Attacking, Cell, Judgement, Seeds, build_defence, correct, defended_estimator,
                            registry_attack, run_cells)  # fmt: skip
+from ..runs.plans import Plan, plan, register
 from ..runs.records import append_records, guard_settings, read_jsonl
 from ..runs.statistics import accuracy_cell, wilson
 from ..runs.seeds import SeedPlan, derive_seed
@@ -163,6 +164,12 @@ class MnistRecipe:
                 "eot_samples": self.full_eot_samples,
             },
         }
+
+
+#: The recipe of docs/mnist_results.md, the plan ``reproduce mnist`` runs.
+MNIST_PLAN = register("reproduce:mnist", Plan(
+    "reproduce", "the paper's MNIST row (docs/mnist_results.md): an MLP and an NCSNv2 trained here, its learning "
+    "curve, Clf-PGD and the adaptive attacks, the paper beside", MnistRecipe()))  # fmt: skip
 
 
 def _stage_classifier(data, recipe: MnistRecipe, run_dir: Path, device: str, progress: bool, log) -> torch.nn.Module:
@@ -694,7 +701,7 @@ def reproduce_mnist(
 
     :param data_root: Folder with the four MNIST idx(.gz) files (:func:`~art_adp.data.load_mnist`).
     :param run_dir: Output folder.
-    :param recipe: The settings (default: :class:`MnistRecipe`).
+    :param recipe: The settings (default: the plan ``reproduce:mnist``, :class:`MnistRecipe`'s defaults).
     :param device: ``"cpu"`` or ``"cuda"`` (default: CUDA when available).
     :param stages: The stages to run, in order (e.g. only ``("classifier", "score")`` to train in the background).
     :param data: A :class:`~art_adp.data.Dataset` to use instead of reading ``data_root``.
@@ -705,7 +712,7 @@ def reproduce_mnist(
     """
     from ..data import load_mnist
 
-    recipe = recipe or MnistRecipe()
+    recipe = recipe or plan("reproduce:mnist", "reproduce").values
     recipe.check()
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     run_dir = Path(run_dir)

@@ -46,7 +46,7 @@ from tqdm.auto import tqdm
 from art_adp._checks import integer, number, positive_int
 from art_adp.models.checkpoint import ARCHITECTURES, purifier_record
 from art_adp.models.train import _check_labels, _device, _images_and_labels
-from art_adp.serialization import TRAIN_PREFIX, read_checkpoint, save_module
+from art_adp.serialization import TRAIN_PREFIX, optimizer_tensors, read_checkpoint, restore_optimizer, save_module
 
 __all__ = ["default_eps_step", "train_adversarial_classifier", "train_purified_classifier"]
 
@@ -169,8 +169,7 @@ def _check_purifier(purifier) -> dict | None:
 def _save_state(path, model, optimizer, *, epoch: int, order: np.ndarray, settings: dict, purifier=None,
                 key: str = "adversarial_training") -> None:  # fmt: skip
     """The checkpoint after ``epoch`` epochs: weights, Adam's state, the global RNGs, ART's shuffled order."""
-    tensors = {f"{TRAIN_PREFIX}optim/{i}/{name}": torch.as_tensor(value)
-               for i, state in optimizer.state_dict()["state"].items() for name, value in state.items()}  # fmt: skip
+    tensors = optimizer_tensors(optimizer)
     _, mt_key, pos, has_gauss, gauss = np.random.get_state(legacy=True)  # type: ignore[misc]
     tensors[f"{TRAIN_PREFIX}numpy_rng"] = torch.from_numpy(np.asarray(mt_key).astype(np.int64))
     tensors[f"{TRAIN_PREFIX}torch_rng"] = torch.get_rng_state()
@@ -199,12 +198,7 @@ def _restore_state(path, model, optimizer, settings: dict, purifier=None,
             "training state. Use another checkpoint_path or resume=False."
         )
     model.load_state_dict({k: v for k, v in tensors.items() if not k.startswith(TRAIN_PREFIX)})
-    state: dict[int, dict] = {}
-    for k, v in tensors.items():
-        if k.startswith(f"{TRAIN_PREFIX}optim/"):
-            i, name = k.split("/")[2:]
-            state.setdefault(int(i), {})[name] = v
-    optimizer.load_state_dict({"state": state, "param_groups": header["train"]["param_groups"]})
+    restore_optimizer(optimizer, tensors, header["train"]["param_groups"])
     pos, has_gauss, gauss = header["train"]["numpy_rng"]
     mt_key = tensors[f"{TRAIN_PREFIX}numpy_rng"].numpy().astype(np.uint32)
     np.random.set_state(("MT19937", mt_key, pos, has_gauss, gauss))

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 from torch import nn
 
 from art_adp._checks import integer, number, positive_int
-from art_adp.serialization import TRAIN_PREFIX, read_checkpoint, write_checkpoint
+from art_adp.serialization import TRAIN_PREFIX, optimizer_tensors, read_checkpoint, restore_optimizer, write_checkpoint
 
 __all__ = ["cyclic_lr", "fgsm_rs_epoch", "random_crop_flip"]
 
@@ -77,28 +77,21 @@ def fgsm_rs_epoch(
     x + δ. Every draw comes from a generator seeded with ``seed`` and ``epoch``, so an epoch is reproducible on
     its own (the optimiser's momentum starts at zero each epoch: a resumed run equals an uninterrupted one).
 
-With a ``checkpoint`` file the epoch also resumes within itself: every ``every`` mini-batches, and once at its end,
-the file takes the weights, SGD's momentum, the generators' states and the running totals, and a call for the same
-epoch picks up from there (an epoch through a purifier outlasts a CPU session), equal to an uninterrupted epoch. A
-file of another epoch is overwritten; one of other settings is refused. The caller deletes it once the epoch's
-outcome is saved.
-
     :param model: A classifier of [0, 1] images ``N×C×H×W``, trained on the device of its parameters.
     :param x: Training images in [0, 1]; ``y`` their integer labels.
-    :param eps: ℓ∞ radius of the training attack.
-    :param epoch: This epoch, from 1.
-    :param epochs: The schedule's length in epochs.
-    :param alpha: FGSM step (None: 1.25 ε, Wong et al.'s).
+    :param eps, alpha: ℓ∞ radius of the training attack; its FGSM step (None: 1.25 ε, Wong et al.'s).
+    :param epoch: This epoch, from 1, of ``epochs``, the schedule's length.
     :param lr_max: The schedule's peak learning rate (0.2 in Wong et al. at batch 128).
-    :param batch_size: Images per step.
-    :param momentum: SGD momentum.
-    :param weight_decay: SGD weight decay.
-    :param augment: Random crops and flips.
+    :param batch_size, momentum, weight_decay, augment: Images per step; SGD's momentum and weight decay; random
+        crops and flips.
     :param seed: The run's seed.
     :param progress: A tqdm bar over the epoch's mini-batches (an epoch through a purifier takes an hour on a CPU).
-    :param checkpoint: Where the epoch keeps its progress (a safetensors file), or None.
-    :param every: Mini-batches between two writes of ``checkpoint``.
-    :param generators: Other generators the model draws from (a purifier's noise), kept in ``checkpoint`` too.
+    :param checkpoint: None, or a file where the epoch keeps its progress every ``every`` mini-batches and at its
+        end (the weights, SGD's momentum, the ``generators``' states and its own, the running totals), so that a
+        call for the same epoch resumes there, equal to an uninterrupted epoch (an epoch through a purifier outlasts
+        a CPU session). A file of another epoch is overwritten, one of other settings refused; the caller deletes it
+        once the epoch's outcome is saved.
+    :param generators: Other generators the model draws from (a purifier's noise).
     :return: ``{"loss": mean training loss, "accuracy": training accuracy on x + δ}`` of the epoch.
     """
     number("eps", eps, low=0, low_open=True)
@@ -106,35 +99,23 @@ outcome is saved.
     integer("epoch", epoch, low=1, high=epochs)
     alpha = 1.25 * eps if alpha is None else number("alpha", alpha, low=0, low_open=True)
     number("lr_max", lr_max, low=0, low_open=True)
-    batch_size = positive_int("batch_size", batch_size)
-    every = positive_int("every", every)
-    device = next(model.parameters()).device
+    batch_size, every = positive_int("batch_size", batch_size), positive_int("every", every)
     xt, yt = torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y, dtype=torch.long)
     generator = torch.Generator().manual_seed(int(seed) * 1_000_003 + int(epoch))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0, momentum=momentum, weight_decay=weight_decay)
-    order = torch.randperm(len(xt), generator=generator)
-    batches = (len(xt) + batch_size - 1) // batch_size
-    loss_sum, correct, start = 0.0, 0, 0
-    settings = {"epoch": epoch, "epochs": epochs, "eps": eps, "alpha": alpha, "lr_max": lr_max, "batch_size": batch_size,
-                "momentum": momentum, "weight_decay": weight_decay, "augment": augment, "seed": seed, "n": len(xt)}  # fmt: skip
-    generators = (generator, *generators)
+    order, batches = torch.randperm(len(xt), generator=generator), (len(xt) + batch_size - 1) // batch_size
+    loss_sum, correct, start, generators = 0.0, 0, 0, (generator, *generators)
+    settings = {"epoch": epoch, "epochs": epochs, "eps": eps, "alpha": alpha, "lr_max": lr_max, "seed": seed,
+                "batch_size": batch_size, "momentum": momentum, "weight_decay": weight_decay, "augment": augment,
+                "n": len(xt)}  # fmt: skip
     if checkpoint is not None and Path(checkpoint).exists():
         start, loss_sum, correct = _resume(checkpoint, settings, model, optimizer, generators)
     model.train()
     for b in tqdm(range(start, batches), disable=not progress, desc=f"epoch {epoch}/{epochs}", unit="batch",
                   initial=start, total=batches, leave=False):  # fmt: skip
         idx = order[b * batch_size : (b + 1) * batch_size]
-        xb, yb = xt[idx], yt[idx]
-        if augment:
-            xb = random_crop_flip(xb, generator)
-        delta = (2 * torch.rand(xb.shape, generator=generator) - 1) * eps
-        xb, yb = xb.to(device), yb.to(device)
-        delta = ((xb + delta.to(device)).clamp(0, 1) - xb).requires_grad_(True)
-        (grad,) = torch.autograd.grad(F.cross_entropy(model(xb + delta), yb), delta)
-        delta = (delta.detach() + alpha * grad.sign()).clamp(-eps, eps)
-        x_adv = (xb + delta).clamp(0, 1)
-        for group in optimizer.param_groups:
-            group["lr"] = cyclic_lr(epoch - 1 + (b + 1) / batches, epochs, lr_max)
+        x_adv, yb = _fgsm_rs(model, xt[idx], yt[idx], eps, alpha, generator, augment)
+        optimizer.param_groups[0]["lr"] = cyclic_lr(epoch - 1 + (b + 1) / batches, epochs, lr_max)  # one group
         logits = model(x_adv)
         loss = F.cross_entropy(logits, yb)
         optimizer.zero_grad(set_to_none=True)
@@ -148,11 +129,23 @@ outcome is saved.
     return {"loss": loss_sum / len(xt), "accuracy": correct / len(xt)}
 
 
+def _fgsm_rs(model, xb, yb, eps: float, alpha: float, generator, augment: bool):
+    """A mini-batch's training examples (on the model's device) and labels: augmented, then one FGSM step of
+    ``alpha`` from a uniform start in the ε-ball (Wong et al.), projected back onto it and into [0, 1]."""
+    device = next(model.parameters()).device
+    if augment:
+        xb = random_crop_flip(xb, generator)
+    delta = (2 * torch.rand(xb.shape, generator=generator) - 1) * eps
+    xb, yb = xb.to(device), yb.to(device)
+    delta = ((xb + delta.to(device)).clamp(0, 1) - xb).requires_grad_(True)
+    (grad,) = torch.autograd.grad(F.cross_entropy(model(xb + delta), yb), delta)
+    delta = (delta.detach() + alpha * grad.sign()).clamp(-eps, eps)
+    return (xb + delta).clamp(0, 1), yb
+
+
 def _keep(path, settings: dict, batch: int, loss_sum: float, correct: int, model, optimizer, generators) -> None:
     """Write an epoch's progress after ``batch`` mini-batches to ``path``."""
-    tensors = dict(model.state_dict())
-    for i, state in optimizer.state_dict()["state"].items():
-        tensors.update({f"{TRAIN_PREFIX}optim/{i}/{k}": v for k, v in state.items() if isinstance(v, torch.Tensor)})
+    tensors = {**model.state_dict(), **optimizer_tensors(optimizer)}
     tensors.update({f"{TRAIN_PREFIX}generator/{i}": g.get_state() for i, g in enumerate(generators)})
     write_checkpoint(path, tensors, {"fgsm_rs_epoch": settings, "batch": batch, "loss_sum": loss_sum,
                                      "correct": correct})  # fmt: skip
@@ -170,12 +163,7 @@ def _resume(path, settings: dict, model, optimizer, generators) -> tuple[int, fl
             f"{path} holds an epoch of other settings ({held}, now {settings}): delete it to train this epoch anew."
         )
     model.load_state_dict({k: v for k, v in tensors.items() if not k.startswith(TRAIN_PREFIX)})
-    state: dict[int, dict] = {}
-    for k, v in tensors.items():
-        if k.startswith(f"{TRAIN_PREFIX}optim/"):
-            i, name = k.split("/")[2:]
-            state.setdefault(int(i), {})[name] = v
-    optimizer.load_state_dict({"state": state, "param_groups": optimizer.state_dict()["param_groups"]})
+    restore_optimizer(optimizer, tensors)
     for i, g in enumerate(generators):
         g.set_state(tensors[f"{TRAIN_PREFIX}generator/{i}"])
     return int(header["batch"]), float(header["loss_sum"]), int(header["correct"])

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -38,6 +38,7 @@ from ..attacks._core import purifiers
 from ..attacks.registry import BLIND_ATTACK, REGISTRY, Budget, budget_settings
 from ..ensemble import logits
 from ..eot import EOTClassifier
+from .plans import PAPER, budget, plan
 from .records import append_records, read_jsonl
 from .seeds import SCHEME, SeedPlan, Seeds, check_scheme, derive_seed
 
@@ -692,28 +693,13 @@ def _summary(correct: np.ndarray, rows: list[dict] | None = None) -> dict:
 
 
 def evaluate_robustness(
-    classifier: torch.nn.Module,
-    defences,
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    eps: float,
-    attacks: Sequence[str] | Mapping[str, Budget] = STANDARD,
-    eps_step: float | None = None,
-    max_iter: int = 100,
-    eot_samples: int = 8,
-    ensemble_size: int = 10,
-    repeats: int = 10,
-    run_dir: str | Path = "runs/robustness",
-    seed: int = 0,
-    block_size: int = 50,
-    nb_classes: int | None = None,
-    device: str = "cpu",
-    progress: bool = True,
-    attack_precision: str = "fp32",
-    force_precision: bool = False,
-    seed_scheme: str | None = None,
-) -> dict:
+    classifier: torch.nn.Module, defences, x: np.ndarray, y: np.ndarray, *, eps: float,
+    attacks: Sequence[str] | Mapping[str, Budget] | None = None, preset: str | None = None,
+    eps_step: float | None = None, max_iter: int | None = None, eot_samples: int | None = None,
+    ensemble_size: int | None = None, repeats: int | None = None, run_dir: str | Path = "runs/robustness",
+    seed: int = 0, block_size: int = 50, nb_classes: int | None = None, device: str = "cpu", progress: bool = True,
+    attack_precision: str = "fp32", force_precision: bool = False, seed_scheme: str | None = None,
+) -> dict:  # fmt: skip
     """
     Accuracy of ``classifier`` behind ``defences`` (an :class:`~art_adp.ADPPurifier`, a list of ART PyTorch
     preprocessors, or None) under every attack of ``attacks``, and the per-image worst case over them: the engine's
@@ -729,10 +715,16 @@ def evaluate_robustness(
     differs.
 
     :param attacks: Names of the attack registry (:data:`~art_adp.attacks.registry.REGISTRY`), each at the shared
-        budget (ℓ∞ ``eps``, ``max_iter`` steps of ``eps_step`` (default ε/4) from a random start, ``eot_samples`` EOT
-        draws, the best iterate judged on S draws), or a mapping name → :class:`~art_adp.attacks.registry.Budget`;
-        ``"autoattack"`` (:data:`~art_adp.attacks.registry.AUTOATTACK`) is AutoAttack's standard version at ``eps``
-        (for a classifier without a randomized defence: an adversarially trained baseline, say).
+        budget (ℓ∞ ``eps``, ``max_iter`` (100) steps of ``eps_step`` (default ε/4) from a random start,
+        ``eot_samples`` (8) EOT draws, the best iterate judged on S draws), or a mapping name →
+        :class:`~art_adp.attacks.registry.Budget`; ``"autoattack"`` (:data:`~art_adp.attacks.registry.AUTOATTACK`) is
+        AutoAttack's standard version at ``eps`` (for a classifier without a randomized defence: an adversarially
+        trained baseline, say). None: :data:`STANDARD`, or the preset's.
+    :param preset: An evaluation plan of :data:`~art_adp.runs.plans.PLANS` (``"paper"``, ``"croce"``,
+        ``"strongest"``, ``"smoke"``; what ``art-adp evaluate --preset`` runs): its attacks, each at the plan's budget
+        at ``eps``, judged as it judges (S, R); ``attacks`` (names), ``max_iter``, ``eot_samples``, ``ensemble_size``
+        and ``repeats`` given beside it extend it.
+    :param ensemble_size, repeats: S and R (None: the preset's, or 10 and 10).
     :param attack_precision: The shared budget's gradient passes, ``"fp32"`` or ``"bf16"`` (judgements stay fp32;
         refused where the processor emulates bf16 unless ``force_precision``).
     :param seed_scheme: How a block's seeds come from ``seed`` (:data:`~art_adp.runs.seeds.SCHEMES`); None: the
@@ -746,7 +738,9 @@ def evaluate_robustness(
         raise ValueError(f"x must be N×C×H×W and y N labels, got shapes {x.shape} and {y.shape}.")
     from .._hardware import require_native
 
-    budgets = _budgets(attacks, eps, eps_step, max_iter, eot_samples, block_size, ensemble_size, attack_precision)
+    budgets, ensemble_size, repeats = _budgets(attacks, preset, eps, eps_step, block_size, attack_precision,
+                                               max_iter=max_iter, eot_samples=eot_samples,
+                                               ensemble_size=ensemble_size, repeats=repeats)  # fmt: skip
     for b in budgets.values():
         require_native(b.precision, device, force=force_precision)
     classifier = classifier.to(device).eval()
@@ -869,21 +863,33 @@ def folder_scheme(path: str | Path) -> str:
     return single_value((v.get("seed_scheme", "shared") for v in cells), "seed_scheme", path.parent)
 
 
-def _budgets(attacks, eps, eps_step, max_iter, eot_samples, block_size, ensemble_size,
-             precision: str = "fp32") -> dict[str, Budget]:  # fmt: skip
-    """Name → budget: a mapping as given, or each name at the shared budget."""
+def _budgets(attacks, preset: str | None, eps: float, eps_step, block_size: int, precision: str,
+             **given) -> tuple[dict[str, Budget], int, int]:  # fmt: skip
+    """``(name → budget, S, R)``: the evaluation plan ``preset`` at ``eps``, extended by ``attacks`` (names) and the
+    ``given`` counts, S and R that are not None; without a preset, ``attacks`` as budgets, or each name (default:
+    :data:`STANDARD`) at the shared budget (``max_iter`` 100, ``eot_samples`` 8; S = R = 10 unless given)."""
+    step = eps / 4 if eps_step is None else eps_step
+    if preset is not None:
+        if isinstance(attacks, Mapping):
+            raise ValueError("attacks given as budgets and a preset: give one of them (names extend a preset).")
+        values = {**PAPER, **plan(preset, "evaluate").values,
+                  **{k: v for k, v in {**given, "attacks": attacks}.items() if v is not None}}  # fmt: skip
+        budgets = {a: budget(a, values, eps=eps, eps_step=step, batch_size=block_size, precision=precision)
+                   if a in REGISTRY else None for a in values["attacks"]}  # fmt: skip
+    else:
+        values = {"max_iter": 100, "eot_samples": 8, "ensemble_size": 10, "repeats": 10,
+                  **{k: v for k, v in given.items() if v is not None}}  # fmt: skip
     if isinstance(attacks, Mapping):
         budgets = dict(attacks)
-    else:
-        step = eps / 4 if eps_step is None else eps_step
-        budgets = {a: Budget(eps=eps, eps_step=step, max_iter=max_iter, eot_samples=eot_samples, random_start=True,
-                             batch_size=block_size, check_every="auto", judge_draws=ensemble_size,
-                             precision=precision)
-                   for a in attacks}  # fmt: skip
+    elif preset is None:
+        budgets = {a: Budget(eps=eps, eps_step=step, max_iter=values["max_iter"], eot_samples=values["eot_samples"],
+                             random_start=True, batch_size=block_size, check_every="auto",
+                             judge_draws=values["ensemble_size"], precision=precision)
+                   for a in (STANDARD if attacks is None else attacks)}  # fmt: skip
     unknown = sorted(set(budgets) - set(REGISTRY))
     if unknown:
         raise ValueError(f"Unknown attacks {unknown}; choose from {list(REGISTRY)}.")
-    return budgets
+    return cast(dict[str, Budget], budgets), values["ensemble_size"], values["repeats"]
 
 
 def build_defence(description: Mapping[str, Any], model: torch.nn.Module, *, seed: int | None = None,

@@ -8,12 +8,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from types import SimpleNamespace
 
 from ...attacks import registry
 from ...attacks._core import AUTO, EOT_TARGETS, STEP_SCHEDULES
 from ...attacks.registry import REGISTRY, Budget, recorded
 from ...diffusion_purify import SAMPLERS
+from ...runs import plans
+from ...runs.plans import ATTACKS, PAPER, budget_fields, count_fields
 
 __all__ = [
     "ATTACKS",
@@ -30,30 +32,10 @@ __all__ = [
     "budget_fields",
 ]
 
-#: The attacks on the purification (the undefended baselines' own, AutoAttack and ART's PGD, run in the lever tables).
-ATTACKS = tuple(a for a in registry.names() if REGISTRY[a].protocol != "baseline")
 GRADIENT_ATTACKS = registry.gradient_attacks()  # the sanity checks use the first one evaluated
 PAPER_ATTACKS = registry.names(protocol="paper")
 PURIFIERS = ("adp", "reverse-diffusion", "denoised-smoothing")  # the purifier families evaluate builds
-# The counts of a budget (compared with the reference's); the other budget fields are choices (aggregate, weight).
-COUNTS = ("max_iter", "eot_samples", "samples_per_step")
-
-
-def budget_fields(attack: str) -> tuple[str, ...]:
-    """The :class:`EvalConfig` fields that make up ``attack``'s budget: the registry's :class:`Budget` parameters of
-    the attack, those it counts on its own prefixed with its short name (``apgd_max_iter``); none for ``"clean"`` and
-    ``"flags"``."""
-    if attack in ("clean", "flags"):
-        return ()
-    spec = REGISTRY[attack]
-    return tuple(f"{spec.short}_{f}" if f in spec.own else f for f in spec.fields)
-
-
-def count_fields(attack: str) -> tuple[str, ...]:
-    """The :class:`EvalConfig` fields that count ``attack``'s budget (iterations, draws, samples; its own ones under
-    their prefixed names, e.g. ``("selective_max_iter", "selective_eot_samples")``): what shrinks its cost."""
-    fields = REGISTRY[attack].fields if attack in REGISTRY else ()
-    return tuple(k for k, p in zip(budget_fields(attack), fields) if p in COUNTS)
+_PAPER = SimpleNamespace(**PAPER)  # EvalConfig's defaults: the paper's plan
 
 
 @dataclass(frozen=True)
@@ -127,39 +109,39 @@ class EvalConfig:
     :param note: A line printed under the table.
     """
 
-    attacks: tuple[str, ...] = PAPER_ATTACKS
-    norm: float = math.inf
-    eps: float = 8 / 255
-    eps_step: float | None = None
-    max_iter: int = 40
-    eot_samples: int = 15
-    eot_aggregate: str = "mean"
-    weight: float = 0.5
-    cutoff: float = 0.5
-    num_random_init: int = 1
-    check_every: int | str = AUTO
-    spsa_max_iter: int = 40
-    spsa_samples_per_step: int = 1280
-    apgd_max_iter: int = 100
-    apgd_eot_samples: int = 200
-    selective_max_iter: int = 50
-    selective_eot_samples: int = 10
-    lowfreq_max_iter: int = 100
-    random_start: bool = False
-    loss: str = Budget.loss
-    eot_target: str = Budget.eot_target
-    step_schedule: str = Budget.step_schedule
+    attacks: tuple[str, ...] = _PAPER.attacks
+    norm: float = _PAPER.norm
+    eps: float = _PAPER.eps
+    eps_step: float | None = _PAPER.eps_step
+    max_iter: int = _PAPER.max_iter
+    eot_samples: int = _PAPER.eot_samples
+    eot_aggregate: str = _PAPER.eot_aggregate
+    weight: float = _PAPER.weight
+    cutoff: float = _PAPER.cutoff
+    num_random_init: int = _PAPER.num_random_init
+    check_every: int | str = _PAPER.check_every
+    spsa_max_iter: int = _PAPER.spsa_max_iter
+    spsa_samples_per_step: int = _PAPER.spsa_samples_per_step
+    apgd_max_iter: int = _PAPER.apgd_max_iter
+    apgd_eot_samples: int = _PAPER.apgd_eot_samples
+    selective_max_iter: int = _PAPER.selective_max_iter
+    selective_eot_samples: int = _PAPER.selective_eot_samples
+    lowfreq_max_iter: int = _PAPER.lowfreq_max_iter
+    random_start: bool = _PAPER.random_start
+    loss: str = _PAPER.loss
+    eot_target: str = _PAPER.eot_target
+    step_schedule: str = _PAPER.step_schedule
     attack_precision: str = Budget.precision
     force_precision: bool = False
-    ensemble_size: int = 10
-    repeats: int = 10
+    ensemble_size: int = _PAPER.ensemble_size
+    repeats: int = _PAPER.repeats
     seed: int = 0
     chunk_size: int = 64
     batch_size: int = 4096
     sanity: bool = True
     sanity_examples: int = 64
-    sanity_iterations: tuple[float, ...] = (0.25, 0.5, 1.0, 2.5)
-    sanity_eot_samples: tuple[int, ...] = (1, 5, 15, 50)
+    sanity_iterations: tuple[float, ...] = _PAPER.sanity_iterations
+    sanity_eot_samples: tuple[int, ...] = _PAPER.sanity_eot_samples
     fixed_noise: bool = True
     compression_examples: int = 100
     compression_directions: int = 4
@@ -181,24 +163,9 @@ class EvalConfig:
 
     def budget(self, attack: str) -> Budget:
         """The budget of ``attack`` (a name of :data:`ATTACKS`) under this configuration."""
-        spec = REGISTRY[attack]
-        values = {param: getattr(self, name) for param, name in zip(spec.fields, budget_fields(attack))}
-        return Budget(
-            norm=self.norm,
-            eps=self.eps,
-            eps_step=self.step,
-            batch_size=self.batch_size,
-            memory_budget=self.memory_budget,
-            num_random_init=self.num_random_init,
-            check_every=self.check_every,
-            judge_draws=self.ensemble_size,
-            loss=self.loss,
-            eot_target=self.eot_target,
-            step_schedule=self.step_schedule,
-            precision=self.attack_precision,
-            random_start=self.random_start,
-            **values,
-        )
+        return plans.budget(attack, vars(self), norm=self.norm, eps=self.eps, eps_step=self.step,
+                            batch_size=self.batch_size, memory_budget=self.memory_budget,
+                            precision=self.attack_precision)  # fmt: skip
 
     @classmethod
     def preset(cls, name: str, **overrides) -> "EvalConfig":
@@ -209,9 +176,7 @@ class EvalConfig:
         :param name: ``"strongest"``, ``"paper"``, ``"croce"`` or ``"smoke"``.
         :raises ValueError: For an unknown preset or field.
         """
-        if name not in PRESETS:
-            raise ValueError(f"Unknown preset {name!r}; choose from {tuple(PRESETS)}.")
-        base = PRESETS[name]
+        base = cls(**plans.plan(name, "evaluate").values, preset_name=name)  # another name refused, with the list
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(overrides) - names)
         if unknown:
@@ -284,68 +249,9 @@ class EvalConfig:
             )
 
 
-def sized(c: EvalConfig, counts: dict[str, int]) -> EvalConfig:
-    """
-    ``c`` with every count of every attack's budget set by ``counts``, keyed by the :class:`Budget` parameter: the
-    shared counts (``max_iter``, ``eot_samples``) and those an attack counts on its own
-    (:attr:`~art_adp.attacks.registry.AttackSpec.own`: ``apgd_max_iter``, ``selective_eot_samples``, any added later)
-    alike. The presets that claim a paper's strength keep the own budgets at the papers' values (:class:`EvalConfig`'s
-    defaults); ``smoke`` is sized by this one rule, so that no attack's own budget leaks into it.
-
-    :raises ValueError: A count of some attack's budget that ``counts`` does not size.
-    """
-    fields = {f: p for a in ATTACKS for f, p in zip(budget_fields(a), REGISTRY[a].fields) if p in COUNTS}
-    missing = sorted(set(fields.values()) - set(counts))
-    if missing:
-        raise ValueError(f"counts must size every count of the attacks' budgets; missing: {missing}.")
-    sized: dict[str, Any] = {f: counts[p] for f, p in fields.items()}
-    return replace(c, **sized)
-
-
-#: The smoke preset's counts, for every attack alike (shared and own): enough to run each attack end to end, no more.
-SMOKE_COUNTS = {"max_iter": 2, "eot_samples": 2, "samples_per_step": 8}
-
-#: The named presets, largest first (the estimate's log offers the ones after it as smaller). The attacks' own budgets
-#: (APGD's, SPSA's, selective EOT's: :attr:`~art_adp.attacks.registry.AttackSpec.own`) stay at the papers' values,
-#: :class:`EvalConfig`'s defaults, in every preset that claims a paper's strength; ``smoke`` sizes them with the rest
-#: (:func:`sized`, :data:`SMOKE_COUNTS`).
+#: The evaluation plans of :data:`~art_adp.runs.plans.PLANS` as configurations, largest first.
 PRESETS: dict[str, EvalConfig] = {
-    "strongest": EvalConfig(
-        attacks=registry.names(strongest=True),
-        apgd_max_iter=100,
-        apgd_eot_samples=200,
-        ensemble_size=10,
-        repeats=10,  # DiffHammer's N = 10 resubmissions, read as the worst case of R
-        random_start=True,  # the PGD rows at full strength: a random start and halving steps (docs/attacks.md)
-        step_schedule="halving",
-        preset_name="strongest",
-    ),
-    "paper": EvalConfig(),
-    "croce": EvalConfig(
-        attacks=registry.names(protocol="croce"),
-        apgd_max_iter=100,
-        apgd_eot_samples=200,
-        ensemble_size=10,
-        sanity_iterations=(0.25, 0.5, 1.0),
-        sanity_eot_samples=(20, 50, 200),
-        preset_name="croce",
-    ),
-    # every count of every attack's budget, the attacks' own included, from one table: each attack end to end
-    "smoke": sized(
-        EvalConfig(
-            attacks=ATTACKS,
-            ensemble_size=2,
-            repeats=2,
-            chunk_size=16,
-            sanity_examples=16,
-            sanity_iterations=(0.5, 1.0, 2.0),
-            sanity_eot_samples=(1, 2, 4),
-            compression_examples=16,
-            n_examples=16,
-            preset_name="smoke",
-        ),
-        SMOKE_COUNTS,
-    ),
+    name: EvalConfig(**plans.plan(name).values, preset_name=name) for name in plans.plan_names("evaluate")
 }
 # The reference a budget is compared with: the paper's protocol, and Croce et al.'s for APGD.
 REFERENCE = replace(
@@ -406,15 +312,5 @@ def budget_text(attack: str, c: EvalConfig) -> str:
 
 
 def presets_text() -> str:
-    """The presets in words, from their values (the command line's help)."""
-    paper, croce, smoke, top = PRESETS["paper"], PRESETS["croce"], PRESETS["smoke"], PRESETS["strongest"]
-    return (
-        f"Presets: strongest (the strongest attack of each protocol at the reference budgets: "
-        f"{', '.join(top.attacks)}; R = {top.repeats}, DiffHammer's N-evaluation as the worst case), "
-        f"paper (the default; the paper's Table 3 protocol: BPDA/Joint {paper.max_iter} iterations of eps/4 "
-        f"with EOT {paper.eot_samples}, SPSA {paper.spsa_max_iter} steps of {paper.spsa_samples_per_step} samples, "
-        f"full-gradient PGD+EOT, S = {paper.ensemble_size}, R = {paper.repeats}), croce (Croce et al. 2022: "
-        f"full-gradient APGD-CE then APGD-DLR, {croce.apgd_max_iter} iterations, EOT {croce.apgd_eot_samples}, R = "
-        f"{croce.repeats}), smoke (CI-sized: {smoke.n_examples} examples, {smoke.max_iter} iterations, EOT "
-        f"{smoke.eot_samples}, every attack's own budget too; not a robustness claim)."
-    )
+    """The evaluation plans in words (the command line's help)."""
+    return "Presets: " + ", ".join(f"{k} ({plans.plan(k).what})" for k in plans.plan_names("evaluate")) + "."

@@ -1,0 +1,155 @@
+"""The named plans: one table of what art-adp's commands measure, selected by name.
+
+A plan is data -- the command that runs it, a line saying what it measures, and its values -- so a preset is an entry
+of :data:`PLANS`, not code in a command. ``art-adp evaluate --preset NAME`` and
+:func:`~art_adp.runs.engine.evaluate_robustness` (``preset=NAME``) select an evaluation plan (``paper``, ``croce``,
+``strongest``, ``smoke``); ``art-adp levers --dataset D`` selects ``levers:D``; ``art-adp reproduce mnist`` selects
+``reproduce:mnist``. Each extends what it selects with its flags and keeps what is its own: evaluate's card and sanity
+checks, levers' classifier training, reproduce's stages and curves. ``art-adp plans`` lists the table.
+
+An evaluation plan's values are overrides of :data:`PAPER`, the flat budget table that
+:class:`~art_adp.apps.evaluation.EvalConfig` is made of: the shared counts (``max_iter``, ``eot_samples``), each
+attack's own under its short name (``apgd_max_iter``), the judging (``ensemble_size``, ``repeats``) and the
+evaluate command's own checks (``sanity_*``); :func:`budget` makes an attack's
+:class:`~art_adp.attacks.registry.Budget` from such a table, for the command and the Python entry point alike. The
+lever tables' and reproduce's plans are their commands' own frozen records (a data set's rows and classifiers, a
+recipe), registered by their modules (:func:`register`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from ..attacks import registry
+from ..attacks._core import AUTO
+from ..attacks.registry import REGISTRY, Budget
+
+__all__ = ["ATTACKS", "COMMANDS", "COUNTS", "PAPER", "PLANS", "Plan", "budget", "budget_fields", "count_fields", "plan",
+           "plan_names", "register", "SMOKE_COUNTS", "sized_counts"]  # fmt: skip
+
+COMMANDS = ("evaluate", "levers", "reproduce")
+#: The attacks on the purification (the undefended baselines' own, AutoAttack and ART's PGD, run in the lever tables).
+ATTACKS = tuple(a for a in registry.names() if REGISTRY[a].protocol != "baseline")
+# The counts of a budget (compared with the reference's); the other budget fields are choices (aggregate, weight).
+COUNTS = ("max_iter", "eot_samples", "samples_per_step")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """
+    One named plan.
+
+    :param command: The command that runs it, one of :data:`COMMANDS`.
+    :param what: What it measures, in one line (``art-adp plans``, the commands' help).
+    :param values: An evaluation plan's values over :data:`PAPER`; a lever table's or reproduction's own record.
+    """
+
+    command: str
+    what: str
+    values: Any = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.command not in COMMANDS:
+            raise ValueError(f"A plan's command must be one of {COMMANDS}, got {self.command!r}.")
+
+
+def budget_fields(attack: str) -> tuple[str, ...]:
+    """The names under which a plan keeps ``attack``'s budget: the registry's :class:`Budget` parameters of the
+    attack, those it counts on its own prefixed with its short name (``apgd_max_iter``); none for ``"clean"`` and
+    ``"flags"``."""
+    if attack in ("clean", "flags"):
+        return ()
+    spec = REGISTRY[attack]
+    return tuple(f"{spec.short}_{f}" if f in spec.own else f for f in spec.fields)
+
+
+def count_fields(attack: str) -> tuple[str, ...]:
+    """The names that count ``attack``'s budget (iterations, draws, samples; its own ones prefixed, e.g.
+    ``("selective_max_iter", "selective_eot_samples")``): what shrinks its cost."""
+    fields = REGISTRY[attack].fields if attack in REGISTRY else ()
+    return tuple(k for k, p in zip(budget_fields(attack), fields) if p in COUNTS)
+
+
+def budget(attack: str, values: Mapping[str, Any], **shared) -> Budget:
+    """``attack``'s budget from a plan's flat ``values`` (:data:`PAPER`'s names: its own counts under their prefixed
+    names) and the ``shared`` :class:`Budget` parameters every attack of the run takes alike (ε, step, batch)."""
+    spec = REGISTRY[attack]
+    own = {param: values[name] for param, name in zip(spec.fields, budget_fields(attack))}
+    choices = {k: values[k] for k in ("num_random_init", "check_every", "loss", "eot_target", "step_schedule",
+                                      "random_start") if k in values}  # fmt: skip
+    return Budget(**{"judge_draws": values["ensemble_size"], **choices, **shared, **own})
+
+
+#: The paper's protocol (its Table 3 on CIFAR-10: ℓ∞ 8/255, step ε/4, 40 iterations, 15 EOT draws, SPSA of 1,280
+#: samples a step, S = 10) plus full-gradient PGD+EOT at that budget; each attack's own budget at its paper's value
+#: (APGD's 100 iterations and 200 draws, Croce et al.; selective EOT's and the low-frequency vote's), judged R = 10
+#: times. Every evaluation plan is this with its values over it.
+PAPER: Mapping[str, Any] = MappingProxyType(dict(
+    attacks=registry.names(protocol="paper"), norm=math.inf, eps=8 / 255, eps_step=None,
+    max_iter=40, eot_samples=15, eot_aggregate="mean", weight=0.5, cutoff=0.5, num_random_init=1, check_every=AUTO,
+    spsa_max_iter=40, spsa_samples_per_step=1280, apgd_max_iter=100, apgd_eot_samples=200, selective_max_iter=50,
+    selective_eot_samples=10, lowfreq_max_iter=100, random_start=False, loss=Budget.loss,
+    eot_target=Budget.eot_target, step_schedule=Budget.step_schedule, ensemble_size=10, repeats=10,
+    sanity_iterations=(0.25, 0.5, 1.0, 2.5), sanity_eot_samples=(1, 5, 15, 50),
+))  # fmt: skip
+
+#: The smoke plan's counts, for every attack alike (shared and own): enough to run each attack end to end, no more.
+SMOKE_COUNTS = {"max_iter": 2, "eot_samples": 2, "samples_per_step": 8}
+
+
+def sized_counts(counts: Mapping[str, int]) -> dict[str, int]:
+    """Every count of every attack's budget, the attacks' own included, from ``counts`` (keyed by the :class:`Budget`
+    parameter), so that no attack's own budget leaks into a plan sized by it."""
+    fields = {f: p for a in ATTACKS for f, p in zip(budget_fields(a), REGISTRY[a].fields) if p in COUNTS}
+    missing = sorted(set(fields.values()) - set(counts))
+    if missing:
+        raise ValueError(f"counts must size every count of the attacks' budgets; missing: {missing}.")
+    return {f: counts[p] for f, p in fields.items()}
+
+
+#: Every named plan, the evaluation plans largest first (the estimate's log offers the ones after it as smaller); the
+#: lever tables' (``levers:<data set>``) and reproduce's (``reproduce:<recipe>``) are registered by their modules.
+PLANS: dict[str, Plan] = {
+    "strongest": Plan("evaluate", "the strongest attack of each protocol at the reference budgets, the PGD rows from a "
+                      "random start with halving steps; R = 10, DiffHammer's N-evaluation as the worst case",
+                      {"attacks": registry.names(strongest=True), "random_start": True, "step_schedule": "halving"}),
+    "paper": Plan("evaluate", "the paper's Table 3 protocol (the default): BPDA/Joint 40 iterations of ε/4 with EOT "
+                  "15, SPSA 40 steps of 1,280 samples, full-gradient PGD+EOT; S = 10, R = 10"),
+    "croce": Plan("evaluate", "Croce et al. 2022: full-gradient APGD-CE then APGD-DLR, 100 iterations, EOT 200; R = 10",
+                  {"attacks": registry.names(protocol="croce"), "sanity_iterations": (0.25, 0.5, 1.0),
+                   "sanity_eot_samples": (20, 50, 200)}),
+    "smoke": Plan("evaluate", "CI-sized: 16 images, every attack end to end at 2 iterations and 2 draws, every "
+                  "attack's own budget too; not a robustness claim",
+                  {"attacks": ATTACKS, "ensemble_size": 2, "repeats": 2, "chunk_size": 16, "sanity_examples": 16,
+                   "sanity_iterations": (0.5, 1.0, 2.0), "sanity_eot_samples": (1, 2, 4),
+                   "compression_examples": 16, "n_examples": 16, **sized_counts(SMOKE_COUNTS)}),
+}  # fmt: skip
+
+
+def register(name: str, p: Plan) -> Plan:
+    """Add the plan ``name`` to :data:`PLANS` (a command's module registers its own); a name taken by another plan is
+    refused."""
+    held = PLANS.get(name)
+    if held is not None and held != p:
+        raise ValueError(f"A plan named {name!r} is registered already ({held.command}: {held.what}).")
+    PLANS[name] = p
+    return p
+
+
+def plan_names(command: str | None = None) -> tuple[str, ...]:
+    """The names of the plans ``command`` runs (None: all), in the table's order."""
+    return tuple(k for k, p in PLANS.items() if command in (None, p.command))
+
+
+def plan(name: str, command: str | None = None) -> Plan:
+    """The plan called ``name``; an unknown one, or one another command runs, is refused with the names ``command``
+    may select."""
+    p = PLANS.get(name)
+    if p is None or command not in (None, p.command):
+        raise ValueError(f"Unknown plan {name!r}{'' if command is None else f' for {command}'}; choose from "
+                         f"{', '.join(plan_names(command))}.")  # fmt: skip
+    return p
