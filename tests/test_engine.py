@@ -193,7 +193,7 @@ def test_evaluate_robustness_by_hand_from_its_records(digits, tmp_path):
     ok = {(r["attack"], r["index"]): all(p == r["label"] for p in r["pred"]) for r in recs}
     for a in (BLIND_ATTACK, FULL_ATTACK):
         assert res["attacks"][a]["accuracy"] == np.mean([ok[(a, i)] for i in range(10)])
-        assert res["attacks"][a]["judgements"]["worst"] == res["attacks"][a]["accuracy"]
+        assert res["attacks"][a]["judgements"]["worst"]["accuracy"] == res["attacks"][a]["accuracy"]
     robust = [all(ok[(a, i)] for a in (BLIND_ATTACK, FULL_ATTACK)) for i in range(10)]
     assert res["robust"].tolist() == robust and res["worst_case"]["accuracy"] == np.mean(robust)
     assert res["worst_case"]["accuracy"] <= min(v["accuracy"] for v in res["attacks"].values())

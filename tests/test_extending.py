@@ -142,8 +142,8 @@ def test_a_data_set_is_one_entry_of_datasets_read_by_the_loader_and_the_commands
     assert "invalid choice: 'nope'" in capsys.readouterr().err
 
 
-def test_a_plan_is_one_entry_that_evaluate_and_the_python_entry_point_select_by_name(digits, tmp_path):
-    from art_adp.apps.cli import parse
+def test_a_plan_is_one_entry_that_evaluate_and_the_python_entry_point_select_by_name(digits, tmp_path, capsys):
+    from art_adp.apps.cli import main, parse
     from art_adp.apps.evaluation.config import EvalConfig
     from art_adp.attacks.registry import budget_settings
     from art_adp.runs import plans
@@ -161,6 +161,10 @@ def test_a_plan_is_one_entry_that_evaluate_and_the_python_entry_point_select_by_
         same = replace(EvalConfig.preset("toy", eps=EPS).budget("clf-pgd"), batch_size=6)  # evaluate's, per block
         assert held == [{**budget_settings(same), "norm": "inf"}] and held[0]["max_iter"] == 2
         assert parse(["evaluate", "--preset", "toy", "--dataset", "digits"])[1].attacks == ("clf-pgd",)
+        assert main(["plans", "--command", "evaluate"]) == 0
+        listed = capsys.readouterr().out.splitlines()
+        assert [line.split()[0] for line in listed] == ["strongest", "paper", "croce", "smoke", "toy"]
+        assert listed[-1].split(None, 2)[1:] == ["evaluate", "a toy plan"]
         with pytest.raises(ValueError, match=r"^A plan named 'toy' is registered already \(evaluate: a toy plan\)"):
             plans.register("toy", plans.Plan("levers", "another", {}))
     finally:

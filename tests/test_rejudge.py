@@ -67,7 +67,7 @@ def test_the_runs_own_judgement_comes_back_and_a_larger_r_can_only_lower_the_wor
     six = {r["index"]: r["pred"] for r in read_jsonl(run / "rejudged-S2-R6-seed3.jsonl")}
     assert all(six[r["index"]][:2] == r["pred"] and len(six[r["index"]]) == 6 for r in own)
     assert more["cells"][0]["accuracy"] <= theirs["accuracy"]
-    assert more["cells"][0]["judgements"]["worst of 2"] == theirs["accuracy"]
+    assert more["cells"][0]["judgements"]["worst of 2"]["accuracy"] == theirs["accuracy"]
     # another seed: fresh ensembles, a file of their own, and other predictions (the match above is no accident)
     other = rejudge.rejudge_levers(run, seed=4, data=tiny, progress=False)
     fresh = {r["index"]: r["pred"] for r in read_jsonl(run / "rejudged-S2-R2-seed4.jsonl")}

@@ -79,7 +79,7 @@ from ..runs.engine import (
 )
 from ..runs.records import read_jsonl
 from ..runs.seeds import FIXED_BLOCK, SeedPlan
-from ..runs.statistics import accuracy_cell, judgements, wilson
+from ..runs.statistics import accuracy_cell, summary, wilson
 from ..data import DATASETS, DatasetSpec
 from .flags import PRECISION_HELP
 from .._hardware import require_native
@@ -1131,10 +1131,8 @@ def render_levers(records: list[dict], base: str | None = None) -> dict:
         if len(budgets) > 1:
             raise ValueError(f"The records of {(clf, model, setting, attack, judge)} mix EOT draws {budgets}: one "
                              "cell, one budget (keep each budget's records in its own run folder).")  # fmt: skip
-        p = float(np.mean([correct(r) for r in rs]))
-        lo, hi = wilson(p, len(rs))
-        last = rs[-1]
-        cell = {"model": model, "setting": setting, "attack": attack, "accuracy": p, "n": len(rs), "ci95": [lo, hi],
+        last, stats = rs[-1], summary([correct(r) for r in rs], rs)
+        cell = {"model": model, "setting": setting, "attack": attack, **{k: stats[k] for k in ("accuracy", "n", "ci95")},
                 **{k: last[k] for k in ("ensemble_size", "eot_samples", "repeats") if k in last}}  # fmt: skip
         if "classifier" in last:
             cell["classifier"] = clf
@@ -1144,10 +1142,8 @@ def render_levers(records: list[dict], base: str | None = None) -> dict:
             cell["clip_noise"] = False
         if (last.get("options") or {}).get("precision", "fp32") != "fp32":  # the attack's gradient passes, said so
             cell["precision"] = last["options"]["precision"]
-        with_preds = [r for r in rs if len(r.get("pred", ())) >= 2 and "label" in r]
-        if len(with_preds) == len(rs):
-            cell["judgements"] = {k: {"accuracy": v, "ci95": list(wilson(v, len(rs)))}
-                                  for k, v in judgements(rs).items()}  # fmt: skip
+        if "judgements" in stats:
+            cell["judgements"] = stats["judgements"]
         out.append(cell)
     return {"cells": out + worst_over_attacks(cells, base)}
 
@@ -1179,10 +1175,7 @@ def worst_over_attacks(cells: Mapping[tuple, list[dict]], base: str | None = Non
         found = worst_case(by)
         if found is None:
             continue
-        shared, robust = found
-        p = float(np.mean(robust))
-        cell = {"model": model, "setting": setting, "attack": WORST_CASE, "accuracy": p, "n": len(shared),
-                "ci95": list(wilson(p, len(shared))), "attacks": sorted(by)}  # fmt: skip
+        cell = {"model": model, "setting": setting, "attack": WORST_CASE, **summary(found[1]), "attacks": sorted(by)}
         if (clf, model, setting) in unclipped:
             cell["clip_noise"] = False
         if precisions[clf, model, setting] != {"fp32"}:  # its attacks' gradient passes, said so

@@ -41,6 +41,7 @@ from ..eot import EOTClassifier
 from .plans import PAPER, budget, plan
 from .records import append_records, read_jsonl
 from .seeds import SCHEME, SeedPlan, Seeds, check_scheme, derive_seed
+from .statistics import summary
 
 __all__ = [
     "Attacking",
@@ -417,15 +418,15 @@ def rejudge(
     by: dict[tuple, dict[int, dict]] = {}
     for r in read_jsonl(path):
         by.setdefault(tuple(r["cell"]), {})[r["index"]] = r
-    summary: dict[str, Any] = {"settings": dict(settings or {}), "cells": []}
+    out: dict[str, Any] = {"settings": dict(settings or {}), "cells": []}
     for cell, found in by.items():
         rows = [found[i] for i in sorted(found)]
         ok = np.array([r["correct"] for r in rows], dtype=bool)
-        summary["cells"].append({"cell": list(cell), **_summary(ok, rows), "index": sorted(found),
-                                 "correct": ok.tolist()})  # fmt: skip
-    summary["provenance"] = provenance(wall_time_s=time.monotonic() - started, device=device)
-    (run_dir / f"{name}.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8")
-    return summary
+        out["cells"].append({"cell": list(cell), **summary(ok, rows), "index": sorted(found),
+                             "correct": ok.tolist()})  # fmt: skip
+    out["provenance"] = provenance(wall_time_s=time.monotonic() - started, device=device)
+    (run_dir / f"{name}.json").write_text(json.dumps(out, indent=1, ensure_ascii=False), encoding="utf-8")
+    return out
 
 
 def single_value(values: Iterable, what: str, run_dir: str | Path):
@@ -682,16 +683,6 @@ STANDARD = (BLIND_ATTACK, *(a for a, spec in REGISTRY.items()
                             if spec.strongest and spec.protocol in ("paper", "croce", "ensemble")))  # fmt: skip
 
 
-def _summary(correct: np.ndarray, rows: list[dict] | None = None) -> dict:
-    from .statistics import judgements, wilson
-
-    p = float(np.mean(correct)) if len(correct) else float("nan")
-    out = {"accuracy": p, "n": int(len(correct)), "ci95": list(wilson(p, len(correct)))}
-    if rows and all(len(r["pred"]) >= 2 for r in rows):
-        out["judgements"] = judgements(rows)
-    return out
-
-
 def evaluate_robustness(
     classifier: torch.nn.Module, defences, x: np.ndarray, y: np.ndarray, *, eps: float,
     attacks: Sequence[str] | Mapping[str, Budget] | None = None, preset: str | None = None,
@@ -730,8 +721,9 @@ def evaluate_robustness(
     :param seed_scheme: How a block's seeds come from ``seed`` (:data:`~art_adp.runs.seeds.SCHEMES`); None: the
         folder's own (:func:`folder_scheme`), ``"apart"`` for a new folder, recorded in its settings.
     :return: ``{"clean": summary, "attacks": {name: summary}, "worst_case": summary, "robust": bool per image,
-        "run_dir": str}``; a summary holds ``accuracy``, ``n``, ``ci95`` (Wilson) and, with R ≥ 2, ``judgements``
-        (mean, worst, majority, worst of 2).
+        "run_dir": str}``; a summary (:func:`~art_adp.runs.statistics.summary`, the lever tables' cells' too) holds
+        ``accuracy``, ``n``, ``ci95`` (Wilson) and, with R ≥ 2, ``judgements`` (mean, worst, majority, worst of 2;
+        each its ``accuracy`` and ``ci95``).
     """
     x, y = np.asarray(x, dtype=np.float32), np.asarray(y, dtype=np.int64)
     if x.ndim != 4 or len(x) != len(y):
@@ -825,9 +817,9 @@ def _result(records: list[dict], attacks: Sequence[str], n: int) -> dict:
     attacked = [a for a in attacks if a != "clean"]
     robust = np.array([all(correct[a].get(i, False) for a in attacked) for i in range(n)])
     worst = worst_case({a: correct[a] for a in attacked})
-    summary = {a: _summary(np.array(list(correct[a].values())), list(by[a].values())) for a in attacks}
-    return {"clean": summary["clean"], "attacks": {a: summary[a] for a in attacks if a != "clean"},
-            "worst_case": _summary(worst[1] if worst else robust), "robust": robust}  # fmt: skip
+    each = {a: summary(np.array(list(correct[a].values())), list(by[a].values())) for a in attacks}
+    return {"clean": each["clean"], "attacks": {a: each[a] for a in attacks if a != "clean"},
+            "worst_case": summary(worst[1] if worst else robust), "robust": robust}  # fmt: skip
 
 
 def _classes(classifier: torch.nn.Module, sample: np.ndarray, device: str) -> int:

@@ -1,5 +1,6 @@
 """The statistics of every accuracy the engine reports: the Wilson interval of a proportion, the exact
-(Clopper-Pearson) one, and the three judgements of R predictions per image (mean, worst case, majority vote)."""
+(Clopper-Pearson) one, the three judgements of R predictions per image (mean, worst case, majority vote), and the one
+summary of a cell's records that every table reports (:func:`summary`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 
 import numpy as np
 
-__all__ = ["LEVEL", "accuracy_cell", "clopper_pearson", "judgements", "majority_correct", "wilson"]
+__all__ = ["LEVEL", "accuracy_cell", "clopper_pearson", "judgements", "majority_correct", "summary", "wilson"]
 
 LEVEL = 0.95
 
@@ -57,6 +58,22 @@ def judgements(rows: list[dict]) -> dict[str, float]:
     }
     if correct.shape[1] > 2:
         out["worst of 2"] = float(correct[:, :2].all(1).mean())
+    return out
+
+
+def summary(correct, rows=None) -> dict:
+    """
+    The one summary of a cell: ``accuracy`` -- the share of ``correct`` (per image: right in every judgement, the
+    worst of R; or a per-image worst case over attacks) -- ``n`` and its Wilson ``ci95``; where every one of the
+    cell's ``rows`` (records with ``pred``, the R predictions, and ``label``) holds R ≥ 2 predictions,
+    ``judgements``: :func:`judgements`' mean, worst and majority of R (and worst of 2), each with its ``accuracy``
+    and ``ci95``.
+    """
+    n = len(correct)
+    p = float(np.mean(correct)) if n else float("nan")
+    out = {"accuracy": p, "n": n, "ci95": list(wilson(p, n))}
+    if rows and all(len(r.get("pred", ())) >= 2 and "label" in r for r in rows):
+        out["judgements"] = {k: {"accuracy": v, "ci95": list(wilson(v, n))} for k, v in judgements(rows).items()}
     return out
 
 
