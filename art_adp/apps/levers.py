@@ -1132,7 +1132,8 @@ def render_levers(records: list[dict], base: str | None = None) -> dict:
             raise ValueError(f"The records of {(clf, model, setting, attack, judge)} mix EOT draws {budgets}: one "
                              "cell, one budget (keep each budget's records in its own run folder).")  # fmt: skip
         last, stats = rs[-1], summary([correct(r) for r in rs], rs)
-        cell = {"model": model, "setting": setting, "attack": attack, **{k: stats[k] for k in ("accuracy", "n", "ci95")},
+        cell = {"model": model, "setting": setting, "attack": attack,
+                **{k: stats[k] for k in ("accuracy", "n", "ci95")},
                 **{k: last[k] for k in ("ensemble_size", "eot_samples", "repeats") if k in last}}  # fmt: skip
         if "classifier" in last:
             cell["classifier"] = clf
