@@ -91,10 +91,10 @@ REQUIRED = {
 }
 
 
-@pytest.mark.parametrize("command", sorted(set(_subcommands()) - {"import-ncsnv2", "prepare-cifar10", "plans"}))
+@pytest.mark.parametrize("command", sorted(set(_subcommands()) - {"import-ncsnv2", "prepare-cifar10", "plans", "migrate"}))
 def test_every_command_takes_device(command):
     """Every command that runs a network takes ``--device`` (import-ncsnv2 only converts a file, prepare-cifar10 only
-    writes data, on the CPU; plans only lists the named plans)."""
+    writes data, on the CPU; plans only lists the named plans, migrate only rewrites records)."""
     args = build_parser().parse_args([command, *REQUIRED.get(command, []), "--device", "cuda"])
     assert args.device == "cuda"
     assert build_parser().parse_args([command, *REQUIRED.get(command, [])]).device is None  # default: CUDA if any

@@ -33,7 +33,7 @@ from ..diffusion_purify import SAMPLERS
 from .evaluation.config import ATTACKS as EVALUATED, PRESETS, PURIFIERS, EvalConfig, presets_text
 from .levers import CLASSIFIER_NAMES, FLAG_HELP as LEVERS_HELP, JUDGES, ROW_NAMES, LeversConfig, levers_command
 from .levers import levers_datasets, setting_name
-from .plans import plans_command
+from .plans import MIGRATE_HELP, migrate_command, plans_command
 from .prepare_data import prepare_cifar10_command
 from .rejudge import HELP as REJUDGE_HELP, Rejudge, rejudge_command
 from .reproduce import STAGES, MnistRecipe, reproduce_command
@@ -97,8 +97,7 @@ def _train_denoiser(sub) -> None:
     _common(p, train_denoiser_command, settings=DenoiserTraining)
     _dataset(p)
     helps = {"minutes": "training time, over resumptions", "milestone": "steps between measurements",
-             "channels": "UNet widths, top first",
-             "clip_noise": "train on noisy images clipped into [0, 1] (ADP's noise injection)"}  # fmt: skip
+             "channels": "UNet widths, top first", "clip_noise": "train on noisy inputs clipped to [0, 1]"}  # fmt: skip
     _fields(p, DenoiserTraining, {**helps, "precision": TRAINER_HELP["precision"]}, precision=PRECISION)
 
 
@@ -197,13 +196,11 @@ def _corruptions(sub) -> None:
 
 def _evaluate(sub) -> None:
     croce, smoke = PRESETS["croce"], PRESETS["smoke"]
-    p = sub.add_parser(
-        "evaluate",
-        help="attack the ADP-defended classifier; evaluation card (markdown, JSON, figure), records",
-        description=presets_text() + " Every flag below overrides the preset's value (defaults shown: the paper "
-        "preset's), and the card says so. A run prints its estimated time first (--estimate-only: only that). Also: "
-        "python -m art_adp evaluate ..., torchrun --nproc_per_node=N -m art_adp evaluate ...",
-    )
+    p = sub.add_parser("evaluate", help="attack the ADP-defended classifier; evaluation card (markdown, JSON, figure)",
+                       description=presets_text() + " Every flag below overrides the preset's value (defaults shown: "
+                       "the paper preset's), and the card says so. A run prints its estimated time first "
+                       "(--estimate-only: only that). Also: python -m art_adp evaluate ..., torchrun "
+                       "--nproc_per_node=N -m art_adp evaluate ...")  # fmt: skip
     _common(p, evaluate_command, settings=EvalConfig.preset)
     _dataset(p)
     keywords = inspect.signature(evaluate_command).parameters
@@ -249,8 +246,7 @@ def _evaluate(sub) -> None:
         "purifier": f"families, comma-separated, from {','.join(PURIFIERS)} (several: a card each in "
         "<run-dir>/<family>, comparison.md side by side; the diffusion families need a sigma-conditional denoiser as "
         "--score, from art-adp train-denoiser)",
-        "sampler": "reverse diffusion's sampler", **PRECISION_HELP,
-    }  # fmt: skip
+        "sampler": "reverse diffusion's sampler", **PRECISION_HELP}  # fmt: skip
     _fields(p, EvalConfig, helps, skip=("eps", "preset_name", "overridden", "note", "sanity_iterations",
             "sanity_eot_samples", "compression_examples", "compression_directions", "weight"),
             norm={"type": cmd.norm, "choices": [math.inf, 2], "metavar": "{inf,2}"}, **OPTIONS,
@@ -282,10 +278,13 @@ def _prepare_cifar10(sub) -> None:
     p.set_defaults(run=prepare_cifar10_command, settings=None)
 
 
-def _plans(sub) -> None:
+def _plans_and_migrate(sub) -> None:
     p = sub.add_parser("plans", help="the named plans: evaluate --preset, levers --dataset, reproduce")
     p.add_argument("--command", dest="only", choices=COMMANDS_OF_PLANS, help="only this command's plans")
     p.set_defaults(run=plans_command, settings=None)
+    p = sub.add_parser("migrate", help="an old run folder's records in the one layout, once", description=MIGRATE_HELP)
+    p.add_argument("run_dir", metavar="RUN_DIR", help="the run folder (its records.jsonl; the old kept beside)")
+    p.set_defaults(run=migrate_command, settings=None)
 
 
 def _reproduce(sub) -> None:
@@ -308,7 +307,7 @@ def _reproduce(sub) -> None:
 
 
 COMMANDS = (_demo, _train_score, _train_denoiser, _levers, _rejudge, _train_classifier, _detect, _certify,
-            _corruptions, _evaluate, _import, _prepare_cifar10, _plans, _reproduce)  # fmt: skip
+            _corruptions, _evaluate, _import, _prepare_cifar10, _plans_and_migrate, _reproduce)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,12 +1,21 @@
 """``art-adp plans``: the named plans the commands select (:data:`art_adp.runs.plans.PLANS`), the lever tables' and
-reproduce's registered by their modules."""
+reproduce's registered by their modules; ``art-adp migrate``: an old run folder's records in the one layout
+(:func:`art_adp.runs.migrate.migrate`)."""
 
 from __future__ import annotations
 
+from ..runs.migrate import migrate
 from ..runs.plans import PLANS, plan_names
 from . import levers, reproduce  # noqa: F401  # pylint: disable=unused-import  (they register their plans)
 
-__all__ = ["plans_command"]
+__all__ = ["MIGRATE_HELP", "migrate_command", "plans_command"]
+
+MIGRATE_HELP = (
+    "Convert RUN_DIR's records (records.jsonl, rejudged-*.jsonl) to the one record layout once, the old files kept "
+    "beside as <name>.v0.jsonl: the fields the layout derives from the predictions (correct, undefended_correct) "
+    "are checked against them and dropped; nothing is measured again. A record without predictions, or one that "
+    "contradicts them, is refused, naming its line."
+)
 
 
 def plans_command(only: str | None = None) -> None:
@@ -14,3 +23,12 @@ def plans_command(only: str | None = None) -> None:
     it and what it measures."""
     for name in plan_names(only):
         print(f"{name:<21} {PLANS[name].command:<9} {PLANS[name].what}")
+
+
+def migrate_command(run_dir: str) -> None:
+    """Convert ``run_dir``'s records to the one layout (:data:`MIGRATE_HELP`) and say what was converted."""
+    done = migrate(run_dir)
+    for name, n in done.items():
+        print(f"{run_dir}/{name}: {n} records converted (the old file kept as {name[:-6]}.v0.jsonl)")
+    if not done:
+        print(f"{run_dir}: its records are in the one layout already; nothing converted")

@@ -519,7 +519,7 @@ def _summarise(records: list[dict], recipe: MnistRecipe, n_test: int) -> dict:
             limit = n_test if spec["n"] is None else min(spec["n"], n_test)
             recs = [r for r in records if r["budget"] == b and r["row"] == row and r["index"] < limit]
             n, k = len(recs), sum(correct(r) for r in recs)
-            kb = sum(r["undefended_pred"] == r["label"] if "pred" in r else r["undefended_correct"] for r in recs)
+            kb = sum(r["undefended_pred"] == r["label"] for r in recs)
             out.setdefault(row, {})[str(b)] = {
                 "n": n,
                 "target_n": limit,

@@ -412,8 +412,7 @@ def rejudge(
             continue  # not recorded by the run (killed before its records), or judged already
         estimator = targets(target)
         device, preds = estimator.device, judge(estimator, x_adv, judgement, seeds(idx[0]))
-        append_records(path, [{"cell": list(cell), "index": i, "label": labels[cell, i], "pred": preds[:, j].tolist(),
-                               "correct": bool((preds[:, j] == labels[cell, i]).all())}
+        append_records(path, [{"cell": list(cell), "index": i, "label": labels[cell, i], "pred": preds[:, j].tolist()}
                               for j, i in enumerate(idx)])  # fmt: skip
     by: dict[tuple, dict[int, dict]] = {}
     for r in read_jsonl(path):
@@ -421,7 +420,7 @@ def rejudge(
     out: dict[str, Any] = {"settings": dict(settings or {}), "cells": []}
     for cell, found in by.items():
         rows = [found[i] for i in sorted(found)]
-        ok = np.array([r["correct"] for r in rows], dtype=bool)
+        ok = np.array([correct(r) for r in rows], dtype=bool)
         out["cells"].append({"cell": list(cell), **summary(ok, rows), "index": sorted(found),
                              "correct": ok.tolist()})  # fmt: skip
     out["provenance"] = provenance(wall_time_s=time.monotonic() - started, device=device)
@@ -573,10 +572,7 @@ def records(cell: Cell, o: Outcome) -> list[dict]:
 
 
 def correct(record: Mapping) -> bool:
-    """Whether a record's image was classified correctly in every judgement (the worst of R); a record written before
-    the one layout, without predictions, says so itself (``correct``)."""
-    if "pred" not in record:
-        return bool(record["correct"])
+    """Whether a record's image was classified correctly in every judgement (the worst of R)."""
     return bool(record["pred"]) and all(p == record["label"] for p in record["pred"])
 
 

@@ -1,0 +1,62 @@
+"""``art-adp migrate``: the golden tests' three old record layouts (evaluate's, levers', reproduce's, as
+``tests/golden/legacy/`` keeps them from before the one layout) become the one layout the engine writes today
+(``tests/golden/<engine>/records.jsonl``): every field they held unchanged, the derived ones checked and dropped, the
+old file kept beside; nothing is invented and nothing converts twice."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from art_adp.apps.cli import main
+from art_adp.runs.migrate import migrate, migrated
+from art_adp.runs.records import read_jsonl
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+@pytest.mark.parametrize("engine", ["evaluate", "levers", "reproduce"])
+def test_the_old_layouts_become_the_one_the_engine_writes(engine, tmp_path):
+    old = GOLDEN / "legacy" / f"{engine}.records.jsonl"
+    shutil.copy(old, tmp_path / "records.jsonl")
+    assert migrate(tmp_path) == ({"records.jsonl": len(read_jsonl(old))} if engine != "evaluate" else {})
+    now = [json.dumps(r, sort_keys=True) for r in read_jsonl(GOLDEN / engine / "records.jsonl")]
+    mine = read_jsonl(tmp_path / "records.jsonl")
+    assert len(mine) == len(now)
+    for r in mine:  # each converted record is a record the engine writes today, less the fields it never held
+        assert not {"correct", "undefended_correct"} & set(r)
+        assert any(all(json.dumps(g.get(k), sort_keys=True) == json.dumps(v, sort_keys=True) for k, v in r.items())
+                   for g in map(json.loads, now)), r  # fmt: skip
+    if engine != "evaluate":  # the old file kept beside, byte for byte; a second call converts nothing
+        assert (tmp_path / "records.v0.jsonl").read_bytes() == old.read_bytes()
+        assert migrate(tmp_path) == {}
+
+
+def test_a_record_that_contradicts_its_predictions_or_holds_none_is_refused(tmp_path):
+    assert migrated({"label": 3, "pred": [3, 3], "correct": True}) == {"label": 3, "pred": [3, 3]}
+    with pytest.raises(ValueError, match=r"^line 7: its correct True contradicts its predictions"):
+        migrated({"label": 3, "pred": [3, 2], "correct": True}, 7)
+    with pytest.raises(ValueError, match="its undefended_correct False contradicts"):
+        migrated({"label": 3, "pred": [3], "undefended_pred": 3, "undefended_correct": False})
+    with pytest.raises(ValueError, match=r"holds no predictions \(\['correct', 'index'\]\).*measure it again"):
+        migrated({"index": 0, "correct": True})
+    lines = ['{"index": 0, "label": 1, "pred": [1], "correct": true}', '{"index": 1, "correct": false}']
+    (tmp_path / "records.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"records.jsonl: line 2 holds no predictions"):
+        migrate(tmp_path)
+    assert not (tmp_path / "records.v0.jsonl").exists()  # nothing written
+    with pytest.raises(FileNotFoundError, match="holds no records.jsonl"):
+        migrate(tmp_path / "nowhere")
+
+
+def test_the_command_converts_once_and_says_so(tmp_path, capsys):
+    shutil.copy(GOLDEN / "legacy" / "levers.records.jsonl", tmp_path / "records.jsonl")
+    assert main(["migrate", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == (f"{tmp_path}/records.jsonl: 72 records converted (the old file kept as "
+                                       "records.v0.jsonl)\n")  # fmt: skip
+    assert main(["migrate", str(tmp_path)]) == 0
+    assert "in the one layout already; nothing converted" in capsys.readouterr().out
+    assert main(["migrate", str(tmp_path / "nowhere")]) == 2
