@@ -17,7 +17,6 @@ from art_adp.apps.evaluation import EvalConfig
 from art_adp.apps.evaluation.run import plan, unit_settings
 from art_adp.apps.reproduce import MnistRecipe
 from art_adp.data import load_dataset
-from art_adp.runs.records import settings_digest
 from art_adp.score import large_batch_lr
 from art_adp.score.train import _COMPILE_MODES
 
@@ -143,11 +142,11 @@ def _evaluation(*flags) -> EvalConfig:
     return parse(["evaluate", "--preset", "smoke", *flags])[1]
 
 
-def test_memory_budget_stays_out_of_the_settings_digest():
+def test_memory_budget_stays_out_of_the_settings():
     common = {"data_sha256": "d", "ensemble_size": 2}
 
     def digests(config: EvalConfig) -> dict:
-        return {(s.name, a): settings_digest(unit_settings(s, a, config, common))
+        return {(s.name, a): unit_settings(s, a, config, common)
                 for s in plan(config, randomized=True) for a in s.attacks}
 
     plain, budgeted = _evaluation(), _evaluation("--memory-budget", "1")

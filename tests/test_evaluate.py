@@ -86,12 +86,37 @@ def test_one_process_run_writes_every_record_once_and_the_card(baseline):
     assert [r["attack"] for r in result["card"]] == ["clean", "clf-pgd", "spsa", "full-pgd-eot", "apgd-eot"]
     main = [json.loads(r) for r in records if json.loads(r)["setting"] == "main"]
     assert len(main) == 6 * 5 and max(r["linf"] for r in main) <= 0.2 + 1e-6
-    digests = json.loads((baseline / "settings.json").read_text())
-    assert all(json.loads(r)["settings"] in digests for r in records)  # every record names its settings
-    spsa = digests[next(r["settings"] for r in main if r["attack"] == "spsa")]
+    cells = json.loads((baseline / "settings.json").read_text())  # the one guard: each cell's settings, by its key
+    assert {f"{r['setting']} / {r['attack']}" for r in map(json.loads, records)} <= set(cells)
+    spsa = cells["main / spsa"]
     assert spsa["budget"] == {"eps": 0.2, "eps_step": 0.05, "norm": "inf", "max_iter": 2, "samples_per_step": 8}
     assert spsa["defences"][0]["sigma"] == 0.1 and len(spsa["classifier_sha256"]) == 64
     assert result["provenance"]["data_sha256"] == spsa["data_sha256"]  # the images measured, as the records say
+
+
+def test_a_folder_of_the_digest_guard_is_refused_until_migrated_then_resumes_whole(baseline, checkpoints, tmp_path,
+                                                                                  capsys):  # fmt: skip
+    """A folder written before the one guard (each record naming its settings by digest, settings.json keyed by
+    digest) is refused, naming ``art-adp migrate``; converted, it resumes with every record reused."""
+    import shutil
+
+    from art_adp.apps.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(baseline, run)
+    cells = json.loads((run / "settings.json").read_text())
+    digest = {k: f"{i:016x}" for i, k in enumerate(cells)}  # the old layout, rebuilt
+    (run / "settings.json").write_text(json.dumps({digest[k]: v for k, v in cells.items()}))
+    for f in (run / "records").glob("*.jsonl"):
+        old = [{**r, "settings": digest[f"{r['setting']} / {r['attack']}"]} for r in map(json.loads, f.read_text().splitlines())]
+        f.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in old))
+    assert main(command(run, checkpoints, launcher=("evaluate",))) == 2
+    assert f"convert it once with art-adp migrate {run}, then resume" in capsys.readouterr().err
+    assert main(["migrate", str(run)]) == 0
+    assert json.loads((run / "settings.json").read_text()) == cells
+    before = sorted(lines(run))
+    assert main(command(run, checkpoints, launcher=("evaluate",))) == 0
+    assert sorted(lines(run)) == before == sorted(lines(baseline))  # nothing measured again
 
 
 @pytest.mark.e2e  # the CLI in its own interpreter, killed (CI: python -m pytest -m e2e)
@@ -137,7 +162,7 @@ def test_a_changed_setting_in_the_same_run_dir_is_refused_by_name(baseline, chec
     before = sorted(lines(tmp_path / "run"))
     assert main(command(tmp_path / "run", checkpoints, launcher=("evaluate",), extra=("--max-iter", "3"))) == 2
     err = capsys.readouterr().err
-    assert "holds records for main/clf-pgd made with other settings: budget.max_iter 2 (now 3)" in err
+    assert "holds records for main / clf-pgd made with other settings: budget.max_iter 2 (now 3)" in err
     assert "Use another run folder (--run-dir), or the same settings to resume." in err
     assert main(command(tmp_path / "run", checkpoints, launcher=("evaluate",), extra=("--sigma", "0.2"))) == 2
     assert "defences.0.sigma 0.1 (now 0.2)" in capsys.readouterr().err
@@ -700,6 +725,8 @@ def test_a_new_evaluation_folder_derives_its_seeds_apart_and_an_old_one_resumes_
     (old / "settings.json").write_text((tmp_path / "whole" / "settings.json").read_text())
     append_records(old / "records" / "rank-0.jsonl", [r for r in whole if r["index"] < 2])  # killed after a block
     assert run("old") == whole  # the second block made again under its own scheme
-    assert [r["settings"] for r in new] != [r["settings"] for r in whole]
+    schemes = [{v.get("seed_scheme") for v in json.loads((tmp_path / f / "settings.json").read_text()).values()}
+               for f in ("new", "whole")]  # fmt: skip
+    assert schemes == [{"apart"}, {None}]  # a folder measured before the scheme was recorded names none
     with pytest.raises(ValueError, match="made with other settings: seed_scheme"):
         run("old", seed_scheme="apart")

@@ -21,21 +21,29 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 @pytest.mark.parametrize("engine", ["evaluate", "levers", "reproduce"])
 def test_the_old_layouts_become_the_one_the_engine_writes(engine, tmp_path):
     old = GOLDEN / "legacy" / f"{engine}.records.jsonl"
-    shutil.copy(old, tmp_path / "records.jsonl")
-    assert migrate(tmp_path) == ({"records.jsonl": len(read_jsonl(old))} if engine != "evaluate" else {})
-    now = [json.dumps(r, sort_keys=True) for r in read_jsonl(GOLDEN / engine / "records.jsonl")]
-    mine = read_jsonl(tmp_path / "records.jsonl")
+    records = tmp_path / ("records/rank-0.jsonl" if engine == "evaluate" else "records.jsonl")
+    records.parent.mkdir(exist_ok=True)
+    shutil.copy(old, records)
+    if engine == "evaluate":  # its settings by digest, as the records name them
+        shutil.copy(GOLDEN / "legacy" / "evaluate.settings.json", tmp_path / "settings.json")
+    done = migrate(tmp_path)
+    assert done[str(records.relative_to(tmp_path))] == len(read_jsonl(old))
+    now = [json.loads(line) for line in (GOLDEN / engine / "records.jsonl").read_text().splitlines()]
+    mine = read_jsonl(records)
     assert len(mine) == len(now)
     for r in mine:  # each converted record is a record the engine writes today, less the fields it never held
-        assert not {"correct", "undefended_correct"} & set(r)
-        assert any(all(json.dumps(g.get(k), sort_keys=True) == json.dumps(v, sort_keys=True) for k, v in r.items())
-                   for g in map(json.loads, now)), r  # fmt: skip
-    if engine != "evaluate":  # the old file kept beside, byte for byte; a second call converts nothing
-        assert (tmp_path / "records.v0.jsonl").read_bytes() == old.read_bytes()
-        assert migrate(tmp_path) == {}
+        assert not {"correct", "undefended_correct", "settings"} & set(r)
+        assert any(all(g.get(k) == v for k, v in r.items()) for g in now), r
+    if engine == "evaluate":  # keyed by cell, exactly the settings file the one guard writes today
+        assert done["settings.json"] == 20
+        assert json.loads((tmp_path / "settings.json").read_text()) == json.loads(
+            (GOLDEN / "evaluate" / "settings.json").read_text())  # fmt: skip
+        assert (tmp_path / "settings.json.v0").read_bytes() == (GOLDEN / "legacy" / "evaluate.settings.json").read_bytes()
+    assert records.with_name(records.name + ".v0").read_bytes() == old.read_bytes()  # the old file kept beside
+    assert migrate(tmp_path) == {}  # once
 
 
-def test_a_record_that_contradicts_its_predictions_or_holds_none_is_refused(tmp_path):
+def test_a_record_that_contradicts_its_predictions_or_a_digest_without_settings_is_refused(tmp_path):
     assert migrated({"label": 3, "pred": [3, 3], "correct": True}) == {"label": 3, "pred": [3, 3]}
     with pytest.raises(ValueError, match=r"^line 7: its correct True contradicts its predictions"):
         migrated({"label": 3, "pred": [3, 2], "correct": True}, 7)
@@ -47,16 +55,18 @@ def test_a_record_that_contradicts_its_predictions_or_holds_none_is_refused(tmp_
     (tmp_path / "records.jsonl").write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match=r"records.jsonl: line 2 holds no predictions"):
         migrate(tmp_path)
-    assert not (tmp_path / "records.v0.jsonl").exists()  # nothing written
-    with pytest.raises(FileNotFoundError, match="holds no records.jsonl"):
+    assert not (tmp_path / "records.jsonl.v0").exists()  # nothing written
+    (tmp_path / "records.jsonl").write_text('{"index": 0, "setting": "main", "attack": "clean", "settings": "ab"}\n')
+    with pytest.raises(ValueError, match=r"holds no settings for the digests \['ab'\] its records name"):
+        migrate(tmp_path)
+    with pytest.raises(FileNotFoundError, match="holds no records"):
         migrate(tmp_path / "nowhere")
 
 
 def test_the_command_converts_once_and_says_so(tmp_path, capsys):
     shutil.copy(GOLDEN / "legacy" / "levers.records.jsonl", tmp_path / "records.jsonl")
     assert main(["migrate", str(tmp_path)]) == 0
-    assert capsys.readouterr().out == (f"{tmp_path}/records.jsonl: 72 records converted (the old file kept as "
-                                       "records.v0.jsonl)\n")  # fmt: skip
+    assert capsys.readouterr().out == f"{tmp_path}/records.jsonl: 72 records converted (the old file kept beside as records.jsonl.v0)\n"
     assert main(["migrate", str(tmp_path)]) == 0
     assert "in the one layout already; nothing converted" in capsys.readouterr().out
     assert main(["migrate", str(tmp_path / "nowhere")]) == 2

@@ -11,10 +11,10 @@ from . import levers, reproduce  # noqa: F401  # pylint: disable=unused-import  
 __all__ = ["MIGRATE_HELP", "migrate_command", "plans_command"]
 
 MIGRATE_HELP = (
-    "Convert RUN_DIR's records (records.jsonl, rejudged-*.jsonl) to the one record layout once, the old files kept "
-    "beside as <name>.v0.jsonl: the fields the layout derives from the predictions (correct, undefended_correct) "
-    "are checked against them and dropped; nothing is measured again. A record without predictions, or one that "
-    "contradicts them, is refused, naming its line."
+    "Convert RUN_DIR's records (records.jsonl, rejudged-*.jsonl, an evaluation's records/*.jsonl) to the one record "
+    "layout once, and an evaluation's settings.json from digests to cells, the old files kept beside as NAME.v0: the "
+    "fields the layout derives from the predictions (correct, undefended_correct) are checked against them and "
+    "dropped; nothing is measured again. A record that contradicts its predictions is refused, naming its line."
 )
 
 
@@ -29,6 +29,7 @@ def migrate_command(run_dir: str) -> None:
     """Convert ``run_dir``'s records to the one layout (:data:`MIGRATE_HELP`) and say what was converted."""
     done = migrate(run_dir)
     for name, n in done.items():
-        print(f"{run_dir}/{name}: {n} records converted (the old file kept as {name[:-6]}.v0.jsonl)")
+        what = "cells" if name == "settings.json" else "records"
+        print(f"{run_dir}/{name}: {n} {what} converted (the old file kept beside as {name}.v0)")
     if not done:
         print(f"{run_dir}: its records are in the one layout already; nothing converted")

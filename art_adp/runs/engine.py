@@ -931,11 +931,12 @@ def describe_defence(d) -> dict:
     return {"type": type(d).__name__, **{k: getattr(d, k, None) for k in getattr(d, "params", [])}}
 
 
-def guard(path: str | Path, cells: Iterable[Cell]) -> None:
+def guard(path: str | Path, cells: Iterable[Cell], *, write: bool = True) -> None:
     """
-    The settings guard of a run folder: each cell's :attr:`Cell.settings` is kept in the JSON file ``path`` under the
-    cell's key; a cell whose settings differ from those kept is refused, naming the settings that differ, before
-    anything runs; the settings of new cells are added.
+    The one settings guard of a run folder: each cell's :attr:`Cell.settings` is kept in the JSON file ``path`` under
+    the cell's key (``"main / clf-pgd"``); a cell whose settings differ from those kept is refused, naming the
+    settings that differ, before anything runs; the settings of new cells are added (``write``: False for the other
+    ranks of a distributed run, which check only).
 
     :raises ValueError: ``RUN_DIR holds records for KEY made with other settings: budget.eps 0.1 (now 0.2)...``
         (:func:`~art_adp.runs.records.refuse_other_settings`).
@@ -948,7 +949,7 @@ def guard(path: str | Path, cells: Iterable[Cell]) -> None:
     for key, settings in mine.items():
         if key in held and held[key] != settings:
             refuse_other_settings(path.parent, key, held[key], settings)
-    if any(held.get(k) != v for k, v in mine.items()):
+    if write and any(held.get(k) != v for k, v in mine.items()):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps({**held, **mine}, indent=1, sort_keys=True, ensure_ascii=False), encoding="utf-8")

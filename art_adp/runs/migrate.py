@@ -1,10 +1,15 @@
-"""Old run folders into the one record layout (:func:`~art_adp.runs.engine.records`), once, nothing re-measured.
+"""Old run folders into the one record layout (:func:`~art_adp.runs.engine.records`) and the one settings guard
+(:func:`~art_adp.runs.engine.guard`), once, nothing re-measured.
 
 Records written before the one layout carry what the layout derives -- ``correct`` (right in every judgement) and
-``undefended_correct`` (the bare classifier right) -- beside the predictions they were derived from. :func:`migrate`
-checks each against its predictions, drops it, and keeps the old file beside (``records.v0.jsonl``); a field the old
-layout never held (the norms of a clean row, say) stays absent: it is not invented. A record that contradicts itself
-or holds no predictions is refused, naming its line: it cannot be converted without measuring it again.
+``undefended_correct`` (the bare classifier right) -- beside the predictions they were derived from: each is checked
+against them and dropped. An evaluation folder written before the one guard names each record's settings by a digest
+(``settings``) that its ``settings.json`` maps to the settings: the file is keyed by cell (``"main / clf-pgd"``)
+instead, and the digests dropped. The old files are kept beside (``records.jsonl.v0``, ``settings.json.v0``: a
+name no reader globs); a field
+the old layout never held (the norms of a clean row, say) stays absent: nothing is invented. A record that
+contradicts itself, or a digest the settings file does not hold, is refused, naming it: it cannot be converted
+without measuring it again.
 """
 
 from __future__ import annotations
@@ -22,47 +27,86 @@ DERIVED = ("correct", "undefended_correct")
 
 
 def migrated(record: dict, line: int | None = None) -> dict:
-    """``record`` in the one layout: its derived fields checked against its predictions and dropped.
+    """``record`` in the one layout: its derived fields checked against its predictions and dropped, and its settings
+    digest (kept by the folder's settings file instead, :func:`migrate`).
 
-    :raises ValueError: A record without predictions (``pred`` and ``label``), or whose derived field contradicts
-        them, named by its ``line``.
+    :raises ValueError: A derived field without predictions (``pred`` and ``label``) to check it against, or one that
+        contradicts them, named by the record's ``line``.
     """
     where = "a record" if line is None else f"line {line}"
-    if "pred" not in record or "label" not in record:
+    held = [k for k in DERIVED if k in record]
+    if held and ("pred" not in record or "label" not in record):
         raise ValueError(f"{where} holds no predictions ({sorted(record)}): it cannot be converted; measure it again.")
-    derived = {"correct": bool(record["pred"]) and all(p == record["label"] for p in record["pred"])}
-    if "undefended_pred" in record:
+    derived = {}
+    if held:
+        derived["correct"] = bool(record["pred"]) and all(p == record["label"] for p in record["pred"])
+    if "undefended_pred" in record and held:
         derived["undefended_correct"] = record["undefended_pred"] == record["label"]
-    for k in DERIVED:
-        if k in record and (k not in derived or bool(record[k]) != derived[k]):
+    for k in held:
+        if k not in derived or bool(record[k]) != derived[k]:
             raise ValueError(f"{where}: its {k} {record[k]} contradicts its predictions ({record}).")
-    return {k: v for k, v in record.items() if k not in DERIVED}
+    return {k: v for k, v in record.items() if k not in (*DERIVED, "settings")}
+
+
+def _settings_by_cell(run_dir: Path, files: dict[Path, list[dict]]) -> dict | None:
+    """An evaluation folder's ``settings.json`` keyed by cell instead of by the digests its records name (None: no
+    record names one)."""
+    digests: dict[str, str] = {}
+    for path, held in files.items():
+        for i, r in enumerate(held):
+            if "settings" not in r:
+                continue
+            key = f"{r['setting']} / {r['attack']}"
+            if digests.setdefault(key, r["settings"]) != r["settings"]:
+                raise ValueError(f"{path}: line {i + 1}: {key} names settings {r['settings']}, its other records "
+                                 f"{digests[key]}: one cell, one set of settings.")  # fmt: skip
+    if not digests:
+        return None
+    path = run_dir / "settings.json"
+    stored = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    missing = sorted({d for d in digests.values() if d not in stored})
+    if missing:
+        raise ValueError(f"{path} holds no settings for the digests {missing} its records name: they cannot be "
+                         "converted; measure them again.")  # fmt: skip
+    return {key: stored[d] for key, d in sorted(digests.items())}
+
+
+def _replace(path: Path, text: str, old: Path) -> None:
+    """``path`` holds ``text``, its old content kept as ``old``: the new file whole first, then the old one aside."""
+    tmp = path.with_name(path.name + ".new.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(path, old)
+    os.replace(tmp, path)
 
 
 def migrate(run_dir: str | os.PathLike) -> dict:
     """
-    Convert ``RUN_DIR/records.jsonl`` (and any ``rejudged-*.jsonl`` beside it) to the one record layout once, the
-    old file kept as ``<name>.v0.jsonl``; a file already in the layout is left alone.
+    Convert a run folder's records (``RUN_DIR/*.jsonl``, an evaluation's ``RUN_DIR/records/*.jsonl``) to the one
+    record layout, and an evaluation's ``settings.json`` to the one guard's, once, the old files kept beside as
+    ``<name>.v0``; a folder already converted is left alone.
 
-    :return: ``{file name: records converted}`` of the files converted.
+    :return: ``{file: records converted}`` of the files converted (``settings.json``: the cells it now keys).
     :raises FileNotFoundError: If ``run_dir`` holds no records.
-    :raises ValueError: If a record cannot be converted (:func:`migrated`); nothing is written then.
+    :raises ValueError: If a record or the settings cannot be converted (:func:`migrated`); nothing is written then.
     """
     run_dir = Path(run_dir)
-    files = sorted(p for p in run_dir.glob("*.jsonl") if not p.name.endswith(".v0.jsonl"))
-    if not (run_dir / "records.jsonl").exists():
-        raise FileNotFoundError(f"{run_dir} holds no records.jsonl: give a run folder of art-adp.")
+    paths = sorted([*run_dir.glob("*.jsonl"), *run_dir.glob("records/*.jsonl")])
+    if not paths:
+        raise FileNotFoundError(f"{run_dir} holds no records (records.jsonl, records/*.jsonl): give a run folder.")
+    files = {p: read_jsonl(p) for p in paths}
+    by_cell = _settings_by_cell(run_dir, files)
     todo = {}
-    for path in files:
-        held = read_jsonl(path)
-        if any(k in r for r in held for k in DERIVED):
+    for path, held in files.items():
+        if any(k in r for r in held for k in (*DERIVED, "settings")):
             try:
                 todo[path] = [migrated(r, i + 1) for i, r in enumerate(held)]
             except ValueError as err:
                 raise ValueError(f"{path}: {err}") from None
-    for path, new in todo.items():  # the new file whole first, then the old one aside: a kill leaves one of them
-        tmp = path.with_suffix(".new.tmp")
-        tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in new), encoding="utf-8")
-        os.replace(path, path.with_suffix(".v0.jsonl"))
-        os.replace(tmp, path)
-    return {p.name: len(v) for p, v in todo.items()}
+    for path, new in todo.items():
+        _replace(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in new), path.with_name(path.name + ".v0"))
+    done = {str(p.relative_to(run_dir)): len(v) for p, v in todo.items()}
+    if by_cell is not None:
+        text = json.dumps(by_cell, indent=1, sort_keys=True, ensure_ascii=False)
+        _replace(run_dir / "settings.json", text, run_dir / "settings.json.v0")
+        done["settings.json"] = len(by_cell)
+    return done

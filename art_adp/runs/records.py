@@ -5,9 +5,9 @@ A writer's records go out in one ``os.write`` on a file opened for appending, fo
 killed mid-write leaves at most one partial last line, which :func:`read_jsonl` ignores and :func:`append_records`
 cuts off (:func:`truncate_torn`) before writing again, so a resumed run has neither duplicated nor missing records.
 
-Every evaluation record carries the digest of the settings that produced it (:func:`settings_digest`), and the run
-folder's ``settings.json`` maps each digest to the full settings; :func:`check_settings` refuses to resume over
-records made with other settings and names the settings that differ.
+A run folder keeps the settings its records depend on -- per cell (:func:`art_adp.runs.engine.guard`), or one set
+for the whole folder (:func:`guard_settings`) -- and a run asked with other settings is refused by
+:func:`refuse_other_settings`, naming the settings that differ.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ __all__ = [
     "append_records",
     "array_sha256",
     "canonical",
-    "check_settings",
     "describe_differences",
     "file_sha256",
     "guard_settings",
@@ -35,8 +34,6 @@ __all__ = [
     "module_sha256",
     "read_jsonl",
     "record_key",
-    "save_settings",
-    "settings_digest",
     "truncate_torn",
     "weights_sha256",
 ]
@@ -130,12 +127,6 @@ def canonical(value: Any) -> Any:
     return repr(value)
 
 
-def settings_digest(settings: Mapping) -> str:
-    """First 16 hex digits of the SHA-256 of the canonical JSON of ``settings``."""
-    text = json.dumps(canonical(settings), sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def array_sha256(*arrays: np.ndarray) -> str:
     """SHA-256 of arrays' shapes, dtypes and bytes (the data an evaluation ran on)."""
     h = hashlib.sha256()
@@ -212,41 +203,6 @@ def describe_differences(old: Mapping, new: Mapping) -> str:
     return ", ".join(parts)
 
 
-def save_settings(path: str | os.PathLike, settings: Mapping[str, Mapping]) -> None:
-    """Merge ``{digest: settings}`` into the JSON file at ``path`` (atomic replace)."""
-    path = Path(path)
-    stored = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    stored.update({k: canonical(v) for k, v in settings.items()})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(stored, indent=1, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def check_settings(
-    run_dir: str | os.PathLike, found: Mapping[Any, str], expected: Mapping[Any, Mapping], stored: Mapping[str, Mapping]
-) -> None:
-    """
-    Refuse to resume over records made with other settings.
-
-    :param run_dir: The run folder (for the message).
-    :param found: Group (e.g. ``(setting, attack)``) → the settings digest its existing records carry.
-    :param expected: Group → the settings this run would record for it.
-    :param stored: Digest → settings, as saved in the run folder.
-    :raises ValueError: Naming the first group whose records differ, and which settings differ.
-    """
-    for group, digest in found.items():
-        if group not in expected or digest == settings_digest(expected[group]):
-            continue
-        label = "/".join(map(str, group)) if isinstance(group, tuple) else str(group)
-        if digest not in stored:
-            raise ValueError(
-                f"{run_dir} holds records for {label} made with unknown settings (digest {digest}, "
-                "not in settings.json); use another run folder (--run-dir)."
-            )
-        refuse_other_settings(run_dir, label, stored[digest], expected[group])
-
-
 def refuse_other_settings(run_dir: str | os.PathLike, label: str, held: Mapping, mine: Mapping) -> None:
     """The one refusal of every run folder's guard: records of ``label`` were made with ``held``, this run would make
     them with ``mine``.
@@ -263,7 +219,7 @@ def guard_settings(path: str | os.PathLike, settings: Mapping, *, what: str, def
     """
     The settings guard of a run folder whose records all share one set of settings (a certification, a corruption
     table, a reproduction): the first run writes ``settings`` to the JSON file at ``path``; a later run with other
-    settings is refused by :func:`check_settings`.
+    settings is refused by :func:`refuse_other_settings`.
 
     :param path: The settings file (e.g. ``run_dir / "settings.json"``); its folder is the run folder.
     :param settings: This run's settings (JSON-able; tuples are stored as lists).
@@ -276,8 +232,8 @@ def guard_settings(path: str | os.PathLike, settings: Mapping, *, what: str, def
     mine = canonical(settings)
     if path.exists():
         stored = {**canonical(defaults or {}), **json.loads(path.read_text(encoding="utf-8"))}
-        digest = settings_digest(stored)
-        check_settings(path.parent, {what: digest}, {what: mine}, {digest: stored})
+        if stored != mine:
+            refuse_other_settings(path.parent, what, stored, mine)
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")

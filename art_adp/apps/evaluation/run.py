@@ -12,7 +12,6 @@ produced it (threat model, budget, defence parameters, S, R, seed, the SHA-256 o
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -54,15 +53,7 @@ from ...runs.engine import (
     run_cells,
     unit_seconds,
 )
-from ...runs.records import (
-    array_sha256,
-    check_settings,
-    load_records,
-    module_sha256,
-    record_key,
-    save_settings,
-    settings_digest,
-)
+from ...runs.records import array_sha256, load_records, module_sha256, record_key
 
 __all__ = ["ATTACKS", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "estimate", "evaluate", "plan"]
 
@@ -139,10 +130,10 @@ def plan(c: EvalConfig, *, randomized: bool = True, baselines: Sequence[str] = (
     return settings
 
 
-def _cells(settings: Sequence[Setting], c: EvalConfig, digests: dict, x: np.ndarray, scheme: str) -> list[Cell]:
+def _cells(settings: Sequence[Setting], c: EvalConfig, common: dict, x: np.ndarray, scheme: str) -> list[Cell]:
     """The plan's cells: one per (setting, attack), blocks of ``chunk_size`` examples (the sanity checks' only those
     starting below ``sanity_examples``), seeded by the seed scheme ``scheme`` from (seed, setting, attack, first
-    example)."""
+    example), each with the settings its records depend on (:func:`unit_settings` over ``common``)."""
     cells = []
     for s in settings:
         cs = config_for(s, c)
@@ -153,7 +144,7 @@ def _cells(settings: Sequence[Setting], c: EvalConfig, digests: dict, x: np.ndar
             cells.append(Cell(
                 (s.name, a), s.name, attack, Judgement("none") if a == "flags" else judgement,
                 seeds=SeedPlan(scheme, c.seed, (s.name, a), repeats),
-                fields={"setting": s.name, "attack": a, "settings": digests[(s.name, a)]},
+                fields={"setting": s.name, "attack": a}, settings=unit_settings(s, a, c, common),
                 extras="flags" if a == "flags" else None, block_size=c.chunk_size,
                 images=min(len(x), -(-c.sanity_examples // c.chunk_size) * c.chunk_size) if s.subset else None,
             ))  # fmt: skip
@@ -368,9 +359,8 @@ def evaluate(
     scheme = folder_scheme(run_dir / "settings.json") if seed_scheme is None else seed_scheme
     common = _common_settings(classifier, defences, x, y, config, nb_classes, clip_values, baseline_estimators,
                               scheme)  # fmt: skip
-    expected = {(s.name, a): unit_settings(s, a, config, common) for s in settings for a in s.attacks}
-    digests = {k: settings_digest(v) for k, v in expected.items()}
-    done = _resume(run_dir, digests, expected)
+    cells = _cells(settings, config, common, x, scheme)
+    done = _resume(run_dir, cells)
 
     pending = [u for u in units if not all((u[0].name, u[1], int(i)) in done for i in u[2])]
     est_seconds = sanity = prices = None
@@ -379,11 +369,9 @@ def evaluate(
     if estimate_only:
         distributed.finish()
         return {"estimate_seconds": est_seconds, "sanity": sanity, "by_attack": prices}
-    if rank == 0:
-        save_settings(run_dir / "settings.json", {digests[k]: v for k, v in expected.items()})
+    engine.guard(run_dir / "settings.json", cells, write=rank == 0)
     distributed.barrier()
     targets = {None: estimator, **baseline_estimators}
-    cells = _cells(settings, config, digests, x, scheme)
     seconds = _work(cells, settings, targets, x, y, set(done), records_dir / f"rank-{rank}.jsonl", (rank, world),
                     progress)  # fmt: skip
     distributed.barrier()
@@ -474,17 +462,15 @@ def _baselines(classifier, baselines, defences, x, nb_classes, clip_values, dev)
     return baselines, estimators
 
 
-def _resume(run_dir: Path, digests: dict, expected: dict) -> dict:
-    """The records already in ``run_dir``, after :func:`~art_adp.runs.records.check_settings` has refused any made
-    with other settings."""
+def _resume(run_dir: Path, cells: Sequence[Cell]) -> dict:
+    """The records already in ``run_dir``, after the settings guard (:func:`~art_adp.runs.engine.guard`) has refused
+    any cell asked with other settings; a folder whose records name their settings by digest (written before the one
+    guard) is refused, naming the conversion."""
     done = load_records(sorted((run_dir / "records").glob("*.jsonl")))
-    found: dict = {}
-    for (s_name, a_name, _), r in done.items():
-        if (s_name, a_name) in digests and r.get("settings") != digests[(s_name, a_name)]:
-            found.setdefault((s_name, a_name), r.get("settings"))
-    stored_path = run_dir / "settings.json"
-    stored = json.loads(stored_path.read_text()) if stored_path.exists() else {}
-    check_settings(run_dir, found, expected, stored)
+    if any("settings" in r for r in done.values()):
+        raise ValueError(f"{run_dir} was written before the one settings guard (its records name their settings by "
+                         f"digest): convert it once with art-adp migrate {run_dir}, then resume.")  # fmt: skip
+    engine.guard(run_dir / "settings.json", cells, write=False)
     return done
 
 
