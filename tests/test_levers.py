@@ -63,8 +63,8 @@ def test_one_step_is_one_fixed_step_of_size_sigma_never_stopped():
 
 
 def test_render_levers_counts_and_intervals():
-    records = [{"model": "m", "setting": "s", "attack": "clean", "index": i, "correct": i < 3, "ensemble_size": 2}
-               for i in range(4)]  # fmt: skip
+    records = [{"model": "m", "setting": "s", "attack": "clean", "index": i, "label": 1, "pred": [1 if i < 3 else 2],
+                "ensemble_size": 2} for i in range(4)]  # fmt: skip
     (cell,) = render_levers(records)["cells"]
     assert cell["accuracy"] == 0.75 and cell["n"] == 4
     assert cell["ci95"] == pytest.approx(list(wilson(0.75, 4)))
@@ -73,8 +73,8 @@ def test_render_levers_counts_and_intervals():
 
 
 def test_a_cell_of_bf16_gradient_passes_says_so_and_the_rendered_cell_too():
-    records = [{"model": "m", "setting": "s", "attack": "full-pgd-eot", "index": i, "correct": i < 1, "ensemble_size": 2,
-                "options": {"check_every": "auto", "precision": "bf16"}} for i in range(2)]  # fmt: skip
+    records = [{"model": "m", "setting": "s", "attack": "full-pgd-eot", "index": i, "label": 1, "pred": [2 - (i < 1)],
+                "ensemble_size": 2, "options": {"check_every": "auto", "precision": "bf16"}} for i in range(2)]  # fmt: skip
     (cell,) = render_levers(records)["cells"]
     assert cell["precision"] == "bf16"
     fp32 = [{**r, "attack": "apgd-eot", "options": {"check_every": "auto"}} for r in records]
@@ -121,7 +121,8 @@ def test_a_run_measures_resumes_and_extends(tiny, tmp_path, one_thread):
 
 
 def test_worst_over_attacks_counts_an_image_robust_only_if_every_attack_left_it():
-    rec = lambda attack, i, ok, **kw: {"model": "m", "setting": "s", "attack": attack, "index": i, "correct": ok, **kw}
+    rec = lambda attack, i, ok, **kw: {"model": "m", "setting": "s", "attack": attack, "index": i, "label": 0,
+                                       "pred": [0 if ok else 1], **kw}  # fmt: skip
     records = [rec("clean", i, True) for i in range(4)]
     records += [rec("a", 0, True), rec("a", 1, False), rec("a", 2, True), rec("a", 3, True)]
     records += [rec("b", 0, True), rec("b", 1, True), rec("b", 2, False)]  # image 3 not measured by b
