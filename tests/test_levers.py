@@ -72,6 +72,25 @@ def test_render_levers_counts_and_intervals():
     assert "precision" not in cell  # fp32, the default, goes unsaid
 
 
+def test_a_cells_per_image_flags_are_kept_in_runs_and_read_back_and_the_worst_case_needs_only_them():
+    from art_adp.runs.statistics import flags_of, per_image
+
+    flags = {0: True, 1: False, 2: True, 7: False, 8: True, 5: True}
+    kept = per_image(flags)
+    assert kept == {"images": [[0, 3], [5, 6], [7, 9]], "flags": "101101"} and flags_of(kept) == flags
+    with pytest.raises(ValueError, match=r"flags \(5\) do not match its images \(6\)"):
+        flags_of({**kept, "flags": "10110"})
+    rec = lambda attack, i, ok: {"model": "m", "setting": "s", "attack": attack, "index": i, "label": 0,
+                                 "pred": [0 if ok else 1]}  # fmt: skip
+    records = [rec("a", i, ok) for i, ok in enumerate([True, False, True])]
+    records += [rec("b", i, ok) for i, ok in enumerate([True, True, False, True])]
+    cells = render_levers(records)["cells"]
+    attacked = [c for c in cells if c["attack"] != levers.WORST_CASE]
+    assert levers.worst_over_attacks(attacked) == [c for c in cells if c["attack"] == levers.WORST_CASE]
+    (worst,) = levers.worst_over_attacks(attacked)
+    assert flags_of(worst) == {0: True, 1: False, 2: False} and worst["accuracy"] == 1 / 3  # image 3: b alone
+
+
 def test_a_cell_of_bf16_gradient_passes_says_so_and_the_rendered_cell_too():
     records = [{"model": "m", "setting": "s", "attack": "full-pgd-eot", "index": i, "label": 1, "pred": [2 - (i < 1)],
                 "ensemble_size": 2, "options": {"check_every": "auto", "precision": "bf16"}} for i in range(2)]  # fmt: skip

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from art_adp.runs.statistics import flags_of
 from art_adp.apps import cli, levers, rejudge
 from art_adp.apps.levers import run_levers
 from art_adp.attacks.registry import SWEEP_ATTACK
@@ -60,7 +61,7 @@ def test_the_runs_own_judgement_comes_back_and_a_larger_r_can_only_lower_the_wor
     (mine,) = out["cells"]
     (theirs,) = [c for c in table["cells"] if c["attack"] == cell[3]]
     assert (mine["accuracy"], mine["n"], mine["ci95"]) == (theirs["accuracy"], theirs["n"], theirs["ci95"])
-    assert mine["correct"] == [correct(r) for r in sorted(own, key=lambda r: r["index"])]
+    assert flags_of(mine) == {r["index"]: correct(r) for r in own} == flags_of(theirs)  # the run's own flags
     assert json.loads((run / "rejudged-S2-R2-seed3.json").read_text())["cells"] == out["cells"]
     # R = 6: the run's two judgements first, then four more; the worst of 6 is at most the worst of 2
     more = rejudge.rejudge_levers(run, repeats=6, data=tiny, progress=False)

@@ -79,7 +79,7 @@ from ..runs.engine import (
 )
 from ..runs.records import read_jsonl
 from ..runs.seeds import FIXED_BLOCK, SeedPlan
-from ..runs.statistics import accuracy_cell, summary, wilson
+from ..runs.statistics import accuracy_cell, flags_of, per_image, summary, wilson
 from ..data import DATASETS, DatasetSpec
 from .flags import PRECISION_HELP
 from .._hardware import require_native
@@ -1145,38 +1145,41 @@ def render_levers(records: list[dict], base: str | None = None) -> dict:
             cell["precision"] = last["options"]["precision"]
         if "judgements" in stats:
             cell["judgements"] = stats["judgements"]
-        out.append(cell)
-    return {"cells": out + worst_over_attacks(cells, base)}
+        out.append({**cell, **per_image({r["index"]: correct(r) for r in rs})})
+    return {"schema": TABLE_SCHEMA, "cells": out + worst_over_attacks(out, base)}
 
 
+#: The lever table file's schema: cells with their per-image flags (:func:`~art_adp.runs.statistics.per_image`).
+TABLE_SCHEMA = "art-adp/levers-table/2"
 #: The column of the per-image worst case over every attack measured on an image (the evaluation's rule: an image
 #: counts as robust only if no attack broke it).
 WORST_CASE = "worst-case"
 
 
-def worst_over_attacks(cells: Mapping[tuple, list[dict]], base: str | None = None) -> list[dict]:
+def worst_over_attacks(cells: Sequence[Mapping], base: str | None = None) -> list[dict]:
     """
     Per (classifier, score model, setting) with two or more attacks judged on the S-ensemble: the images every one
-    of those attacks was measured on, correct only where each attack left them correct (adaptive rows: worst of R).
-    A line of another classifier than ``base`` names it, as its records do.
+    of those attacks was measured on, correct only where each attack left them correct (adaptive rows: worst of R),
+    from the cells' per-image flags (:func:`~art_adp.runs.statistics.flags_of`), kept in the line too. A line of
+    another classifier than ``base`` names it, as its cells do.
     """
     groups: dict[tuple, dict[str, dict[int, bool]]] = {}
-    unclipped = set()
-    precisions: dict[tuple, set[str]] = {}
-    for (clf, model, setting, attack, judge), rs in cells.items():
-        if attack and attack != "clean" and judge == "ensemble":
-            groups.setdefault((clf, model, setting), {})[attack] = {r["index"]: correct(r) for r in rs}
-            if (rs[-1].get("purifier") or {}).get("clip_noise") is False:
-                unclipped.add((clf, model, setting))
-            precisions.setdefault((clf, model, setting), set()).add(
-                (rs[-1].get("options") or {}).get("precision", "fp32")
-            )
+    unclipped, precisions = set(), {}
+    for c in cells:
+        if c["attack"] in ("", "clean", WORST_CASE) or c.get("judge", "ensemble") != "ensemble":
+            continue
+        key = (c.get("classifier", base), c["model"], c["setting"])
+        groups.setdefault(key, {})[c["attack"]] = flags_of(c)
+        if c.get("clip_noise") is False:
+            unclipped.add(key)
+        precisions.setdefault(key, set()).add(c.get("precision", "fp32"))
     out = []
     for (clf, model, setting), by in groups.items():
         found = worst_case(by)
         if found is None:
             continue
-        cell = {"model": model, "setting": setting, "attack": WORST_CASE, **summary(found[1]), "attacks": sorted(by)}
+        cell = {"model": model, "setting": setting, "attack": WORST_CASE, **summary(found[1]), "attacks": sorted(by),
+                **per_image(dict(zip(found[0], found[1].tolist())))}  # fmt: skip
         if (clf, model, setting) in unclipped:
             cell["clip_noise"] = False
         if precisions[clf, model, setting] != {"fp32"}:  # its attacks' gradient passes, said so

@@ -41,7 +41,7 @@ from ..eot import EOTClassifier
 from .plans import PAPER, budget, plan
 from .records import append_records, read_jsonl
 from .seeds import SCHEME, SeedPlan, Seeds, check_scheme, derive_seed
-from .statistics import summary
+from .statistics import per_image, summary
 
 __all__ = [
     "Attacking",
@@ -386,10 +386,11 @@ def rejudge(
     predictions come back, and a larger R only adds judgements after them. Only blocks the run recorded are judged
     (``labels``: ``(cell, index) → label``, from its records).
 
-    The records (cell, index, label, the R predictions, ``correct``: in every judgement) go to ``RUN_DIR/<name>.jsonl``
-    block by block (a call resumes; the run's own records stay untouched), and per cell a summary -- ``accuracy`` (the
-    worst of R), ``n``, ``ci95`` (Wilson), ``judgements`` (mean, worst, majority of R), the per-image ``index`` and
-    ``correct`` -- to ``RUN_DIR/<name>.json`` with ``settings`` and the provenance; returned.
+    The records (cell, index, label, the R predictions) go to ``RUN_DIR/<name>.jsonl`` block by block (a call
+    resumes; the run's own records stay untouched), and per cell a summary -- ``accuracy`` (the worst of R), ``n``,
+    ``ci95`` (Wilson), ``judgements`` (mean, worst, majority of R), the per-image ``images`` and ``flags``
+    (:func:`~art_adp.runs.statistics.per_image`) -- to ``RUN_DIR/<name>.json`` with ``settings`` and the provenance;
+    returned.
 
     :raises ValueError: If none of the cells has a block kept.
     """
@@ -421,8 +422,8 @@ def rejudge(
     for cell, found in by.items():
         rows = [found[i] for i in sorted(found)]
         ok = np.array([correct(r) for r in rows], dtype=bool)
-        out["cells"].append({"cell": list(cell), **summary(ok, rows), "index": sorted(found),
-                             "correct": ok.tolist()})  # fmt: skip
+        out["cells"].append({"cell": list(cell), **summary(ok, rows),
+                             **per_image(dict(zip(sorted(found), ok.tolist())))})  # fmt: skip
     out["provenance"] = provenance(wall_time_s=time.monotonic() - started, device=device)
     (run_dir / f"{name}.json").write_text(json.dumps(out, indent=1, ensure_ascii=False), encoding="utf-8")
     return out

@@ -5,10 +5,12 @@ summary of a cell's records that every table reports (:func:`summary`)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["LEVEL", "accuracy_cell", "clopper_pearson", "judgements", "majority_correct", "summary", "wilson"]
+__all__ = ["LEVEL", "accuracy_cell", "clopper_pearson", "flags_of", "judgements", "majority_correct", "per_image",
+           "summary", "wilson"]
 
 LEVEL = 0.95
 
@@ -75,6 +77,28 @@ def summary(correct, rows=None) -> dict:
     if rows and all(len(r.get("pred", ())) >= 2 and "label" in r for r in rows):
         out["judgements"] = {k: {"accuracy": v, "ci95": list(wilson(v, n))} for k, v in judgements(rows).items()}
     return out
+
+
+def per_image(correct: Mapping[int, bool]) -> dict:
+    """A cell's per-image flags as a table keeps them: ``images``, the image indices as ``[start, stop)`` runs, and
+    ``flags``, one character per image in that order (``"1"``: right in every judgement), so that a per-image worst
+    case over cells needs the table only, not its records."""
+    order = sorted(int(i) for i in correct)
+    runs: list[list[int]] = []
+    for i in order:
+        if runs and runs[-1][1] == i:
+            runs[-1][1] = i + 1
+        else:
+            runs.append([i, i + 1])
+    return {"images": runs, "flags": "".join("1" if correct[i] else "0" for i in order)}
+
+
+def flags_of(cell: Mapping) -> dict[int, bool]:
+    """The per-image flags a table's cell keeps (:func:`per_image`): image index → right in every judgement."""
+    order = [i for start, stop in cell["images"] for i in range(start, stop)]
+    if len(order) != len(cell["flags"]):
+        raise ValueError(f"A cell's flags ({len(cell['flags'])}) do not match its images ({len(order)}).")
+    return {i: f == "1" for i, f in zip(order, cell["flags"])}
 
 
 def accuracy_cell(accuracy: float, ci95=None, n: int | None = None, *, precision: str = "fp32") -> str:
