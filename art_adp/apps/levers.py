@@ -1164,7 +1164,8 @@ def worst_over_attacks(cells: Sequence[Mapping], base: str | None = None) -> lis
     another classifier than ``base`` names it, as its cells do.
     """
     groups: dict[tuple, dict[str, dict[int, bool]]] = {}
-    unclipped, precisions = set(), {}
+    unclipped: set[tuple] = set()
+    precisions: dict[tuple, set[str]] = {}
     for c in cells:
         if c["attack"] in ("", "clean", WORST_CASE) or c.get("judge", "ensemble") != "ensemble":
             continue

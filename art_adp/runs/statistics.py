@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 
 __all__ = ["LEVEL", "accuracy_cell", "clopper_pearson", "flags_of", "judgements", "majority_correct", "per_image",
-           "summary", "wilson"]
+           "summary", "wilson"]  # fmt: skip
 
 LEVEL = 0.95
 
