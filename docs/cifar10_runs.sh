@@ -95,14 +95,22 @@ cp runs/cifar10-adv15/adv-resnet20.safetensors runs/cifar10-advp/
 mkdir -p runs/cifar10-tin && cp runs/cifar10/tiniest.pt runs/cifar10-tin/
 "${L[@]}" --run-dir runs/cifar10-tin "${D[@]}" --classifiers --settings "one-step denoise" --purified tiniest \
     --attacks clean full-pgd-eot "${A[@]}" --attack-precision bf16
-# 13. Tiniest: full-gradient PGD+EOT with the ensemble loss, into its folder (cifar10_tiniest.json: per image over both)
-"${L[@]}" --run-dir runs/cifar10-tin "${D[@]}" --classifiers --settings "one-step denoise" --purified tiniest \
-    --attacks full-pgd-eot-ensemble "${A[@]}" --attack-precision bf16
+# 13. Tiniest: full-gradient PGD+EOT with the ensemble loss, then APGD-EOT, into its folder (cifar10_tiniest.json:
+#     per image over the three)
+for attack in full-pgd-eot-ensemble apgd-eot; do
+    "${L[@]}" --run-dir runs/cifar10-tin "${D[@]}" --classifiers --settings "one-step denoise" --purified tiniest \
+        --attacks "$attack" "${A[@]}" --attack-precision bf16
+done
 # 14. adv-resnet20-denoiser: the 15-epoch adv-resnet20 fine-tuned adversarially through the unclipped one-step denoise,
-#     full gradient (fast adversarial training, 4 epochs; resumable; it trains in the first call that names it)
+#     full gradient (fast adversarial training, 4 epochs; resumable within an epoch; it trains in the first call
+#     that names it), then its adaptive rows as Tiniest's
 mkdir -p runs/cifar10-advd && cp runs/cifar10-adv15/adv-resnet20.safetensors runs/cifar10-advd/
 "${L[@]}" --run-dir runs/cifar10-advd "${D[@]}" --settings "one-step denoise" --classifiers adv-resnet20-denoiser \
     --purified adv-resnet20-denoiser --attacks clean --n-examples 500
+for attack in full-pgd-eot full-pgd-eot-ensemble apgd-eot; do
+    "${L[@]}" --run-dir runs/cifar10-advd "${D[@]}" --classifiers --settings "one-step denoise" \
+        --purified adv-resnet20-denoiser --attacks "$attack" "${A[@]}" --attack-precision bf16
+done
 echo "python docs/publish.py runs/cifar10-b/table.json docs/results/cifar10_levers.json (likewise runs/cifar10-c:"
 echo "cifar10_more.json, runs/cifar10-eot2: cifar10_full_gradient.json, runs/cifar10-est/estimate.json:"
 echo "cifar10_not_run.json) && python docs/render.py"
