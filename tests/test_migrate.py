@@ -59,6 +59,8 @@ def test_a_record_that_contradicts_its_predictions_or_a_digest_without_settings_
     (tmp_path / "records.jsonl").write_text('{"index": 0, "setting": "main", "attack": "clean", "settings": "ab"}\n')
     with pytest.raises(ValueError, match=r"holds no settings for the digests \['ab'\] its records name"):
         migrate(tmp_path)
+    curve = {"step": 100, "settings": {"lr": 0.001}}  # a training curve's settings, by value: left alone
+    assert migrated(curve) == curve
     with pytest.raises(FileNotFoundError, match="holds no records"):
         migrate(tmp_path / "nowhere")
 

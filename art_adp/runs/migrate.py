@@ -45,7 +45,13 @@ def migrated(record: dict, line: int | None = None) -> dict:
     for k in held:
         if k not in derived or bool(record[k]) != derived[k]:
             raise ValueError(f"{where}: its {k} {record[k]} contradicts its predictions ({record}).")
-    return {k: v for k, v in record.items() if k not in (*DERIVED, "settings")}
+    return {k: v for k, v in record.items() if k not in DERIVED and not (k == "settings" and _digest(record))}
+
+
+def _digest(record: dict) -> bool:
+    """Whether ``record`` names its settings by digest (an evaluation's record before the one guard), not by value
+    (a training curve's record keeps its settings themselves)."""
+    return isinstance(record.get("settings"), str) and "setting" in record and "attack" in record
 
 
 def _settings_by_cell(run_dir: Path, files: dict[Path, list[dict]]) -> dict | None:
@@ -54,7 +60,7 @@ def _settings_by_cell(run_dir: Path, files: dict[Path, list[dict]]) -> dict | No
     digests: dict[str, str] = {}
     for path, held in files.items():
         for i, r in enumerate(held):
-            if "settings" not in r:
+            if not _digest(r):
                 continue
             key = f"{r['setting']} / {r['attack']}"
             if digests.setdefault(key, r["settings"]) != r["settings"]:
@@ -97,7 +103,7 @@ def migrate(run_dir: str | os.PathLike) -> dict:
     by_cell = _settings_by_cell(run_dir, files)
     todo = {}
     for path, held in files.items():
-        if any(k in r for r in held for k in (*DERIVED, "settings")):
+        if any(_digest(r) or any(k in r for k in DERIVED) for r in held):
             try:
                 todo[path] = [migrated(r, i + 1) for i, r in enumerate(held)]
             except ValueError as err:
