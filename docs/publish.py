@@ -3,6 +3,7 @@
     python docs/publish.py runs/fm-behind/table.json docs/results/fashion_mnist_adv_behind_purifier.json
     python docs/publish.py EARLIER.json [EARLIER.json ...] runs/fm-den-full/table.json docs/results/NAME.json
     python docs/publish.py --variants runs/cmp-a runs/cmp-b ... docs/results/NAME.json
+    python docs/publish.py --flags docs/results/NAME.json [...]
 
 A committed result holds no path of the machine that measured it (tests/test_docs_drift.py): the command's
 ``--data-root PATH`` becomes ``--data-root DIR`` and the folder's name goes to ``provenance.data_root``, from which
@@ -12,6 +13,11 @@ A run folder measured by several calls (``art-adp levers`` resumes its records a
 its last call's provenance in ``table.json``; each earlier call's table, copied aside when that call ended (or its
 published file), goes before it, and its command, code version, device and wall time are kept, in order, in
 ``provenance.calls``, so the published result names every call that measured it, not only the last.
+
+``--flags`` adds to a published lever table the per-image flags of each cell (``images``, ``flags``: the table
+schema ``art-adp/levers-table/2``) from the records of the run folder its command names, where that folder is still at
+hand: a cell gets them only where the records give its published accuracy and images exactly; nothing else changes
+(numbers and provenance are copied verbatim), and the schema is set once every cell has its flags.
 """
 
 from __future__ import annotations
@@ -118,10 +124,41 @@ def with_variants(folders: list[Path]) -> dict:
             "provenance": {**last["provenance"], "calls": calls, "variants": True}}  # fmt: skip
 
 
+def with_flags(result: dict, root: Path = Path(".")) -> tuple[dict, int]:
+    """``result`` (a published lever table) with each cell's per-image flags from its run folder's records, where they
+    give the cell's published accuracy and images exactly: ``(result, cells given flags)``."""
+    from art_adp.apps.levers import TABLE_SCHEMA, render_levers
+    from art_adp.runs.records import read_jsonl
+
+    m = re.search(r"--run-dir (\S+)", result["provenance"]["command"])
+    records = read_jsonl(root / m[1] / "records.jsonl") if m else []
+    if not records or result["provenance"].get("variants"):
+        return result, 0
+    ident = ("classifier", "model", "setting", "attack", "judge", "accuracy", "n")
+    rendered = {tuple(c.get(k) for k in ident): c for c in render_levers(records, base=result.get("classifier"))["cells"]}
+    cells, given = [], 0
+    for c in result["cells"]:
+        found = rendered.get(tuple(c.get(k) for k in ident))
+        if found is not None and "flags" not in c:
+            c, given = {**c, "images": found["images"], "flags": found["flags"]}, given + 1
+        cells.append(c)
+    out = {**result, "cells": cells}
+    if all("flags" in c for c in cells):
+        out = {"schema": TABLE_SCHEMA, **out}
+    return out, given
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print(__doc__)
         return 2
+    if argv[0] == "--flags":
+        for target in map(Path, argv[1:]):
+            out, given = with_flags(json.loads(target.read_text(encoding="utf-8")))
+            if given:
+                target.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            print(f"{target}: {given} of {len(out.get('cells', []))} cells given their per-image flags")
+        return 0
     if argv[0] == "--variants":
         *folders, target = map(Path, argv[1:])
         out = with_variants(folders)

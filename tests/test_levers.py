@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from art_adp.runs.statistics import flags_of, per_image
 from art_adp.runs.plans import PLANS, Plan, plan
 from art_adp import data as datasets
 from art_adp.apps import levers, robust_baseline
@@ -73,8 +74,6 @@ def test_render_levers_counts_and_intervals():
 
 
 def test_a_cells_per_image_flags_are_kept_in_runs_and_read_back_and_the_worst_case_needs_only_them():
-    from art_adp.runs.statistics import flags_of, per_image
-
     flags = {0: True, 1: False, 2: True, 7: False, 8: True, 5: True}
     kept = per_image(flags)
     assert kept == {"images": [[0, 3], [5, 6], [7, 9]], "flags": "101101"} and flags_of(kept) == flags
@@ -89,6 +88,25 @@ def test_a_cells_per_image_flags_are_kept_in_runs_and_read_back_and_the_worst_ca
     assert levers.worst_over_attacks(attacked) == [c for c in cells if c["attack"] == levers.WORST_CASE]
     (worst,) = levers.worst_over_attacks(attacked)
     assert flags_of(worst) == {0: True, 1: False, 2: False} and worst["accuracy"] == 1 / 3  # image 3: b alone
+
+
+def test_a_published_table_is_given_its_flags_only_where_its_run_folder_gives_its_figures(tmp_path):
+    spec = importlib.util.spec_from_file_location("publish", Path(__file__).parents[1] / "docs" / "publish.py")
+    publish = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(publish)
+    records = [{"model": "m", "setting": "s", "attack": a, "index": i, "label": 0, "pred": [int(i % k != 0)]}
+               for a, k in (("a", 2), ("b", 3)) for i in range(6)]  # fmt: skip
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    cells = [{k: v for k, v in c.items() if k not in ("images", "flags")} for c in render_levers(records)["cells"]]
+    result = {"cells": cells, "provenance": {"command": "art-adp levers --run-dir run --attacks a b"}}
+    out, given = publish.with_flags(result, root=tmp_path)
+    assert given == 3 and out["schema"] == levers.TABLE_SCHEMA  # a, b and their worst case
+    assert [{k: v for k, v in c.items() if k not in ("images", "flags")} for c in out["cells"]] == cells  # verbatim
+    assert flags_of(out["cells"][0]) == {i: i % 2 == 0 for i in range(6)}
+    stale = {**result, "cells": [{**cells[0], "n": 5}, *cells[1:]]}  # published from fewer images than the folder holds
+    out, given = publish.with_flags(stale, root=tmp_path)
+    assert given == 2 and "schema" not in out and "flags" not in out["cells"][0]
 
 
 def test_a_cell_of_bf16_gradient_passes_says_so_and_the_rendered_cell_too():
