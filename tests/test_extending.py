@@ -174,3 +174,5 @@ def test_a_plan_is_one_entry_that_evaluate_and_the_python_entry_point_select_by_
         evaluate_robustness(clf, None, x, y, eps=EPS, preset="toy", run_dir=tmp_path / "gone", progress=False)
     with pytest.raises(ValueError, match=r"^Unknown plan 'levers:mnist' for evaluate"):
         EvalConfig.preset("levers:mnist")
+    with pytest.raises(ValueError, match=r"^A plan's command must be one of \('evaluate', 'levers', 'reproduce'\)"):
+        plans.Plan("train", "a plan of no command")
