@@ -175,7 +175,7 @@ def test_levers_run_writes_the_golden_records_and_table(tmp_path, one_thread, mo
                       settings=["one-step denoise", "T 10, λ 0.5"],
                       attacks=("clean", "clf-pgd", "bpda-eot", "full-pgd-eot"), judges=("ensemble", "fixed"),
                       n_examples=4, ensemble_size=2, repeats=2, eot_samples=2, eps=0.2, max_iter=2, eps_step=0.03,
-                      seed=0, device="cpu", progress=False)  # fmt: skip
+                      seed=0, seed_scheme="levers", device="cpu", progress=False)  # fmt: skip
     table = json.loads((tmp_path / "table.json").read_text())
     records = (tmp_path / "records.jsonl").read_text(encoding="utf-8")
     assert len(records.splitlines()) == 2 * 2 * 4 + 2 * 7 * 4  # undefended: 2 × 2 rows; defended: 2 × 7 columns
@@ -259,7 +259,7 @@ def test_reproduce_run_writes_the_golden_records_and_table(tmp_path, one_thread)
                          precision="fp32", budgets=(2,), curve_milestones=(2,), checkpoint_every=1, steps=2,
                          ensemble_size=2, repeats=2, eps_step=0.015, max_iter=2, attack_eps_step=0.015, bpda_max_iter=2,
                          eot_samples=1, full_max_iter=1, full_eot_samples=1, n_examples=8, n_bpda=6, n_full=3,
-                         n_curve=4, chunk_size=4, seed=0)  # fmt: skip
+                         n_curve=4, chunk_size=4, seed=0, seed_scheme="reproduce")  # fmt: skip
     root = _reproduce_data(tmp_path / "mnist")
     run = tmp_path / "run"
     report = reproduce_mnist(root, run, recipe, device="cpu", progress=False, log=lambda line: None,

@@ -846,3 +846,46 @@ def test_a_cell_run_again_with_other_settings_is_refused(tiny, tmp_path, one_thr
     assert (tmp_path / "records.jsonl").read_text() == before  # nothing ran
     run_levers(tiny, tmp_path, **{**kwargs, "attacks": ("clean", SWEEP_ATTACK, BLIND_ATTACK)})
     assert len(json.loads((tmp_path / "cells.json").read_text())) == 3
+
+
+def test_a_new_folder_seeds_its_cells_apart_and_an_older_one_resumes_with_its_own_scheme(tiny, tmp_path, one_thread,
+                                                                                         monkeypatch):  # fmt: skip
+    """A new folder names the ``apart`` scheme in every cell's settings, and each block of an adaptive row is seeded
+    from the cell's key and the block's first image; a folder measured before it (no scheme named) resumes under
+    levers' own schemes, its new images as a one-call run of them gives; another scheme there is refused."""
+    monkeypatch.setattr(levers, "BLOCK", 2)
+    kwargs = dict(models=("oracle",), settings=["one-step denoise"], classifiers=("mlp",),
+                  attacks=("clean", BLIND_ATTACK, SWEEP_ATTACK), ensemble_size=2, repeats=2, eot_samples=1, max_iter=1,
+                  progress=False)  # fmt: skip
+    real, seen = engine.registry_attack, []
+
+    def spy(name, budget):
+        def run(est, x, y, idx, seeds):
+            seen.append((name, int(idx[0]), seeds))
+            return real(name, budget)(est, x, y, idx, seeds)
+
+        return run
+
+    monkeypatch.setattr(engine, "registry_attack", spy)
+    run_levers(tiny, tmp_path / "new", n_examples=4, **kwargs)
+    held = json.loads((tmp_path / "new" / "cells.json").read_text())
+    assert {v["seed_scheme"] for v in held.values()} == {"apart"} and len(held) == 5  # 2 bare, 3 behind the purifier
+    row = "bpda-eot-1it-r1"
+    key = ("mlp", "oracle", "one-step denoise", row, "ensemble")
+    assert [(i, s) for n, i, s in seen if n == SWEEP_ATTACK] == [
+        (0, SeedPlan("apart", 0, key, 2)(0, 0)), (2, SeedPlan("apart", 0, key, 2)(1, 2))]  # fmt: skip
+    assert seen[-1][2].attack != seen[-1][2].noise  # the attack's seed and the noise's derived apart
+    monkeypatch.setattr(engine, "registry_attack", real)
+    run_levers(tiny, tmp_path / "old", n_examples=2, seed_scheme="levers", **kwargs)
+    assert not any("seed_scheme" in v for v in json.loads((tmp_path / "old" / "cells.json").read_text()).values())
+    run_levers(tiny, tmp_path / "old", n_examples=4, **kwargs)  # resumed: the folder's own scheme
+    run_levers(tiny, tmp_path / "once", n_examples=4, seed_scheme="levers", **kwargs)
+    records = lambda d: sorted(
+        (r["attack"], r["index"], str(r["pred"]))  # noqa: E731
+        for r in map(json.loads, (tmp_path / d / "records.jsonl").read_text().splitlines())
+    )
+    assert records("old") == records("once") and len(records("once")) == 4 * 5
+    with pytest.raises(ValueError, match=r"made with other settings: seed_scheme"):
+        run_levers(tiny, tmp_path / "old", n_examples=4, seed_scheme="apart", **kwargs)
+    with pytest.raises(ValueError, match=r"Unknown seed scheme 'shared'; choose from \['apart', 'levers'\]"):
+        run_levers(tiny, tmp_path / "old", n_examples=4, seed_scheme="shared", **kwargs)

@@ -134,6 +134,27 @@ def test_another_recipe_in_the_same_folder_is_refused(done_run):
         reproduce_mnist(root, run, MnistRecipe(**{**TINY.__dict__, "ngf": 4}), device="cpu", progress=False)
 
 
+def test_a_new_folder_seeds_its_cells_apart_and_an_older_one_keeps_its_own_scheme(done_run, tmp_path):
+    """The seed scheme a recipe leaves open (None) is the folder's: ``apart`` for a new one (recorded), the stored one,
+    and ``reproduce`` for a recipe.json measured before it was recorded; a cell's seeds come from it."""
+    from art_adp.apps.reproduce import _cell, folder_recipe
+    from art_adp.runs.seeds import SeedPlan
+
+    _, run, _, _ = done_run
+    assert json.loads((run / "recipe.json").read_text())["seed_scheme"] == "apart"
+    assert folder_recipe(TINY, run / "recipe.json", "cpu")[0].seed_scheme == "apart"
+    assert folder_recipe(TINY, tmp_path / "new.json", "cpu")[0].seed_scheme == "apart"
+    old = {k: v for k, v in json.loads((run / "recipe.json").read_text()).items() if k != "seed_scheme"}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    recipe = folder_recipe(TINY, tmp_path / "old.json", "cpu")[0]
+    assert recipe.seed_scheme == "reproduce" and folder_recipe(recipe, tmp_path / "new.json", "cpu")[0] == recipe
+    cell = _cell(2, "clean", 4, recipe, None)
+    assert cell.seeds == SeedPlan("reproduce", 0, (2, "clean"), TINY.repeats)
+    assert cell.seeds(0, 4) != _cell(2, "clean", 4, TINY, None).seeds(0, 4)  # None: apart
+    with pytest.raises(ValueError, match=r"Unknown seed scheme 'shared'; choose from \['apart', 'reproduce'\]"):
+        MnistRecipe(seed_scheme="shared").check()
+
+
 def test_snapshots_follow_one_uninterrupted_run(tmp_path):
     x = torch.rand(12, 1, 8, 8)
     sig = torch.tensor([0.5, 0.1])

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..data import DATASETS
 from ..runs.plans import COMMANDS as COMMANDS_OF_PLANS, plan, plan_names
-from ..runs.seeds import FOLDER_SCHEMES
+from ..runs.seeds import FOLDER_SCHEMES, LEVERS_SCHEMES, REPRODUCE_SCHEMES
 from ..attacks import registry
 from . import commands as cmd
 from .flags import COMPILE, CONFIG, PRECISION, PRECISION_HELP, THREADS_HELP, TRAINER_HELP, add_fields as _fields
@@ -119,7 +119,7 @@ def _levers(sub) -> None:
             keep_examples={"flag": "--no-keep-examples", "action": "store_false"}, **OPTIONS,
             judges={**many, "choices": list(JUDGES)}, arch={"choices": ["mlp", "cnn"]},
             sigmas={"nargs": "+", "type": float}, train_precision={"choices": ["fp32", "bf16"]},
-            attack_precision={"choices": ["fp32", "bf16"]})  # fmt: skip
+            attack_precision={"choices": ["fp32", "bf16"]}, seed_scheme={"choices": LEVERS_SCHEMES})  # fmt: skip
 
 
 def _rejudge(sub) -> None:
@@ -302,7 +302,7 @@ def _reproduce(sub) -> None:
     counts = [f.name for f in dataclasses.fields(MnistRecipe) if f.name.startswith("n_")]
     helps = {**TRAINER_HELP, **{name: "a number or all" for name in counts}}
     _fields(p, MnistRecipe, helps, lr={"type": cmd.learning_rate}, precision=PRECISION,
-            full_attack={"choices": registry.names(full=True)},
+            full_attack={"choices": registry.names(full=True)}, seed_scheme={"choices": REPRODUCE_SCHEMES},
             **{name: all_or_int for name in counts})  # fmt: skip
 
 

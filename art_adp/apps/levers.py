@@ -72,13 +72,14 @@ from ..runs.engine import (
     correct,
     defended_estimator,
     estimate,
+    folder_scheme,
     guard,
     pending,
     run_cells,
     worst_case,
 )
 from ..runs.records import read_jsonl
-from ..runs.seeds import FIXED_BLOCK, SeedPlan
+from ..runs.seeds import FIXED_BLOCK, LEVERS_SCHEMES, SeedPlan, check_scheme
 from ..runs.statistics import accuracy_cell, flags_of, per_image, summary, wilson
 from ..data import DATASETS, DatasetSpec
 from .flags import PRECISION_HELP
@@ -744,9 +745,10 @@ def _white_parts(r: Row) -> tuple[str, ...]:
     return (AUTOATTACK,) if r.attack == AUTOATTACK else ("pgd", r.name)
 
 
-def judge_seeds(seed: int, block: int, repeats: int) -> tuple[int, ...]:
-    """The R judgements' seeds of a block of an adaptive row (images ``block · BLOCK`` on): the ``levers`` scheme's."""
-    return SeedPlan("levers", seed, ("",), repeats)(block, 0).judge
+def judge_seeds(scheme: str, seed: int, key: tuple, repeats: int) -> SeedPlan:
+    """The seeds of the adaptive cell ``key`` (classifier, score model, setting, row, judge) whose R judgements a
+    block draws (``plan(first // BLOCK, first).judge``) in a folder of seed scheme ``scheme``."""
+    return SeedPlan("levers", seed, ("",), repeats) if scheme == "levers" else SeedPlan(scheme, seed, key, repeats)
 
 
 #: Images per batch of the S-run ensemble's judgements.
@@ -803,6 +805,7 @@ def run_levers(
     train_precision: str = "fp32",
     attack_precision: str = Budget.precision,
     force_precision: bool = False,
+    seed_scheme: str | None = None,
 ) -> dict:
     """
     Measure ``attacks`` × ``settings`` × ``models`` × ``purified`` classifiers, and the undefended ``classifiers``,
@@ -851,6 +854,11 @@ def run_levers(
     :param attack_precision: The adaptive rows' gradient passes (:class:`~art_adp.attacks.registry.Budget`'s
         ``precision``): ``"fp32"``, or ``"bf16"`` autocast (judgements stay fp32), recorded with each row's options.
     :param force_precision: bf16 (training or attacks) even on a processor that emulates it.
+    :param seed_scheme: How a block's seeds come from ``seed`` (:data:`~art_adp.runs.seeds.LEVERS_SCHEMES`):
+        ``"apart"``, the attack's, the purifiers' noise and the judgements' derived apart from the cell and the
+        block's first image (:func:`~art_adp.runs.seeds.apart`), or ``"levers"``, the schemes of the folders measured
+        before it; None: the folder's own (:func:`~art_adp.runs.engine.folder_scheme`), ``"apart"`` for a new one,
+        recorded in its cells' settings.
     :param estimate_only: Price the defended rows still to measure and stop (nothing trained, attacked or recorded):
         one line per row with its estimated time on this device, from the attack registry's cost model and a timed
         probe of each purifier (:func:`~art_adp.runs.engine.estimate`, the cells a run would measure); returns
@@ -866,6 +874,8 @@ def run_levers(
     require_native(attack_precision, device, force=force_precision)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    scheme = check_scheme(folder_scheme(run_dir / "cells.json", legacy="levers") if seed_scheme is None
+                          else seed_scheme, LEVERS_SCHEMES)  # fmt: skip
     started, code = time.monotonic(), code_version()  # the code this run loads now, whatever the checkout is later
     diff = code_diff() if code.endswith("-dirty)") else None  # and, uncommitted, its diff as read now
     eps = preset.eps
@@ -958,19 +968,26 @@ def run_levers(
     def cell_settings(r: Row, judgement: Judgement, s: Setting | None = None, budget: Budget | None = None,
                       model: str = "none") -> dict:  # fmt: skip
         """What a cell's records depend on besides its images: the radius, the row and its budget, the purification,
-        the judging and the seed (the folder's ``cells.json`` keeps them: a cell run again with others is refused)."""
+        the judging, the seed and its scheme (the folder's ``cells.json`` keeps them: a cell run again with others is
+        refused)."""
         return {"eps": eps, "row": asdict(r), "budget": None if budget is None else budget_settings(budget),
-                "seed": seed,
+                "seed": seed, **({} if scheme == "levers" else {"seed_scheme": scheme}),
                 "purifier": None if s is None else s.record(model_clipped(model, denoiser)),
                 "judgement": {"kind": judgement.kind, "ensemble_size": judgement.ensemble_size,
                               "repeats": judgement.repeats}}  # fmt: skip
+
+    def seeds_of(key: tuple, legacy: SeedPlan, repeats: int = 1) -> SeedPlan:
+        """The seeds of the cell ``key``: the folder's scheme, ``legacy`` (the cell kind's own) in a ``"levers"``
+        folder."""
+        return legacy if scheme == "levers" else SeedPlan(scheme, seed, key, repeats)
 
     white = [r for r in rows if not r.adaptive]
     prices: dict[str, float] = {}
     once = Judgement("once", batch_size=max(1, len(x)))
     cells: list[Cell] = [  # the undefended classifiers under white-box attacks
         Cell((base, "none", name, r.name, "ensemble"), f"bare:{name}", _white(r, eps), once,
-             seeds=SeedPlan("levers-white", seed, _white_parts(r)), **fields(base, "none", name, r.name),
+             seeds=seeds_of((base, "none", name, r.name, "ensemble"), SeedPlan("levers-white", seed, _white_parts(r))),
+             **fields(base, "none", name, r.name),
              block_size=None,
              settings=cell_settings(r, once))
         for name in (() if estimate_only else classifiers) for r in white
@@ -984,10 +1001,10 @@ def run_levers(
             cache = run_dir / f"{r.name.replace('/', '_')}{suffix}.npy"
             held = np.load(cache) if cache.exists() else x[:0]
             if len(held) < len(x):  # more images than last time: attack the new ones only
-                b = _white_budget(r, eps)
+                b, legacy = _white_budget(r, eps), SeedPlan("levers-white", seed, _white_parts(r))
                 fresh = white_box_pgd(clfs[name], x[len(held) :], y[len(held) :], eps=b.eps, eps_step=b.eps_step,
                                       max_iter=b.max_iter, random_start=b.random_start, device=device,
-                                      seed=SeedPlan("levers-white", seed, _white_parts(r))(0, 0).attack)  # fmt: skip
+                                      seed=seeds_of((name, "examples", r.name), legacy)(0, 0).attack)  # fmt: skip
                 held = np.concatenate([held, fresh])
                 np.save(cache, held)
             adv[(name, r.name)] = cache.name
@@ -1016,7 +1033,9 @@ def run_levers(
                     more = {**extra, "repeats": repeats, "options": wanted[r.name],
                             **({"eot_samples": r.eot_samples} if r.eot_samples else {})}  # fmt: skip
                     cells.append(Cell((*key, "ensemble"), target, Attacking(r.attack, budget), ensemble,
-                                      seeds=SeedPlan("levers", seed, (r.name,), repeats), **fields(*key, more),
+                                      seeds=seeds_of((*key, "ensemble"), SeedPlan("levers", seed, (r.name,), repeats),
+                                                     repeats),
+                                      **fields(*key, more),
                                       block_size=BLOCK,
                                       keep=key if keep_examples else None,
                                       price=Price(r.attack, budget, ensemble_size * repeats),
@@ -1024,7 +1043,7 @@ def run_levers(
                 if "ensemble" in judges and not r.adaptive:
                     one = replace(ensemble, repeats=1)
                     cells.append(Cell((*key, "ensemble"), target, cached(name, r), one,
-                                      seeds=SeedPlan("levers-once", seed),
+                                      seeds=seeds_of((*key, "ensemble"), SeedPlan("levers-once", seed)),
                                       **fields(*key, {**extra, "repeats": 1}), block_size=None,
                                       price=Price(None, None, ensemble_size),
                                       settings=cell_settings(r, one, s, model=model)))  # fmt: skip
@@ -1034,7 +1053,7 @@ def run_levers(
                     attack = Attacking(r.attack, budget) if r.adaptive else Attacking()
                     fixed = Judgement("fixed", 1, 1, batch_size=FIXED_CHUNK)
                     price = Price(r.attack if r.adaptive else None, budget, 1)
-                    frozen = SeedPlan("levers-fixed", seed, (r.name,))
+                    frozen = seeds_of((*key, "fixed"), SeedPlan("levers-fixed", seed, (r.name,)))
                     cells.append(Cell((*key, "fixed"), target, attack, fixed, seeds=frozen,
                                       **fields(*key, {**extra, "repeats": 1}, judge="fixed"),
                                       block_size=FIXED_CHUNK, settings=cell_settings(r, fixed, s, budget, model),
@@ -1236,6 +1255,7 @@ FLAG_HELP = {
     "max_epochs": "cap on the adversarially trained classifiers' epochs (preset's: 100; they stop earlier "
                   "when validation robust accuracy plateaus)",
     "train_precision": "the classifiers' training passes: fp32, or bf16 autocast (validation stays fp32)",
+    "seed_scheme": "seeds from --seed by this scheme (default: the run folder's; apart for a new one)",
     **PRECISION_HELP,
 }  # fmt: skip
 
@@ -1270,6 +1290,7 @@ class LeversConfig:
     train_precision: str = "fp32"
     attack_precision: str = "fp32"
     force_precision: bool = False
+    seed_scheme: str | None = None
 
 
 def levers_command(

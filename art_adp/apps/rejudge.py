@@ -145,11 +145,13 @@ def rejudge_levers(run_dir, *, repeats: int | None = None, ensemble_size: int | 
             built[target] = defended_estimator(clf, purifier, input_shape=shape, nb_classes=classes, device=device)
         return built[target]
 
-    def seeds(first: int) -> tuple[int, ...]:
-        return levers.judge_seeds(seed, first // levers.BLOCK, r_)
+    def seeds(k: tuple):
+        """The judgements' seeds of cell ``k``'s block from image ``first`` on, by the folder's scheme."""
+        plan = levers.judge_seeds(cells[k].get("seed_scheme", "levers"), seed, (*k, "ensemble"), r_)
+        return lambda first: plan(first // levers.BLOCK, first).judge
 
     judgement = Judgement("ensemble", s_, r_, batch_size=levers.JUDGE_BATCH)
-    return rejudge(run_dir, {k: (k[:3], seeds) for k in cells}, build, labels, judgement,
+    return rejudge(run_dir, {k: (k[:3], seeds(k)) for k in cells}, build, labels, judgement,
                    name=f"rejudged-S{s_}-R{r_}-seed{seed}", settings={"ensemble_size": s_, "repeats": r_, "seed": seed},
                    progress=progress)  # fmt: skip
 

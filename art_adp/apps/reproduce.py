@@ -40,7 +40,7 @@ from ..runs.engine import (Attacking, Cell, Judgement, Seeds, build_defence, cor
 from ..runs.plans import Plan, plan, register
 from ..runs.records import append_records, guard_settings, read_jsonl
 from ..runs.statistics import accuracy_cell, wilson
-from ..runs.seeds import SeedPlan, derive_seed
+from ..runs.seeds import REPRODUCE_SCHEMES, SeedPlan, check_scheme, derive_seed
 from .snapshots import read_snapshot_log, train_with_snapshots
 
 __all__ = ["PAPER_MNIST", "STAGES", "MnistRecipe", "reproduce_command", "reproduce_mnist", "render_table"]
@@ -77,7 +77,9 @@ class MnistRecipe:
     (``full_attack``) ``full_max_iter`` steps of ``attack_eps_step`` with ``full_eot_samples`` draws (APGD sets its
     own step). Judged on the S = ``ensemble_size`` ensemble, worst case over R = ``repeats`` (10, DiffHammer's
     Wor.Rob@10, as every preset judges). Rows run on the first ``n_examples`` / ``n_bpda`` / ``n_full`` test images
-    (``None``: all).
+    (``None``: all). Each block's seeds come from ``seed`` by ``seed_scheme``: ``"apart"`` (the attack's, the noise's
+    and the judgements' derived apart from the snapshot, the row and the block's first image), or ``"reproduce"``, the
+    scheme of the folders measured before it; None: the folder's own, ``"apart"`` for a new one.
     """
 
     hidden: tuple[int, ...] = (512, 512)
@@ -115,8 +117,11 @@ class MnistRecipe:
     n_curve: int = 200
     chunk_size: int = 50
     seed: int = 0
+    seed_scheme: str | None = None
 
     def check(self) -> None:
+        if self.seed_scheme is not None:
+            check_scheme(self.seed_scheme, REPRODUCE_SCHEMES)
         if not self.budgets or any(int(b) != b or b < 1 for b in self.budgets):
             raise ValueError(f"budgets must be positive iteration counts, got {self.budgets}.")
         if self.full_attack not in registry.names(full=True):
@@ -346,7 +351,7 @@ def _cell(b: int, row: str, n: int, recipe: MnistRecipe, pgd_file: str | None) -
                         batch_size=recipe.chunk_size)  # fmt: skip
         attack = Attacking(row, budget)
     judgement = Judgement("ensemble", recipe.ensemble_size, recipe.repeats, batch_size=512)
-    seeds = SeedPlan("reproduce", recipe.seed, (b, row), recipe.repeats)
+    seeds = SeedPlan(recipe.seed_scheme or "apart", recipe.seed, (b, row), recipe.repeats)
     return Cell((b, row), b, attack, judgement, seeds, {"budget": b, "row": row}, block_size=recipe.chunk_size,
                 images=n, extras="wall_s")  # fmt: skip
 
@@ -680,6 +685,16 @@ def reproduce_command(
     return report
 
 
+def folder_recipe(recipe: MnistRecipe, stored: Path, device: str) -> tuple[MnistRecipe, str]:
+    """``recipe`` with what its folder's ``stored`` recipe settles where ``recipe`` leaves it open, and why the
+    precision: ``"auto"`` precision, and the seed scheme None (the stored one; ``"fp32"`` and ``"reproduce"`` where a
+    folder measured before it names none; a new folder's ``"apart"``)."""
+    held = json.loads(stored.read_text()) if stored.exists() else None
+    precision, why = resolve_precision(recipe.precision, device, held=held and held.get("precision", "fp32"))
+    scheme = recipe.seed_scheme or ("apart" if held is None else held.get("seed_scheme", "reproduce"))
+    return replace(recipe, precision=precision, seed_scheme=scheme), why
+
+
 def reproduce_mnist(
     data_root: str | os.PathLike,
     run_dir: str | os.PathLike = "runs/reproduce-mnist",
@@ -718,11 +733,9 @@ def reproduce_mnist(
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     stored = run_dir / "recipe.json"
-    held = json.loads(stored.read_text()).get("precision", "fp32") if stored.exists() else None
-    precision, precision_reason = resolve_precision(recipe.precision, device, held=held)
-    recipe = replace(recipe, precision=precision)
-    log(f"precision: {precision} ({precision_reason}); threads: {torch.get_num_threads()}")
-    before = {**asdict(MnistRecipe()), "precision": "fp32"}  # a recipe.json from before the option: fp32
+    recipe, precision_reason = folder_recipe(recipe, stored, device)
+    log(f"precision: {recipe.precision} ({precision_reason}); threads: {torch.get_num_threads()}")
+    before = {**asdict(MnistRecipe()), "precision": "fp32", "seed_scheme": "reproduce"}  # a recipe.json from before
     mine = guard_settings(stored, asdict(recipe), what="the recipe", defaults=before)
     data = data if data is not None else load_mnist(data_root)
     unknown = sorted(set(stages) - set(STAGES))
@@ -745,7 +758,7 @@ def reproduce_mnist(
     report = {
         "paper": PAPER_MNIST,
         "recipe": mine,
-        "device": device_description(device, precision=precision),
+        "device": device_description(device, precision=recipe.precision),
         "precision_reason": precision_reason,
         "data": {"root": str(data_root), "n_train": int(len(data.x_train)), "n_test": int(len(data.x_test))},
         "classifier": clf_info,

@@ -838,10 +838,11 @@ def _common_settings(x, y, classifier, estimator, *, seed: int, ensemble_size: i
             **({} if scheme == "shared" else {"seed_scheme": scheme})}  # fmt: skip
 
 
-def folder_scheme(path: str | Path) -> str:
+def folder_scheme(path: str | Path, legacy: str = "shared") -> str:
     """The seed scheme of the run folder whose cells' settings are kept in ``path`` (:func:`guard`'s file, or the
-    evaluation's): the one its cells name, ``"shared"`` where they name none (measured before the scheme was
-    recorded), :data:`~art_adp.runs.seeds.SCHEME` for a new folder (values that are no cell's settings are ignored).
+    evaluation's): the one its cells name, ``legacy`` where they name none (measured before the scheme was recorded:
+    ``"shared"`` for an evaluation, ``"levers"`` for a levers folder), :data:`~art_adp.runs.seeds.SCHEME` for a new
+    folder (values that are no cell's settings are ignored).
 
     :raises ValueError: If its cells name several."""
     path = Path(path)
@@ -849,7 +850,7 @@ def folder_scheme(path: str | Path) -> str:
     cells = [v for v in held.values() if isinstance(v, Mapping)]  # a caller's own keys may share the file
     if not cells:
         return SCHEME
-    return single_value((v.get("seed_scheme", "shared") for v in cells), "seed_scheme", path.parent)
+    return single_value((v.get("seed_scheme", legacy) for v in cells), "seed_scheme", path.parent)
 
 
 def _budgets(attacks, preset: str | None, eps: float, eps_step, block_size: int, precision: str,

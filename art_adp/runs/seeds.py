@@ -9,7 +9,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-__all__ = ["FOLDER_SCHEMES", "SCHEME", "SCHEMES", "SeedPlan", "Seeds", "check_scheme", "derive_seed"]
+__all__ = [
+    "FOLDER_SCHEMES", "LEVERS_SCHEMES", "REPRODUCE_SCHEMES", "SCHEME", "SCHEMES", "SeedPlan", "Seeds", "check_scheme",
+    "derive_seed",
+]  # fmt: skip
 
 
 def derive_seed(*parts) -> int:
@@ -98,6 +101,11 @@ SCHEMES: Mapping[str, Callable[..., Seeds]] = MappingProxyType({
 })  # fmt: skip
 #: The schemes an evaluation folder may name (``evaluate --seed-scheme``, ``evaluate_robustness(seed_scheme=)``).
 FOLDER_SCHEMES = ("apart", "shared")
+#: The schemes a levers folder may name: ``"apart"``, or ``"levers"`` for those measured before it (each kind of cell
+#: seeded by its own of ``levers``' four: ``levers``, ``levers-fixed``, ``levers-white``, ``levers-once``).
+LEVERS_SCHEMES = ("apart", "levers")
+#: The schemes a reproduce folder may name: ``"apart"``, or ``"reproduce"`` for those measured before it.
+REPRODUCE_SCHEMES = ("apart", "reproduce")
 #: The scheme of a new run folder.
 SCHEME = "apart"
 
