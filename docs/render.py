@@ -27,6 +27,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from art_adp.runs.render import markdown_table
+
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("publish", ROOT / "docs" / "publish.py")
 _publish = importlib.util.module_from_spec(_spec)
@@ -159,10 +161,6 @@ def source(path: str, result: dict) -> str:
     )
 
 
-def table(header: list[str], rows: list[list]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(map(str, r)) + " |" for r in rows)]
-
-
 # -- the figures -------------------------------------------------------------------------------------------------------
 
 
@@ -195,7 +193,7 @@ def eot_digits(path: str) -> str:
         for r in result["rows"]
     ]
     head = ["Attack", "EOT draws", "Undefended", "ADP (S = 10)"]
-    return "\n".join([*table(head, rows), "", source(path, result)])
+    return "\n".join([*markdown_table(head, rows), "", source(path, result)])
 
 
 CORRUPTION_GROUPS = {
@@ -218,9 +216,9 @@ def corruptions(path: str) -> str:
               + [f"**{pct(r['mean'])}**"] for name, r in result["rows"].items()]
     per = [[name] + [pct(r[c]) for c in CORRUPTION_SHORT] for name, r in result["rows"].items()]
     return "\n".join([
-        *table(["row", "clean", *CORRUPTION_GROUPS, "**mean of 75**"], groups), "",
+        *markdown_table(["row", "clean", *CORRUPTION_GROUPS, "**mean of 75**"], groups), "",
         "Per corruption (accuracy %, each averaged over severities 1-5):", "",
-        *table(["row", *CORRUPTION_SHORT.values()], per), "", source(path, result),
+        *markdown_table(["row", *CORRUPTION_SHORT.values()], per), "", source(path, result),
     ])
 
 
@@ -253,9 +251,9 @@ def purify_speed(path: str) -> str:
     levers = [[label, f"{lev[k]:.2f}", f"{lev[k] / base:.2f}"] for k, label in names.items() if k in lev]
     return "\n".join([
         f"{result['images']} digits test images × S = {result['runs']} runs, T = {result['steps']}.", "",
-        *table(head, rows), "",
+        *markdown_table(head, rows), "",
         "CPU levers at σ = 0.25, τ = 1e-3, in the same run:", "",
-        *table(["lever", "time (s)", "vs `no_grad`"], levers), "", source(path, result),
+        *markdown_table(["lever", "time (s)", "vs `no_grad`"], levers), "", source(path, result),
     ])
 
 
@@ -284,7 +282,7 @@ def eot_speed(path: str) -> str:
     ]
     head = ["", "s per image·iteration", "score evaluations / s", "360 images × 40 iterations, extrapolated"]
     return "\n".join([f"{result['attack']}; timed: {result['images']} images × {result['iterations_timed']} "
-                      "iterations.", "", *table(head, rows), "", source(path, result)])
+                      "iterations.", "", *markdown_table(head, rows), "", source(path, result)])
 
 
 def memory(path: str) -> str:
@@ -297,7 +295,7 @@ def memory(path: str) -> str:
          "identical" if result["same_gradient"] else "DIFFERENT"],
     ]
     return "\n".join([f"{result['images']} images, T = {result['steps']}, {result['network']}.", "",
-                      *table(["", "peak above start", "time (forward + backward)", "gradient"], rows), "",
+                      *markdown_table(["", "peak above start", "time (forward + backward)", "gradient"], rows), "",
                       source(path, result)])
 
 
@@ -306,7 +304,7 @@ def memory_chunks(path: str) -> str:
     label = {"purify": "`ADPPurifier.forward`", "eot-predict": "`EOTClassifier.predict` (4 draws)"}
     rows = [[label.get(r["kind"], r["kind"]), f"{r['n']:,}", f"{r['peak_mib']:.0f}", f"{r['working_mib']:.0f}"]
             for r in result["rows"]]
-    return "\n".join([*table(["call", "N images", "peak RSS (MiB)", "working memory above inputs and result (MiB)"],
+    return "\n".join([*markdown_table(["call", "N images", "peak RSS (MiB)", "working memory above inputs and result (MiB)"],
                              rows), "", source(path, result)])
 
 
@@ -315,7 +313,7 @@ def preprocessing_chain(path: str) -> str:
     before_key = next(k for k in result if k.startswith("before"))
     before, after = result[before_key]["differing_pixel_fraction"], result["after"]["differing_pixel_fraction"]
     rows = [[name, f"{pct(before[name])} %", f"{pct(after[name])} %"] for name in before]
-    return "\n".join([*table(["attack (name then)", before_key, "after (`art_adp.ensemble.logits`)"], rows), "",
+    return "\n".join([*markdown_table(["attack (name then)", before_key, "after (`art_adp.ensemble.logits`)"], rows), "",
                       source(path, result)])
 
 
@@ -333,7 +331,7 @@ def eot_memory(path: str) -> str:
         rows = [[f"{tree} ({part['trees'][tree]['commit'][:7]})",
                  *(f"{next(r['peak_rss_mib'] for r in runs if r['tree'] == tree and r['eot'] == k):,}" for k in eots)]
                 for tree in part["trees"]]
-        out += [f"`{part['command']}`:", "", *table(["peak RSS (MiB)", *(f"EOT {k}" for k in eots)], rows), ""]
+        out += [f"`{part['command']}`:", "", *markdown_table(["peak RSS (MiB)", *(f"EOT {k}" for k in eots)], rows), ""]
     return "\n".join([*out, "", source(path, result)])
 
 
@@ -349,7 +347,7 @@ def eot_target(path: str) -> str:
     head = ["EOT draws", "mean of per-draw CE", "CE of the ensemble", "peak RSS, per draw (MiB)",
             "peak RSS, ensemble (MiB)"]  # fmt: skip
     return "\n".join([f"One direction on {result['images']} digits (median of the call's repeats), one thread, a fresh "
-                      "process per cell:", "", *table(head, rows), "", source(path, result)])
+                      "process per cell:", "", *markdown_table(head, rows), "", source(path, result)])
 
 
 def attack_step(path: str) -> str:
@@ -367,7 +365,7 @@ def attack_step(path: str) -> str:
         f"({result['cpu']}; {result['instruction_sets']}); ResNet-20 {result['resnet20']}; load average "
         f"{result['load_avg_1min_at_start']:.1f} at the start" + (f"; compilation failed: {result['compile_failed']}"
                                                                   if result.get("compile_failed") else "") + ".", "",
-        *table(["mode", "threads", "ms per image-step", "vs eager fp32", "floor (ms)", "× the floor", "compilation"],
+        *markdown_table(["mode", "threads", "ms per image-step", "vs eager fp32", "floor (ms)", "× the floor", "compilation"],
                rows), "", source(path, result)]  # fmt: skip
     return "\n".join(lines)
 
@@ -382,7 +380,7 @@ def precision_agreement(path: str) -> str:
              "yes" if r["holds"] else "**no**"] for r in result["rows"]]  # fmt: skip
     bf16 = {"provenance": result["runs"]["bf16"]}
     return "\n".join([
-        *table(["row", "images", "fp32 (worst of R)", "bf16 (worst of R)", "agree (%)", "broken by one only: fp32 / bf16",
+        *markdown_table(["row", "images", "fp32 (worst of R)", "bf16 (worst of R)", "agree (%)", "broken by one only: fp32 / bf16",
                 "worst case over both", "rule holds"], rows), "",
         f"The bf16 folder's call: `{command(bf16)}` · {device(path, bf16)} · wall time "
         f"{wall(bf16['provenance']['wall_time_s'])}.", "", source(path, result)])  # fmt: skip
@@ -394,7 +392,7 @@ def train_speed(path: str) -> str:
              "-" if r.get("peak_memory_gib") is None else f"{r['peak_memory_gib']:.1f}"]
             for r in result["results"] if r["status"] == "ok"]
     head = ["mode", "ngf", "batch", "samples/s", "TFLOP/s", "peak GPU memory (GiB)"]
-    return "\n".join([f"{result['network']}.", "", *table(head, rows), "", source(path, result)])
+    return "\n".join([f"{result['network']}.", "", *markdown_table(head, rows), "", source(path, result)])
 
 
 def compression(path: str) -> str:
@@ -418,9 +416,9 @@ def compression(path: str) -> str:
     heads = ["", *(f"run {i + 1} (images {r.get('first_example') or 0}–{(r.get('first_example') or 0) + r['n_examples'] - 1})"
                    for i, r in enumerate(pooled["runs"])), f"pooled ({pooled['n_examples']} images)"]
     return "\n".join([
-        *table(["score", "σ", "T", "compression rate (median)", "fixed-noise clean", "fixed-noise attack"], rows), "",
+        *markdown_table(["score", "σ", "T", "compression rate (median)", "fixed-noise clean", "fixed-noise attack"], rows), "",
         f"Spearman's ρ over {len(pooled['settings'])} settings (within-σ rows: only ρ, 3 or 4 points):", "",
-        *table(heads, corr), "", *(source(r["file"], run) for r, run in zip(pooled["runs"], runs)), source(path, pooled),
+        *markdown_table(heads, corr), "", *(source(r["file"], run) for r, run in zip(pooled["runs"], runs)), source(path, pooled),
     ])
 
 
@@ -440,10 +438,10 @@ def mnist_diagnostics(path: str) -> str:
     size = last.get("ensemble_size", last.get("runs"))  # "runs" in files written before S was ensemble_size
     return "\n".join([
         f"{result['scale']}; first {n} test images, S = {size}; accuracy in % (clean / Clf-PGD).", "",
-        *table(["score iterations", "noise σ alone", "one-step denoise", "ADP (T 10, λ 0.05)", "denoising ratio",
+        *markdown_table(["score iterations", "noise σ alone", "one-step denoise", "ADP (T 10, λ 0.05)", "denoising ratio",
                 "attack-removal ratio"], rows), "",
         f"ADP sweep on the {result['curve'][-1]['step']}-iteration model:", "",
-        *table(["steps", "gap closed, 1 − (1 − λ)^T", "clean / Clf-PGD"], sweep), "", source(path, result),
+        *markdown_table(["steps", "gap closed, 1 − (1 − λ)^T", "clean / Clf-PGD"], sweep), "", source(path, result),
     ])
 
 
@@ -457,7 +455,7 @@ def upstream_notebook(path: str) -> str:
               f"{100 * g['zero_share']:.0f} %", "–" if g["same_sign_second_draw"] is None
               else f"{100 * g['same_sign_second_draw']:.0f} %"]
              for k, g in result["gradients_on_first_nb_probe_test_digits"].items()]
-    return "\n".join([*table(["Attack", "Undefended", "ADP (S = 10)"], rows), "", *table(
+    return "\n".join([*markdown_table(["Attack", "Undefended", "ADP (S = 10)"], rows), "", *markdown_table(
         [f"Loss gradient, first {result['settings']['NB_PROBE']} test digits", "Mean magnitude", "Exactly 0",
          "Same sign in a second draw"], grads), "",
         f"Pixels whose noisy value leaves [0, 1] and is clipped, one draw: "
@@ -484,7 +482,7 @@ def upstream_checks(path: str) -> str:
                      f"{r['coverage_percent']:.0f} %", gates, wall(r["tests_wall_time_s"])])
         sources.append(upstream_source(each, r))
     v = load(path)["versions"]
-    return "\n".join([*table(["Python", "PyTorch", "Passed", "Skipped", "Coverage of the new module",
+    return "\n".join([*markdown_table(["Python", "PyTorch", "Passed", "Skipped", "Coverage of the new module",
                                "black, pycodestyle, pylint, mypy, ruff", "pytest run (with coverage)"], rows), "", (
         f"<sub>ART `dev_1.21.0` ({load(path)['art_base_commit'][:9]}) with this patch applied; black {v['black']}, "
         f"pycodestyle {v['pycodestyle']}, pylint {v['pylint']}, mypy {v['mypy']}, ruff {v['ruff']}, pytest "
@@ -496,7 +494,7 @@ def demo(path: str) -> str:
     result = load(path)
     acc = result["accuracy"]
     rows = [[name, pct(v["undefended"]), pct(v["adp"])] for name, v in acc.items()]
-    return "\n".join(["```", *result["description"], "```", "", *table(["Attack", "Undefended", "ADP"], rows), "",
+    return "\n".join(["```", *result["description"], "```", "", *markdown_table(["Attack", "Undefended", "ADP"], rows), "",
                       source(path, result)])
 
 
@@ -524,7 +522,7 @@ def denoiser_training(path: str) -> str:
         f"DenoiserUNet{tuple(s['channels'])}, {result['parameters']:,} parameters, trained on {s['n_train']:,} "
         f"training images (batch {s['batch_size']}, Adam {s['lr']:g}, {s['precision']}); one-step denoising MSE "
         "on the first 500 test images, [0, 1] pixels.", "",
-        *table(["step", "samples", "training time", "samples/s", *(f"MSE at σ {k}" for k in levels)], rows), "",
+        *markdown_table(["step", "samples", "training time", "samples/s", *(f"MSE at σ {k}" for k in levels)], rows), "",
         source(path, result),
     ])  # fmt: skip
 
@@ -544,7 +542,7 @@ def denoiser_bundled(path: str) -> str:
     return "\n".join([
         f"{result['about']}: batch {s['batch_size']}, Adam {s['lr']:g}, {s['precision']}, one-step denoising MSE on "
         "the first 500 development images, [0, 1] pixels.", "",
-        *table(["step", "samples", "training time", "samples/s", *(f"MSE at σ {k}" for k in levels)], rows), "",
+        *markdown_table(["step", "samples", "training time", "samples/s", *(f"MSE at σ {k}" for k in levels)], rows), "",
         source(path, result),
     ])  # fmt: skip
 
@@ -581,13 +579,13 @@ def mnist_levers(path: str) -> str:
         "Accuracy in % [95 % Wilson interval] (digits), ε = 0.3 unless named; the defences judged on the S = "
         f"{result['cells'][-1].get('ensemble_size', 10)} ensemble (mean softmax); the undefended rows under "
         f"white-box PGD on that classifier.{extra}", "",
-        *table(["score model", "setting", *(names[a] for a in attacks)], rows), "", source(path, result),
+        *markdown_table(["score model", "setting", *(names[a] for a in attacks)], rows), "", source(path, result),
     ])  # fmt: skip
 
 
 def cell(c) -> str:
     """An accuracy cell of the lever tables: % [95 % Wilson interval] (images), the one format."""
-    from art_adp.runs.statistics import accuracy_cell
+    from art_adp.runs.render import accuracy_cell
 
     if c is None:
         return ""
@@ -695,7 +693,7 @@ def against_earlier(result: dict, earlier: dict, earlier_path: str) -> list[str]
         f"Against the earlier suite on the same images (`{earlier_path}`: the same attack as it ran then, with any "
         "random start; its strongest single attack, worst of its R; its per-image worst case over every attack it "
         "ran); margin in points, negative where the attack here leaves fewer images robust:", "",
-        *table(["score model → classifier", "setting", "attack", "here", "earlier, same attack", "margin",
+        *markdown_table(["score model → classifier", "setting", "attack", "here", "earlier, same attack", "margin",
                 "earlier strongest attack", "margin", "earlier per-image worst case", "margin"], lines), "",
     ]  # fmt: skip
 
@@ -756,12 +754,12 @@ def levers_page(result: dict, path: str, earlier: str | None = None) -> str:
         f"Accuracy in % [95 % Wilson interval] (images), ℓ∞ ε = {eps_text}; the defences judged on the S = "
         f"{result['cells'][-1].get('ensemble_size', 10)} ensemble (mean softmax); the undefended rows under "
         f"white-box attacks on that classifier.{note}", "",
-        *table(["score model → classifier", "setting", *(labels[a] for a in attacks)], rows), "",
+        *markdown_table(["score model → classifier", "setting", *(labels[a] for a in attacks)], rows), "",
     ]  # fmt: skip
     if judged:
         out += ["The adaptive rows under each judgement (R fresh S-ensembles: mean, worst and majority of R; fixed "
                 "noise: one frozen draw shared by the attack, run with EOT 1, and the judge):", "",
-                *table(["score model → classifier", "setting", "attack", "images", "EOT", "R", "mean",
+                *markdown_table(["score model → classifier", "setting", "attack", "images", "EOT", "R", "mean",
                         *(["worst of 2"] if two else []), "worst of R", "majority of R", "fixed noise"], judged),
                 ""]  # fmt: skip
     if earlier:
@@ -808,7 +806,7 @@ def levers_estimate(path: str, measured: Sequence[str] = ()) -> str:
     return "\n".join([
         "Not measured here: each row's estimated time on the device below, from the attack registry's cost model and a "
         "timed probe of the purifier (one thread; a probe under load overstates an idle core).", "",
-        *table(["classifier ← purifier · setting · attack", "images", "estimated time"], rows), "",
+        *markdown_table(["classifier ← purifier · setting · attack", "images", "estimated time"], rows), "",
         f"Total: {wall(sum(left.values()))}.", "", source(path, result),
     ])  # fmt: skip
 
@@ -963,7 +961,7 @@ def answer(dataset: str) -> str:
         "measured the defence (the same weights, by SHA-256), the per-image worst case over every attack of its line "
         "where the file records one (no file merges another's records). Only attacks that see the defence count: "
         "adaptive ones through the purifier, white-box ones on a bare classifier.", "",
-        *table(["purifier", "classifier", "clean", "under attack", "judged", "attacks", "result file"],
+        *markdown_table(["purifier", "classifier", "clean", "under attack", "judged", "attacks", "result file"],
                [r[2] for r in rows]),
     ]  # fmt: skip
     if blind:
@@ -1029,7 +1027,7 @@ def budget_curve(path: str) -> str:
         f"attack: {r['attack']}, restarts on the images left unbroken; judged on {r['judge']}. Each point is one "
         "call: its wall time on one core, and its price by `art-adp levers ... --estimate-only` (the attack registry's "
         "cost model and a timed probe of the purifier, taken on the same machine when the curve was collected).", "",
-        *table(["iterations", "EOT draws", "runs", "robust accuracy", "wall time", "priced"], rows), "",
+        *markdown_table(["iterations", "EOT draws", "runs", "robust accuracy", "wall time", "priced"], rows), "",
         f"![robust accuracy against the budget]({Path(path).relative_to('docs').parent.as_posix()}/{image})", "",
         source(path, r),
     ])  # fmt: skip
@@ -1052,7 +1050,7 @@ def gpu_throughput(path: str) -> str:
     return "\n".join([
         f"{r['network']}, {n} images × S {runs} × T {steps} (τ = {r['tau']:g}: every sample takes all T steps). The "
         f"floor of any implementation at two network forwards per step (batch {n * runs}): {'; '.join(floors)}.", "",
-        *table(["path", "images/s"], rows), "",
+        *markdown_table(["path", "images/s"], rows), "",
         source(path, r),
     ])  # fmt: skip
 
@@ -1071,7 +1069,7 @@ def first_hour(path: str) -> str:
              "other jobs as the load average shows") + (", an empty pip cache" if load["fresh_pip_cache"] else "")
     return "\n".join([
         f"A fresh clone of {r['commit'][:9]}, {setup}. Budgets: the demo 5 minutes, pytest 8 minutes.", "",
-        *table(["command: phase", "wall time", "load average (1 min) before → after"], rows), "",
+        *markdown_table(["command: phase", "wall time", "load average (1 min) before → after"], rows), "",
         f"<sub>Rendered from `{path}` by `docs/render.py`: `{p['command']}` · {p['device']} · wall time "
         f"{wall(p['wall_time_s'])} · code {p['code_version']}.</sub>",
     ])  # fmt: skip
@@ -1086,7 +1084,7 @@ def smoke_evaluate(path: str) -> str:
              run["code_version"]] for run in r["runs"]]  # fmt: skip
     return "\n".join([
         f"{r['about']}; the budget: {wall(r['budget_s'])} of wall time on two cores.", "",
-        *table(["beside it", "load average (1 min)", "wall time", "CPU time (user + system)",
+        *markdown_table(["beside it", "load average (1 min)", "wall time", "CPU time (user + system)",
                 "its own estimate at the start", "code"], rows), "",
         f"<sub>Rendered from `{path}` by `docs/render.py`: `{p['command']}` · {p['device']} · wall time "
         f"{wall(p['wall_time_s'])} · code {p['code_version']}.</sub>",

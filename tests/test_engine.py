@@ -308,12 +308,21 @@ def test_the_purifier_builder_is_describe_defences_inverse(digits):
 
 
 def test_one_accuracy_cell_format():
-    from art_adp.runs.statistics import accuracy_cell
+    from art_adp.runs.render import accuracy_cell
 
     assert accuracy_cell(0.095, (0.0606, 0.1434), 200, precision="bf16") == "9.5 [6–14] (200; bf16 gradient passes)"
     assert accuracy_cell(0.5, (0.15, 0.85)) == "50.0 [15–85]"
     assert accuracy_cell(1.0, (float("nan"), float("nan")), 0) == "100.0 (0)"
     assert accuracy_cell(0.25, None, 4) == "25.0 (4)"
+
+
+def test_one_table_renderer_draws_the_header_its_rule_and_each_row_and_refuses_a_ragged_row():
+    from art_adp.runs.render import markdown_table
+
+    assert markdown_table(["a", "b"], [[1, "x"], ["", 2.5]]) == ["| a | b |", "|---|---|", "| 1 | x |", "|  | 2.5 |"]
+    assert markdown_table(["only"], []) == ["| only |", "|---|"]
+    with pytest.raises(ValueError, match=r"A table row has 1 cells for 2 columns: \['x'\]\."):
+        markdown_table(["a", "b"], [["x"]])
 
 
 def test_an_attack_as_data_resolves_to_the_registry_none_or_the_kept_examples(digits, tmp_path):

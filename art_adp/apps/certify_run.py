@@ -17,6 +17,7 @@ from ..certification import Certificate, _check, approximate_radius, certified_a
 from ..purification import DEFAULTS
 from ..runs.records import append_records, file_sha256, guard_settings, read_jsonl
 from ..runs.seeds import derive_seed
+from ..runs.render import accuracy_cell, markdown_table
 from .plots import certified_accuracy_curve
 
 __all__ = ["CertifyConfig", "certify_command", "run_certify"]
@@ -235,17 +236,7 @@ def _certificates(rec: list[dict], sigma: float) -> tuple[Certificate, Certifica
 
 def _markdown(table: dict, c: CertifyConfig) -> str:
     """The certified-accuracy table: two lines per σ (CERTIFY, the approximate variant)."""
-    header = "| σ | variant | " + " | ".join(f"r = {r:g}" for r in c.radii) + " |"
-    lines = [header, "|---|---|" + "---|" * len(c.radii)]
-    for sigma_key, row in table.items():
-        lines.append(
-            f"| {sigma_key} | CERTIFY (n0={c.n0}, n={c.n}, α={c.alpha:g}) | "
-            + " | ".join(f"{100 * a:.1f}" for a in row["certify"])
-            + " |"
-        )
-        lines.append(
-            f"| {sigma_key} | approximate (n={c.n_approximate}, not a certificate) | "
-            + " | ".join(f"{100 * a:.1f}" for a in row["approximate"])
-            + " |"
-        )
-    return "\n".join(lines)
+    variants = {"certify": f"CERTIFY (n0={c.n0}, n={c.n}, α={c.alpha:g})",
+                "approximate": f"approximate (n={c.n_approximate}, not a certificate)"}  # fmt: skip
+    rows = [[key, name, *map(accuracy_cell, row[v])] for key, row in table.items() for v, name in variants.items()]
+    return "\n".join(markdown_table(["σ", "variant", *(f"r = {r:g}" for r in c.radii)], rows))

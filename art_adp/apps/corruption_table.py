@@ -32,6 +32,7 @@ from ..detect import ScoreNormDetector
 from ..purification import DEFAULTS, purify
 from ..runs.records import append_records, guard_settings, read_jsonl
 from ..runs.seeds import derive_seed
+from ..runs.render import accuracy_cell, markdown_table
 
 __all__ = ["CorruptionConfig", "corruptions_command", "run_corruptions", "VARIANTS"]
 
@@ -304,7 +305,7 @@ def _write_table(run_dir: Path, results: dict, variants, description: str, n: in
     from .plots import sweep_curve
 
     device, threshold = results["device"], results["detection_threshold"]
-    table = markdown_table(results)
+    table = corruption_markdown(results)
     header = (
         f"{description}\nn = {n} test images, S = {c.ensemble_size} purifications where σ > 0, T = {c.steps}; "
         f"detection threshold {threshold:.4g} (fpr {c.fpr} on {n_cal} clean training images); device {device}\n\n"
@@ -362,13 +363,13 @@ SHORT = {
 }
 
 
-def markdown_table(results: dict) -> str:
+def corruption_markdown(results: dict) -> str:
     """Two markdown tables (accuracy in %): per corruption, then per severity."""
     rows = results["rows"]
     per_c = ["clean", *CORRUPTIONS, "mean"]
-    lines = ["| variant | " + " | ".join(SHORT.get(k, k) for k in per_c) + " |", "|---" * (len(per_c) + 1) + "|"]
-    lines += [f"| {v} | " + " | ".join(f"{100 * r[k]:.1f}" for k in per_c) + " |" for v, r in rows.items()]
     per_s = ["clean", *(f"severity {s}" for s in SEVERITIES), "mean"]
-    lines += ["", "| variant | clean | sev 1 | sev 2 | sev 3 | sev 4 | sev 5 | mean |", "|---" * 8 + "|"]
-    lines += [f"| {v} | " + " | ".join(f"{100 * r[k]:.1f}" for k in per_s) + " |" for v, r in rows.items()]
+    lines = markdown_table(["variant", *(SHORT.get(k, k) for k in per_c)],
+                           [[v, *(accuracy_cell(r[k]) for k in per_c)] for v, r in rows.items()])  # fmt: skip
+    lines += ["", *markdown_table(["variant", "clean", *(f"sev {s}" for s in SEVERITIES), "mean"],
+                                  [[v, *(accuracy_cell(r[k]) for k in per_s)] for v, r in rows.items()])]  # fmt: skip
     return "\n".join(lines)

@@ -26,6 +26,7 @@ from ..preprocessor import ADPPurifier
 from ..purification import DEFAULTS
 from ..runs.provenance import provenance
 from ..score import NCSNv2, geometric_sigmas, train_score_model
+from ..runs.render import accuracy_cell, markdown_table
 
 __all__ = ["DemoConfig", "run_demo"]
 
@@ -217,9 +218,8 @@ def _log_table(log, description: list[str], rows: dict) -> None:
     for line in description:
         log(line)
     log("")
-    log("| Attack | Undefended | ADP |")
-    log("|---|---|---|")
-    for name, (a, b) in rows.items():
-        note = " (= Clf-PGD)" if name == "BPDA PGD" else ""
-        log(f"| {name} | {100 * a:.1f}{note} | {100 * b:.1f} |")
+    table = [[name, accuracy_cell(a) + (" (= Clf-PGD)" if name == "BPDA PGD" else ""), accuracy_cell(b)]
+             for name, (a, b) in rows.items()]  # fmt: skip
+    for line in markdown_table(["Attack", "Undefended", "ADP"], table):
+        log(line)
     log("")

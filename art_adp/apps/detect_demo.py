@@ -39,6 +39,7 @@ from ..detect import ScoreNormDetector, ScoreNormHead, roc_auc
 from .plots import score_norm_histogram
 from ..preprocessor import ADPPurifier
 from ..purification import DEFAULTS, purify
+from ..runs.render import accuracy_cell, markdown_table
 
 __all__ = ["DetectConfig", "detect_command", "run_detect_demo"]
 
@@ -312,10 +313,10 @@ def _markdown(c: DetectConfig, found: dict, rows: dict, n_cal: int, n: int, eps_
         + ", ".join(f"{e:g}: {a:.3f}" for e, a in sorted(found["auc_by_eps"].items()))
         + ".",
         "",
-        "| Attack | ADP | ADP + detection | flagged by the detector (vs ADP / vs detection) |",
-        "|---|---|---|---|",
     ]
+    table = []
     for label, row in rows.items():
         a, d = row.get("ADP", (np.nan, np.nan)), row.get("ADP + detection", (np.nan, np.nan))
-        lines.append(f"| {label} | {100 * a[0]:.1f} | {100 * d[0]:.1f} | {100 * a[1]:.0f} % / {100 * d[1]:.0f} % |")
-    return lines
+        table.append([label, accuracy_cell(a[0]), accuracy_cell(d[0]), f"{100 * a[1]:.0f} % / {100 * d[1]:.0f} %"])
+    head = ["Attack", "ADP", "ADP + detection", "flagged by the detector (vs ADP / vs detection)"]
+    return lines + markdown_table(head, table)

@@ -30,6 +30,7 @@ from .._device import to_model
 from ..purification import purify
 from ..runs.records import append_records, read_jsonl
 from ..runs.seeds import derive_seed
+from ..runs.render import accuracy_cell, markdown_table
 
 __all__ = ["SWEEP_STEPS", "SWEEP_LAMS", "ensemble_correct", "one_step_denoise", "snapshot_diagnostics", "adp_sweep"]
 
@@ -167,33 +168,22 @@ def render_diagnostics(
     """
 
     def cell(d: dict | None) -> str:
-        return "–" if not d or d.get("accuracy") is None else f"{100 * d['accuracy']:.1f}"
+        return "–" if not d or d.get("accuracy") is None else accuracy_cell(d["accuracy"])
 
-    lines = [
-        f"| score iterations | n | noise σ = {sigma} alone: clean / Clf-PGD | one-step denoise: clean / Clf-PGD "
-        "| ADP (T 10, λ 0.05): clean / Clf-PGD |" + (f" {compression_label} |" if compression_label else ""),
-        "|---|---|---|---|---|" + ("---|" if compression_label else ""),
-    ]
-    for r in per_step:
-        rate = r.get("compression_rate")
-        lines.append(
-            f"| {r['step']:,} | {r['n']} | {cell(r['noise']['clean'])} / {cell(r['noise']['clf_pgd'])} | "
-            f"{cell(r['denoise1']['clean'])} / {cell(r['denoise1']['clf_pgd'])} | "
-            f"{cell(r.get('adp', {}).get('clean'))} / {cell(r.get('adp', {}).get('clf_pgd'))} |"
-            + ((" – |" if rate is None else f" {rate:.3f} |") if compression_label else "")
-        )
+    def pair(d: dict | None) -> str:
+        return f"{cell((d or {}).get('clean'))} / {cell((d or {}).get('clf_pgd'))}"
+
+    head = ["score iterations", "n", f"noise σ = {sigma} alone: clean / Clf-PGD", "one-step denoise: clean / Clf-PGD",
+            "ADP (T 10, λ 0.05): clean / Clf-PGD", *([compression_label] if compression_label else [])]  # fmt: skip
+    rates = [["–" if r.get("compression_rate") is None else f"{r['compression_rate']:.3f}"] for r in per_step]
+    rows = [[f"{r['step']:,}", r["n"], pair(r["noise"]), pair(r["denoise1"]), pair(r.get("adp")),
+             *(rate if compression_label else [])] for r, rate in zip(per_step, rates)]  # fmt: skip
+    lines = markdown_table(head, rows)
     if sweep:
-        lines += [
-            "",
-            f"ADP sweep on the final snapshot ({sweep[0].get('step', '?'):,} iterations):",
-            "",
-            "| T | λ | 1 − (1 − λ)^T | clean | Clf-PGD |",
-            "|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| {r['steps']} | {r['lam']} | {r['closed']:.2f} | {cell(r['clean'])} | {cell(r['clf_pgd'])} |"
-            for r in sweep
-        ]
+        lines += ["", f"ADP sweep on the final snapshot ({sweep[0].get('step', '?'):,} iterations):", "",
+                  *markdown_table(["T", "λ", "1 − (1 − λ)^T", "clean", "Clf-PGD"],
+                                  [[r["steps"], r["lam"], f"{r['closed']:.2f}", cell(r["clean"]), cell(r["clf_pgd"])]
+                                   for r in sweep])]  # fmt: skip
     return "\n".join(lines)
 
 

@@ -80,7 +80,8 @@ from ..runs.engine import (
 )
 from ..runs.records import read_jsonl
 from ..runs.seeds import FIXED_BLOCK, LEVERS_SCHEMES, SeedPlan, check_scheme
-from ..runs.statistics import accuracy_cell, flags_of, per_image, summary, wilson
+from ..runs.render import accuracy_cell, markdown_table
+from ..runs.statistics import flags_of, per_image, summary, wilson
 from ..data import DATASETS, DatasetSpec
 from .flags import PRECISION_HELP
 from .._hardware import require_native
@@ -1210,32 +1211,24 @@ def worst_over_attacks(cells: Sequence[Mapping], base: str | None = None) -> lis
 
 def table_markdown(table: dict) -> str:
     """One line per (classifier, score model, setting), one column per attack and judge: accuracy % [95 % interval]
-    (n) (:func:`~art_adp.runs.statistics.accuracy_cell`; worst of R for the adaptive rows; with R > 2, the worst of
-    the first 2 after it)."""
-    cols: list[tuple[str, str]] = []
-    for c in table["cells"]:
-        col = (c["attack"], c.get("judge", "ensemble"))
-        if col not in cols:
-            cols.append(col)
-    head = [a if j == "ensemble" else f"{a} ({j})" for a, j in cols]
-    lines = ["| classifier | score model | setting | " + " | ".join(head) + " |", "|---|---|---|" + "---|" * len(cols)]
+    (n) (:func:`~art_adp.runs.render.accuracy_cell`; worst of R for the adaptive rows; with R > 2, the worst of the
+    first 2 after it)."""
+    cols = list(dict.fromkeys((c["attack"], c.get("judge", "ensemble")) for c in table["cells"]))
     groups: dict[tuple, dict] = {}
     for c in table["cells"]:
         clf = c.get("classifier", table.get("classifier", "")) if c["model"] != "none" else c["setting"]
         groups.setdefault((clf, c["model"], c["setting"]), {})[(c["attack"], c.get("judge", "ensemble"))] = c
-    for (clf, model, setting), by in groups.items():
-        cells = []
-        for col in cols:
-            c = by.get(col)
-            two = (c or {}).get("judgements", {}).get("worst of 2")
-            cells.append(
-                ""
-                if c is None
-                else accuracy_cell(c["accuracy"], c["ci95"], c["n"], precision=c.get("precision", "fp32"))
-                + ("" if two is None else f"; worst of 2: {100 * two['accuracy']:.1f}")
-            )
-        lines.append(f"| {clf} | {model} | {setting} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+
+    def cell(c: dict | None) -> str:
+        if c is None:
+            return ""
+        two = c.get("judgements", {}).get("worst of 2")
+        return accuracy_cell(c["accuracy"], c["ci95"], c["n"], precision=c.get("precision", "fp32")) + (
+            "" if two is None else f"; worst of 2: {100 * two['accuracy']:.1f}")  # fmt: skip
+
+    head = ["classifier", "score model", "setting", *(a if j == "ensemble" else f"{a} ({j})" for a, j in cols)]
+    rows = [[*key, *(cell(by.get(col)) for col in cols)] for key, by in groups.items()]
+    return "\n".join(markdown_table(head, rows)) + "\n"
 
 
 ESTIMATE_HELP = "price each defended row left to measure on this device, and stop"

@@ -39,7 +39,8 @@ from ..runs.engine import (Attacking, Cell, Judgement, Seeds, build_defence, cor
                            registry_attack, run_cells)  # fmt: skip
 from ..runs.plans import Plan, plan, register
 from ..runs.records import append_records, guard_settings, read_jsonl
-from ..runs.statistics import accuracy_cell, wilson
+from ..runs.render import accuracy_cell, markdown_table
+from ..runs.statistics import wilson
 from ..runs.seeds import REPRODUCE_SCHEMES, SeedPlan, check_scheme, derive_seed
 from .snapshots import read_snapshot_log, train_with_snapshots
 
@@ -552,7 +553,7 @@ def render_table(report: dict) -> str:
     head = ["row", "n", "attack budget", "paper (ADP)", "undefended MLP"] + [
         f"ADP, score {int(b):,} it ({trained(b)})" for b in budgets
     ]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = []
     for row, per in rows.items():
         first = per[budgets[0]]
         spec = report["row_budgets"][row]
@@ -585,8 +586,8 @@ def render_table(report: dict) -> str:
             if 0 < per[b]["n"] < per[b]["target_n"]:
                 cell += f" (partial: {per[b]['n']} of {per[b]['target_n']})"
             cells.append(cell)
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        lines.append(cells)
+    return "\n".join(markdown_table(head, lines))
 
 
 def _plot_curve(curve: list[dict], path: Path, title: str, undefended: float | None = None) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["LEVEL", "accuracy_cell", "clopper_pearson", "flags_of", "judgements", "majority_correct", "per_image",
+__all__ = ["LEVEL", "clopper_pearson", "flags_of", "judgements", "majority_correct", "per_image",
            "summary", "wilson"]  # fmt: skip
 
 LEVEL = 0.95
@@ -99,18 +99,3 @@ def flags_of(cell: Mapping) -> dict[int, bool]:
     if len(order) != len(cell["flags"]):
         raise ValueError(f"A cell's flags ({len(cell['flags'])}) do not match its images ({len(order)}).")
     return {i: f == "1" for i, f in zip(order, cell["flags"])}
-
-
-def accuracy_cell(accuracy: float, ci95=None, n: int | None = None, *, precision: str = "fp32") -> str:
-    """
-    The one format of an accuracy in every table: ``"82.0 [78–85] (500)"`` -- the accuracy in %, its 95 % interval
-    in whole % (left out when unknown or NaN) and the images (left out when None), with the gradient passes'
-    precision where it is not fp32 (``"(200; bf16 gradient passes)"``).
-    """
-    text = f"{100 * accuracy:.1f}"
-    if ci95 is not None and not any(v != v for v in ci95):
-        text += f" [{100 * ci95[0]:.0f}–{100 * ci95[1]:.0f}]"
-    more = "" if precision == "fp32" else f"{precision} gradient passes"
-    if n is not None or more:
-        text += " (" + "; ".join(str(p) for p in (n, more) if p not in (None, "")) + ")"
-    return text

@@ -9,6 +9,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from ...runs.render import accuracy_cell, markdown_table
 from .config import PURIFIERS, budget_fields
 from .report import LABELS, header
 
@@ -62,7 +63,8 @@ def compare(cards: Mapping[str, dict]) -> dict:
 
 
 def _cell(stat: dict | None) -> str:
-    return "-" if stat is None else f"{100 * stat['value']:.1f}"
+    """A comparison's accuracy (:func:`~art_adp.runs.render.accuracy_cell`, without its interval: each card has it)."""
+    return "-" if stat is None else accuracy_cell(stat["value"])
 
 
 def markdown(result: dict) -> str:
@@ -70,18 +72,14 @@ def markdown(result: dict) -> str:
     fixed noise), then each family's defence in words."""
     lines = [*result["header"], ""]
     cols = ["Purifier", "Attack", "Budget", "mean", "worst of R", "majority of R", "fixed noise"]
-    lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for a in result["attacks"]:
-        if result["undefended"].get(a) is not None:
-            cells = ["Undefended", LABELS[a], result["budgets"][a], _cell(result["undefended"][a]), "", "", ""]
-            lines.append("| " + " | ".join(cells) + " |")
+    table = [["Undefended", LABELS[a], result["budgets"][a], _cell(result["undefended"][a]), "", "", ""]
+             for a in result["attacks"] if result["undefended"].get(a) is not None]  # fmt: skip
     for name in result["families"]:
         row = result["rows"][name]
-        for a in result["attacks"]:
-            s = row["attacks"][a]
-            cells = [row["purifier"], LABELS[a], result["budgets"][a], _cell(s.get("mean")), _cell(s.get("worst"))]
-            cells += [_cell(s.get("majority")), _cell(s.get("fixed"))]
-            lines.append("| " + " | ".join(cells) + " |")
+        table += [[row["purifier"], LABELS[a], result["budgets"][a],
+                   *(_cell(row["attacks"][a].get(k)) for k in ("mean", "worst", "majority", "fixed"))]
+                  for a in result["attacks"]]  # fmt: skip
+    lines += markdown_table(cols, table)
     lines.append("")
     lines.append(
         "Accuracy in % on the same examples (the undefended classifier attacked directly, judged once); mean over "

@@ -18,6 +18,7 @@ import numpy as np
 from ...attacks import registry
 from ...runs.engine import worst_case
 from ...runs.statistics import clopper_pearson, judgements, majority_correct, wilson
+from ...runs.render import accuracy_cell, markdown_table
 from . import sanity
 from .config import budget_fields, budget_text, judging_shortfalls, shortfalls, white_box_fields
 
@@ -284,10 +285,8 @@ def _pct(v: float) -> str:
 
 
 def _cell(stat: dict | None) -> str:
-    if stat is None:
-        return "n/a"
-    lo, hi = stat["ci"]
-    return f"{_pct(stat['value'])} [{_pct(lo)}, {_pct(hi)}]"
+    """A card's accuracy (:func:`~art_adp.runs.render.accuracy_cell`), n/a where the row has none."""
+    return "n/a" if stat is None else accuracy_cell(stat["value"], stat["ci"])
 
 
 def header(result: dict) -> list[str]:
@@ -352,7 +351,7 @@ def markdown(result: dict) -> str:
         f"{name} fixed noise",
         "n",
     ]
-    lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    table = []
     for r in rows:
         budget = r["budget"]
         if r["below_reference"]:
@@ -369,7 +368,8 @@ def markdown(result: dict) -> str:
             _cell(r.get("fixed")),
             str(r["n"]),
         ]
-        lines.append("| " + " | ".join(cells) + " |")
+        table.append(cells)
+    lines += markdown_table(cols, table)
     c = result["config"]
     lines.append("")
     foot = (
@@ -443,14 +443,11 @@ def sweep_tables(result: dict) -> list[str]:
     sigmas = sorted({float(k.split("/")[0][6:]) for k in res if k.startswith("sigma=")})
     if sigmas:
         rates = result.get("compression_sweep") or {}
-        head = "| sigma | Standard | " + " | ".join(LABELS[a] for a in SIGMA_ROWS[1:]) + " |"
-        lines += [head + (" Compression rate |" if rates else ""), "|---|---|---|---|" + ("---|" if rates else "")]
-        for s in sigmas:
-            r = [res[f"sigma={s:g}/{a}"] for a in SIGMA_ROWS]
-            cells = [f"{_pct(v['mean'])} ({_pct(v['worst'])})" for v in r]
-            if rates:
-                cells.append(_rate(rates.get(f"sigma={s:g}")))
-            lines.append(f"| {s:g} | " + " | ".join(cells) + " |")
+        head = ["sigma", "Standard", *(LABELS[a] for a in SIGMA_ROWS[1:]), *(["Compression rate"] if rates else [])]
+        cells = {s: [res[f"sigma={s:g}/{a}"] for a in SIGMA_ROWS] for s in sigmas}
+        table = [[f"{s:g}", *(f"{_pct(v['mean'])} ({_pct(v['worst'])})" for v in cells[s]),
+                  *([_rate(rates.get(f"sigma={s:g}"))] if rates else [])] for s in sigmas]  # fmt: skip
+        lines += markdown_table(head, table)
         lines += [
             "",
             "sigma sweep (paper Table 5): mean (worst case) accuracy in %"
@@ -459,10 +456,8 @@ def sweep_tables(result: dict) -> list[str]:
         ]
     eots = sorted({int(k.split("/")[0][4:]) for k in res if k.startswith("eot=")})
     if eots:
-        lines += ["| EOT samples | " + " | ".join(map(str, eots)) + " |", "|---" * (len(eots) + 1) + "|"]
-        lines.append(
-            f"| {LABELS[SWEEP]} | " + " | ".join(f"{_pct(res[f'eot={k}/{SWEEP}']['mean'])}" for k in eots) + " |"
-        )
+        lines += markdown_table(["EOT samples", *map(str, eots)],
+                                [[LABELS[SWEEP], *(_pct(res[f"eot={k}/{SWEEP}"]["mean"]) for k in eots)]])  # fmt: skip
         lines += ["", "EOT sweep (paper Table 6): mean accuracy in %."]
     return lines
 
