@@ -99,7 +99,7 @@ def with_variants(folders: list[Path]) -> dict:
     case runs over every variant), the last folder's table for everything else, each folder's call in
     ``provenance.calls`` (``provenance.variants`` says the calls are side by side, not one after another).
     """
-    from art_adp.apps.levers import render_levers
+    from art_adp.apps.levers_table import render_levers
     from art_adp.runs.records import read_jsonl
 
     tables = [with_calls(json.loads((f / "table.json").read_text(encoding="utf-8")), []) for f in folders]
@@ -127,7 +127,7 @@ def with_variants(folders: list[Path]) -> dict:
 def with_flags(result: dict, root: Path = Path(".")) -> tuple[dict, int]:
     """``result`` (a published lever table) with each cell's per-image flags from its run folder's records, where they
     give the cell's published accuracy and images exactly: ``(result, cells given flags)``."""
-    from art_adp.apps.levers import TABLE_SCHEMA, render_levers
+    from art_adp.apps.levers_table import TABLE_SCHEMA, render_levers
     from art_adp.runs.records import read_jsonl
 
     m = re.search(r"--run-dir (\S+)", result["provenance"]["command"])

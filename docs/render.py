@@ -563,7 +563,7 @@ def mnist_levers(path: str) -> str:
         if c.get("judge", "ensemble") == "ensemble" and "classifier" not in c:
             groups.setdefault((c["model"], c["setting"]), {})[c["attack"]] = c
 
-    from art_adp.apps.levers import SETTINGS
+    from art_adp.apps.levers_presets import SETTINGS
 
     label = {"none": "no purification", "oracle": "oracle (exact score)", "denoiser": "DenoiserUNet"}
     order = [*label, *(s.name for s in SETTINGS)]  # models, then settings, in their declared order
@@ -664,7 +664,8 @@ def against_earlier(result: dict, earlier: dict, earlier_path: str) -> list[str]
     (``earlier_path``, a levers result): its strongest single attack and its per-image worst case, and the margin
     of each (points; negative: the new attack leaves fewer images robust). A cell whose score model or classifier was
     retrained since (other weights' hashes in the two provenances) has no earlier cells to be set against."""
-    from art_adp.apps.levers import VARIANT, WORST_CASE
+    from art_adp.apps.levers_presets import VARIANT
+    from art_adp.apps.levers_table import WORST_CASE
 
     adaptive = {r["name"] for r in result["rows"] if r["adaptive"]}
     lines = []
@@ -703,7 +704,8 @@ def levers_page(result: dict, path: str, earlier: str | None = None) -> str:
     ones (one column per attack, adaptive rows worst of R), the four judgements of the adaptive rows, the
     classifiers' training, the provenance; with ``earlier`` (another levers result), each adaptive cell against that
     suite's strongest attack and per-image worst case on the same defence and images (:func:`against_earlier`)."""
-    from art_adp.apps.levers import AUTOATTACK, WORST_CASE
+    from art_adp.apps.levers_table import WORST_CASE
+    from art_adp.attacks.registry import AUTOATTACK
     from art_adp.data import DATASETS
 
     eps = result["eps"]
@@ -859,7 +861,7 @@ def _defences(paths: Sequence[str]) -> dict[tuple, dict[str, dict]]:
     model, its weights' SHA-256, setting, classifier, its weights' SHA-256; None where a table recorded no hash), with
     its cells per result file. A bare classifier is the defence "no purification"; a table that names no classifier
     (mnist_levers.json) measured the MLP."""
-    from art_adp.apps.levers import WORST_CASE
+    from art_adp.apps.levers_table import WORST_CASE
 
     found: dict[tuple, dict[str, dict]] = {}
     for path in paths:
@@ -883,7 +885,7 @@ def _under_attack(cells_by_file: dict[str, dict], bare: bool) -> tuple | None:
     over every attack of its line where the table recorded one, else its strongest single attack; only attacks that
     see the defence count (every attack on a bare classifier is white-box). (cell, file, attacks, per image) or None
     where only the preprocessor-blind attack was run."""
-    from art_adp.apps.levers import WORST_CASE
+    from art_adp.apps.levers_table import WORST_CASE
 
     found = []
     for path, cells in cells_by_file.items():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from art_adp.apps import levers
+from art_adp.apps import levers, levers_classifiers
 from art_adp.models import CifarResNet
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "cifar10_classifiers.py"
@@ -54,8 +54,8 @@ def test_both_come_back_from_the_run_folder_computing_what_the_originals_compute
     mean = torch.tensor(script.IMAGENET_MEAN).view(1, 3, 1, 1)
     std = torch.tensor(script.IMAGENET_STD).view(1, 3, 1, 1)
     with torch.no_grad():
-        torch.testing.assert_close(levers.brought("resnet20", run)(x), reference.eval()((x - mean) / std))
-        torch.testing.assert_close(levers.brought("tiniest", run)(x), tiny(x - 0.5))
+        torch.testing.assert_close(levers_classifiers.brought("resnet20", run)(x), reference.eval()((x - mean) / std))
+        torch.testing.assert_close(levers_classifiers.brought("tiniest", run)(x), tiny(x - 0.5))
     with pytest.raises(FileNotFoundError, match="put it in .* as adv.safetensors .* or adv.pt"):
-        levers.brought("adv", run)
+        levers_classifiers.brought("adv", run)
     assert script.main(["--out", str(run)]) == 2  # nothing to bring

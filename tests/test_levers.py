@@ -14,7 +14,7 @@ import torch
 from art_adp.runs.statistics import flags_of, per_image
 from art_adp.runs.plans import PLANS, Plan, plan
 from art_adp import data as datasets
-from art_adp.apps import levers, robust_baseline
+from art_adp.apps import levers, levers_classifiers, levers_presets, levers_table, robust_baseline
 from art_adp.apps.evaluation.report import wilson
 from art_adp.apps.levers import (
     SETTINGS,
@@ -85,8 +85,8 @@ def test_a_cells_per_image_flags_are_kept_in_runs_and_read_back_and_the_worst_ca
     records += [rec("b", i, ok) for i, ok in enumerate([True, True, False, True])]
     cells = render_levers(records)["cells"]
     attacked = [c for c in cells if c["attack"] != levers.WORST_CASE]
-    assert levers.worst_over_attacks(attacked) == [c for c in cells if c["attack"] == levers.WORST_CASE]
-    (worst,) = levers.worst_over_attacks(attacked)
+    assert levers_table.worst_over_attacks(attacked) == [c for c in cells if c["attack"] == levers.WORST_CASE]
+    (worst,) = levers_table.worst_over_attacks(attacked)
     assert flags_of(worst) == {0: True, 1: False, 2: False} and worst["accuracy"] == 1 / 3  # image 3: b alone
 
 
@@ -101,7 +101,7 @@ def test_a_published_table_is_given_its_flags_only_where_its_run_folder_gives_it
     cells = [{k: v for k, v in c.items() if k not in ("images", "flags")} for c in render_levers(records)["cells"]]
     result = {"cells": cells, "provenance": {"command": "art-adp levers --run-dir run --attacks a b"}}
     out, given = publish.with_flags(result, root=tmp_path)
-    assert given == 3 and out["schema"] == levers.TABLE_SCHEMA  # a, b and their worst case
+    assert given == 3 and out["schema"] == levers_table.TABLE_SCHEMA  # a, b and their worst case
     assert [{k: v for k, v in c.items() if k not in ("images", "flags")} for c in out["cells"]] == cells  # verbatim
     assert flags_of(out["cells"][0]) == {i: i % 2 == 0 for i in range(6)}
     stale = {**result, "cells": [{**cells[0], "n": 5}, *cells[1:]]}  # published from fewer images than the folder holds
@@ -141,7 +141,7 @@ def test_a_run_measures_resumes_and_extends(tiny, tmp_path, one_thread):
     assert 0 < np.abs(kept["images"] - tiny.x_test[:3]).max() <= 0.3 + 1e-6
     with_options = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
     assert {json.dumps(r.get("options")) for r in with_options if r["attack"] == bpda} == {
-        json.dumps(levers.recorded(levers._budget(levers.with_restarts(levers.MNIST.rows[4], 1), 0.3, 1, judge_draws=2),
+        json.dumps(levers.recorded(levers._budget(levers.with_restarts(levers_presets.MNIST.rows[4], 1), 0.3, 1, judge_draws=2),
                                    REGISTRY[SWEEP_ATTACK]))}  # fmt: skip
     assert table["provenance"]["models"].keys() == {"mlp", "adv-mlp"}
     assert table["provenance"]["data_sha256"] == array_sha256(tiny.x_test[:3], tiny.y_test[:3])  # the images measured
@@ -322,7 +322,7 @@ def test_cifar10_preset_defends_resnet20_beside_its_fast_adversarial_training():
     adv = p.classifiers["adv-resnet20"]
     assert (adv.arch, adv.adversarial, adv.method, adv.lr, adv.batch_size) == ("resnet20", True, "fgsm-rs", 0.2, 128)
     assert p.classifiers["resnet20"].epochs == 0  # brought, not trained here
-    model = levers._architecture("adv-resnet20", p)
+    model = levers_classifiers._architecture("adv-resnet20", p)
     assert model.config["in_channels"] == 3 and model.config["image_size"] == 32
     assert levers._classes(model) == 10 and model(torch.zeros(1, *p.image_shape)).shape == (1, 10)
 
@@ -562,7 +562,7 @@ def test_baseline_rows_wiring(tiny, tmp_path, one_thread, monkeypatch):
                      "adv-cnn": ClassifierRecipe("cnn", adversarial=True, epochs=2, patience=1, max_iter=1)},
         baselines=("cnn", "adv-cnn"), sigmas=(0.25,),
         rows=(Row("clean"), Row(BLIND_ATTACK, BLIND_ATTACK, eps / 4, 2, True),
-              levers.adaptive_row(FULL_ATTACK, eps / 4, max_iter=1), Row(AUTOATTACK, AUTOATTACK)),
+              levers_presets.adaptive_row(FULL_ATTACK, eps / 4, max_iter=1), Row(AUTOATTACK, AUTOATTACK)),
         attacks=("clean", BLIND_ATTACK),
     )  # fmt: skip
     monkeypatch.setitem(PLANS, "levers:tiny", Plan("levers", "a tiny table", preset))
@@ -631,7 +631,7 @@ def test_the_command_line_takes_a_data_set_and_overrides(monkeypatch):
     assert seen["purified"] == ("adv-cnn",) and seen["attacks"] == ("clean", APGD) and seen["classifiers"] is None
 
 
-APGD = levers.APGD_ATTACK
+APGD = levers_presets.APGD_ATTACK
 
 
 def test_render_of_a_fake_fashion_mnist_result():
@@ -714,7 +714,7 @@ def test_restarts_and_the_best_iterate_are_rows_of_their_own(tiny, tmp_path, one
     old = levers._budget(row, 0.3, 1)
     assert (old.num_random_init, old.check_every) == (1, 0)
     strong = levers.with_restarts(row, 2, 100)
-    assert strong.name == "bpda-eot-100it-r2" and levers.VARIANT.match(strong.name)["runs"] == "2"
+    assert strong.name == "bpda-eot-100it-r2" and levers_presets.VARIANT.match(strong.name)["runs"] == "2"
     budget = levers._budget(strong, 0.3, 16, judge_draws=10)
     assert (budget.max_iter, budget.num_random_init, budget.check_every, budget.judge_draws) == (100, 2, "auto", 10)
     assert row_label(strong, 0.3) == "BPDA+EOT, 100 × ε/30, best iterate, 2 runs"
@@ -809,14 +809,14 @@ def test_a_recipe_with_init_fine_tunes_the_brought_classifier(tiny, tmp_path, mo
                            baselines=(), classifiers={
                                "base": ClassifierRecipe("mlp", epochs=0),
                                "tuned": ClassifierRecipe("mlp", epochs=2, patience=1, lr=1e-4, validation=0.25,
-                                                         purifier=("oracle", levers.ONE_STEP), init="base")})  # fmt: skip
+                                                         purifier=("oracle", levers_presets.ONE_STEP), init="base")})  # fmt: skip
     seen = {}
 
     def train(model, x, y, path, **kw):
         seen.update(kw, weights={k: v.clone() for k, v in model.state_dict().items()})
         return model, {}
 
-    monkeypatch.setattr(levers, "train_until_plateau", train)
+    monkeypatch.setattr(levers_classifiers, "train_until_plateau", train)
     levers._classifier("tuned", preset, tiny, tmp_path, 0, False)
     assert all(torch.equal(seen["weights"][k], v) for k, v in base.state_dict().items())
     assert (seen["lr"], seen["val_fraction"], seen["adversarial"]) == (1e-4, 0.25, False)

@@ -249,11 +249,10 @@ def test_the_table_check_finds_the_old_tables():
 
 
 def test_wilson_is_one_function():
-    import art_adp.apps.levers as levers
     import art_adp.apps.reproduce as reproduce
     from art_adp.runs import statistics
 
-    assert levers.wilson is reproduce.wilson is report.wilson is statistics.wilson
+    assert reproduce.wilson is report.wilson is statistics.wilson
     assert all(np.isnan(report.wilson(0.0, 0)))
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from art_adp.runs.statistics import flags_of
-from art_adp.apps import cli, levers, rejudge
+from art_adp.apps import cli, levers, levers_classifiers, rejudge
 from art_adp.apps.levers import run_levers
 from art_adp.attacks.registry import SWEEP_ATTACK
 from art_adp.data import Dataset
@@ -97,7 +97,7 @@ def test_the_command_line_rebuilds_the_run_and_names_what_is_missing(tiny, run, 
         rejudge.rejudge_levers(folder, data=tiny, progress=False)
     (folder / "cells.json").write_text(json.dumps(cells))
     (folder / "mlp.safetensors").replace(folder / "elsewhere.safetensors")
-    other = levers.brought("elsewhere", folder)
+    other = levers_classifiers.brought("elsewhere", folder)
     with torch.no_grad():
         next(other.parameters()).add_(0.01)  # another classifier under the run's name
     save_classifier(other, folder / "mlp.safetensors")

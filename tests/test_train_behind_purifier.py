@@ -15,7 +15,7 @@ from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 
 from art_adp.runs.plans import PLANS, Plan, plan
 from art_adp import ADPPurifier
-from art_adp.apps import cli, levers, robust_baseline
+from art_adp.apps import cli, levers, levers_classifiers, levers_presets, robust_baseline
 from art_adp.apps.levers import ClassifierRecipe, Preset, Row, run_levers, table_markdown
 from art_adp.apps.train_classifier import ClassifierTraining, train_classifier_command
 from art_adp.attacks.registry import FULL_ATTACK
@@ -232,7 +232,7 @@ def test_levers_trains_measures_and_names_the_classifiers_behind_the_purifier(ti
     denoise; in ``purified`` each is measured behind that purification only; in the undefended rows it warns; the
     records, the table and the classifiers' facts name them."""
     eps = 8 / 255
-    behind = ("oracle", levers.ONE_STEP)
+    behind = ("oracle", levers_presets.ONE_STEP)
     preset = Preset(
         eps=eps, classifier="cnn",
         classifiers={"cnn": ClassifierRecipe("cnn", epochs=1),
@@ -240,7 +240,7 @@ def test_levers_trains_measures_and_names_the_classifiers_behind_the_purifier(ti
                      "adv-cnn-oracle": ClassifierRecipe("cnn", adversarial=True, epochs=1, patience=1, max_iter=1,
                                                         purifier=behind)},
         baselines=("cnn",), sigmas=(0.25,), attacks=("clean",),
-        rows=(Row("clean"), levers.adaptive_row(FULL_ATTACK, eps / 4, max_iter=1)),
+        rows=(Row("clean"), levers_presets.adaptive_row(FULL_ATTACK, eps / 4, max_iter=1)),
     )  # fmt: skip
     monkeypatch.setitem(PLANS, "levers:tiny", Plan("levers", "a tiny table", preset))
     monkeypatch.setitem(DATASETS, "tiny", DatasetSpec(lambda root: tiny, (1, 28, 28), eps, sigmas=(0.25,),
@@ -267,8 +267,8 @@ def test_levers_trains_measures_and_names_the_classifiers_behind_the_purifier(ti
                        estimate_only=estimate_only)  # fmt: skip
     assert not [w for w in caught if "was trained behind" in str(w.message)]
     cells = {(c.get("classifier"), c["model"], c["setting"]): c for c in table["cells"]}
-    assert set(cells) == {(None, "none", "cnn-oracle"), ("cnn-oracle", "oracle", levers.ONE_STEP),
-                          ("adv-cnn-oracle", "oracle", levers.ONE_STEP)}  # fmt: skip
+    assert set(cells) == {(None, "none", "cnn-oracle"), ("cnn-oracle", "oracle", levers_presets.ONE_STEP),
+                          ("adv-cnn-oracle", "oracle", levers_presets.ONE_STEP)}  # fmt: skip
     assert all(c["n"] == 2 for c in cells.values())
     assert "| cnn-oracle | oracle | one-step denoise |" in table_markdown(table)
     facts = table["classifiers"]
@@ -298,9 +298,9 @@ def test_a_classifier_trained_through_the_purifier_is_trained_by_its_recipes_met
         seen.update(kw)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(levers, "train_until_plateau", trainer)
+    monkeypatch.setattr(levers_classifiers, "train_until_plateau", trainer)
     fast = ClassifierRecipe("cnn", adversarial=True, epochs=4, patience=4, method="fgsm-rs", lr=0.02,
-                            purifier=("oracle", levers.ONE_STEP))  # fmt: skip
+                            purifier=("oracle", levers_presets.ONE_STEP))  # fmt: skip
     preset = Preset(eps=8 / 255, classifier="cnn", classifiers={"fast": fast}, baselines=(), sigmas=(0.25,),
                     rows=(Row("clean"),), attacks=("clean",))  # fmt: skip
     with pytest.raises(KeyboardInterrupt):

@@ -238,5 +238,6 @@ def _markdown(table: dict, c: CertifyConfig) -> str:
     """The certified-accuracy table: two lines per σ (CERTIFY, the approximate variant)."""
     variants = {"certify": f"CERTIFY (n0={c.n0}, n={c.n}, α={c.alpha:g})",
                 "approximate": f"approximate (n={c.n_approximate}, not a certificate)"}  # fmt: skip
-    rows = [[key, name, *map(accuracy_cell, row[v])] for key, row in table.items() for v, name in variants.items()]
+    rows = [[key, name, *(accuracy_cell(a) for a in row[v])]
+            for key, row in table.items() for v, name in variants.items()]  # fmt: skip
     return "\n".join(markdown_table(["σ", "variant", *(f"r = {r:g}" for r in c.radii)], rows))

@@ -21,6 +21,8 @@ import numpy as np
 from ..runs.engine import Judgement, defended_estimator, kept, rejudge, single_value
 from ..runs.records import array_sha256, module_sha256, read_jsonl, weights_sha256
 from . import levers
+from .levers_classifiers import JUDGE_BATCH, brought, measured_purifier
+from .levers_presets import Setting
 
 __all__ = ["HELP", "Rejudge", "rejudge_command", "rejudge_levers"]
 
@@ -133,14 +135,14 @@ def rejudge_levers(run_dir, *, repeats: int | None = None, ensemble_size: int | 
         """The defended model of ``(classifier, score model, setting)`` (the last one built kept: its rows follow)."""
         if target not in built:
             built.clear()
-            clf = levers.brought(target[0], run_dir)
+            clf = brought(target[0], run_dir)
             if module_sha256(clf) != weights.get(target[0]):
                 raise ValueError(f"{run_dir}/{target[0]} is not the classifier the run measured (SHA-256 "
                                  f"{weights.get(target[0])}).")  # fmt: skip
             # the setting as its cells recorded it: clip_noise False where its noisy input is not clipped
             record = next(c for k, c in cells.items() if k[:3] == target)["purifier"]
-            setting = levers.Setting(**{**record, "clip_noise": record.get("clip_noise", True)})
-            purifier = levers.measured_purifier(target[1], setting, x_train, score, seed=seed, device=device)
+            setting = Setting(**{**record, "clip_noise": record.get("clip_noise", True)})
+            purifier = measured_purifier(target[1], setting, x_train, score, seed=seed, device=device)
             classes = getattr(clf, "config", {}).get("nb_classes", 10)
             built[target] = defended_estimator(clf, purifier, input_shape=shape, nb_classes=classes, device=device)
         return built[target]
@@ -150,7 +152,7 @@ def rejudge_levers(run_dir, *, repeats: int | None = None, ensemble_size: int | 
         plan = levers.judge_seeds(cells[k].get("seed_scheme", "levers"), seed, (*k, "ensemble"), r_)
         return lambda first: plan(first // levers.BLOCK, first).judge
 
-    judgement = Judgement("ensemble", s_, r_, batch_size=levers.JUDGE_BATCH)
+    judgement = Judgement("ensemble", s_, r_, batch_size=JUDGE_BATCH)
     return rejudge(run_dir, {k: (k[:3], seeds(k)) for k in cells}, build, labels, judgement,
                    name=f"rejudged-S{s_}-R{r_}-seed{seed}", settings={"ensemble_size": s_, "repeats": r_, "seed": seed},
                    progress=progress)  # fmt: skip

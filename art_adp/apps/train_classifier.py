@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .commands import CLASSIFIERS
-from .levers import ONE_STEP, SETTING_NAMES
+from .levers_presets import ONE_STEP, SETTING_NAMES
 
 __all__ = ["ClassifierTraining", "train_classifier_command", "HELPS", "OPTIONS"]
 
@@ -45,8 +45,8 @@ class ClassifierTraining:
     :param eps_step, max_iter, ratio: The training attack's step, PGD iterations and adversarial fraction of each
         batch (None: :func:`~art_adp.models.adversarial.train_adversarial_classifier`'s defaults).
     :param purifier: None, ``"oracle"`` or ``"denoiser"``: train behind that score model's purification
-        (:func:`~art_adp.apps.levers.training_purifier`), resumable per epoch.
-    :param setting: The purification, a name of :data:`~art_adp.apps.levers.SETTING_NAMES`.
+        (:func:`~art_adp.apps.levers_classifiers.training_purifier`), resumable per epoch.
+    :param setting: The purification, a name of :data:`~art_adp.apps.levers_presets.SETTING_NAMES`.
     """
 
     arch: str = "digits-cnn"
@@ -181,7 +181,8 @@ def _train_behind(c: ClassifierTraining, model, data, run_dir: Path, denoiser: s
     from .. import models
     from ..models.adversarial import default_eps_step
     from ..score import load_score_model
-    from .levers import FASHION_MNIST, setting_named, training_purifier
+    from .levers_classifiers import training_purifier
+    from .levers_presets import FASHION_MNIST, setting_named
     from .robust_baseline import robust_accuracy
 
     setting = setting_named(c.setting, FASHION_MNIST.sigmas)  # the σ grid of both presets

@@ -18,7 +18,7 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence]) -> list[str]
     for row in rows:
         if len(row) != len(header):
             raise ValueError(f"A table row has {len(row)} cells for {len(header)} columns: {list(row)}.")
-        lines.append("| " + " | ".join(map(str, row)) + " |")
+        lines.append("| " + " | ".join(str(c) for c in row) + " |")
     return lines
 
 
