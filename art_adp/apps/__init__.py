@@ -9,7 +9,8 @@ run-folder plumbing of :mod:`art_adp.runs`. The three commands that measure accu
 - :mod:`~art_adp.apps.levers`: the lever tables of MNIST, Fashion-MNIST and CIFAR-10 (their presets as data in
   :mod:`~art_adp.apps.levers_presets`, their classifiers in :mod:`~art_adp.apps.levers_classifiers`, the table from
   the records in :mod:`~art_adp.apps.levers_table`);
-- :mod:`~art_adp.apps.reproduce` with :mod:`~art_adp.apps.snapshots`: the paper's MNIST row end to end;
+- :mod:`~art_adp.apps.reproduce` with :mod:`~art_adp.apps.snapshots`: the paper's MNIST row end to end (its recipe
+  in :mod:`~art_adp.apps.reproduce_recipe`, its report in :mod:`~art_adp.apps.reproduce_report`);
 - :mod:`~art_adp.apps.corruption_table`: the common-corruption table; :mod:`~art_adp.apps.certify_run`: the
   certification run; :mod:`~art_adp.apps.detect_demo` and :mod:`~art_adp.apps.demo`: the digits demos;
   :mod:`~art_adp.apps.plots`: their figures.

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
 
@@ -31,151 +31,22 @@ import torch
 from .._device import to_model
 from .._hardware import resolve_precision
 from ..attacks import registry
-from ..attacks.registry import LABELS, Budget
+from ..attacks.registry import Budget
 from ..runs.provenance import device_description
 from ..preprocessor import ADPPurifier
 from ..purification import purify
-from ..runs.engine import (Attacking, Cell, Judgement, Seeds, build_defence, correct, defended_estimator,
+from ..runs.engine import (Attacking, Cell, Judgement, Seeds, build_defence, defended_estimator,
                            registry_attack, run_cells)  # fmt: skip
-from ..runs.plans import Plan, plan, register
+from ..runs.plans import plan
 from ..runs.records import append_records, guard_settings, read_jsonl
-from ..runs.render import accuracy_cell, markdown_table
-from ..runs.statistics import wilson
-from ..runs.seeds import REPRODUCE_SCHEMES, SeedPlan, check_scheme, derive_seed
+from ..runs.seeds import SeedPlan, derive_seed
+from .reproduce_recipe import CURVE_DIRECTIONS, PAPER_MNIST, MnistRecipe
+from .reproduce_report import _curve, _diagnostics_md, _plot_curve, _summarise, render_table
 from .snapshots import read_snapshot_log, train_with_snapshots
 
 __all__ = ["PAPER_MNIST", "STAGES", "MnistRecipe", "reproduce_command", "reproduce_mnist", "render_table"]
 
 STAGES = ("classifier", "score", "curve", "table", "report")
-
-CURVE_DIRECTIONS = 4  # random directions per image of the curve's compression rate
-
-PAPER_MNIST = {
-    "source": "Yoon, Hwang & Lee (ICML 2021), appendix table 'Evaluation results for more datasets'",
-    "data": "MNIST, 60,000 training / 10,000 test images",
-    "score_model": "NCSNv2, sigma_1 = 15, sigma_L = 0.005253, L = 110, 200,000 iterations of batch 128",
-    "clean": 98.07,
-    registry.BLIND_ATTACK: 96.41,
-}
-
-
-@dataclass(frozen=True)
-class MnistRecipe:
-    """
-    Everything ``reproduce mnist`` does, with the defaults of the recipe documented in ``docs/mnist_results.md``.
-
-    Score model: NCSNv2 of width ``ngf`` trained on σ from ``sigma_begin`` to ``sigma_end`` (geometric,
-    ``num_sigmas`` levels; purification starts at σ = 0.25, so the paper's σ₁ = 15 only matters for sampling), batch
-    ``batch_size``, Adam ``lr`` after ``lr_warmup`` steps of linear warm-up, EMA ``ema_decay``, forward pass in
-    ``precision`` (``"fp32"`` or ``"bf16"``, as :func:`~art_adp.score.train_score_model` takes them, or ``"auto"``:
-    bf16 where the device computes it natively, else fp32, and on a resume the stored recipe's; ``recipe.json``
-    holds the precision used; one written before ``lr_warmup`` and ``precision`` existed reads as 0 and
-    ``"fp32"``). The table is measured at every iteration count of ``budgets``; the learning curve at every
-    ``curve_milestones`` entry (the budgets are milestones too).
-
-    Attack budgets: ℓ∞ ε = ``eps``; Clf-PGD ``max_iter`` steps of ``eps_step`` (the paper's row: 40 × 0.01);
-    BPDA+EOT ``bpda_max_iter`` steps of ``attack_eps_step`` with ``eot_samples`` draws; the full-gradient row
-    (``full_attack``) ``full_max_iter`` steps of ``attack_eps_step`` with ``full_eot_samples`` draws (APGD sets its
-    own step). Judged on the S = ``ensemble_size`` ensemble, worst case over R = ``repeats`` (10, DiffHammer's
-    Wor.Rob@10, as every preset judges). Rows run on the first ``n_examples`` / ``n_bpda`` / ``n_full`` test images
-    (``None``: all). Each block's seeds come from ``seed`` by ``seed_scheme``: ``"apart"`` (the attack's, the noise's
-    and the judgements' derived apart from the snapshot, the row and the block's first image), or ``"reproduce"``, the
-    scheme of the folders measured before it; None: the folder's own, ``"apart"`` for a new one.
-    """
-
-    hidden: tuple[int, ...] = (512, 512)
-    clf_epochs: int = 20
-    clf_batch_size: int = 64
-    clf_lr: float = 1e-3
-    ngf: int = 16
-    sigma_begin: float = 1.0
-    sigma_end: float = 0.01
-    num_sigmas: int = 20
-    batch_size: int = 64
-    lr: float = 1e-3
-    lr_warmup: int = 0
-    precision: str = "fp32"
-    ema_decay: float = 0.999
-    budgets: tuple[int, ...] = (2000, 8000)
-    curve_milestones: tuple[int, ...] = (250, 500, 1000, 2000, 4000, 8000)
-    checkpoint_every: int = 100
-    sigma: float = 0.25
-    steps: int = 10
-    ensemble_size: int = 10
-    repeats: int = 10
-    eps: float = 0.3
-    eps_step: float = 0.01
-    max_iter: int = 40
-    bpda_max_iter: int = 40
-    eot_samples: int = 15
-    attack_eps_step: float = 0.01
-    full_attack: str = registry.FULL_ATTACK
-    full_max_iter: int = 40
-    full_eot_samples: int = 15
-    n_examples: int | None = None
-    n_bpda: int | None = 100
-    n_full: int | None = 20
-    n_curve: int = 200
-    chunk_size: int = 50
-    seed: int = 0
-    seed_scheme: str | None = None
-
-    def check(self) -> None:
-        if self.seed_scheme is not None:
-            check_scheme(self.seed_scheme, REPRODUCE_SCHEMES)
-        if not self.budgets or any(int(b) != b or b < 1 for b in self.budgets):
-            raise ValueError(f"budgets must be positive iteration counts, got {self.budgets}.")
-        if self.full_attack not in registry.names(full=True):
-            raise ValueError(
-                f"full_attack must be a full-gradient attack, one of {registry.names(full=True)}, got "
-                f"{self.full_attack!r}."
-            )
-        for name in ("n_examples", "n_bpda", "n_full"):
-            value = getattr(self, name)
-            if value is not None and (int(value) != value or value < 0):
-                raise ValueError(f"{name} must be None or an integer >= 0, got {value!r}.")
-        for name in (
-            "ensemble_size",
-            "repeats",
-            "max_iter",
-            "bpda_max_iter",
-            "eot_samples",
-            "full_max_iter",
-            "full_eot_samples",
-            "chunk_size",
-            "n_curve",
-        ):
-            if int(getattr(self, name)) != getattr(self, name) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}.")
-
-    @property
-    def milestones(self) -> list[int]:
-        return sorted({int(m) for m in (*self.curve_milestones, *self.budgets)})
-
-    def rows(self) -> dict[str, dict]:
-        """Row name → its attack budget and the number of test images it runs on."""
-        return {
-            "clean": {"n": self.n_examples},
-            registry.BLIND_ATTACK: {"n": self.n_examples, "max_iter": self.max_iter, "eps_step": self.eps_step},
-            registry.SWEEP_ATTACK: {
-                "n": self.n_bpda,
-                "max_iter": self.bpda_max_iter,
-                "eps_step": self.attack_eps_step,
-                "eot_samples": self.eot_samples,
-            },
-            self.full_attack: {
-                "n": self.n_full,
-                "max_iter": self.full_max_iter,
-                "eps_step": self.attack_eps_step,
-                "eot_samples": self.full_eot_samples,
-            },
-        }
-
-
-#: The recipe of docs/mnist_results.md, the plan ``reproduce mnist`` runs.
-MNIST_PLAN = register("reproduce:mnist", Plan(
-    "reproduce", "the paper's MNIST row (docs/mnist_results.md): an MLP and an NCSNv2 trained here, its learning "
-    "curve, Clf-PGD and the adaptive attacks, the paper beside", MnistRecipe()))  # fmt: skip
 
 
 def _stage_classifier(data, recipe: MnistRecipe, run_dir: Path, device: str, progress: bool, log) -> torch.nn.Module:
@@ -468,186 +339,6 @@ def _diagnostics(classifier, data, recipe: MnistRecipe, run_dir: Path, device: s
         log=log,
         measure=measure,
     )
-
-
-def _diagnostics_md(report: dict) -> str:
-    from .diagnostics import render_diagnostics
-
-    adp = {p["step"]: {"clean": p["clean"] / p["n"], "clf_pgd": p["clf_pgd"] / p["n"]} for p in report["curve"]}
-    rates = {p["step"]: p.get("compression_rate") for p in report["curve"]}
-    per_step = [
-        {
-            **r,
-            "adp": {k: {"accuracy": v} for k, v in adp.get(r["step"], {}).items()},
-            "compression_rate": rates.get(r["step"]),
-        }
-        for r in report["diagnostics"]["per_step"]
-    ]
-    label = f"compression rate (median, l_inf radius {report['recipe']['eps']}, {CURVE_DIRECTIONS} directions)"
-    return render_diagnostics(
-        per_step, report["diagnostics"]["sweep"], report["recipe"]["sigma"], compression_label=label
-    )
-
-
-def _curve(records: list[dict], denoise: dict[int, dict], recipe: MnistRecipe, run_dir: Path) -> list[dict]:
-    """Learning-curve points: per snapshot with complete records, accuracy on the first ``n_curve`` images."""
-    train = {r["step"]: r["wall_s"] for r in read_snapshot_log(run_dir / "score")}
-    out = []
-    for m in recipe.curve_milestones:
-        if m not in denoise or m not in train:
-            continue
-        n = denoise[m]["n"]
-        point = {
-            "step": m,
-            "train_wall_s": train[m],
-            "n": n,
-            "ensemble_size": recipe.ensemble_size,
-            "repeats": recipe.repeats,
-            "denoising_ratio": denoise[m]["denoising_ratio"],
-            "attack_ratio": denoise[m].get("attack_ratio"),
-            "compression_rate": denoise[m].get("compression_rate"),
-        }
-        for row, key in (("clean", "clean"), (registry.BLIND_ATTACK, "clf_pgd")):
-            recs = [r for r in records if r["budget"] == m and r["row"] == row and r["index"] < n]
-            if len(recs) < n:
-                break
-            point[key] = sum(correct(r) for r in recs)
-        else:
-            out.append(point)
-    return out
-
-
-def _summarise(records: list[dict], recipe: MnistRecipe, n_test: int) -> dict:
-    rows = recipe.rows()
-    out: dict = {}
-    for b in recipe.budgets:
-        for row, spec in rows.items():
-            limit = n_test if spec["n"] is None else min(spec["n"], n_test)
-            recs = [r for r in records if r["budget"] == b and r["row"] == row and r["index"] < limit]
-            n, k = len(recs), sum(correct(r) for r in recs)
-            kb = sum(r["undefended_pred"] == r["label"] for r in recs)
-            out.setdefault(row, {})[str(b)] = {
-                "n": n,
-                "target_n": limit,
-                "correct": k,
-                "accuracy": k / n if n else None,
-                "ci95": wilson(k / n if n else 0.0, n),
-                "undefended": kb / n if n else None,
-                "undefended_ci95": wilson(kb / n if n else 0.0, n),
-                "max_linf": max((r["linf"] for r in recs), default=0.0),
-                "wall_s": round(sum(r["wall_s"] for r in recs), 1),
-            }
-    return out
-
-
-def render_table(report: dict) -> str:
-    """The markdown table: one line per row, the paper's number beside the measured one at every budget."""
-    recipe = report["recipe"]
-    budgets = [str(b) for b in recipe["budgets"]]
-    rows = report["rows"]
-    train = {str(r["step"]): r for r in report["score_snapshots"]}
-
-    def trained(b):
-        return f"{train[b]['wall_s'] / 60:.0f} min" if b in train else "not trained yet"
-
-    head = ["row", "n", "attack budget", "paper (ADP)", "undefended MLP"] + [
-        f"ADP, score {int(b):,} it ({trained(b)})" for b in budgets
-    ]
-    lines = []
-    for row, per in rows.items():
-        first = per[budgets[0]]
-        spec = report["row_budgets"][row]
-        budget = (
-            "–"
-            if row == "clean"
-            else (
-                f"ε = {recipe['eps']}, {spec['max_iter']} × {spec['eps_step']}"
-                + (f", EOT {spec['eot_samples']}" if "eot_samples" in spec else "")
-            )
-        )
-        paper = PAPER_MNIST.get(row)
-        cells = [
-            LABELS[row],
-            str(first["target_n"]),
-            budget,
-            "–" if paper is None else f"{paper:.2f}",
-            (
-                "–"
-                if first["undefended"] is None
-                else (
-                    accuracy_cell(first["undefended"], first["undefended_ci95"])
-                    if row in ("clean", registry.BLIND_ATTACK)
-                    else "–"
-                )
-            ),
-        ]
-        for b in budgets:
-            cell = "–" if per[b]["accuracy"] is None else accuracy_cell(per[b]["accuracy"], per[b]["ci95"])
-            if 0 < per[b]["n"] < per[b]["target_n"]:
-                cell += f" (partial: {per[b]['n']} of {per[b]['target_n']})"
-            cells.append(cell)
-        lines.append(cells)
-    return "\n".join(markdown_table(head, lines))
-
-
-def _plot_curve(curve: list[dict], path: Path, title: str, undefended: float | None = None) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = [r["step"] for r in curve]
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4.2))
-    ax.plot(steps, [100 * r["clean"] / r["n"] for r in curve], "o-", label="ADP clean")
-    ax.plot(steps, [100 * r["clf_pgd"] / r["n"] for r in curve], "s-", label="ADP under Clf-PGD ε = 0.3")
-    ax.axhline(PAPER_MNIST["clean"], color="tab:blue", ls=":", lw=1, label="paper, clean (98.07 %)")
-    if undefended is not None:
-        ax.axhline(
-            100 * undefended, color="gray", ls="--", lw=1, label=f"undefended MLP, clean ({100 * undefended:.2f} %)"
-        )
-    ax.axhline(PAPER_MNIST[registry.BLIND_ATTACK], color="tab:orange", ls=":", lw=1, label="paper, Clf-PGD (96.41 %)")
-    for r in curve:
-        ax.annotate(
-            f"{r['train_wall_s'] / 60:.0f} min",
-            (r["step"], 100 * r["clean"] / r["n"]),
-            textcoords="offset points",
-            xytext=(0, 6),
-            ha="center",
-            fontsize=7,
-        )
-    ax.set_ylim(-3, 103)
-    ax.set_ylabel(f"accuracy (%), first {curve[0]['n']} test images, S = {curve[0]['ensemble_size']}")
-    ax2.plot(
-        steps,
-        [r["denoising_ratio"] for r in curve],
-        "^-",
-        color="tab:green",
-        label="denoising ratio: noisy clean images",
-    )
-    if all(r.get("attack_ratio") is not None for r in curve):
-        ax2.plot(
-            steps,
-            [r["attack_ratio"] for r in curve],
-            "v-",
-            color="tab:red",
-            label="attack-removal ratio: Clf-PGD images",
-        )
-    ax2.axhline(1.0, color="gray", lw=0.8)
-    ax2.set_ylim(bottom=0)
-    ax2.set_ylabel("MSE to the clean image: before / after purifying")
-    for a in (ax, ax2):
-        a.set_xscale("log")
-        a.set_xlabel(
-            "score-model training iterations (labels: training wall time)"
-            if a is ax
-            else "score-model training iterations"
-        )
-        a.legend(fontsize=8, loc="center right")
-        a.grid(alpha=0.3)
-    fig.suptitle(title, fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def reproduce_command(
