@@ -62,7 +62,7 @@ def toy_attack():
 
 
 def test_an_attack_is_one_registered_entry_every_plan_takes_by_name(digits, toy_attack, tmp_path):
-    from art_adp.apps.levers import _row_named, preset_for, row_label
+    from art_adp.apps.levers_presets import _row_named, preset_for, row_label
 
     clf, x, y = digits
     res = evaluate_robustness(clf, None, x, y, eps=EPS, attacks=(toy_attack.name,), ensemble_size=1, repeats=1,
@@ -122,7 +122,7 @@ def test_a_judgement_is_one_entry_of_judges_and_rejudges_kept_examples_without_a
 
 def test_a_data_set_is_one_entry_of_datasets_read_by_the_loader_and_the_commands(monkeypatch, capsys):
     from art_adp.apps.cli import build_parser
-    from art_adp.apps.levers import levers_spec
+    from art_adp.apps.levers_presets import levers_spec
 
     def small_digits(**options):
         d = datasets.load_digits(**options)

@@ -168,7 +168,7 @@ def test_levers_run_writes_the_golden_records_and_table(tmp_path, one_thread, mo
     denoise and converged ADP (T 10, λ 0.5) in front of the MLP under clean, Clf-PGD, BPDA+EOT and full-gradient
     PGD+EOT (2 iterations of 0.03, 2 EOT draws, best iterate), judged on S = 2 draws R = 2 times and with fixed noise;
     four images in two blocks of two."""
-    from art_adp.apps import levers
+    from art_adp.apps import levers, levers_table
 
     monkeypatch.setattr(levers, "BLOCK", 2)  # two blocks of two images: the second block's seed is derived
     levers.run_levers(_levers_data(), tmp_path, dataset="mnist", models=("oracle",),
@@ -179,7 +179,7 @@ def test_levers_run_writes_the_golden_records_and_table(tmp_path, one_thread, mo
     table = json.loads((tmp_path / "table.json").read_text())
     records = (tmp_path / "records.jsonl").read_text(encoding="utf-8")
     assert len(records.splitlines()) == 2 * 2 * 4 + 2 * 7 * 4  # undefended: 2 × 2 rows; defended: 2 × 7 columns
-    assert any(c["attack"] == levers.WORST_CASE for c in table["cells"])
+    assert any(c["attack"] == levers_table.WORST_CASE for c in table["cells"])
     assert any(c.get("judge") == "fixed" for c in table["cells"])
     golden("levers", {
         "records.jsonl": text(records, tmp_path),

@@ -16,18 +16,9 @@ from art_adp.runs.plans import PLANS, Plan, plan
 from art_adp import data as datasets
 from art_adp.apps import levers, levers_classifiers, levers_presets, levers_table, robust_baseline
 from art_adp.apps.evaluation.report import wilson
-from art_adp.apps.levers import (
-    SETTINGS,
-    ClassifierRecipe,
-    Preset,
-    Row,
-    Setting,
-    preset_for,
-    render_levers,
-    row_label,
-    run_levers,
-    table_markdown,
-)
+from art_adp.apps.levers import run_levers
+from art_adp.apps.levers_presets import SETTINGS, ClassifierRecipe, Preset, Row, Setting, preset_for, row_label
+from art_adp.apps.levers_table import render_levers, table_markdown
 from art_adp.attacks.registry import AUTOATTACK, BLIND_ATTACK, FULL_ATTACK, REGISTRY, SWEEP_ATTACK, Budget
 from art_adp.data import Dataset, DatasetSpec, load_dataset
 from art_adp.runs import engine
@@ -84,8 +75,8 @@ def test_a_cells_per_image_flags_are_kept_in_runs_and_read_back_and_the_worst_ca
     records = [rec("a", i, ok) for i, ok in enumerate([True, False, True])]
     records += [rec("b", i, ok) for i, ok in enumerate([True, True, False, True])]
     cells = render_levers(records)["cells"]
-    attacked = [c for c in cells if c["attack"] != levers.WORST_CASE]
-    assert levers_table.worst_over_attacks(attacked) == [c for c in cells if c["attack"] == levers.WORST_CASE]
+    attacked = [c for c in cells if c["attack"] != levers_table.WORST_CASE]
+    assert levers_table.worst_over_attacks(attacked) == [c for c in cells if c["attack"] == levers_table.WORST_CASE]
     (worst,) = levers_table.worst_over_attacks(attacked)
     assert flags_of(worst) == {0: True, 1: False, 2: False} and worst["accuracy"] == 1 / 3  # image 3: b alone
 
@@ -166,10 +157,10 @@ def test_worst_over_attacks_counts_an_image_robust_only_if_every_attack_left_it(
     records += [rec("b", 0, False, judge="fixed")]  # another judgement: not counted
     records += [rec("c", 0, True, classifier="x")]  # another classifier's line: alone, no worst case
     cells = {(c.get("classifier"), c["attack"]): c for c in render_levers(records)["cells"]}
-    worst = cells[(None, levers.WORST_CASE)]
+    worst = cells[(None, levers_table.WORST_CASE)]
     assert (worst["n"], worst["accuracy"], worst["attacks"]) == (3, 1 / 3, ["a", "b"])  # images 0-2; only 0 survives
     assert worst["ci95"] == pytest.approx(list(wilson(1 / 3, 3)))
-    assert ("x", levers.WORST_CASE) not in cells
+    assert ("x", levers_table.WORST_CASE) not in cells
 
 
 def test_a_cell_never_mixes_eot_budgets():
@@ -262,7 +253,7 @@ def test_the_command_line_takes_the_settings_of_a_sigma_grid_given_with_sigmas(m
     them against the grid it runs."""
     from art_adp.apps import cli
 
-    assert levers.is_setting_name(name) is known
+    assert levers_presets.is_setting_name(name) is known
     argv = ["levers", "--data-root", "D", "--sigmas", "0.125", "0.25", "--settings", name]
     if known:
         assert cli.build_parser().parse_args(argv).__dict__["config.settings"] == [name]
@@ -384,7 +375,7 @@ def test_a_data_set_added_in_one_place_runs_through_the_loader_the_preset_and_le
     for row in p.rows:  # MNIST's rows, their steps scaled from its ε 0.3 to the toy's 0.1
         assert row.eps_step == pytest.approx(mnist[row.name].eps_step / 3) and row.max_iter == mnist[row.name].max_iter
     assert preset_for("mnist") == plan("levers:mnist").values
-    assert levers.levers_datasets() == ("mnist", "fashion-mnist", "cifar10", "toy")
+    assert levers_presets.levers_datasets() == ("mnist", "fashion-mnist", "cifar10", "toy")
     run = tmp_path / "run"
     argv = ["levers", "--dataset", "toy", "--data-root", "R", "--run-dir", str(run), "--device", "cpu", "--quiet",
             "--models", "oracle", "--settings", "σ 0.2, one-step", "--attacks", "clean", "--classifiers",
@@ -656,7 +647,7 @@ def test_render_of_a_fake_fashion_mnist_result():
                        judgements=j),
                   cell(model="oracle", setting="one-step denoise", attack=FULL_ATTACK, judge="fixed"),
                   cell(model="denoiser", setting="one-step denoise", attack="clean", classifier="adv-cnn"),
-                  {**cell(model="oracle", setting="one-step denoise", attack=levers.WORST_CASE), "accuracy": 0.25}],
+                  {**cell(model="oracle", setting="one-step denoise", attack=levers_table.WORST_CASE), "accuracy": 0.25}],
         "provenance": {"command": "art-adp levers", "code_version": "x", "models": {}, "device": "CPU",
                        "wall_time_s": 3.0},
     }  # fmt: skip
@@ -683,7 +674,7 @@ def test_each_full_strength_cell_is_set_against_the_earlier_suites_strongest_and
                                            "accuracy": acc, "n": n, "ci95": list(wilson(acc, n)), **kw}  # fmt: skip
     earlier = {"classifier": "cnn", "cells": [
         c("clean", 0.74), c(FULL_ATTACK, 0.60), c("selective-eot", 0.585), c(FULL_ATTACK, 0.40, n=20),
-        c(FULL_ATTACK, 0.30, judge="fixed"), c(FULL_ATTACK, 0.20, classifier="adv-cnn"), c(levers.WORST_CASE, 0.58),
+        c(FULL_ATTACK, 0.30, judge="fixed"), c(FULL_ATTACK, 0.20, classifier="adv-cnn"), c(levers_table.WORST_CASE, 0.58),
     ]}  # fmt: skip
     new = {"classifier": "cnn", "rows": [{"name": "full-pgd-eot-100it-r2", "adaptive": True}],
            "cells": [c("full-pgd-eot-100it-r2", 0.565)]}  # fmt: skip

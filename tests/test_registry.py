@@ -249,7 +249,7 @@ def test_the_table_check_finds_the_old_tables():
 
 
 def test_wilson_is_one_function():
-    import art_adp.apps.reproduce as reproduce
+    import art_adp.apps.reproduce_report as reproduce
     from art_adp.runs import statistics
 
     assert reproduce.wilson is report.wilson is statistics.wilson

@@ -260,7 +260,7 @@ def test_one_step_rows_say_whether_their_noisy_input_was_clipped(tmp_path, monke
     """A levers table's one-step rows measured before the clip option (no ``clip_noise``: the input was clipped)
     render as ``…, clipped noise``; those measured unclipped (``clip_noise: false``) and the explicitly clipped
     setting keep their names, so the answer table never merges the two forms into one defence."""
-    from art_adp.apps.levers import render_levers
+    from art_adp.apps.levers_table import render_levers
 
     records = [{"model": "oracle", "setting": s, "attack": "clean", "index": 0, "correct": True, "label": 0,
                 "pred": [0], **({"purifier": {"clip_noise": False}} if s == "one-step denoise" else {})}

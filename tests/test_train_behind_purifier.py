@@ -16,7 +16,9 @@ from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 from art_adp.runs.plans import PLANS, Plan, plan
 from art_adp import ADPPurifier
 from art_adp.apps import cli, levers, levers_classifiers, levers_presets, robust_baseline
-from art_adp.apps.levers import ClassifierRecipe, Preset, Row, run_levers, table_markdown
+from art_adp.apps.levers import run_levers
+from art_adp.apps.levers_presets import ClassifierRecipe, Preset, Row
+from art_adp.apps.levers_table import table_markdown
 from art_adp.apps.train_classifier import ClassifierTraining, train_classifier_command
 from art_adp.attacks.registry import FULL_ATTACK
 from art_adp.data import DATASETS, Dataset, DatasetSpec, load_dataset
@@ -253,8 +255,11 @@ def test_levers_trains_measures_and_names_the_classifiers_behind_the_purifier(ti
         return real(model, x, y, **{**kw, "max_iter": 1})
 
     monkeypatch.setattr(robust_baseline, "robust_accuracy", validation)
-    with pytest.warns(UserWarning, match=r"levers classifier 'cnn-oracle' was trained behind ADP sigma = 0.25 "
-                                         r"\(noisy input not clipped\), T = 1"):
+    with pytest.warns(
+        UserWarning,
+        match=r"levers classifier 'cnn-oracle' was trained behind ADP sigma = 0.25 "
+        r"\(noisy input not clipped\), T = 1",
+    ):
         table = run_levers(tiny, tmp_path, dataset="tiny", models=("oracle",), attacks=("clean",),
                            classifiers=("cnn-oracle",), purified=("cnn-oracle", "adv-cnn-oracle"), n_examples=2,
                            ensemble_size=1, progress=False)  # fmt: skip
@@ -315,7 +320,7 @@ def test_the_presets_hold_the_classifiers_behind_the_purifier():
             recipe = preset.classifiers[name]
             assert recipe.purifier == (name.split("-")[-1], "one-step denoise") and recipe.patience == 5
             assert recipe.adversarial == name.startswith("adv-")
-    assert "cnn-oracle" in levers.CLASSIFIER_NAMES
+    assert "cnn-oracle" in levers_presets.CLASSIFIER_NAMES
 
 
 def test_a_classifier_behind_the_denoiser_needs_the_denoiser(tiny, tmp_path):

@@ -31,8 +31,8 @@ from .detect_demo import ATTACKS as DETECT_ATTACKS, DEFENCES, DetectConfig, dete
 from .evaluation.command import EOT_SWEEP, SIGMA_SWEEP, evaluate_command
 from ..diffusion_purify import SAMPLERS
 from .evaluation.config import ATTACKS as EVALUATED, PRESETS, PURIFIERS, EvalConfig, presets_text
-from .levers import CLASSIFIER_NAMES, FLAG_HELP as LEVERS_HELP, JUDGES, ROW_NAMES, LeversConfig, levers_command
-from .levers import levers_datasets, setting_name
+from .levers import FLAG_HELP as LEVERS_HELP, LeversConfig, levers_command
+from .levers_presets import CLASSIFIER_NAMES, JUDGES, ROW_NAMES, levers_datasets, setting_name
 from .plans import MIGRATE_HELP, migrate_command, plans_command
 from .prepare_data import prepare_cifar10_command
 from .rejudge import HELP as REJUDGE_HELP, Rejudge, rejudge_command

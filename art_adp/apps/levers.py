@@ -31,7 +31,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -74,35 +74,24 @@ from .levers_classifiers import (
     _training_facts,
     measured_purifier,
     model_clipped,
-    training_purifier,
 )
 from .levers_presets import (
-    ATTACK_ROWS,
-    CLASSIFIER_NAMES,
     JUDGES,
-    ROW_NAMES,
-    ROWS,
-    SETTING_NAMES,
-    SETTINGS,
     SETTINGS_HELP,
-    ClassifierRecipe,
     Preset,
     Row,
     Setting,
     _budget,
     _row_named,
     _white_budget,
-    is_setting_name,
-    levers_datasets,
     levers_spec,
     preset_for,
     row_label,
-    setting_name,
     setting_named,
     sigma_settings,
     with_restarts,
 )
-from .levers_table import WORST_CASE, render_levers, table_markdown
+from .levers_table import render_levers, table_markdown
 from .robust_baseline import white_box_pgd
 
 __all__ = [
@@ -251,24 +240,7 @@ def run_levers(
     started, code = time.monotonic(), code_version()  # the code this run loads now, whatever the checkout is later
     diff = code_diff() if code.endswith("-dirty)") else None  # and, uncommitted, its diff as read now
     eps = preset.eps
-    known = {r.name: r for r in preset.rows}
-    # an attack of the registry named in --attacks runs at the preset's first adaptive budget with a random start
-    adaptive_default = next((r for r in preset.rows if r.adaptive and r.random_start), None) or next(
-        r for r in preset.rows if r.adaptive
-    )
-    attacks = tuple(preset.attacks if attacks is None else attacks)
-
-    def row_named(a: str) -> Row | None:
-        return _row_named(a, known, adaptive_default)
-
-    unknown = [a for a in attacks if row_named(a) is None]
-    if unknown:
-        raise ValueError(f"Unknown attack rows {sorted(unknown)}; choose from {list(known)} or {list(REGISTRY)}, or "
-                         "an adaptive one followed by -{N}it-r{K}.")  # fmt: skip
-    rows = [r for r in (row_named(a) for a in attacks) if r is not None]
-    if restarts is not None:
-        rows = [with_restarts(r, restarts) if r.adaptive and not r.num_random_init > 1 and not r.check_every else r
-                for r in rows]  # fmt: skip
+    rows = _rows(preset, tuple(preset.attacks if attacks is None else attacks), restarts)
     options = {"loss": loss, "eot_target": eot_target, "step_schedule": step_schedule, "precision": attack_precision}
 
     def options_of(r: Row) -> dict:
@@ -277,9 +249,6 @@ def run_levers(
         spec = REGISTRY[r.attack]
         return recorded(_budget(r, eps, eot_samples, judge_draws=ensemble_size, options=options), spec)
 
-    if AUTOATTACK in attacks and importlib.util.find_spec("torchattacks") is None:
-        raise ImportError(f"The {AUTOATTACK} row runs torchattacks' AutoAttack: pip install --no-deps "
-                          "torchattacks==3.5.1")  # fmt: skip
     all_settings = sigma_settings(preset.sigmas)
     chosen = [s for s in all_settings if settings is None or s.name in settings]
     if settings is not None and len(chosen) != len(set(settings)):
@@ -311,21 +280,8 @@ def run_levers(
         judge = r.get("judge", "ensemble")
         return (r.get("classifier", base), r["model"], r["setting"], r["attack"], judge, r["index"])
 
-    on_file = read_jsonl(path)
-    draws = {a.name: a.eot_samples or eot_samples for a in rows if a.adaptive}  # a row's own, or the run's
-    other_eot = sorted({(r["attack"], r["eot_samples"]) for r in on_file if r["attack"] in draws
-                        and r.get("eot_samples", draws[r["attack"]]) != draws[r["attack"]]})  # fmt: skip
-    if other_eot:
-        raise ValueError(f"{path} holds {other_eot} measured at other EOT draws than eot_samples={eot_samples}; "
-                         "measure into another run folder, or pass the folder's eot_samples.")  # fmt: skip
     wanted = {r.name: options_of(r) for r in rows if r.adaptive}
-    other = sorted({r["attack"] for r in on_file if r["attack"] in wanted
-                    and r.get("judge", "ensemble") == "ensemble"
-                    and r.get("options") != wanted[r["attack"]]})  # fmt: skip
-    if other:
-        raise ValueError(f"{path} holds rows {other} measured with other attack options than {options} (or by the "
-                         "attacks before their records carried them); measure into another run folder, or pass the "
-                         "options those rows were measured with.")  # fmt: skip
+    _refuse_other_budgets(path, rows, eot_samples, wanted, options)
 
     def fields(clf, model, setting, attack, extra=None, judge="ensemble") -> dict:
         """What the records of the cell (``clf``, ``model``, ``setting``, ``attack``, ``judge``) carry besides the
@@ -354,7 +310,6 @@ def run_levers(
         return legacy if scheme == "levers" else SeedPlan(scheme, seed, key, repeats)
 
     white = [r for r in rows if not r.adaptive]
-    prices: dict[str, float] = {}
     once = Judgement("once", batch_size=max(1, len(x)))
     cells: list[Cell] = [  # the undefended classifiers under white-box attacks
         Cell((base, "none", name, r.name, "ensemble"), f"bare:{name}", _white(r, eps), once,
@@ -369,17 +324,10 @@ def run_levers(
     adv: dict = {}  # (classifier, row) -> the file of its examples in the run folder
     for name in () if estimate_only else purified:  # Clf-PGD examples against the bare classifier, made once, shared
         for r in (r for r in white if r.attack == BLIND_ATTACK):
-            suffix = "" if name == base else f"@{name}"
-            cache = run_dir / f"{r.name.replace('/', '_')}{suffix}.npy"
-            held = np.load(cache) if cache.exists() else x[:0]
-            if len(held) < len(x):  # more images than last time: attack the new ones only
-                b, legacy = _white_budget(r, eps), SeedPlan("levers-white", seed, _white_parts(r))
-                fresh = white_box_pgd(clfs[name], x[len(held) :], y[len(held) :], eps=b.eps, eps_step=b.eps_step,
-                                      max_iter=b.max_iter, random_start=b.random_start, device=device,
-                                      seed=seeds_of((name, "examples", r.name), legacy)(0, 0).attack)  # fmt: skip
-                held = np.concatenate([held, fresh])
-                np.save(cache, held)
-            adv[(name, r.name)] = cache.name
+            seeds = seeds_of((name, "examples", r.name), SeedPlan("levers-white", seed, _white_parts(r)))
+            adv[(name, r.name)] = _blind_examples(clfs[name], r, x, y, run_dir / f"{r.name.replace('/', '_')}"
+                                                  f"{'' if name == base else f'@{name}'}.npy", eps, seeds(0, 0).attack,
+                                                  device)  # fmt: skip
 
     def purifier_of(model: str, s: Setting):
         return measured_purifier(model, s, data.x_train, denoiser, seed=seed, device=device)
@@ -456,52 +404,115 @@ def run_levers(
         return built[target]
 
     if estimate_only:  # the defended cells' prices: the registry's cost model at a timed probe of each purifier
-        left = pending(cells, len(x), path, key=key_of)
-        for k, seconds in estimate(cells, build, x, left).items():
-            prices[f"{k[0]} ← {k[1]} | {k[2]} | {k[3]}" + ("" if k[4] == "ensemble" else f" ({k[4]})")] = seconds
-            print(f"{k[0]} ← {k[1]} | {k[2]} | {k[3]} | {k[4]}: about {seconds / 60:.1f} min for {left[k]} images",
-                  flush=True)  # fmt: skip
-        total = sum(prices.values())
-        priced = {
-            "estimate_seconds": total,
-            "by_row": prices,
-            "n_examples": n_examples,
-            "provenance": provenance(
-                wall_time_s=time.monotonic() - started, device=device, started_at=code, started_diff=diff
-            ),
-        }
-        run_dir.mkdir(parents=True, exist_ok=True)  # what a table says of the rows not run, with its provenance
-        (run_dir / "estimate.json").write_text(json.dumps(priced, indent=1, ensure_ascii=False))
-        return priced
+        prov = provenance(wall_time_s=time.monotonic() - started, device=device, started_at=code, started_diff=diff)
+        return _write_estimate(run_dir, cells, build, x, pending(cells, len(x), path, key=key_of), n_examples, prov)
     guard(run_dir / "cells.json", cells)
     run_cells(cells, build, x, y, path, key=key_of, run_dir=run_dir, progress=False, desc="levers")
-    table = render_levers(read_jsonl(path), base=base)
-    table["dataset"] = dataset
-    table["classifier"] = base
-    table["eps"] = eps
+    hashes = {k: run_dir / f"{k}.safetensors" if (run_dir / f"{k}.safetensors").exists() else clfs[k] for k in clfs}
+    prov = provenance(wall_time_s=time.monotonic() - started, device=device, data=(x, y), started_at=code,
+                      models={"denoiser": denoiser_path, **hashes} if denoiser_path else hashes,
+                      started_diff=diff)  # fmt: skip
+    return write_table(run_dir, preset, dataset, {k: _training_facts(k, preset, run_dir) for k in clfs}, prov)
+
+
+def _rows(preset: Preset, attacks: Sequence[str], restarts: int | None) -> list[Row]:
+    """The rows ``attacks`` name: the preset's, a registry attack's (at the preset's first adaptive budget with a random
+    start) or a variant's, each adaptive one as its :func:`with_restarts` variant of ``restarts`` runs (None: as it
+    is).
+
+    :raises ValueError: Naming the unknown rows and the known ones.
+    :raises ImportError: For AutoAttack without torchattacks, naming the install."""
+    known, default = {r.name: r for r in preset.rows}, _adaptive_default(preset)
+    unknown = [a for a in attacks if _row_named(a, known, default) is None]
+    if unknown:
+        raise ValueError(f"Unknown attack rows {sorted(unknown)}; choose from {list(known)} or {list(REGISTRY)}, or "
+                         "an adaptive one followed by -{N}it-r{K}.")  # fmt: skip
+    if AUTOATTACK in attacks and importlib.util.find_spec("torchattacks") is None:
+        raise ImportError(f"The {AUTOATTACK} row runs torchattacks' AutoAttack: pip install --no-deps "
+                          "torchattacks==3.5.1")  # fmt: skip
+    rows = [r for r in (_row_named(a, known, default) for a in attacks) if r is not None]
+    if restarts is None:
+        return rows
+    return [with_restarts(r, restarts) if r.adaptive and not r.num_random_init > 1 and not r.check_every else r
+            for r in rows]  # fmt: skip
+
+
+def _adaptive_default(preset: Preset) -> Row:
+    """The row a registry attack named in ``attacks`` runs as: the preset's first adaptive budget with a random
+    start."""
+    return next((r for r in preset.rows if r.adaptive and r.random_start), None) or next(
+        r for r in preset.rows if r.adaptive
+    )
+
+
+def _refuse_other_budgets(path: Path, rows: Sequence[Row], eot_samples: int, wanted: Mapping[str, dict],
+                          options: Mapping[str, str]) -> None:  # fmt: skip
+    """Refuse a run into a records file (``path``) that holds adaptive rows measured at other EOT draws (a row's
+    own, else ``eot_samples``) or with other attack options than ``wanted`` (row name → what its records carry)."""
+    on_file = read_jsonl(path)
+    draws = {a.name: a.eot_samples or eot_samples for a in rows if a.adaptive}  # a row's own, or the run's
+    other_eot = sorted({(r["attack"], r["eot_samples"]) for r in on_file if r["attack"] in draws
+                        and r.get("eot_samples", draws[r["attack"]]) != draws[r["attack"]]})  # fmt: skip
+    if other_eot:
+        raise ValueError(f"{path} holds {other_eot} measured at other EOT draws than eot_samples={eot_samples}; "
+                         "measure into another run folder, or pass the folder's eot_samples.")  # fmt: skip
+    other = sorted({r["attack"] for r in on_file if r["attack"] in wanted
+                    and r.get("judge", "ensemble") == "ensemble"
+                    and r.get("options") != wanted[r["attack"]]})  # fmt: skip
+    if other:
+        raise ValueError(f"{path} holds rows {other} measured with other attack options than {dict(options)} (or by "
+                         "the attacks before their records carried them); measure into another run folder, or pass "
+                         "the options those rows were measured with.")  # fmt: skip
+
+
+def _blind_examples(clf, r: Row, x, y, cache: Path, eps: float, seed: int, device: str) -> str:
+    """The Clf-PGD row ``r``'s examples against the bare classifier, made once and kept in the run folder as ``cache``
+    (a call with more images attacks the new ones only); its file name."""
+    held = np.load(cache) if cache.exists() else x[:0]
+    if len(held) < len(x):
+        b = _white_budget(r, eps)
+        fresh = white_box_pgd(clf, x[len(held) :], y[len(held) :], eps=b.eps, eps_step=b.eps_step,
+                              max_iter=b.max_iter, random_start=b.random_start, device=device, seed=seed)  # fmt: skip
+        np.save(cache, np.concatenate([held, fresh]))
+    return cache.name
+
+
+def _write_estimate(run_dir: Path, cells, build, x, left: Mapping[tuple, int], n_examples: int, prov: dict) -> dict:
+    """Price the defended cells' images ``left`` (the registry's cost model at a timed probe of each purifier), print
+    one line per row and write ``estimate.json``: ``{"estimate_seconds", "by_row", "n_examples", "provenance"}``."""
+    prices: dict[str, float] = {}
+    for k, seconds in estimate(cells, build, x, left).items():
+        prices[f"{k[0]} ← {k[1]} | {k[2]} | {k[3]}" + ("" if k[4] == "ensemble" else f" ({k[4]})")] = seconds
+        print(f"{k[0]} ← {k[1]} | {k[2]} | {k[3]} | {k[4]}: about {seconds / 60:.1f} min for {left[k]} images",
+              flush=True)  # fmt: skip
+    priced = {"estimate_seconds": sum(prices.values()), "by_row": prices, "n_examples": n_examples,
+              "provenance": prov}  # fmt: skip
+    (run_dir / "estimate.json").write_text(json.dumps(priced, indent=1, ensure_ascii=False))
+    return priced
+
+
+def write_table(run_dir: Path, preset: Preset, dataset: str, classifiers: Mapping[str, dict], prov: dict) -> dict:
+    """``table.json`` / ``table.md`` of the run folder from all its records: the cells (:func:`render_levers`), the
+    preset's rows with the registry's attacks and the variants measured by any call, the ``classifiers``' training
+    facts and ``prov``, after the provenance of every earlier call into the folder (``provenance.calls``, in
+    order)."""
+    eps, known, default = preset.eps, {r.name: r for r in preset.rows}, _adaptive_default(preset)
+    table = render_levers(read_jsonl(run_dir / "records.jsonl"), base=preset.classifier)
+    table.update(dataset=dataset, classifier=preset.classifier, eps=eps)
     table["rows"] = [{**asdict(r), "label": row_label(r, eps), "adaptive": r.adaptive} for r in preset.rows]
-    measured = dict.fromkeys(c["attack"] for c in table["cells"])
-    variants = [row_named(a) for a in measured if a not in known and a not in REGISTRY]
+    measured = [a for a in dict.fromkeys(c["attack"] for c in table["cells"]) if a not in known]
+    variants = [_row_named(a, known, default) for a in measured if a not in REGISTRY]
     table["rows"] += [  # the registry's attacks measured as adaptive rows, and the variants (by any call here)
         *({**asdict(r), "label": row_label(r, eps), "adaptive": True, "registry_row": True}
-          for r in (replace(adaptive_default, name=a, attack=a) for a in measured if a not in known and a in REGISTRY)),
+          for r in (replace(default, name=a, attack=a) for a in measured if a in REGISTRY)),
         *({**asdict(r), "label": row_label(r, eps), "adaptive": True, "variant": True} for r in variants if r),
     ]  # fmt: skip
-    table["classifiers"] = {k: _training_facts(k, preset, run_dir) for k in clfs}
-    hashes = {k: run_dir / f"{k}.safetensors" if (run_dir / f"{k}.safetensors").exists() else clfs[k] for k in clfs}
-    table["provenance"] = provenance(
-        wall_time_s=time.monotonic() - started,
-        device=device,
-        models={"denoiser": denoiser_path, **hashes} if denoiser_path else hashes,
-        data=(x, y),
-        started_at=code,
-        started_diff=diff,
-    )
+    table["classifiers"] = dict(classifiers)
+    table["provenance"] = prov
     earlier = run_dir / "table.json"  # the earlier calls into this folder: kept, in order, with their provenance
     if earlier.exists():
         held = json.loads(earlier.read_text()).get("provenance", {})
-        calls = [*held.get("calls", []), {k: v for k, v in held.items() if k != "calls"}]
-        table["provenance"]["calls"] = calls
+        table["provenance"]["calls"] = [*held.get("calls", []), {k: v for k, v in held.items() if k != "calls"}]
     (run_dir / "table.json").write_text(json.dumps(table, indent=1))
     (run_dir / "table.md").write_text(table_markdown(table))
     return table
