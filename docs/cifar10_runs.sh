@@ -111,6 +111,10 @@ for attack in full-pgd-eot full-pgd-eot-ensemble apgd-eot; do
     "${L[@]}" --run-dir runs/cifar10-advd "${D[@]}" --classifiers --settings "one-step denoise" \
         --purified adv-resnet20-denoiser --attacks "$attack" "${A[@]}" --attack-precision bf16
 done
+# 15. the published ResNet-20 behind the unclipped one-step denoise: APGD-EOT, bf16, into the folder of its
+#     full-gradient rows (cifar10_full_gradient_unclipped.json: per image over the three)
+"${L[@]}" --run-dir runs/cifar10-p-fp32 "${D[@]}" --classifiers --settings "one-step denoise" --purified resnet20 \
+    --attacks apgd-eot "${A[@]}" --attack-precision bf16
 echo "python docs/publish.py runs/cifar10-b/table.json docs/results/cifar10_levers.json (likewise runs/cifar10-c:"
 echo "cifar10_more.json, runs/cifar10-eot2: cifar10_full_gradient.json, runs/cifar10-est/estimate.json:"
 echo "cifar10_not_run.json) && python docs/render.py"
