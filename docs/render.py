@@ -837,7 +837,7 @@ ANSWERS: dict[str, tuple[tuple[str, ...], str]] = {
         "behind_purifier", "adv_behind_purifier", "behind_denoiser", "attack_options")), "adv-cnn"),
     "cifar10": (tuple(f"docs/results/cifar10_{n}.json" for n in (
         "baseline", "levers", "more", "full_gradient", "clip", "full_gradient_unclipped", "learned", "sigma",
-        "adv_behind_purifier", "tiniest")), "adv-resnet20"),
+        "adv_behind_purifier", "tiniest", "adv_denoiser")), "adv-resnet20"),
 }  # fmt: skip
 
 
@@ -1116,6 +1116,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "cifar10-sigma": ("docs/results/cifar10_sigma.json", levers_result),
     "cifar10-adv-behind-purifier": ("docs/results/cifar10_adv_behind_purifier.json", levers_result),
     "cifar10-tiniest": ("docs/results/cifar10_tiniest.json", levers_result),
+    "cifar10-adv-denoiser": ("docs/results/cifar10_adv_denoiser.json", levers_result),
     "cifar10-ffdnet": ("docs/results/cifar10_ffdnet.json", ffdnet_result),
     "cifar10-ffdnet-yardstick": ("docs/results/cifar10_ffdnet_yardstick.json", levers_result),
     "cifar10-not-run": ("docs/results/cifar10_not_run.json", cifar10_not_run),
