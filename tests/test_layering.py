@@ -199,3 +199,16 @@ def test_no_library_function_is_over_80_lines():
     assert long == []
     planted = "def f():\n" + "    x = 1\n" * MAX_FUNCTION_LINES  # the check itself: 81 lines are found
     assert _long_functions(planted, "m") == ["m.f: 81 lines"]
+
+
+#: The longest module an application may be: past it, a command holds more than one concept (split it by concept).
+MAX_APP_MODULE_LINES = 600
+
+
+def test_no_application_module_is_over_600_lines():
+    """Each module of ``art_adp.apps`` holds one concept of its command (its presets, its classifiers, its table...),
+    short enough to read in one sitting."""
+    long = {name: n for name, path in MODULES.items() if _layer(name) == "art_adp.apps"
+            and (n := len(path.read_text().splitlines())) > MAX_APP_MODULE_LINES}  # fmt: skip
+    assert long == {}
+    assert len(MODULES["art_adp.apps.levers"].read_text().splitlines()) > MAX_APP_MODULE_LINES // 2  # counted
