@@ -164,21 +164,11 @@ def _plot_curve(curve: list[dict], path: Path, title: str, undefended: float | N
         )
     ax.set_ylim(-3, 103)
     ax.set_ylabel(f"accuracy (%), first {curve[0]['n']} test images, S = {curve[0]['ensemble_size']}")
-    ax2.plot(
-        steps,
-        [r["denoising_ratio"] for r in curve],
-        "^-",
-        color="tab:green",
-        label="denoising ratio: noisy clean images",
-    )
-    if all(r.get("attack_ratio") is not None for r in curve):
-        ax2.plot(
-            steps,
-            [r["attack_ratio"] for r in curve],
-            "v-",
-            color="tab:red",
-            label="attack-removal ratio: Clf-PGD images",
-        )
+    ratios = (("denoising_ratio", "^-", "tab:green", "denoising ratio: noisy clean images"),
+              ("attack_ratio", "v-", "tab:red", "attack-removal ratio: Clf-PGD images"))  # fmt: skip
+    for key, style, color, label in ratios:  # the attack's ratio only where every snapshot has one
+        if all(r.get(key) is not None for r in curve):
+            ax2.plot(steps, [r[key] for r in curve], style, color=color, label=label)
     ax2.axhline(1.0, color="gray", lw=0.8)
     ax2.set_ylim(bottom=0)
     ax2.set_ylabel("MSE to the clean image: before / after purifying")
