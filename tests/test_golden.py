@@ -27,9 +27,12 @@ Normalisation (what varies between two runs of the same code on the same machine
 - absolute paths: the test's temporary folder becomes ``<tmp>``.
 
 The golden files were made on a CPU in fp32 with one torch thread (the ``one_thread`` fixture; reproduce's recipe
-says ``precision="fp32"``, since ``"auto"`` is bf16 on a CPU with native bf16); another torch build or CPU
-instruction set may round floats differently: there, regenerate them at the commit before a change, then test the
-change against those.
+says ``precision="fp32"``, since ``"auto"`` is bf16 on a CPU with native bf16). Another CPU instruction set rounds
+floats differently (a sixth decimal of an ℓ2 norm, and a classifier adversarially trained for a few steps lands
+elsewhere), so each set torch's kernels dispatch to (``torch.backends.cpu.get_cpu_capability()``) has its folder:
+``tests/golden/<engine>/`` for AVX-512 (where they were first made), ``tests/golden/avx2/<engine>/`` for AVX2-only
+processors (the same commit's runs, made on an AVX2-only AMD EPYC). On a set with no folder, the test fails naming
+the command that writes one: run it at the commit before a change, then test the change against it.
 
 A deliberate change of what the engines write is one command, which rewrites every golden file (each test then
 skips, naming the files it wrote); review the change with ``git diff tests/golden``::
@@ -51,6 +54,21 @@ import pytest
 GOLDEN = Path(__file__).resolve().parent / "golden"
 UPDATE = os.environ.get("ART_ADP_GOLDEN") == "update"
 REGENERATE = "ART_ADP_GOLDEN=update PYTHONPATH=. python -m pytest tests/test_golden.py -q -n 0"
+#: The golden folder of each CPU instruction set torch dispatches to (``torch.backends.cpu.get_cpu_capability()``).
+SETS = {"AVX512": GOLDEN, "AVX2": GOLDEN / "avx2"}
+
+
+def golden_folder(engine: str, capability: str | None = None) -> Path:
+    """``tests/golden[/<set>]/<engine>``: the reference files of this machine's instruction set (or ``capability``'s);
+    a set with none is refused, naming the command that writes them."""
+    import torch
+
+    capability = capability or torch.backends.cpu.get_cpu_capability()
+    if capability not in SETS:
+        pytest.fail(f"No golden files for the CPU instruction set {capability!r} (there are: {sorted(SETS)}): add it "
+                    f"to SETS in tests/test_golden.py and write them at the commit before your change with: "
+                    f"{REGENERATE}")  # fmt: skip
+    return SETS[capability] / engine
 
 #: Keys whose values are wall times or seconds: replaced by "<time>" (a dict's keys kept).
 TIMES = frozenset({"wall_s", "wall_time_s", "train_wall_s", "seconds", "estimate_seconds"})
@@ -114,14 +132,14 @@ def first_difference(name: str, expected: str, actual: str) -> str:
 
 
 def golden(engine: str, files: dict[str, str]) -> None:
-    """Compare ``files`` (name → normalised text) with ``tests/golden/<engine>/``; with ``ART_ADP_GOLDEN=update``,
-    write them there instead and skip."""
-    folder = GOLDEN / engine
+    """Compare ``files`` (name → normalised text) with this instruction set's ``tests/golden[/<set>]/<engine>/``; with
+    ``ART_ADP_GOLDEN=update``, write them there instead and skip."""
+    folder = golden_folder(engine)
     if UPDATE:
         folder.mkdir(parents=True, exist_ok=True)
         for name, content in files.items():
             (folder / name).write_text(content, encoding="utf-8")
-        pytest.skip(f"ART_ADP_GOLDEN=update: wrote {', '.join(f'golden/{engine}/{n}' for n in files)}")
+        pytest.skip(f"ART_ADP_GOLDEN=update: wrote {', '.join(str(folder / n) for n in files)}")
     problems = []
     for name, content in files.items():
         path = folder / name
@@ -280,3 +298,11 @@ def test_reproduce_run_writes_the_golden_records_and_table(tmp_path, one_thread)
         "table.json": dumps(normalise(json.loads((run / "table.json").read_text()), tmp_path, devices)),
         "table.md": minutes(text(table_md, tmp_path, devices)),
     })  # fmt: skip
+
+
+def test_each_instruction_set_has_its_golden_folder_and_another_is_refused_by_name():
+    assert golden_folder("levers", "AVX512") == GOLDEN / "levers"
+    assert golden_folder("levers", "AVX2") == GOLDEN / "avx2" / "levers"
+    assert all((golden_folder(e, c) / "records.jsonl").exists() for e in ("levers", "evaluate", "reproduce") for c in SETS)
+    with pytest.raises(pytest.fail.Exception, match="No golden files for the CPU instruction set 'SVE256'"):
+        golden_folder("levers", "SVE256")
