@@ -25,7 +25,7 @@ import art_adp
 from art_adp import save_score_model
 from art_adp.apps.evaluation import EvalConfig, evaluate
 from art_adp.apps.evaluation import report, sanity
-from art_adp.runs.records import append_records, load_records, read_jsonl
+from art_adp.runs.records import append_records, load_records, read_jsonl, write_json
 from art_adp.apps.evaluation.run import Setting, _dominant, _unit_cost, compression, plan
 from art_adp.runs.engine import frozen_noise
 from art_adp.models import MLP, save_classifier
@@ -194,6 +194,24 @@ def test_records_ignore_and_cut_a_partial_last_line(tmp_path):
     append_records(tmp_path / "other.jsonl", [{**rec, "pred": [2]}])
     with pytest.raises(ValueError, match="mixes evaluations with different settings"):
         load_records([path, tmp_path / "other.jsonl"])
+
+
+def test_write_json_replaces_a_file_whole_or_not_at_all(tmp_path, monkeypatch):
+    path = write_json(tmp_path / "run" / "table.json", {"accuracy": 0.5}, indent=1)
+    assert json.loads(path.read_text()) == {"accuracy": 0.5} and path.read_text() == '{\n "accuracy": 0.5\n}'
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        write_json(path, {"accuracy": object()})  # fails before writing: the old file stays
+    assert json.loads(path.read_text()) == {"accuracy": 0.5}
+
+    def killed(src, dst):
+        raise KeyboardInterrupt  # a process stopped between writing the new file and putting it in place
+
+    monkeypatch.setattr("art_adp.runs.records.os.replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        write_json(path, {"accuracy": 0.75})
+    assert json.loads(path.read_text()) == {"accuracy": 0.5} and sorted(p.name for p in path.parent.iterdir()) == [
+        "table.json"
+    ]  # the old file whole, no temporary left beside it
 
 
 def test_confidence_intervals_match_the_hand_formulas():

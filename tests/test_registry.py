@@ -248,11 +248,11 @@ def test_the_table_check_finds_the_old_tables():
     ]
 
 
-def test_wilson_is_one_function():
+def test_wilson_is_one_function_and_reproduce_summarises_with_the_one_summary():
     import art_adp.apps.reproduce_report as reproduce
     from art_adp.runs import statistics
 
-    assert reproduce.wilson is report.wilson is statistics.wilson
+    assert report.wilson is statistics.wilson and reproduce.summary is statistics.summary
     assert all(np.isnan(report.wilson(0.0, 0)))
 
 

@@ -4,7 +4,6 @@ settings guarded), then the certified-accuracy table and curves."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,7 @@ from tqdm.auto import tqdm
 
 from ..certification import Certificate, _check, approximate_radius, certified_accuracy, certify, certify_approximate
 from ..purification import DEFAULTS
-from ..runs.records import append_records, file_sha256, guard_settings, read_jsonl
+from ..runs.records import append_records, file_sha256, guard_settings, read_jsonl, write_json
 from ..runs.seeds import derive_seed
 from ..runs.render import accuracy_cell, markdown_table
 from .plots import certified_accuracy_curve
@@ -177,7 +176,7 @@ def run_certify(
         "n_examples": len(x),
         "seed": c.seed,
     }
-    (run_dir / "certify.json").write_text(json.dumps(results, indent=2))
+    write_json(run_dir / "certify.json", results, indent=2)
     return results
 
 

@@ -15,7 +15,6 @@ finishes; a rerun skips finished ones, and refuses a run folder whose ``settings
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -30,7 +29,7 @@ from ..data import load_cifar10c
 from ..defended import aggregate_draws
 from ..detect import ScoreNormDetector
 from ..purification import DEFAULTS, purify
-from ..runs.records import append_records, guard_settings, read_jsonl
+from ..runs.records import append_records, guard_settings, read_jsonl, write_json
 from ..runs.seeds import derive_seed
 from ..runs.render import accuracy_cell, markdown_table
 
@@ -231,7 +230,7 @@ def run_corruptions(
             "device": str(dev),
         }
     )
-    (run_dir / "corruptions.json").write_text(json.dumps(results, indent=2))
+    write_json(run_dir / "corruptions.json", results, indent=2)
     _write_table(run_dir, results, variants, description, len(x_test), min(c.n_calibration, len(x_calibration)), c, log)
     log(f"wrote {run_dir / 'corruptions.md'}, corruptions.json, corruptions.png, records.jsonl")
     return results

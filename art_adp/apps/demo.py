@@ -8,7 +8,6 @@ shape of the paper's Tables 2-3.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -27,6 +26,7 @@ from ..purification import DEFAULTS
 from ..runs.provenance import provenance
 from ..score import NCSNv2, geometric_sigmas, train_score_model
 from ..runs.render import accuracy_cell, markdown_table
+from ..runs.records import write_json
 
 __all__ = ["DemoConfig", "run_demo"]
 
@@ -120,7 +120,7 @@ def run_demo(
             data=(x_test, y_test),
         ),
     }
-    (run_dir / "results.json").write_text(json.dumps(results, indent=2))
+    write_json(run_dir / "results.json", results, indent=2)
     return results
 
 

@@ -22,7 +22,6 @@ eq. 12).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -40,6 +39,7 @@ from .plots import score_norm_histogram
 from ..preprocessor import ADPPurifier
 from ..purification import DEFAULTS, purify
 from ..runs.render import accuracy_cell, markdown_table
+from ..runs.records import write_json
 
 __all__ = ["DetectConfig", "detect_command", "run_detect_demo"]
 
@@ -160,7 +160,7 @@ def run_detect_demo(
         "seconds": elapsed,
         "device": str(device),
     }
-    (run_dir / "detect.json").write_text(json.dumps(results, indent=2))
+    write_json(run_dir / "detect.json", results, indent=2)
     return results
 
 

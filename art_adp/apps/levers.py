@@ -62,7 +62,7 @@ from ..runs.engine import (
     pending,
     run_cells,
 )
-from ..runs.records import read_jsonl
+from ..runs.records import read_jsonl, write_json
 from ..runs.seeds import FIXED_BLOCK, LEVERS_SCHEMES, SeedPlan, check_scheme
 from .flags import PRECISION_HELP
 from .._hardware import require_native
@@ -487,7 +487,7 @@ def _write_estimate(run_dir: Path, cells, build, x, left: Mapping[tuple, int], n
               flush=True)  # fmt: skip
     priced = {"estimate_seconds": sum(prices.values()), "by_row": prices, "n_examples": n_examples,
               "provenance": prov}  # fmt: skip
-    (run_dir / "estimate.json").write_text(json.dumps(priced, indent=1, ensure_ascii=False))
+    write_json(run_dir / "estimate.json", priced, indent=1, ensure_ascii=False)
     return priced
 
 
@@ -513,7 +513,7 @@ def write_table(run_dir: Path, preset: Preset, dataset: str, classifiers: Mappin
     if earlier.exists():
         held = json.loads(earlier.read_text()).get("provenance", {})
         table["provenance"]["calls"] = [*held.get("calls", []), {k: v for k, v in held.items() if k != "calls"}]
-    (run_dir / "table.json").write_text(json.dumps(table, indent=1))
+    write_json(run_dir / "table.json", table, indent=1)
     (run_dir / "table.md").write_text(table_markdown(table))
     return table
 

@@ -38,7 +38,7 @@ from ..purification import purify
 from ..runs.engine import (Attacking, Cell, Judgement, Seeds, build_defence, defended_estimator,
                            registry_attack, run_cells)  # fmt: skip
 from ..runs.plans import plan
-from ..runs.records import append_records, guard_settings, read_jsonl
+from ..runs.records import append_records, guard_settings, read_jsonl, write_json
 from ..runs.seeds import SeedPlan, derive_seed
 from .reproduce_recipe import CURVE_DIRECTIONS, PAPER_MNIST, MnistRecipe
 from .reproduce_report import _curve, _diagnostics_md, _plot_curve, _summarise, render_table
@@ -74,7 +74,7 @@ def _stage_classifier(data, recipe: MnistRecipe, run_dir: Path, device: str, pro
     wall = time.perf_counter() - start
     save_classifier(model, path)
     acc = evaluate_accuracy(model, data.x_test, data.y_test, device=device)
-    info.write_text(json.dumps({"test_accuracy": acc, "wall_s": round(wall, 1), "epochs": recipe.clf_epochs}))
+    write_json(info, {"test_accuracy": acc, "wall_s": round(wall, 1), "epochs": recipe.clf_epochs})
     return model
 
 
@@ -461,7 +461,7 @@ def reproduce_mnist(
         "diagnostics": diagnostics,
         "note": note,
     }
-    (run_dir / "table.json").write_text(json.dumps(report, indent=1))
+    write_json(run_dir / "table.json", report, indent=1)
     table = render_table(report)
     (run_dir / "table.md").write_text(
         f"# ADP on MNIST ({report['data']['n_train']} training / {report['data']['n_test']} test images from "

@@ -10,7 +10,7 @@ from ..attacks import registry
 from ..attacks.registry import LABELS
 from ..runs.engine import (correct)  # fmt: skip
 from ..runs.render import accuracy_cell, markdown_table
-from ..runs.statistics import wilson
+from ..runs.statistics import summary
 from .reproduce_recipe import CURVE_DIRECTIONS, PAPER_MNIST, MnistRecipe
 from .snapshots import read_snapshot_log
 
@@ -71,16 +71,16 @@ def _summarise(records: list[dict], recipe: MnistRecipe, n_test: int) -> dict:
         for row, spec in rows.items():
             limit = n_test if spec["n"] is None else min(spec["n"], n_test)
             recs = [r for r in records if r["budget"] == b and r["row"] == row and r["index"] < limit]
-            n, k = len(recs), sum(correct(r) for r in recs)
-            kb = sum(r["undefended_pred"] == r["label"] for r in recs)
+            ok = [correct(r) for r in recs]
+            mine, bare = summary(ok), summary([r["undefended_pred"] == r["label"] for r in recs])
             out.setdefault(row, {})[str(b)] = {
-                "n": n,
+                "n": len(recs),
                 "target_n": limit,
-                "correct": k,
-                "accuracy": k / n if n else None,
-                "ci95": wilson(k / n if n else 0.0, n),
-                "undefended": kb / n if n else None,
-                "undefended_ci95": wilson(kb / n if n else 0.0, n),
+                "correct": sum(ok),
+                "accuracy": mine["accuracy"] if recs else None,
+                "ci95": mine["ci95"],
+                "undefended": bare["accuracy"] if recs else None,
+                "undefended_ci95": bare["ci95"],
                 "max_linf": max((r["linf"] for r in recs), default=0.0),
                 "wall_s": round(sum(r["wall_s"] for r in recs), 1),
             }

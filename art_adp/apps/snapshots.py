@@ -17,7 +17,7 @@ from typing import Iterable
 
 import torch
 
-from ..runs.records import append_records, read_jsonl
+from ..runs.records import append_records, read_jsonl, write_json
 from ..score import load_score_model, save_score_model, train_score_model
 from ..serialization import read_checkpoint
 
@@ -99,7 +99,7 @@ def train_with_snapshots(
             **train_options,
         )
         wall += time.perf_counter() - start
-        state.write_text(json.dumps({"wall_s": wall}))
+        write_json(state, {"wall_s": wall})
         save_score_model(ema, snap)
         record = {"step": m, "wall_s": round(wall, 1), "batch_size": batch_size, "snapshot": snap.name}
         append_records(snap_dir / "log.jsonl", [record])

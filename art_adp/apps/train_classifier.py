@@ -5,13 +5,13 @@ the purifier), its settings beside it."""
 from __future__ import annotations
 
 import inspect
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .commands import CLASSIFIERS
 from .levers_presets import ONE_STEP, SETTING_NAMES
+from ..runs.records import write_json
 
 __all__ = ["ClassifierTraining", "train_classifier_command", "HELPS", "OPTIONS"]
 
@@ -121,7 +121,7 @@ def train_classifier_command(
     path = Path(run_dir) / "classifier.safetensors"
     models.save_classifier(model, path)
     acc = models.evaluate_accuracy(model, data.x_test, data.y_test, device=device)
-    (Path(run_dir) / "classifier.json").write_text(json.dumps({"test_accuracy": acc, "arch": c.arch}))
+    write_json(Path(run_dir) / "classifier.json", {"test_accuracy": acc, "arch": c.arch})
     print(f"classifier: {path} (test accuracy {100 * acc:.2f} %)")
 
 
@@ -165,9 +165,8 @@ def _train_adversarial(c: ClassifierTraining, model, data, run_dir: Path, progre
     path = run_dir / "adv_classifier.safetensors"
     models.save_classifier(model, path, adversarial_training=settings)
     acc = models.evaluate_accuracy(model, data.x_test, data.y_test)
-    (run_dir / "adv_classifier.json").write_text(
-        json.dumps({"test_accuracy": acc, "arch": c.arch, "adversarial_training": settings})
-    )
+    write_json(run_dir / "adv_classifier.json",
+               {"test_accuracy": acc, "arch": c.arch, "adversarial_training": settings})  # fmt: skip
     print(
         f"adversarially trained classifier: {path} (clean test accuracy {100 * acc:.2f} %, "
         f"PGD eps {c.eps:g}, {max_iter} steps of {eps_step:.4g})"
@@ -214,7 +213,7 @@ def _train_behind(c: ClassifierTraining, model, data, run_dir: Path, denoiser: s
     bare = models.evaluate_accuracy(model, data.x_test, data.y_test, device=device)
     facts = {"test_accuracy_behind_purifier": behind, "test_accuracy_bare": bare, "arch": c.arch, "training": settings,
              "purifier": record}  # fmt: skip
-    (run_dir / f"{name}.json").write_text(json.dumps(facts))
+    write_json(run_dir / f"{name}.json", facts)
     print(
         f"classifier trained behind {record['describe']} ({c.purifier}, {mode}): {path} (test accuracy behind it "
         f"{100 * behind:.2f} %, bare {100 * bare:.2f} %)"

@@ -20,7 +20,7 @@ import torch
 
 from .._hardware import resolve_precision
 from ..runs.provenance import provenance
-from ..runs.records import append_records, read_jsonl
+from ..runs.records import append_records, read_jsonl, write_json
 from ..runs.seeds import derive_seed
 from ..serialization import read_checkpoint
 from ..score.sigmas import geometric_sigmas
@@ -226,7 +226,7 @@ def train_denoiser(
             wall_time_s=time.monotonic() - started, device=device, models={"denoiser": checkpoint}, precision=precision
         ),
     }
-    (run_dir / "result.json").write_text(json.dumps(result, indent=1))
+    write_json(run_dir / "result.json", result, indent=1)
     return result
 
 

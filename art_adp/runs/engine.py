@@ -39,7 +39,7 @@ from ..attacks.registry import BLIND_ATTACK, REGISTRY, Budget, budget_settings
 from ..ensemble import logits
 from ..eot import EOTClassifier
 from .plans import PAPER, budget, plan
-from .records import append_records, read_jsonl
+from .records import append_records, read_jsonl, write_json
 from .seeds import SCHEME, SeedPlan, Seeds, check_scheme, derive_seed
 from .statistics import per_image, summary
 
@@ -425,7 +425,7 @@ def rejudge(
         out["cells"].append({"cell": list(cell), **summary(ok, rows),
                              **per_image(dict(zip(sorted(found), ok.tolist())))})  # fmt: skip
     out["provenance"] = provenance(wall_time_s=time.monotonic() - started, device=device)
-    (run_dir / f"{name}.json").write_text(json.dumps(out, indent=1, ensure_ascii=False), encoding="utf-8")
+    write_json(run_dir / f"{name}.json", out, indent=1, ensure_ascii=False)
     return out
 
 
@@ -952,7 +952,4 @@ def guard(path: str | Path, cells: Iterable[Cell], *, write: bool = True) -> Non
         if key in held and held[key] != settings:
             refuse_other_settings(path.parent, key, held[key], settings)
     if write and any(held.get(k) != v for k, v in mine.items()):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps({**held, **mine}, indent=1, sort_keys=True, ensure_ascii=False), encoding="utf-8")
-        tmp.replace(path)
+        write_json(path, {**held, **mine}, indent=1, sort_keys=True, ensure_ascii=False)

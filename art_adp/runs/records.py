@@ -36,6 +36,7 @@ __all__ = [
     "record_key",
     "truncate_torn",
     "weights_sha256",
+    "write_json",
 ]
 
 
@@ -215,6 +216,21 @@ def refuse_other_settings(run_dir: str | os.PathLike, label: str, held: Mapping,
     )
 
 
+def write_json(path: str | os.PathLike, obj: Any, **dumps) -> Path:
+    """Write ``obj`` as JSON (``json.dumps(obj, **dumps)``, UTF-8) to ``path`` atomically: into a temporary file beside
+    it, then ``os.replace``, so a process killed mid-write leaves the old file or the new one, never a torn one. The
+    one way a run folder's JSON files (tables, reports, settings, estimates) are written; returns ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(json.dumps(obj, **dumps), encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
 def guard_settings(path: str | os.PathLike, settings: Mapping, *, what: str, defaults: Mapping | None = None) -> dict:
     """
     The settings guard of a run folder whose records all share one set of settings (a certification, a corruption
@@ -235,8 +251,5 @@ def guard_settings(path: str | os.PathLike, settings: Mapping, *, what: str, def
         if stored != mine:
             refuse_other_settings(path.parent, what, stored, mine)
     else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(mine, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
+        write_json(path, mine, indent=1, sort_keys=True)
     return mine

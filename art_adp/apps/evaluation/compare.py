@@ -4,7 +4,6 @@ denoised-smoothing``)."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 from ...runs.render import accuracy_cell, markdown_table
 from .config import PURIFIERS, budget_fields
 from .report import LABELS, header
+from ...runs.records import write_json
 
 __all__ = ["FAMILIES", "compare", "markdown", "write"]
 
@@ -98,5 +98,5 @@ def write(result: dict, run_dir: str | os.PathLike) -> None:
     """``comparison.json`` and ``comparison.md`` in ``run_dir``."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "comparison.json").write_text(json.dumps(result, indent=2))
+    write_json(run_dir / "comparison.json", result, indent=2)
     (run_dir / "comparison.md").write_text(markdown(result))

@@ -6,7 +6,6 @@ schema (``report.json``) and one figure (``accuracy_vs_eps.png``), plus the swee
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from ...runs.statistics import clopper_pearson, judgements, majority_correct, wi
 from ...runs.render import accuracy_cell, markdown_table
 from . import sanity
 from .config import budget_fields, budget_text, judging_shortfalls, shortfalls, white_box_fields
+from ...runs.records import write_json
 
 __all__ = [
     "LABELS",
@@ -492,9 +492,7 @@ def write(result: dict, run_dir: str | os.PathLike, *, log: Callable[[str], None
     run_dir = Path(run_dir)
     text = markdown(result)
     (run_dir / "report.md").write_text(text)
-    tmp = run_dir / "report.json.tmp"
-    tmp.write_text(json.dumps(result, indent=2))
-    os.replace(tmp, run_dir / "report.json")
+    write_json(run_dir / "report.json", result, indent=2)
     res = result["results"]
     scale = "reference budgets" if result["claim"] else "SMOKE-SCALE, not a robustness claim"
     plots.accuracy_vs_eps(
