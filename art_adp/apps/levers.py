@@ -29,10 +29,11 @@ provenance.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, field, make_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -540,41 +541,20 @@ FLAG_HELP = {
 }  # fmt: skip
 
 
-@dataclass(frozen=True)
-class LeversConfig:
-    """Settings of ``art-adp levers`` (see :func:`run_levers` for each; None: the data set's preset)."""
+#: The keywords of :func:`run_levers` that are not settings of ``art-adp levers`` (its data, folder, device, output).
+NOT_SETTINGS = ("data", "run_dir", "dataset", "denoiser_path", "device", "progress")
 
-    models: tuple[str, ...] = ("oracle", "denoiser")
-    settings: tuple[str, ...] | None = None
-    attacks: tuple[str, ...] | None = None
-    classifiers: tuple[str, ...] | None = None
-    purified: tuple[str, ...] | None = None
-    judges: tuple[str, ...] = ("ensemble",)
-    n_examples: int = 1000
-    ensemble_size: int = 10
-    repeats: int = 10
-    eot_samples: int = 5
-    eps: float | None = None
-    arch: str | None = None
-    sigmas: tuple[float, ...] | None = None
-    max_iter: int | None = None
-    eps_step: float | None = None
-    max_epochs: int | None = None
-    restarts: int | None = 1
-    loss: str = Budget.loss
-    eot_target: str = Budget.eot_target
-    step_schedule: str = Budget.step_schedule
-    keep_examples: bool = True
-    seed: int = 0
-    estimate_only: bool = False
-    train_precision: str = "fp32"
-    attack_precision: str = "fp32"
-    force_precision: bool = False
-    seed_scheme: str | None = None
+#: Settings of ``art-adp levers``: every other keyword of :func:`run_levers`, with its annotation and default (None:
+#: the data set's preset), read from its signature -- one place for each default, the flags' (:func:`flags.add_fields`)
+#: included.
+LeversConfig = make_dataclass("LeversConfig", [(n, p.annotation, field(default=p.default)) for n, p in
+                                               inspect.signature(run_levers).parameters.items()
+                                               if n not in NOT_SETTINGS], frozen=True)  # fmt: skip
+LeversConfig.__module__, LeversConfig.__doc__ = __name__, "Settings of ``art-adp levers`` (:data:`NOT_SETTINGS`)."
 
 
 def levers_command(
-    config: LeversConfig,
+    config: Any,
     *,
     dataset: str = "mnist",
     data_root: str = "",
