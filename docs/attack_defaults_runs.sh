@@ -19,14 +19,16 @@
 #   bash docs/attack_defaults_runs.sh fashion-mnist FASHION_MNIST_DIR cnn fm
 # ESTIMATE=1 prices each call on this machine (levers --estimate-only) and trains, copies and measures nothing.
 set -euo pipefail
+# --seed-scheme levers: the seeds the published run folders were measured under (a new folder's default, apart, draws
+# others at the same budgets), so that each call gives the published records.
 ds=${1:?data set} data=${2:?its folder} clf=${3:?classifier} tag=${4:?folder tag}
 export OMP_NUM_THREADS=1
 base=runs/v2-$tag-base
 if [ -z "${ESTIMATE:-}" ] && [ ! -e "$base/$clf.safetensors" ]; then  # the classifier, as the levers table trains it
-    art-adp levers --dataset "$ds" --data-root "$data" --run-dir "$base" --threads 1 --quiet \
+    art-adp levers --seed-scheme levers --dataset "$ds" --data-root "$data" --run-dir "$base" --threads 1 --quiet \
         --models oracle --settings "one-step denoise" --classifiers "$clf" --purified "$clf" --attacks clean --n-examples 20
 fi
-L=(art-adp levers --dataset "$ds" --data-root "$data" --threads 1 --quiet --settings "one-step denoise, clipped noise"
+L=(art-adp levers --seed-scheme levers --dataset "$ds" --data-root "$data" --threads 1 --quiet --settings "one-step denoise, clipped noise"
    --models oracle
    --purified "$clf" --classifiers --judges ensemble --repeats 10 --n-examples 200 --max-iter 100 --eot-samples 8
    ${ESTIMATE:+--estimate-only})

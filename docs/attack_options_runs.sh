@@ -8,13 +8,15 @@
 #   bash docs/attack_options_runs.sh fashion-mnist FASHION_MNIST_DIR cnn fm
 #   bash docs/attack_options_runs.sh mnist MNIST_DIR mlp mn
 set -euo pipefail
+# --seed-scheme levers: the seeds the published run folders were measured under (a new folder's default, apart, draws
+# others at the same budgets), so that each call gives the published records.
 ds=${1:?data set} data=${2:?its folder} clf=${3:?classifier} tag=${4:?folder tag}
 export OMP_NUM_THREADS=1
 base=runs/v2-$tag-base
 # the classifier, as the levers table trains it, copied into each folder
-art-adp levers --dataset "$ds" --data-root "$data" --run-dir "$base" --threads 1 --quiet \
+art-adp levers --seed-scheme levers --dataset "$ds" --data-root "$data" --run-dir "$base" --threads 1 --quiet \
     --models oracle --settings "one-step denoise" --classifiers "$clf" --purified "$clf" --attacks clean --n-examples 20
-L=(art-adp levers --dataset "$ds" --data-root "$data" --threads 1 --quiet --settings "one-step denoise" --models oracle
+L=(art-adp levers --seed-scheme levers --dataset "$ds" --data-root "$data" --threads 1 --quiet --settings "one-step denoise" --models oracle
    --purified "$clf" --classifiers --judges ensemble --repeats 10 --n-examples 200 --max-iter 100 --eot-samples 8)
 run() { d=runs/v2-$tag-$1; shift; mkdir -p "$d"; cp "$base/$clf"*.safetensors "$d/"; "${L[@]}" --run-dir "$d" "$@"; }
 # a: the defaults (the mean of per-draw CE, constant steps) and the ensemble's CE as rows of their own

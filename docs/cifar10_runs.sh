@@ -8,11 +8,13 @@
 # purifier is the bundled DenoiserUNet (load_score_model("cifar10"); its training command is in
 # art_adp/pretrained/bundled.json).
 set -euo pipefail
+# --seed-scheme levers: the seeds the published run folders were measured under (a new folder's default, apart, draws
+# others at the same budgets), so that each call gives the published records.
 DATA=${1:?CIFAR-10 folder} RESNET20=${2:?resnet20-12fca82f.th} TINIEST=${3:?folder with tiniest.py and tiniest.pt}
 export OMP_NUM_THREADS=1
 DENOISER=art_adp/pretrained/cifar10_score.safetensors
 python examples/cifar10_classifiers.py --resnet20 "$RESNET20" --tiniest "$TINIEST" --out runs/cifar10 --data-root "$DATA"
-L=(art-adp levers --dataset cifar10 --data-root "$DATA" --threads 1 --quiet --max-epochs 6)
+L=(art-adp levers --seed-scheme levers --dataset cifar10 --data-root "$DATA" --threads 1 --quiet --max-epochs 6)
 D=(--models denoiser --denoiser "$DENOISER")
 # 1. adv-resnet20: fast adversarial training of ResNet-20, its one-cycle schedule over 6 epochs (what the cores
 #    finished); it trains in the first call that names it (here with the published ResNet-20's rows)
@@ -35,17 +37,17 @@ mkdir -p runs/cifar10-c && cp runs/cifar10/resnet20.safetensors runs/cifar10/tin
 # 4. full-gradient PGD+EOT through the purifier (100 × ε/4, EOT 8), judged on R = 10 fresh S = 10 ensembles
 #    (docs/results/cifar10_full_gradient.json)
 mkdir -p runs/cifar10-eot2 && cp runs/cifar10/resnet20.safetensors runs/cifar10-eot2/
-art-adp levers --dataset cifar10 --data-root "$DATA" --run-dir runs/cifar10-eot2 --threads 1 --quiet \
+art-adp levers --seed-scheme levers --dataset cifar10 --data-root "$DATA" --run-dir runs/cifar10-eot2 --threads 1 --quiet \
     --models denoiser --denoiser "$DENOISER" --settings "one-step denoise" --classifiers --purified resnet20 \
     --attacks full-pgd-eot --n-examples 200 --max-iter 100 --eot-samples 8 --repeats 10
 # 5. the rows not run, priced (RUN_DIR/estimate.json; docs/results/cifar10_not_run.json)
 mkdir -p runs/cifar10-est && cp runs/cifar10/resnet20.safetensors runs/cifar10/tiniest.pt runs/cifar10-est/
-art-adp levers --dataset cifar10 --data-root "$DATA" --run-dir runs/cifar10-est --threads 1 --models denoiser oracle \
+art-adp levers --seed-scheme levers --dataset cifar10 --data-root "$DATA" --run-dir runs/cifar10-est --threads 1 --models denoiser oracle \
     --denoiser "$DENOISER" --settings "one-step denoise" "released (T 10, λ 0.05)" --classifiers --purified resnet20 \
     tiniest --attacks clean clf-pgd bpda-eot full-pgd-eot apgd-eot --n-examples 200 --max-iter 100 --eot-samples 8 \
     --estimate-only
 # The later calls at the preset's epochs (adv-resnet20: 15; resnet20-denoiser: up to 8):
-L=(art-adp levers --dataset cifar10 --data-root "$DATA" --threads 1 --quiet)
+L=(art-adp levers --seed-scheme levers --dataset cifar10 --data-root "$DATA" --threads 1 --quiet)
 # 6. the noise clip and σ (docs/results/cifar10_clip.json): the DenoiserUNet's one-step denoise of the unclipped noisy
 #    input it was trained on, of the clipped one (ADP's, the paper's), and at σ 0.125, in front of both published
 #    classifiers, 500 images

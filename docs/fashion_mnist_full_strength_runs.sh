@@ -7,15 +7,17 @@
 # images 50 at a time: an interrupted call re-run resumes from its last whole block.
 #   bash docs/fashion_mnist_full_strength_runs.sh FASHION_MNIST_DIR
 set -euo pipefail
+# --seed-scheme levers: the seeds the published run folders were measured under (a new folder's default, apart, draws
+# others at the same budgets), so that each call gives the published records.
 DATA=${1:?the folder with the four Fashion-MNIST idx files}
 export OMP_NUM_THREADS=1
 # the DenoiserUNet: 500 steps (its first milestone; --minutes 15 stops there on a CPU), seeded
 art-adp train-denoiser --dataset fashion-mnist --data-root "$DATA" --run-dir runs/denoiser-fmnist --minutes 15 --threads 1
 # the classifiers: the SmallCNN and the adversarially trained one (stopped on its validation plateau), as the levers
 # table trained them (docs/fashion_mnist_runs.sh step 1) and copied into each defence's folder
-art-adp levers --dataset fashion-mnist --data-root "$DATA" --run-dir runs/levers-fmnist-base --threads 1 --quiet \
+art-adp levers --seed-scheme levers --dataset fashion-mnist --data-root "$DATA" --run-dir runs/levers-fmnist-base --threads 1 --quiet \
     --models oracle --settings "one-step denoise" --classifiers cnn adv-cnn --purified cnn --attacks clean --n-examples 20
-L=(art-adp levers --dataset fashion-mnist --data-root "$DATA" --threads 1 --quiet --settings "one-step denoise"
+L=(art-adp levers --seed-scheme levers --dataset fashion-mnist --data-root "$DATA" --threads 1 --quiet --settings "one-step denoise"
    --classifiers --judges ensemble --repeats 2 --n-examples 200)
 FULL=(--attacks full-pgd-eot --restarts 2 --max-iter 100 --eot-samples 8)
 LATER=(--attacks selective-eot lowfreq-vote full-pgd-eot-dev apgd-eot-dev --restarts 1 --eot-samples 4)

@@ -7,10 +7,12 @@
 # (merge by concatenating records; a folder refuses an adaptive row at another EOT budget than its records').
 #   bash docs/fashion_mnist_runs.sh FASHION_MNIST_DIR [DENOISER]
 set -euo pipefail
+# --seed-scheme levers: the seeds the published run folders were measured under (a new folder's default, apart, draws
+# others at the same budgets), so that each call gives the published records.
 DATA=${1:?the folder with the four Fashion-MNIST idx files}
 DENOISER=${2:-runs/denoiser-fmnist/denoiser.safetensors}
 export OMP_NUM_THREADS=1
-L=(art-adp levers --dataset fashion-mnist --data-root "$DATA" --run-dir runs/levers-fmnist --denoiser "$DENOISER"
+L=(art-adp levers --seed-scheme levers --dataset fashion-mnist --data-root "$DATA" --run-dir runs/levers-fmnist --denoiser "$DENOISER"
    --threads 1)
 A=(--classifiers --judges ensemble fixed --repeats 2 --eot-samples 8)
 SIGMA=("one-step denoise" "σ 0.1, one-step" "σ 0.5, one-step")

@@ -4,11 +4,13 @@
 # missing). One torch thread per call, on a shared 2-core CPU; the table names the last call.
 #   bash docs/mnist_levers_runs.sh MNIST_DIR
 set -euo pipefail
+# --seed-scheme levers: the seeds the published run folders were measured under (a new folder's default, apart, draws
+# others at the same budgets), so that each call gives the published records.
 DATA=${1:?the folder with the four MNIST idx files}
 export OMP_NUM_THREADS=1
 # the published record stopped after its first milestone (500 steps), where the MSE targets were met
 art-adp train-denoiser --dataset mnist --data-root "$DATA" --run-dir runs/denoiser-mnist --minutes 60 --quiet
-L=(art-adp levers --data-root "$DATA" --run-dir runs/levers --denoiser runs/denoiser-mnist/denoiser.safetensors --threads 1)
+L=(art-adp levers --seed-scheme levers --data-root "$DATA" --run-dir runs/levers --denoiser runs/denoiser-mnist/denoiser.safetensors --threads 1)
 ALL=(clean clf-pgd clf-pgd-strong clf-pgd-eps/256)
 "${L[@]}" --models oracle --settings "released (T 10, λ 0.05)" --attacks "${ALL[@]}" --n-examples 1000
 "${L[@]}" --models oracle --settings "T 10, λ 0.2" --attacks "${ALL[@]}" --n-examples 1000
@@ -28,7 +30,7 @@ ALL=(clean clf-pgd clf-pgd-strong clf-pgd-eps/256)
 # The attacks of the later re-evaluations and the stronger adaptive budget (40 × 0.03 from a random start, EOT 4,
 # R 2, fixed noise too) on the first 200 digits, in their own folder (docs/results/mnist_new_attacks.json): the exact
 # score's one-step denoise and the fp32 DenoiserUNet's (docs/results/denoiser_mnist_fp32.json)
-N=(art-adp levers --dataset mnist --data-root "$DATA" --run-dir runs/levers-mnist --threads 1 --classifiers
+N=(art-adp levers --seed-scheme levers --dataset mnist --data-root "$DATA" --run-dir runs/levers-mnist --threads 1 --classifiers
    --purified mlp --judges ensemble fixed --repeats 2 --eot-samples 4 --n-examples 200)
 "${N[@]}" --models oracle --settings "one-step denoise" --attacks clean "full-pgd-eot (rs)" selective-eot \
     systemic-lowfreq apgd-eot-dev
@@ -37,7 +39,7 @@ N=(art-adp levers --dataset mnist --data-root "$DATA" --run-dir runs/levers-mnis
 # The SmallCNN adversarially trained at ε 0.3 (PGD 10 × 0.075 per batch; 5,400 digits, 600 held out; stopped by the
 # session's time at 24 epochs, still rising) under white-box PGD and AutoAttack (standard version), and ADP in front of
 # it (docs/results/mnist_adv_cnn.json)
-M=(art-adp levers --dataset mnist --data-root "$DATA" --run-dir runs/levers-mnist-adv --threads 1 --max-epochs 24)
+M=(art-adp levers --seed-scheme levers --dataset mnist --data-root "$DATA" --run-dir runs/levers-mnist-adv --threads 1 --max-epochs 24)
 "${M[@]}" --models oracle --settings "one-step denoise" --attacks clean clf-pgd clf-pgd-strong --classifiers adv-cnn \
     --purified adv-cnn --n-examples 1000
 "${M[@]}" --models oracle --settings "one-step denoise" "released (T 10, λ 0.05)" --attacks clean clf-pgd \
@@ -49,12 +51,12 @@ M=(art-adp levers --dataset mnist --data-root "$DATA" --run-dir runs/levers-mnis
     --judges ensemble fixed --repeats 2 --eot-samples 4 --n-examples 200
 # The same SmallCNN trained to its plateau (robust validation accuracy, patience 5, the default cap of 100 epochs;
 # docs/results/mnist_adv_cnn_plateau.json)
-P=(art-adp levers --dataset mnist --data-root "$DATA" --run-dir runs/mnist-adv-plateau --threads 1 --quiet
+P=(art-adp levers --seed-scheme levers --dataset mnist --data-root "$DATA" --run-dir runs/mnist-adv-plateau --threads 1 --quiet
    --models oracle --settings "one-step denoise" --classifiers adv-cnn --purified adv-cnn)
 "${P[@]}" --attacks clean clf-pgd --n-examples 1000
 "${P[@]}" --attacks autoattack --n-examples 200
 # The SmallCNN trained behind the seeded DenoiserUNet's one-step denoise (docs/results/mnist_behind_denoiser.json)
-D=(art-adp levers --dataset mnist --data-root "$DATA" --run-dir runs/mnist-behind-den --threads 1 --quiet
+D=(art-adp levers --seed-scheme levers --dataset mnist --data-root "$DATA" --run-dir runs/mnist-behind-den --threads 1 --quiet
    --models denoiser --denoiser runs/denoiser-mnist/denoiser.safetensors --settings "one-step denoise")
 "${D[@]}" --classifiers cnn-denoiser --purified cnn-denoiser --attacks clean clf-pgd --n-examples 1000
 "${D[@]}" --classifiers cnn-denoiser --purified cnn-denoiser --attacks autoattack --n-examples 200
