@@ -10,6 +10,7 @@ that is renamed over the target, so a killed process never leaves a torn file.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pickle
@@ -26,14 +27,17 @@ from safetensors.torch import save_file
 __all__ = [
     "TRAIN_PREFIX",
     "check_state_dict",
+    "file_sha256",
     "is_safetensors",
     "load_module",
+    "module_sha256",
     "optimizer_tensors",
     "read_checkpoint",
     "read_torch_file",
     "read_weights",
     "restore_optimizer",
     "save_module",
+    "weights_sha256",
     "write_checkpoint",
 ]
 
@@ -254,3 +258,42 @@ def read_weights(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     if all(k.startswith("module.") for k in weights):  # saved from a DataParallel wrapper
         weights = {k[len("module.") :]: v for k, v in weights.items()}
     return weights
+
+
+def module_sha256(module: torch.nn.Module) -> str:
+    """SHA-256 of a module's state dict (names, shapes, dtypes, values): the weights an evaluation attacked."""
+    return _tensors_sha256(module.state_dict())
+
+
+def _tensors_sha256(tensors: Mapping[str, torch.Tensor]) -> str:
+    h = hashlib.sha256()
+    for name, tensor in sorted(tensors.items()):
+        t = tensor.detach().cpu().contiguous()
+        h.update(f"{name}{tuple(t.shape)}{t.dtype}".encode())
+        h.update(
+            t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        )  # 0-d too (BatchNorm counters)
+    return h.hexdigest()
+
+
+def weights_sha256(model: torch.nn.Module | str | os.PathLike) -> str:
+    """
+    SHA-256 of a model's weights, as :func:`module_sha256` hashes them, from the module or from an art-adp checkpoint
+    file (its tensors without the trainer's ``train/`` ones): a checkpoint and the module loaded from it hash alike,
+    whatever else the file holds (header, training state).
+
+    :raises ValueError: If a path is not an art-adp safetensors checkpoint.
+    """
+    if isinstance(model, torch.nn.Module):
+        return module_sha256(model)
+    tensors, _ = read_checkpoint(model)
+    return _tensors_sha256({k: v for k, v in tensors.items() if not k.startswith(TRAIN_PREFIX)})
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's bytes (e.g. a checkpoint)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

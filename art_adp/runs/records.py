@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..serialization import file_sha256, module_sha256, weights_sha256  # re-exported: their home is serialization
+
 __all__ = [
     "refuse_other_settings",
     "append_records",
@@ -135,47 +137,6 @@ def array_sha256(*arrays: np.ndarray) -> str:
         a = np.ascontiguousarray(a)
         h.update(f"{a.shape}{a.dtype}".encode())
         h.update(a.tobytes())
-    return h.hexdigest()
-
-
-def module_sha256(module: torch.nn.Module) -> str:
-    """SHA-256 of a module's state dict (names, shapes, dtypes, values): the weights an evaluation attacked."""
-    return _tensors_sha256(module.state_dict())
-
-
-def _tensors_sha256(tensors: Mapping[str, torch.Tensor]) -> str:
-    h = hashlib.sha256()
-    for name, tensor in sorted(tensors.items()):
-        t = tensor.detach().cpu().contiguous()
-        h.update(f"{name}{tuple(t.shape)}{t.dtype}".encode())
-        h.update(
-            t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        )  # 0-d too (BatchNorm counters)
-    return h.hexdigest()
-
-
-def weights_sha256(model: torch.nn.Module | str | os.PathLike) -> str:
-    """
-    SHA-256 of a model's weights, as :func:`module_sha256` hashes them, from the module or from an art-adp checkpoint
-    file (its tensors without the trainer's ``train/`` ones): a checkpoint and the module loaded from it hash alike,
-    whatever else the file holds (header, training state).
-
-    :raises ValueError: If a path is not an art-adp safetensors checkpoint.
-    """
-    if isinstance(model, torch.nn.Module):
-        return module_sha256(model)
-    from ..serialization import TRAIN_PREFIX, read_checkpoint
-
-    tensors, _ = read_checkpoint(model)
-    return _tensors_sha256({k: v for k, v in tensors.items() if not k.startswith(TRAIN_PREFIX)})
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 of a file's bytes (e.g. a checkpoint)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
     return h.hexdigest()
 
 
