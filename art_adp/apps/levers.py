@@ -50,6 +50,7 @@ from ..attacks.registry import (
     recorded,
 )
 from ..models.checkpoint import check_purifier
+from ..pretrained import bundled_file
 from ..runs.provenance import code_diff, code_version, provenance
 from ..runs.engine import (
     Attacking,
@@ -68,6 +69,7 @@ from ..runs.seeds import FIXED_BLOCK, LEVERS_SCHEMES, SeedPlan, check_scheme
 from .flags import PRECISION_HELP
 from .._hardware import require_native
 from .levers_classifiers import (
+    from_zoo,
     JUDGE_BATCH,
     _classes,
     _classifier,
@@ -168,6 +170,7 @@ def run_levers(
     attack_precision: str = Budget.precision,
     force_precision: bool = False,
     seed_scheme: str | None = None,
+    zoo: bool = False,
 ) -> dict:
     """
     Measure ``attacks`` × ``settings`` × ``models`` × ``purified`` classifiers, and the undefended ``classifiers``,
@@ -221,6 +224,9 @@ def run_levers(
         block's first image (:func:`~art_adp.runs.seeds.apart`), or ``"levers"``, the schemes of the folders measured
         before it; None: the folder's own (:func:`~art_adp.runs.engine.folder_scheme`), ``"apart"`` for a new one,
         recorded in its cells' settings.
+    :param zoo: Take every classifier from the model zoo (``zoo:DATASET/NAME``, :mod:`art_adp.zoo`), checked against
+        its manifest and copied into the run folder, instead of training or bringing it; a folder holding other
+        weights under the name is refused.
     :param estimate_only: Price the defended rows still to measure and stop (nothing trained, attacked or recorded):
         one line per row with its estimated time on this device, from the attack registry's cost model and a timed
         probe of each purifier (:func:`~art_adp.runs.engine.estimate`, the cells a run would measure); returns
@@ -267,8 +273,11 @@ def run_levers(
     if ("denoiser" in models or any(m == "denoiser" for m, _ in behind.values())) and denoiser_path is None:
         raise ValueError("models includes 'denoiser' (or a classifier trained behind it): give denoiser_path (a "
                          "train-denoiser checkpoint).")  # fmt: skip
+    denoiser_path = None if denoiser_path is None else bundled_file(denoiser_path, "score")  # a zoo name: its file
     denoiser = load_score_model(denoiser_path, device) if denoiser_path is not None else None
     x, y = data.x_test[:n_examples], data.y_test[:n_examples]
+    for k in names if zoo else ():
+        from_zoo(f"{dataset}/{k}", run_dir)
     if estimate_only:
         clfs = {k: _stand_in(k, preset, run_dir) for k in names}
     else:
@@ -537,6 +546,7 @@ FLAG_HELP = {
                   "when validation robust accuracy plateaus)",
     "train_precision": "the classifiers' training passes: fp32, or bf16 autocast (validation stays fp32)",
     "seed_scheme": "seeds from --seed by this scheme (default: the run folder's; apart for a new one)",
+    "zoo": "take every classifier from the model zoo (DATASET/NAME), checked, instead of training it",
     **PRECISION_HELP,
 }  # fmt: skip
 

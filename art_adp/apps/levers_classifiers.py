@@ -20,6 +20,7 @@ from .robust_baseline import train_until_plateau
 __all__ = [
     "JUDGE_BATCH",
     "brought",
+    "from_zoo",
     "measured_purifier",
     "model_clipped",
     "training_purifier",
@@ -121,6 +122,29 @@ def brought(name: str, run_dir: Path) -> torch.nn.Module:
             "published CIFAR-10 classifiers so (docs/cifar10.md)."
         )
     return load_classifier_arg(str(found[0]))[0].eval()
+
+
+def from_zoo(name: str, run_dir: Path, as_name: str | None = None) -> Path:
+    """
+    Put the zoo's classifier ``name`` (``"cifar10/adv-resnet20"``; :func:`art_adp.zoo.zoo_file`, checked against the
+    manifest) into the run folder under its own name or ``as_name`` (``adv-resnet20.safetensors``, or ``.pt`` for
+    TorchScript), where the lever table finds it trained; a folder already holding it is left as it is.
+
+    :raises ValueError: When the folder holds other weights under that name (it measured another model).
+    """
+    import shutil
+
+    from ..zoo import weights_of, zoo_file
+
+    source = zoo_file(name)
+    target = Path(run_dir) / f"{as_name or name.rpartition('/')[2]}{source.suffix}"
+    if target.exists():
+        if (theirs := weights_of(target)) != (ours := weights_of(source)):
+            raise ValueError(f"{target} holds other weights (SHA-256 {theirs}) than zoo:{name} ({ours}): measure the "
+                             "zoo's weights in a new run folder.")  # fmt: skip
+        return target
+    shutil.copyfile(source, target)
+    return target
 
 
 def _stand_in(name: str, preset: Preset, run_dir: Path) -> torch.nn.Module:

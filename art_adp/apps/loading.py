@@ -34,6 +34,7 @@ from torch import nn
 
 from ..pretrained import BUNDLED, bundled_file
 from ..serialization import check_state_dict, is_safetensors, read_weights
+from ..zoo import zoo_name
 
 __all__ = [
     "CLASSIFIER_HELP",
@@ -45,13 +46,14 @@ __all__ = [
 ]
 
 CLASSIFIER_HELP = (
-    "an art-adp checkpoint (.safetensors), a TorchScript file (torch.jit.save), or package.module:factory (importable "
-    "from the working directory or PYTHONPATH; called with no arguments, returns an nn.Module) with --weights"
+    "an art-adp checkpoint (.safetensors), a TorchScript file (torch.jit.save), zoo:NAME (the model zoo's weights, "
+    "checked against its manifest), or package.module:factory (importable from the working directory or PYTHONPATH; "
+    "called with no arguments, returns an nn.Module) with --weights"
 )
 SCORE_HELP = (
     "an art-adp score checkpoint (.safetensors), an NCSNv2 reference checkpoint (checkpoint_<step>.pth, imported as "
     "import-ncsnv2 does; config: --score-config or config.yml beside it), or a diffusers folder (model_index.json, "
-    "unet/, scheduler/; or a UNet2DModel folder with scheduler_config.json), or a bundled name (digits)"
+    "unet/, scheduler/; or a UNet2DModel folder with scheduler_config.json), zoo:NAME, or a bundled name (digits)"
 )
 STANDARDISATION_HELP = (
     "the classifier's input standardisation (x - mean) / std, applied after the purification as ART's "
@@ -121,7 +123,7 @@ def load_classifier_arg(
         whose names or shapes do not match, or ``--weights`` / ``--mean`` / ``--std`` where they do not apply.
     """
     path = Path(spec)
-    if not path.exists() and spec in BUNDLED and "classifier" in BUNDLED[spec]:  # a model shipped by name
+    if not path.exists() and (zoo_name(spec) or spec in BUNDLED and "classifier" in BUNDLED[spec]):  # by name
         path = bundled_file(spec, "classifier")
     if path.is_file():
         if weights is not None:
@@ -257,7 +259,7 @@ def load_score_arg(spec: str, *, config: str | None = None) -> tuple[nn.Module, 
     from ..score import import_ncsnv2, load_diffusers, load_score_model
 
     path = Path(spec)
-    if not path.exists() and spec in BUNDLED and "score" in BUNDLED[spec]:  # a model shipped by name
+    if not path.exists() and (zoo_name(spec) or spec in BUNDLED and "score" in BUNDLED[spec]):  # by name
         path = bundled_file(spec, "score")
     model: nn.Module
     if not path.exists() and re.fullmatch(r"[\w.-]+/[\w.-]+", spec) and not path.suffix:  # a Hub id, say

@@ -24,12 +24,21 @@ BUNDLED: dict[str, dict[str, str]] = {
 
 def bundled_file(path_or_name: str | os.PathLike, kind: str) -> Path:
     """
-    The file to load for ``path_or_name``: the path itself when it exists, else the bundled model of that name.
+    The file to load for ``path_or_name``: the path itself when it exists, a zoo entry's checked file for
+    ``zoo:NAME`` (:func:`art_adp.zoo.zoo_file`), else the bundled model of that name.
 
-    :param path_or_name: A checkpoint path, or a bundled name (``"digits"``).
+    :param path_or_name: A checkpoint path, ``zoo:NAME``, or a bundled name (``"digits"``).
     :param kind: ``"score"`` or ``"classifier"``.
     :raises FileNotFoundError: For a path that does not exist and is no bundled name; the message lists the names.
+        For a zoo name that cannot be read (:class:`art_adp.zoo.ZooError`), or that names a model of another kind.
     """
+    from .. import zoo
+
+    if (name := zoo.zoo_name(path_or_name)) is not None:
+        held = zoo.entry(name).get("kind", "classifier")
+        if held != kind:
+            raise zoo.ZooError(f"zoo:{name} is a {held} model, not a {kind} model.")
+        return zoo.zoo_file(name)
     path = Path(path_or_name)
     if path.exists():
         return path
