@@ -25,6 +25,7 @@ from .flags import COMPILE, CONFIG, PRECISION, PRECISION_HELP, THREADS_HELP, TRA
 from .flags import interval, split as _split
 from .loading import CLASSIFIER_HELP, SCORE_HELP, STANDARDISATION_HELP
 from .certify_run import CertifyConfig, certify_command
+from .check import FLAG_HELP as CHECK_FLAGS, HELP as CHECK_HELP, OPTIONS as CHECK_OPTIONS, Check, check_command
 from .corruption_table import VARIANTS, CorruptionConfig, corruptions_command
 from .demo import DemoConfig, run_demo
 from .detect_demo import ATTACKS as DETECT_ATTACKS, DEFENCES, DetectConfig, detect_command
@@ -134,6 +135,14 @@ def _rejudge(sub) -> None:
     p.set_defaults(run=rejudge_command, settings=Rejudge)
     _fields(p, Rejudge, {"repeats": "R, judgements of each image; None: the run's", "seed": "None: the run's",
                          "ensemble_size": "S, purifications averaged; None: the run's"})  # fmt: skip
+
+
+def _check(sub) -> None:
+    p = sub.add_parser("check", description=check_command.__doc__, help=CHECK_HELP)
+    p.add_argument("result", metavar="RESULT.json", help="a published lever table (docs/results/*.json)")
+    p.add_argument("--data-root", required=True, help="the data set's folder (as the result's command read it)")
+    _common(p, check_command, settings=Check, parse=parse)
+    _fields(p, Check, CHECK_FLAGS, **CHECK_OPTIONS)
 
 
 def _train_classifier(sub) -> None:
@@ -306,7 +315,7 @@ def _reproduce(sub) -> None:
             **{name: all_or_int for name in counts})  # fmt: skip
 
 
-COMMANDS = (_demo, _train_score, _train_denoiser, _levers, _rejudge, _train_classifier, _detect, _certify,
+COMMANDS = (_demo, _train_score, _train_denoiser, _levers, _rejudge, _check, _train_classifier, _detect, _certify,
             _corruptions, _evaluate, _import, _prepare_cifar10, _plans_and_migrate, _reproduce)  # fmt: skip
 
 
@@ -334,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     keywords: dict = {}
     try:
         command, config, keywords = parse(argv)
-        cmd.run(command, config, **keywords)
+        status = cmd.run(command, config, **keywords)  # an int from a command with an exit status (check)
     except (ValueError, FileNotFoundError) as err:
         print(f"art-adp {name}: error: {err}", file=sys.stderr)
         return 2
@@ -342,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         where = keywords.get("run_dir", "the run folder")
         print(f"art-adp {name}: interrupted; finished work is saved in {where}", file=sys.stderr)
         return 130
-    return 0
+    return status if isinstance(status, int) and not isinstance(status, bool) else 0
 
 
 if __name__ == "__main__":
