@@ -29,11 +29,13 @@ ALL=(clean clf-pgd clf-pgd-strong clf-pgd-eps/256)
     --n-examples 200
 # The attacks of the later re-evaluations and the stronger adaptive budget (40 × 0.03 from a random start, EOT 4,
 # R 2, fixed noise too) on the first 200 digits, in their own folder (docs/results/mnist_new_attacks.json): the exact
-# score's one-step denoise and the fp32 DenoiserUNet's (docs/results/denoiser_mnist_fp32.json)
+# score's one-step denoise and the fp32 DenoiserUNet's (docs/results/denoiser_mnist_fp32.json). The low-frequency vote
+# attack's published row ran it under its old name, systemic-lowfreq (sign steps, margin capped at 1; the records keep
+# that name): today's lowfreq-vote is its successor, DiffBreak's loop at its own 100 steps, and measures a row of its own
 N=(art-adp levers --seed-scheme levers --dataset mnist --data-root "$DATA" --run-dir runs/levers-mnist --threads 1 --classifiers
    --purified mlp --judges ensemble fixed --repeats 2 --eot-samples 4 --n-examples 200)
 "${N[@]}" --models oracle --settings "one-step denoise" --attacks clean "full-pgd-eot (rs)" selective-eot \
-    systemic-lowfreq apgd-eot-dev
+    lowfreq-vote apgd-eot-dev
 "${N[@]}" --denoiser runs/denoiser-mnist-fp32/denoiser.safetensors --models denoiser --settings "one-step denoise" \
     --attacks clean "full-pgd-eot (rs)" "bpda-eot (rs)"
 # The SmallCNN adversarially trained at ε 0.3 (PGD 10 × 0.075 per batch; 5,400 digits, 600 held out; stopped by the
