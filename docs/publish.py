@@ -7,7 +7,8 @@
 
 A committed result holds no path of the machine that measured it (tests/test_docs_drift.py): the command's
 ``--data-root PATH`` becomes ``--data-root DIR`` and the folder's name goes to ``provenance.data_root``, from which
-``docs/render.py`` names the split (``DATA_SPLITS``). Everything else is copied as the command wrote it.
+``docs/render.py`` names the split (``DATA_SPLITS``); an absolute ``--run-dir /…/NAME`` becomes ``runs/NAME``.
+Everything else is copied as the command wrote it.
 
 A run folder measured by several calls (``art-adp levers`` resumes its records and writes one table of them all) has
 its last call's provenance in ``table.json``; each earlier call's table, copied aside when that call ended (or its
@@ -28,6 +29,7 @@ import sys
 from pathlib import Path
 
 _DATA_ROOT = re.compile(r"(--data-root[= ])(\S+)")
+_ABSOLUTE_RUN_DIR = re.compile(r"(--run-dir[= ])/\S*/([^/\s]+)/?(?=\s|$)")
 
 
 def data_roots(command: str) -> list[str]:
@@ -43,6 +45,7 @@ def with_dir(command: str) -> str:
 def publish(result: dict) -> dict:
     """``result`` with its command's data folder as ``DIR`` and the folder's name in ``provenance.data_root``."""
     p = dict(result["provenance"])
+    p["command"] = _ABSOLUTE_RUN_DIR.sub(r"\1runs/\2", p["command"])
     roots = data_roots(p["command"])
     if len(roots) > 1:
         raise ValueError(f"the command reads {len(roots)} data folders; publish takes one")

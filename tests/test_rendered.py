@@ -177,11 +177,11 @@ def test_publish_names_the_data_folder_and_keeps_no_path_of_the_machine():
     spec_ = importlib.util.spec_from_file_location("publish", ROOT / "docs" / "publish.py")
     publish = importlib.util.module_from_spec(spec_)
     spec_.loader.exec_module(publish)
-    result = {"cells": [1], "provenance": {"command": "art-adp levers --data-root /x/y/fashion-mnist-subset --n 2",
-                                           "wall_time_s": 3.0}}  # fmt: skip
+    result = {"cells": [1], "provenance": {"command": "art-adp levers --data-root /x/y/fashion-mnist-subset --run-dir "
+                                                      "/x/runs-elsewhere/fm-behind --n 2", "wall_time_s": 3.0}}  # fmt: skip
     out = publish.publish(result)
-    assert out["provenance"] == {"command": "art-adp levers --data-root DIR --n 2", "wall_time_s": 3.0,
-                                 "data_root": "fashion-mnist-subset"}  # fmt: skip
+    assert out["provenance"] == {"command": "art-adp levers --data-root DIR --run-dir runs/fm-behind --n 2",
+                                 "wall_time_s": 3.0, "data_root": "fashion-mnist-subset"}  # fmt: skip
     assert out["cells"] == [1] and result["provenance"]["command"].startswith("art-adp levers --data-root /x")
     assert render.data_split(out).startswith("Fashion-MNIST test images 0–2,999 for training")
     assert publish.publish(out) == out  # published twice: the same
