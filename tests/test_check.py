@@ -143,3 +143,16 @@ def test_the_code_version_of_the_call_is_compared_with_todays():
     said = checking.code_changes({"code_version": f"art-adp 0.1 ({first[:7]}-dirty)"})
     assert said.startswith(f"the measuring code changed since the recorded call ({first[:7]}): ")
     assert "art_adp/attacks" in said
+
+
+def test_a_cell_whose_setting_purifies_otherwise_today_is_refused(setting, tmp_path):
+    table = json.loads(setting.read_text())
+    label = "mlp|oracle|one-step denoise|clean"
+    cell = next(c for c in table["cells"] if cell_label(c, "mlp") == label)
+    assert cell["clip_noise"] is False  # the exact score's one-step denoise takes an unclipped noisy input today
+    del cell["clip_noise"]  # as a table measured before the clip was a choice records its clipped input
+    (tmp_path / "clipped.json").write_text(json.dumps(table))
+    with pytest.raises(ValueError, match="purified a clipped noisy input; 'one-step denoise' purifies an unclipped one "
+                                         "today"):  # fmt: skip
+        check_result(tmp_path / "clipped.json", Check(cells=(label,)), data_root="DIR", parse=parse,
+                     run_dir=tmp_path / "r", progress=False)  # fmt: skip

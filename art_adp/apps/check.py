@@ -199,6 +199,8 @@ def _rerun(result: Mapping, call: Mapping, attack: str, cell: Mapping, n: int, r
         if held not in by_hash:
             raise ValueError(f"The denoiser the result records (SHA-256 {held}) is in no zoo entry.")
         denoiser = zoo_file(by_hash[held])
+    if not bare:
+        _same_purification(cell, result["classifier"], name, keywords["dataset"], config.sigmas, denoiser)
     settings = {**asdict(config), "attacks": (attack,), "n_examples": n, "estimate_only": False, "zoo": False,
                 "classifiers": (name,) if bare else (), "purified": () if bare else (name,),
                 "seed_scheme": _scheme(call)}  # fmt: skip
@@ -212,6 +214,26 @@ def _rerun(result: Mapping, call: Mapping, attack: str, cell: Mapping, n: int, r
         if cell_label(new, table["classifier"]) == cell_label(cell, result["classifier"]):
             return new
     raise ValueError(f"The re-measurement wrote no cell {cell_label(cell, result['classifier'])}.")
+
+
+def _same_purification(cell: Mapping, base: str, name: str, dataset: str, sigmas, denoiser) -> None:
+    """Refuse a cell whose setting purifies otherwise today than when it was measured: a one-step denoise named
+    before the noise clip became a choice was of a clipped noisy input, and today's takes its model's own form (the
+    exact score's is unclipped); a classifier trained behind a purification is measured behind its recipe's."""
+    from ..score import load_score_model
+    from .levers_classifiers import model_clipped
+    from .levers_presets import preset_for, setting_named
+
+    preset = preset_for(dataset, sigmas=sigmas)
+    own = preset.classifiers[name].purifier
+    setting = setting_named(own[1] if own else cell["setting"], preset.sigmas)
+    today = setting.clipped(model_clipped(cell["model"], None if denoiser is None else load_score_model(denoiser)))
+    then = cell.get("clip_noise", True) is not False  # recorded only where the noisy input was not clipped
+    if today != then:
+        form = {True: "a clipped", False: "an unclipped"}
+        raise ValueError(f"{cell_label(cell, base)} purified {form[then]} noisy input; {setting.name!r} purifies "
+                         f"{form[today]} one today: today's code measures another defence under this name, so the "
+                         "published cell cannot be re-checked; measure the row again instead.")  # fmt: skip
 
 
 def check_result(path: str | Path, config: Check = Check(), *, data_root: str, parse: Callable,
