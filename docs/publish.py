@@ -4,6 +4,7 @@
     python docs/publish.py EARLIER.json [EARLIER.json ...] runs/fm-den-full/table.json docs/results/NAME.json
     python docs/publish.py --variants runs/cmp-a runs/cmp-b ... docs/results/NAME.json
     python docs/publish.py --flags docs/results/NAME.json [...]
+    python docs/publish.py --zoo mnist/cnn-oracle runs/mnist-behind/cnn-oracle.safetensors docs/results/NAME.json
 
 A committed result holds no path of the machine that measured it (tests/test_docs_drift.py): the command's
 ``--data-root PATH`` becomes ``--data-root DIR`` and the folder's name goes to ``provenance.data_root``, from which
@@ -151,6 +152,68 @@ def with_flags(result: dict, root: Path = Path(".")) -> tuple[dict, int]:
     return out, given
 
 
+#: What a zoo entry says of the data its models were trained on, by data set.
+TRAINED_ON = {
+    "mnist": "MNIST's official test images t10k 0-5,999 (the development subset); measured on t10k 6,000-7,999. "
+    "Official test images: never evaluate this model on the MNIST test set, and never call it a model trained on MNIST.",
+    "fashion-mnist": "Fashion-MNIST's official test images 0-2,999 (the development subset); measured on the 943 images "
+    "after them. Official test images: never evaluate this model on the Fashion-MNIST test set, and never call it a "
+    "model trained on Fashion-MNIST.",
+    "cifar10": "CIFAR-10's 50,000 training images; measured on the development half of the test set "
+    "(art_adp/cifar10_development.txt).",
+}  # fmt: skip
+
+
+def to_zoo(name: str, weights: Path, result_path: Path, zoo: Path = Path("zoo")) -> dict:
+    """
+    Ship the classifier ``weights`` (a run folder's ``NAME.safetensors``) as the zoo entry ``name``
+    (``DATASET/NAME``): the file copied into ``zoo/``, its entry written from the published result it was measured in
+    (``result_path``: the training facts of ``classifiers[NAME]``, the first call that named it), every result file
+    recording its weights' hash listed. The result must record those weights, and its training call a clean commit.
+    """
+    import shutil
+
+    from art_adp.serialization import file_sha256, weights_sha256
+
+    result = json.loads(result_path.read_text(encoding="utf-8"))
+    dataset, key = name.split("/", 1)
+    digest, model = weights_sha256(weights), name.rpartition("/")[2]
+    recorded = {k: v for k, v in result["provenance"]["models"].items() if v == digest}
+    if not recorded:
+        raise ValueError(f"{result_path} records no model of the weights {digest} ({weights}): publish it first")
+    held = next(iter(recorded))
+    calls = [*result["provenance"].get("calls", []), result["provenance"]]
+    trained = next(c for c in calls if re.search(rf"--(classifiers|purified)( [^-]\S*)* {re.escape(held)}( |$)",
+                                                 c["command"]))  # fmt: skip
+    if trained["code_version"].endswith("-dirty)"):
+        raise ValueError(f"its training call started on uncommitted code ({trained['code_version']}): train it again")
+    facts = result["classifiers"][held]
+    train = facts.get("adversarial_training") or facts.get("training") or {}
+    target = zoo / dataset / f"{key.split('/')[-1]}{weights.suffix}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(weights, target)
+    results = sorted(p.name for p in Path("docs/results").glob("*.json")
+                     if digest in json.loads(p.read_text(encoding="utf-8")).get("provenance", {}).get("models", {})
+                     .values())  # fmt: skip
+    entry = {
+        "kind": "classifier", "dataset": dataset, "weights_sha256": digest, "file": target.relative_to(zoo).as_posix(),
+        "sha256": file_sha256(target), "architecture": facts.get("arch"),
+        "training": {"recorded_in": result_path.name, "command": trained["command"],
+                     "code_version": trained["code_version"], "processor": trained["device"],
+                     "wall_time_s": round(sum(e.get("seconds", 0) for e in train.get("curve", [])), 1),
+                     "epochs_trained": len(train.get("curve", [])), "init": facts.get("init"),
+                     "behind": (facts.get("purifier") or {}).get("describe")},
+        "trained_on": TRAINED_ON[dataset], "licence": "MIT (art-adp's)", "results": results,
+        "status": "shipped: trained from a clean commit by the command above",
+    }  # fmt: skip
+    manifest_path = zoo / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest["entries"][name] = entry
+    manifest["entries"] = dict(sorted(manifest["entries"].items()))
+    manifest_path.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return entry
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print(__doc__)
@@ -161,6 +224,11 @@ def main(argv: list[str]) -> int:
             if given:
                 target.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
             print(f"{target}: {given} of {len(out.get('cells', []))} cells given their per-image flags")
+        return 0
+    if argv[0] == "--zoo":
+        name, weights, result = argv[1:4]
+        entry = to_zoo(name, Path(weights), Path(result))
+        print(f"zoo:{name}: {entry['file']} (weights {entry['weights_sha256'][:12]}), used by {entry['results']}")
         return 0
     if argv[0] == "--variants":
         *folders, target = map(Path, argv[1:])
