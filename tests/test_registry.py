@@ -162,6 +162,23 @@ def test_the_pgd_family_takes_the_budgets_random_start_and_the_records_seed(name
     assert torch.equal(start(replace(b, random_start=False), 3), x)
 
 
+def test_a_random_start_is_the_default_outside_the_papers_own_protocols():
+    """A budget and the PGD family's classes start at a random point unless told otherwise; the ``paper`` and
+    ``croce`` plans keep their papers' start at the image (and ``smoke``, whose records are golden files), and each
+    row's budget says which start its attack took."""
+    from art_adp.runs.plans import PAPER
+    from art_adp.runs.plans import plan as named_plan
+
+    assert Budget(eps=0.1, eps_step=0.01, max_iter=1).random_start is True, "a Budget starts at the image by default"
+    est = _estimator()
+    for cls in (A.ClassifierPGD, A.PGDEOT, A.PGDEOTDev, A.PGDEOTEnsemble, A.JointScore, A.JointFull, A.FixedNoisePGD):
+        assert cls(est).random_start is True, cls.__name__
+    starts = {p: {**PAPER, **named_plan(p, "evaluate").values}["random_start"] for p in PRESETS}
+    assert starts == {"strongest": True, "paper": False, "croce": False, "smoke": False}
+    assert budget_text("full-pgd-eot", PRESETS["strongest"]).startswith("40 it of 0.007843, random start, ")
+    assert "random start" not in budget_text("full-pgd-eot", PRESETS["paper"])
+
+
 @pytest.mark.parametrize("name", list(REGISTRY))
 def test_each_attack_carries_the_name_the_registry_files_it_under(name):
     attack = REGISTRY[name].build(_estimator(), Budget(eps=0.1, eps_step=0.01, max_iter=1), 0)

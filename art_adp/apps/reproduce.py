@@ -128,7 +128,9 @@ def _clf_pgd(classifier, data, recipe: MnistRecipe, n: int, run_dir: Path, devic
     def make():
         est = defended_estimator(classifier, None, input_shape=data.x_test.shape[1:], nb_classes=data.nb_classes,
                                  device=device)  # fmt: skip
-        budget = Budget(eps=recipe.eps, eps_step=recipe.eps_step, max_iter=recipe.max_iter, batch_size=256)
+        # the paper's row, from the image (its examples are kept and reused)
+        budget = Budget(eps=recipe.eps, eps_step=recipe.eps_step, max_iter=recipe.max_iter, random_start=False,
+                        batch_size=256)  # fmt: skip
         return registry_attack(registry.BLIND_ATTACK, budget)(est, data.x_test[:n], data.y_test[:n], None, Seeds(0, 0))
 
     return _adversarials(registry.BLIND_ATTACK, run_dir / _pgd_file(n), make)
@@ -219,8 +221,9 @@ def _cell(b: int, row: str, n: int, recipe: MnistRecipe, pgd_file: str | None) -
         attack = Attacking(examples=pgd_file)
     else:
         step, iters = spec.get("eps_step", recipe.eps_step), spec.get("max_iter", 1)
+        # the paper's protocol starts at the image, as every reproduced row (and folder) has
         budget = Budget(eps=recipe.eps, eps_step=step, max_iter=iters, eot_samples=spec.get("eot_samples", 1),
-                        batch_size=recipe.chunk_size)  # fmt: skip
+                        random_start=False, batch_size=recipe.chunk_size)  # fmt: skip
         attack = Attacking(row, budget)
     judgement = Judgement("ensemble", recipe.ensemble_size, recipe.repeats, batch_size=512)
     seeds = SeedPlan(recipe.seed_scheme or "apart", recipe.seed, (b, row), recipe.repeats)

@@ -146,8 +146,8 @@ class IterativeAttack(EvasionAttack):
     """
     The projected loop every attack of Table 1 shares (x_{i+1} = Π_{B(x₀, ε)}(x_i + α d_i), clipped), in batches;
     a subclass supplies the direction d_i (:meth:`_direction`) and the purifier gradient mode it needs. With
-    ``random_start`` the loop starts from a uniform draw in the ε-ball (Madry et al.; foolbox's and torchattacks'
-    ``random_start``), drawn from ``generator``, else from x₀ itself.
+    ``random_start`` (the default) the loop starts from a uniform draw in the ε-ball (Madry et al.; foolbox's and
+    torchattacks' ``random_start``), drawn from ``generator``, else from x₀ itself.
 
     **Best iterate, judged on fresh draws, and restarts** (:mod:`art_adp.attacks.best_iterate`, the one rule): each
     image returns the iterate its judgement found most broken, not the last one. The start, every ``check_every``-th
@@ -202,7 +202,7 @@ class IterativeAttack(EvasionAttack):
         eps: float = 8 / 255,
         eps_step: float = 2 / 255,
         max_iter: int = 40,
-        random_start: bool = False,
+        random_start: bool = True,
         generator: torch.Generator | None = None,
         batch_size: int = 512,
         verbose: bool = False,

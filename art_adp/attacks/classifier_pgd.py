@@ -23,7 +23,7 @@ class ClassifierPGD(IterativeAttack):
     :param eps: Radius ε of the threat model.
     :param eps_step: Step α per iteration.
     :param max_iter: Iterations.
-    :param random_start: Start from a uniform draw in the ε-ball instead of x₀.
+    :param random_start: Start from a uniform draw in the ε-ball (the default) instead of x₀.
     :param generator: The ``torch.Generator`` of that draw (CPU; default: torch's).
     :param batch_size: Examples per batch.
     :param verbose: Show progress.

@@ -86,7 +86,7 @@ class PGDEOT(IterativeAttack):
         loss: str = "ce",
         eot_target: str = "draws",
         aggregate: str = "mean",
-        random_start: bool = False,
+        random_start: bool = True,
         generator: torch.Generator | None = None,
         batch_size: int = 512,
         memory_budget: float | None = None,

@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, replace
+from dataclasses import fields as dataclass_fields
 from types import MappingProxyType
 
 import torch
@@ -45,6 +46,8 @@ __all__ = [
     "Budget",
     "CLEAN_LABEL",
     "budget_settings",
+    "consumed",
+    "consumed_view",
     "FULL_ATTACK",
     "LABELS",
     "OLD_BEHAVIOUR",
@@ -53,6 +56,8 @@ __all__ = [
     "PROTOCOLS",
     "REGISTRY",
     "RETIRED",
+    "SILENT",
+    "STARTS",
     "SWEEP_ATTACK",
     "gradient_attacks",
     "judgements",
@@ -118,6 +123,8 @@ class Budget:
     :param random_start: The PGD family (Clf-PGD, BPDA+EOT, full-gradient PGD+EOT, the Joint attacks) starts from a
         uniform draw in the ε-ball, seeded by the ``seed`` its record builds it with (APGD always starts at a random
         point, as Croce & Hein's does; the low-frequency vote attack from a random point of its band of the ball).
+        On by default (measured stronger: docs/attacks.md); False starts at the image, as the papers' own protocols
+        do (the ``paper`` and ``croce`` plans, the MNIST reproduction).
     :param batch_size: Images per forward pass.
     :param memory_budget: MiB of autograd graph per block of EOT draws in the gradients of the attacks that take
         it (PGD+EOT, APGD-EOT; None: :func:`art_adp.ensemble.default_memory_budget`). It changes how the draws are
@@ -153,7 +160,7 @@ class Budget:
     weight: float = 0.5
     cutoff: float = 0.5
     samples_per_step: int = 1280
-    random_start: bool = False
+    random_start: bool = True
     batch_size: int = 512
     memory_budget: float | None = None
     num_random_init: int = 1
@@ -266,6 +273,12 @@ class AttackSpec:
         ``eot_target``, ``step_schedule``, ``judgement``.
     :param first: ``(option, value)`` pairs: its first records' values of options where they are not
         :data:`OLD_BEHAVIOUR`'s (selective EOT was aimed at DiffHammer's N-evaluation).
+    :param start: Where its runs start, one of :data:`STARTS`: ``"budget"``, the budget's ``random_start``;
+        ``"random"``, always at a random point of the ε-ball (APGD, as Croce & Hein's; selective EOT, as DiffHammer's);
+        ``"own"``, its library's own rule (SPSA, AutoAttack).
+    :param consumes: The :class:`Budget` parameters its ``build`` reads beyond the threat model (``eps``, ``norm``)
+        and the execution (``batch_size``, ``memory_budget``, ``compile``); the only ones its ``describe`` is shown
+        (:func:`consumed_view`). None, the default: derived from the record (:func:`consumed`).
     """
 
     name: str
@@ -289,6 +302,48 @@ class AttackSpec:
     checks: bool = True
     options: tuple[str, ...] = ()
     first: tuple[tuple[str, str], ...] = ()
+    start: str = "budget"
+    consumes: tuple[str, ...] | None = None
+
+    def __post_init__(self):
+        one_of("start", self.start, STARTS)
+        if self.consumes is None:
+            object.__setattr__(self, "consumes", consumed(self))
+        unknown = sorted(set(self.consumes) - set(_BUDGET_FIELDS))
+        if unknown:
+            raise ValueError(f"{self.name}: consumes names {unknown}, which are no Budget fields: name only fields of "
+                             f"Budget ({', '.join(_BUDGET_FIELDS)}).")  # fmt: skip
+
+
+#: Where an attack's runs start (:attr:`AttackSpec.start`).
+STARTS = ("budget", "random", "own")
+_BUDGET_FIELDS = tuple(f.name for f in dataclass_fields(Budget))
+#: The value of each :class:`Budget` option at which no budget text names it: what :func:`consumed_view` shows of an
+#: option an attack does not consume.
+SILENT: Mapping[str, object] = MappingProxyType({
+    "random_start": False, "step_schedule": "constant", "num_random_init": 1, "check_every": AUTO, "loss": "ce",
+    "eot_target": "draws", "eot_aggregate": "mean", "judgement": "mean", "precision": "fp32",
+})  # fmt: skip
+
+
+def consumed(spec: AttackSpec) -> tuple[str, ...]:
+    """The :class:`Budget` parameters ``spec``'s build reads, from the record: the step (unless it sets its own,
+    ``own_step``), its ``fields``, the random start (``start="budget"``), restarts (``best_iterate``) and the check
+    interval (``checks``), the judgement's draws (the best-iterate rule, or SPSA's judged iterates), its ``options``,
+    and the gradient passes' precision (all but the black-box attacks: :func:`_as_registered`)."""
+    step = ("eps_step",) if spec.own_step is None else ()
+    start = ("random_start",) if spec.start == "budget" else ()
+    runs = (("num_random_init", "check_every") if spec.checks else ("num_random_init",)) if spec.best_iterate else ()
+    judged = ("judge_draws",) if spec.best_iterate or spec.black_box else ()
+    precision = () if spec.black_box else ("precision",)
+    return tuple(dict.fromkeys(step + spec.fields + start + runs + judged + spec.options + precision))
+
+
+def consumed_view(b: Budget, spec: AttackSpec) -> Budget:
+    """``b`` as ``spec``'s budget text sees it: every option of :data:`SILENT` that the attack does not consume
+    (:attr:`AttackSpec.consumes`) at the value no text names, so its row names only what its attack runs with (the
+    low-frequency vote attack's Adam loop no halving steps, SPSA no random start)."""
+    return replace(b, **{k: v for k, v in SILENT.items() if k not in spec.consumes})
 
 
 def _restarts(b: Budget) -> str:
@@ -467,8 +522,10 @@ def _lowfreq_vote(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
 
 
 def _lowfreq_text(b: Budget) -> str:
+    """DiffBreak's Adam loop: no step schedule, one run (its own best iterate and early stop)."""
+    start = ", random start" if b.random_start else ""
     aim = "" if b.judgement == "majority" else f", aimed at the {b.judgement} judgement"
-    return f"{_iterations(b)} (Adam), EOT {b.eot_samples}, DCT cutoff {b.cutoff:g}{aim}"
+    return f"{b.max_iter} it of {b.eps_step:.4g} (Adam){start}, EOT {b.eot_samples}, DCT cutoff {b.cutoff:g}{aim}"
 
 
 def _spsa(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
@@ -550,6 +607,7 @@ ATTACKS: tuple[AttackSpec, ...] = (
         short="spsa",
         black_box=True,
         best_iterate=False,
+        start="own",
     ),
     AttackSpec(
         FULL_ATTACK,
@@ -592,6 +650,7 @@ ATTACKS: tuple[AttackSpec, ...] = (
         full=True,
         checks=False,
         options=("eot_target",),
+        start="random",
     ),
     AttackSpec(
         registered_name(APGDEOTEnsemble),
@@ -608,6 +667,7 @@ ATTACKS: tuple[AttackSpec, ...] = (
         short="apgd",
         full=True,
         checks=False,
+        start="random",
     ),
     AttackSpec(
         registered_name(LowFrequencyVote),
@@ -657,6 +717,7 @@ ATTACKS: tuple[AttackSpec, ...] = (
         short="apgd",
         full=True,
         checks=False,
+        start="random",
     ),
     AttackSpec(
         registered_name(SelectiveEOT),
@@ -675,6 +736,7 @@ ATTACKS: tuple[AttackSpec, ...] = (
         checks=False,  # its own best iterate within a run, its losses as restarts
         options=("judgement",),
         first=(("judgement", "worst"),),
+        start="random",
     ),
     AttackSpec(
         AUTOATTACK,
@@ -691,6 +753,8 @@ ATTACKS: tuple[AttackSpec, ...] = (
         norms=(math.inf,),
         best_iterate=False,
         checks=False,
+        start="own",
+        consumes=("precision",),  # torchattacks' standard version: ε only, its own steps and iterations
     ),
     AttackSpec(
         ART_PGD,
@@ -726,12 +790,13 @@ def _check_precision(estimator, b: Budget) -> None:
         )
 
 
-def _at_precision(spec: AttackSpec) -> AttackSpec:
-    """``spec`` whose attacks run their gradient passes at the budget's ``precision`` (the black-box ones have none)
-    and whose budget text names a precision other than fp32."""
-    if spec.black_box:
-        return spec
+def _as_registered(spec: AttackSpec) -> AttackSpec:
+    """``spec`` as :data:`REGISTRY` keeps it: its budget text made from the parameters its attack consumes only
+    (:func:`consumed_view`), and its attacks running their gradient passes at the budget's ``precision`` (the
+    black-box ones have none), which the text names where it is not fp32."""
     build, describe = spec.build, spec.describe
+    if spec.black_box:
+        return replace(spec, describe=lambda b: describe(consumed_view(b, spec)))
 
     def at(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
         _check_precision(estimator, b)
@@ -747,7 +812,7 @@ def _at_precision(spec: AttackSpec) -> AttackSpec:
         return attack
 
     def text(b: Budget) -> str:
-        return describe(b) + ("" if b.precision == "fp32" else f", {b.precision} gradient passes")
+        return describe(consumed_view(b, spec)) + ("" if b.precision == "fp32" else f", {b.precision} gradient passes")
 
     return replace(spec, build=at, describe=text)
 
@@ -774,7 +839,8 @@ def register(spec: AttackSpec) -> AttackSpec:
     budget), and ``evaluate --attacks NAME`` for an attack registered before :mod:`art_adp.apps` is imported -- its
     gradient passes at the budget's precision, its cost priced by ``spec.cost``.
 
-    :return: The registered spec (its ``build`` runs at the budget's precision).
+    :return: The registered spec (its ``build`` runs at the budget's precision; its ``describe`` names only the
+        parameters it consumes, :func:`consumed_view`).
     :raises ValueError: If the name is taken (by an attack or a retired one) or the protocol is not one of
         :data:`PROTOCOLS`.
     """
@@ -782,7 +848,7 @@ def register(spec: AttackSpec) -> AttackSpec:
         raise ValueError(f"An attack named {spec.name!r} is registered already: give yours another name.")
     if spec.protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {spec.protocol!r}.")
-    _SPECS[spec.name], _LABELS[spec.name] = _at_precision(spec), spec.label
+    _SPECS[spec.name], _LABELS[spec.name] = _as_registered(spec), spec.label
     return _SPECS[spec.name]
 
 

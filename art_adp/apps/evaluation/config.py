@@ -70,7 +70,9 @@ class EvalConfig:
         N = 10 draws.
     :param lowfreq_max_iter: The low-frequency vote attack's own: DiffBreak's 100 iterations.
     :param random_start: The PGD family and the low-frequency vote attack start from a random point of the ε-ball
-        (:class:`~art_adp.attacks.registry.Budget`).
+        (:class:`~art_adp.attacks.registry.Budget`, whose default it is): ``strongest``; ``paper`` and ``croce`` start
+        at the image, as their papers ran them, and so does ``smoke``. Each row's budget says "random start" where its
+        attack took one.
     :param loss, eot_target, step_schedule: PGD+EOT's loss, what the EOT gradients of PGD+EOT and APGD-EOT
         differentiate, and the PGD family's step schedule (:class:`~art_adp.attacks.registry.Budget`).
     :param attack_precision: The gradient attacks' gradient passes: ``"fp32"``, or ``"bf16"`` autocast (every
