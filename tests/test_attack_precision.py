@@ -34,7 +34,8 @@ def _estimator(clf, **purifier):
                              clip_values=(0.0, 1.0), preprocessing_defences=[adp])  # fmt: skip
 
 
-@pytest.mark.parametrize("name", ["full-pgd-eot", "full-pgd-eot-ensemble", "apgd-eot", "full-pgd-eot-dev"])
+@pytest.mark.parametrize("name", ["full-pgd-eot", "full-pgd-eot-ensemble", "apgd-eot", "full-pgd-eot-dev", "selective-eot",
+                                  "lowfreq-vote"])  # fmt: skip
 def test_a_bf16_attack_runs_its_gradient_passes_in_bf16_and_judges_in_fp32(name):
     torch.manual_seed(1)
     clf = Spy()

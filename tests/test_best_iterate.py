@@ -1,13 +1,15 @@
 """The best-iterate rule (art_adp.attacks.best_iterate): the three judgements' scores against hand-computed values, a
 planted sequence of iterates where an earlier one is broken and the last is not, judgement on draws of its own that
-leave the purifier's generator (the attack's gradient draws) untouched, common noise across offers, messages."""
+leave the purifier's generator (the attack's gradient draws) untouched, common noise across offers, confirmations on
+fresh draws at every use and on every one of several sets, messages."""
 
 import pytest
 import torch
 from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 from art.estimators.classification import PyTorchClassifier
 
-from art_adp.attacks.best_iterate import BestIterate, judged_noise, judgement_scores, probability_margin
+from art_adp.attacks.best_iterate import (BestIterate, confirmed, derived_seed, judged_noise, judgement_scores,
+                                          probability_margin)  # fmt: skip
 
 
 def test_probability_margin_by_hand():
@@ -99,6 +101,50 @@ def test_judgement_draws_are_its_own_and_common_across_offers():
     with judged_noise(est, torch.Generator(), 0):
         assert jitter.generator is not None
     assert torch.equal(jitter.generator.get_state(), before)
+
+
+class Keyed(PreprocessorPyTorch):
+    """A defence whose draw is its generator's seed: every row is moved to 0.9 (a draw :class:`Sign` gets wrong) when
+    the generator it draws from was seeded with none of ``robust`` (else passed on), and each seed it is run with
+    (but its own generator's) is noted in ``seeds``."""
+
+    def __init__(self, robust=()) -> None:
+        super().__init__(device_type="cpu", is_fitted=True, apply_fit=False, apply_predict=True)
+        self.robust, self.seeds = set(robust), []
+        self.own = self.generator = torch.Generator().manual_seed(99)
+
+    def forward(self, x, y=None):
+        if self.generator is self.own:
+            return x, y
+        self.seeds.append(self.generator.initial_seed())
+        return (x if self.generator.initial_seed() in self.robust else torch.full_like(x, 0.9)), y
+
+
+def test_confirmations_draw_fresh_at_every_use_and_on_every_set():
+    fresh_seeds = [derived_seed(5, "use", k) if k else 5 for k in range(6)]  # fresh's seed, then one per use
+    assert len(set(fresh_seeds + [4])) == 7
+    keyed = Keyed(robust=[fresh_seeds[2]])  # every draw broken but those of the third fresh use
+    est = estimator([keyed])
+    y, x = torch.tensor([0]), torch.full((1, 1, 2, 2), 0.3)
+    best, fresh = BestIterate(est, y, draws=2, seed=4), BestIterate(est, y, draws=2, seed=5)
+    best.offer(x)
+    assert best.broken.tolist() == [True] and keyed.seeds == [4]
+    one = torch.tensor([0])
+    # two sets, both broken: confirmed, on the first two fresh uses' draws
+    assert confirmed(best, fresh, one, sets=2).tolist() == [True] and keyed.seeds[1:] == fresh_seeds[:2]
+    # three sets: the first (the third use) is robust, so the image is not confirmed and no further set is judged;
+    # the kept score is the robust set's
+    assert confirmed(best, fresh, one, sets=3).tolist() == [False] and keyed.seeds[3:] == [fresh_seeds[2]]
+    assert fresh.uses == 3 and best.score[0] >= 0 and not best.broken[0]
+    best.offer(torch.full((1, 1, 2, 2), 0.31))  # a later iterate broken on the own draws replaces it ...
+    assert best.broken.tolist() == [True]
+    # ... and is asked on new draws, never those of an earlier use (the third's would not confirm it)
+    assert confirmed(best, fresh, one).tolist() == [True] and keyed.seeds[-1] == fresh_seeds[3]
+    # deterministic given the seeds: another pair of judgements draws the same sequence
+    again = BestIterate(est, y, draws=2, seed=5)
+    assert [again.fresh_seed() for _ in range(6)] == fresh_seeds
+    with pytest.raises(ValueError, match="sets"):
+        confirmed(best, fresh, one, sets=0)
 
 
 def test_messages():

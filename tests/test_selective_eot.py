@@ -3,8 +3,9 @@ PGD+EOT stays put while the selective attack breaks the example (judged as DiffH
 resubmissions wrong); a planted purifier whose highest-loss draws are outliers with vulnerabilities of their own,
 which the E/M steps break and em_steps=0, the highest-loss draw's gradient and PGD+EOT do not; the E and M steps, the
 shared-vulnerability draw and the margin loss against hand-computed values; grafting against the exact per-draw
-gradient, and the backward passes it saves, counted; restarts on what is left; every purifier family in every mode;
-exact messages. Tiny models only."""
+gradient, and the backward passes it saves, counted; the replay checked to the gradient passes' precision (a bf16
+rounding apart: the same draw in bf16, another in fp32); restarts on what is left, each decided on fresh draws on
+every set; every purifier family in every mode; exact messages. Tiny models only."""
 
 import math
 import re
@@ -19,8 +20,10 @@ import art_adp.attacks as A
 from art_adp import (ADPPurifier, DenoisedSmoothingPurifier, EOTClassifier, NCSNv2, ReverseDiffusionPurifier)
 from art_adp.attacks._core import cross_entropy
 import art_adp.attacks.selective_eot as S
-from art_adp.attacks.selective_eot import _UNREPLAYABLE, margin, selective_gradient, shared_vulnerability_draw
-from art_adp.ensemble import draw_gradients, eot_gradient, logits
+from art_adp.attacks.best_iterate import CONFIRMATIONS, derived_seed
+from art_adp.attacks.selective_eot import (REPLAY_TOLERANCE, _UNREPLAYABLE, margin, selective_gradient,
+                                           shared_vulnerability_draw)  # fmt: skip
+from art_adp.ensemble import draw_gradients, eot_gradient, gradient_precision, logits
 from art_adp.score.unet import DenoiserUNet
 
 CENTRE, KAPPA, BIAS, GAMMA = 0.5, 4.0, 0.25, 3.0
@@ -91,6 +94,36 @@ def test_grafting_refuses_a_defence_whose_noise_it_cannot_replay(one_thread):
     x, y = np.full((2, 1, 8, 8), CENTRE, np.float32), np.zeros(2, np.int64)
     attack = A.SelectiveEOT(planted(0), eps=EPS, max_iter=2, eot_samples=4, losses=TWO_CLASS)
     with pytest.raises(ValueError, match=f"^{re.escape(_UNREPLAYABLE)}$"):
+        attack.generate(x, y)
+
+
+class Rounded(PreprocessorPyTorch):
+    """A replayable random defence, ``x + 0.05 n`` (n one ``torch.randn`` of rows-first shape from its generator),
+    whose replay -- grafting's purification again, under autograd -- comes out rounded to bf16: up to one bf16
+    rounding (2⁻⁸ of the value) from the recorded draw, as a replay by kernels that round in another order would be
+    under bf16 autocast."""
+
+    def __init__(self) -> None:
+        super().__init__(device_type="cpu", is_fitted=True, apply_fit=False, apply_predict=True)
+        self.generator = torch.Generator().manual_seed(0)
+
+    def forward(self, x, y=None):
+        out = x + 0.05 * torch.randn(x.shape, generator=self.generator)
+        return (out.to(torch.bfloat16).float() if torch.is_grad_enabled() else out), y
+
+
+def test_the_replay_is_checked_to_the_gradient_passes_precision(one_thread):
+    """A replay one bf16 rounding from the recorded draw is that draw under bf16 gradient passes (a few bf16 roundings
+    allowed) and another draw under fp32 ones (the tolerance there unchanged: 1e-3)."""
+    est = PyTorchClassifier(Margin(), torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=2,
+                            clip_values=(0, 1), preprocessing_defences=[Rounded()], device_type="cpu")  # fmt: skip
+    x, y = np.full((2, 1, 8, 8), CENTRE, np.float32), np.zeros(2, np.int64)
+    attack = A.SelectiveEOT(est, eps=EPS, max_iter=2, eot_samples=4, losses=TWO_CLASS)
+    assert REPLAY_TOLERANCE["fp32"] == (1e-3, 1e-4) and REPLAY_TOLERANCE["bf16"] == (2**-6, 2**-8)
+    with gradient_precision("bf16"):
+        x_adv = attack.generate(x, y)
+    assert attack.purifier_backward_rows > 0 and np.abs(x_adv - x).max() <= EPS + 1e-6
+    with gradient_precision("fp32"), pytest.raises(ValueError, match=f"^{re.escape(_UNREPLAYABLE)}$"):
         attack.generate(x, y)
 
 
@@ -294,6 +327,46 @@ def test_restarts_run_the_next_loss_on_what_is_left(one_thread, monkeypatch):
     runs.clear()
     A.SelectiveEOT(est, eps=1.0, max_iter=2, eot_samples=2).generate(x, y)  # everything breaks on the first loss
     assert runs == [("margin", 3)]
+
+
+class Marked(PreprocessorPyTorch):
+    """A defence whose draw is its generator's seed: every row moved to ``CENTRE + 0.5`` (broken for :class:`Margin`)
+    when the generator it draws from was seeded with ``marked``, passed on otherwise; notes each seed it is run with
+    (but its own generator's)."""
+
+    def __init__(self, marked: int) -> None:
+        super().__init__(device_type="cpu", is_fitted=True, apply_fit=False, apply_predict=True)
+        self.marked, self.seeds = marked, []
+        self.own = self.generator = torch.Generator().manual_seed(99)
+
+    def forward(self, x, y=None):
+        if self.generator is self.own:
+            return x, y
+        self.seeds.append(self.generator.initial_seed())
+        return (torch.full_like(x, CENTRE + 0.5) if self.generator.initial_seed() == self.marked else x), y
+
+
+def test_each_restart_is_decided_on_fresh_draws_on_every_set(one_thread, monkeypatch):
+    """An image broken on the runs' judging draws and on no others: every later loss restarts it, each decided on
+    draws no earlier decision drew from (seeded apart from the attack's seed and its judging draws), and each asks the
+    kept iterate to be broken on CONFIRMATIONS fresh sets."""
+    seed = 3
+    judging = (seed * 7919 + 1) % 2**62
+    marked = Marked(judging)
+    est = PyTorchClassifier(Margin(), torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=2,
+                            clip_values=(0, 1), preprocessing_defences=[marked], device_type="cpu")  # fmt: skip
+    asked, runs, real = [], [], S.confirmed
+    monkeypatch.setattr(S, "confirmed", lambda *a, **kw: asked.append(kw["sets"]) or real(*a, **kw))
+    real_run = A.SelectiveEOT._run
+    monkeypatch.setattr(A.SelectiveEOT, "_run", lambda self, xs, *a: runs.append(len(xs)) or real_run(self, xs, *a))
+    attack = A.SelectiveEOT(est, graft=False, eps=EPS, max_iter=3, eot_samples=2, judge_samples=2, seed=seed,
+                            losses=("margin", "ce", "margin"), judgement="mean")  # fmt: skip
+    attack.generate(np.full((1, 1, 8, 8), CENTRE, np.float32), np.zeros(1, np.int64))
+    assert runs == [1, 1, 1] and asked == [CONFIRMATIONS] * 2  # restarted at every loss
+    fresh = [s for s in marked.seeds if s != judging]
+    first = derived_seed(seed, "confirm", 0)
+    assert fresh == [first, derived_seed(first, "use", 1)]  # one set each (the first does not confirm), new each time
+    assert not {seed, judging} & set(fresh)
 
 
 def test_per_draw_gradients_average_to_the_eot_gradient_whatever_the_blocks(one_thread):

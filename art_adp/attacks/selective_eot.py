@@ -7,6 +7,7 @@ import contextlib
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 import torch
@@ -21,7 +22,7 @@ from .._checks import (
     one_of,
     positive_int,
 )
-from ..ensemble import at_gradient_precision, defend, draw_gradients, logits, stack_draws
+from ..ensemble import at_gradient_precision, current_gradient_precision, defend, draw_gradients, logits, stack_draws
 from ._core import (
     DEFAULT_GRADIENT,
     GRADIENTS,
@@ -33,11 +34,12 @@ from ._core import (
     normalize,
     project,
 )
-from .best_iterate import JUDGEMENTS, BestIterate, confirmed, derived_seed
+from .best_iterate import CONFIRMATIONS, JUDGEMENTS, BestIterate, confirmed, derived_seed
 
 __all__ = [
     "CHECKPOINTS",
     "LOSSES",
+    "REPLAY_TOLERANCE",
     "SelectiveEOT",
     "margin",
     "selective_gradient",
@@ -62,6 +64,13 @@ LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
 CHECKPOINTS = (0.22, 0.41, 0.57, 0.7, 0.8, 0.87, 0.93)
 RHO = 0.75  # Croce & Hein's ρ: halve the step when fewer than ρ of the steps since the last checkpoint raised the loss
 MOMENTUM = 0.75  # APGD's α: x_{k+1} = x_k + α (z_{k+1} − x_k) + (1 − α)(x_k − x_{k−1})
+#: The grafting replay check's tolerance at the gradient passes' precision, ``(rtol, atol)`` with ``atol`` a fraction
+#: of one plus the recorded states' largest magnitude: how far the replayed purification may be from the recorded one
+#: (the same noise, another pass: kernels may round in another order, e.g. for another batch size) before the replay
+#: counts as another draw. fp32: 1e-3 and 1e-4, thousands of fp32 roundings. bf16 keeps 8 significant bits, so one
+#: rounding is up to 2⁻⁸ ≈ 3.9e-3 of the value, above fp32's rtol: four of them of the value (2⁻⁶ ≈ 1.6e-2) and one
+#: of the states' scale (2⁻⁸), where a replay of other noise moves the states by the noise's scale.
+REPLAY_TOLERANCE = MappingProxyType({"fp32": (1e-3, 1e-4), "bf16": (2.0**-6, 2.0**-8)})
 
 
 def _cross(grads: torch.Tensor, directions: torch.Tensor) -> torch.Tensor:
@@ -248,7 +257,8 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
        batch fails on every judging draw.
     7. **Restarts** on what is left: the next loss runs, from a fresh random start, on the images whose kept iterate
        fails on at most ``restart_threshold`` of the judging draws (DiffHammer's ``RESTART_THR`` on its average
-       success), or fails on more of them but not again on as many fresh draws of its own
+       success), or fails on more of them but not again on each of
+       :data:`~art_adp.attacks.best_iterate.CONFIRMATIONS` sets of as many fresh draws of its own, new at every loss
        (:func:`~art_adp.attacks.best_iterate.confirmed`: the kept iterate is the most broken of every iterate on the
        same judging draws, so an image can be broken on those alone); the output is, per image, the best iterate over
        all runs.
@@ -292,7 +302,8 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
     :param batch_size: Images per batch (and most rows per forward pass).
     :param memory_budget: MiB of autograd graph per block of draws (``graft=False``; None:
         :func:`art_adp.ensemble.default_memory_budget`).
-    :param seed: Seed of the random starts and of the judging draws.
+    :param seed: Seed of the random starts, of the judging draws and of the fresh draws that confirm an image broken
+        (derived from it and the batch).
     :param verbose: Show a progress bar over batches.
     """
 
@@ -465,7 +476,8 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
             purified = at_gradient_precision(lambda part: defend(self.estimator, part))
             z = torch.cat([purified(part) for part in rows.split(self.batch_size)])
         recorded = draws.states[start, torch.arange(len(start), device=start.device)]
-        if not torch.allclose(z.detach(), recorded, rtol=1e-3, atol=1e-4 * (1 + float(recorded.abs().max()))):
+        rtol, atol = REPLAY_TOLERANCE[current_gradient_precision()]
+        if not torch.allclose(z.detach(), recorded, rtol=rtol, atol=atol * (1 + float(recorded.abs().max()))):
             raise ValueError(_UNREPLAYABLE)
         if not z.requires_grad:  # nothing in the defences depends on the input: the identity's gradient
             return r
@@ -584,8 +596,10 @@ class SelectiveEOT(EvasionAttack):  # pylint: disable=too-many-instance-attribut
                 everyone = torch.arange(len(xb), device=device)
                 for name in self.losses:
                     # the next loss restarts every image not confirmed broken: its kept iterate, the most broken of
-                    # every iterate on the judging draws, judged again on fresh draws before it is left out
-                    done = None if best is None else confirmed(best, fresh, everyone, below=self._restart_below)
+                    # every iterate on the judging draws, judged again before it is left out on CONFIRMATIONS sets of
+                    # fresh draws, new at every loss
+                    done = None if best is None else confirmed(best, fresh, everyone, below=self._restart_below,
+                                                               sets=CONFIRMATIONS)  # fmt: skip
                     rows = everyone if done is None else torch.nonzero(~done)[:, 0]
                     if len(rows) == 0:
                         break
