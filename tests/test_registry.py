@@ -179,6 +179,23 @@ def test_a_random_start_is_the_default_outside_the_papers_own_protocols():
     assert "random start" not in budget_text("full-pgd-eot", PRESETS["paper"])
 
 
+@pytest.mark.parametrize("name", ["clf-pgd", "bpda-eot", "joint-score", "joint-full", "full-pgd-eot",
+                                  "full-pgd-eot-ensemble", "full-pgd-eot-dev"])
+@pytest.mark.parametrize("random_start", [True, False])
+def test_the_records_seed_reaches_the_judge_with_or_without_a_random_start(name, random_start):
+    """The best-iterate rule's draws are seeded from the seed the record builds the attack with: two seeds, two sets
+    of judging draws -- from the image too, where no generator draws a start."""
+    from art_adp.attacks.best_iterate import derived_seed
+
+    b = Budget(eps=0.1, eps_step=0.01, max_iter=1, eot_samples=1, random_start=random_start)
+    attacks = {s: REGISTRY[name].build(_estimator(), b, s) for s in (3, 4)}
+    bases = {s: a._seed_base() for s, a in attacks.items()}
+    assert bases == {3: 3, 4: 4}, f"records seeded 3 and 4 judge {name}'s iterates from the seeds {bases}"
+    y = torch.zeros(2, dtype=torch.long)
+    assert {s: a._best_iterate(y, 0).seed for s, a in attacks.items()} == {
+        s: derived_seed(s, "best-iterate", 0) for s in (3, 4)}
+
+
 @pytest.mark.parametrize("name", list(REGISTRY))
 def test_each_attack_carries_the_name_the_registry_files_it_under(name):
     attack = REGISTRY[name].build(_estimator(), Budget(eps=0.1, eps_step=0.01, max_iter=1), 0)

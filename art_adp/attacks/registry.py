@@ -389,11 +389,10 @@ def _steps(b: Budget) -> dict:
 
 
 def _start(b: Budget, seed: int) -> dict:
-    """The PGD family's random start: on or off, and the generator of its draws and of the restarts' (seeded by
-    ``seed``)."""
-    random = b.random_start or b.num_random_init > 1
-    generator = torch.Generator().manual_seed(seed % 2**63) if random else None
-    return {"random_start": b.random_start, "generator": generator}
+    """The PGD family's random start, on or off, and its generator seeded by the record's ``seed``, with or without
+    a random start: it draws the start and the restarts' starts, and the seed of the best-iterate rule's judging
+    draws derives from its seed (:meth:`~art_adp.attacks._core.IterativeAttack._seed_base`)."""
+    return {"random_start": b.random_start, "generator": torch.Generator().manual_seed(seed % 2**63)}
 
 
 def _best(b: Budget) -> dict:
