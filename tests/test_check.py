@@ -98,7 +98,7 @@ def test_a_verdict_that_differs_is_named_and_fails_below_the_tolerance(setting, 
     assert out["cells"][0]["differ"] == [3, 7] and out["cells"][0]["agreement"] == 0.96 and out["passed"] is False
     assert main(["check", str(edited), "--data-root", "DIR", "--cell", label, "--tolerance", "0.97", "--run-dir",
                  str(tmp_path / "b"), "--quiet"]) == 1  # fmt: skip
-    assert "DISAGREES, 96.0% of images equal" in capsys.readouterr().out
+    assert "DISAGREES, 96.0% of 50 images equal" in capsys.readouterr().out
     assert main(["check", str(edited), "--data-root", "DIR", "--cell", label, "--run-dir", str(tmp_path / "c"),
                  "--quiet"]) == 0  # within the default tolerance  # fmt: skip
 
@@ -156,3 +156,15 @@ def test_a_cell_whose_setting_purifies_otherwise_today_is_refused(setting, tmp_p
                                          "today"):  # fmt: skip
         check_result(tmp_path / "clipped.json", Check(cells=(label,)), data_root="DIR", parse=parse,
                      run_dir=tmp_path / "r", progress=False)  # fmt: skip
+
+
+def test_a_cell_drawn_for_its_whole_call_is_measured_again_on_the_calls_images(published):
+    """Clean and Clf-PGD cells, and every bare classifier's, draw their noise (and starts) for the whole call at once:
+    re-measured on fewer images, an image would meet another's draws. An adaptive cell behind the purifier draws per
+    block of 50."""
+    table = json.loads(published[0].read_text())
+    cells = {cell_label(c, "mlp"): c for c in table["cells"]}
+    assert not checking._in_blocks(table, cells["mlp|none|-|clean"])
+    assert not checking._in_blocks(table, cells["mlp|none|-|clf-pgd"])
+    assert not checking._in_blocks(table, cells["mlp|oracle|one-step denoise|clf-pgd"])
+    assert checking._in_blocks(table, cells["mlp|oracle|one-step denoise|bpda-eot-5it-r1"])

@@ -236,11 +236,20 @@ def _same_purification(cell: Mapping, base: str, name: str, dataset: str, sigmas
                          "published cell cannot be re-checked; measure the row again instead.")  # fmt: skip
 
 
+def _in_blocks(result: Mapping, cell: Mapping) -> bool:
+    """Whether the cell's records were drawn per block of :data:`BLOCK` images (an adaptive row behind a purifier),
+    not for the whole call at once (clean, Clf-PGD, the bare classifiers' rows)."""
+    adaptive = {r["name"]: r.get("adaptive", True) for r in result.get("rows", [])}
+    return cell["model"] != "none" and adaptive.get(cell["attack"], True)
+
+
 def check_result(path: str | Path, config: Check = Check(), *, data_root: str, parse: Callable,
                  run_dir: str | Path | None = None, device: str = "cpu", progress: bool = True) -> dict:  # fmt: skip
     """
     Re-measure the cells of the lever table at ``path`` (:class:`Check`: ``cells`` by :func:`cell_label`, default
-    every measured cell but the per-image worst cases) on the first ``config.n`` images; ``parse`` reads a recorded
+    every measured cell but the per-image worst cases) on the first ``config.n`` images (a cell whose records were
+    drawn for the whole call at once, not per block: on its call's images, since an image's noise depends on the rest
+    of the call); ``parse`` reads a recorded
     command line into its command, settings and keywords (:func:`art_adp.apps.cli.parse`).
 
     :return: ``{"result", "data", "cells": [{"cell", "n", "published", "published_ci95", "measured", "agreement",
@@ -290,17 +299,21 @@ def check_result(path: str | Path, config: Check = Check(), *, data_root: str, p
         if any(i not in published for i in range(n)):
             raise ValueError(f"{label}: published on {len(published)} images, fewer than --n {n}.")
         call, attack = call_of(result, cell)
+        # a cell measured as one block draws its noise (and Clf-PGD its starts) for the whole call: measured again
+        # on the call's images, else an image's draws would be another's
+        size = n if _in_blocks(result, cell) else int((_listed(shlex.split(call["command"]), "--n-examples") or [n])[0])
+        size = min(max(size, n), len(published))
         started = time.monotonic()
         folder = work / label.replace("|", "__").replace("/", "_").replace(" ", "_")
         folder.mkdir(parents=True, exist_ok=True)
-        new = flags_of(_rerun(result, call, attack, cell, n, config.repeats, folder, data, progress, device, parse))
-        differ = [i for i in range(n) if new[i] != published[i]]
-        measured, before = sum(new[i] for i in range(n)) / n, sum(published[i] for i in range(n)) / n
-        low, high = wilson(before, n)  # the published figure's interval on the same images
+        new = flags_of(_rerun(result, call, attack, cell, size, config.repeats, folder, data, progress, device, parse))
+        differ = [i for i in range(size) if new[i] != published[i]]
+        measured, before = sum(new[i] for i in range(size)) / size, sum(published[i] for i in range(size)) / size
+        low, high = wilson(before, size)  # the published figure's interval on the same images
         out["cells"].append({
-            "cell": label, "n": n, "published": before, "published_ci95": [low, high],
+            "cell": label, "n": size, "published": before, "published_ci95": [low, high],
             "published_all": {"accuracy": cell["accuracy"], "n": cell["n"], "ci95": cell["ci95"]},
-            "measured": measured, "agreement": 1 - len(differ) / n, "differ": differ,
+            "measured": measured, "agreement": 1 - len(differ) / size, "differ": differ,
             "in_interval": low <= measured <= high,
             "recorded_call": call["code_version"], "code": code_changes(call), "seconds": time.monotonic() - started,
             "run_dir": str(folder),
@@ -310,7 +323,7 @@ def check_result(path: str | Path, config: Check = Check(), *, data_root: str, p
 
 
 def _report(out: Mapping) -> str:
-    lines = [f"{out['result']}: first {out['n']} images"]
+    lines = [f"{out['result']}: the first {out['n']} images (a cell measured as one block: its call's)"]
     data = out["data"]
     if data["same"] is False:
         lines.append(f"  DATA DIFFERS: the images' SHA-256 is {data['found']}, the result records {data['recorded']}: "
@@ -321,7 +334,7 @@ def _report(out: Mapping) -> str:
         lo, hi = c["published_ci95"]
         verdict = "agrees" if c["agreement"] >= out["tolerance"] else "DISAGREES"
         lines.append(
-            f"  {c['cell']}: {verdict}, {c['agreement']:.1%} of images equal (tolerance {out['tolerance']:.0%}); "
+            f"  {c['cell']}: {verdict}, {c['agreement']:.1%} of {c['n']} images equal (tolerance {out['tolerance']:.0%}); "
             f"re-measured {c['measured']:.1%}, {'inside' if c['in_interval'] else 'OUTSIDE'} the published "
             f"{c['published']:.1%} [{lo:.1%}, {hi:.1%}] on these images ({c['published_all']['accuracy']:.1%} of "
             f"{c['published_all']['n']} published); "
