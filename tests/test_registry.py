@@ -36,7 +36,7 @@ def _estimator() -> PyTorchClassifier:
 def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
     assert ATTACKS == ("clf-pgd", "bpda-eot", "joint-score", "joint-full", "spsa", "full-pgd-eot",
                        "full-pgd-eot-ensemble", "apgd-eot", "apgd-eot-ensemble", "lowfreq-vote", "full-pgd-eot-dev",
-                       "apgd-eot-dev", "selective-eot")
+                       "apgd-eot-dev", "selective-eot", "apgd-eot-t")
     assert PAPER_ATTACKS == ATTACKS[:6] and GRADIENT_ATTACKS == ("full-pgd-eot", "apgd-eot", "bpda-eot")
     assert PRESETS["croce"].attacks == ("apgd-eot",)
     assert {a: REGISTRY[a].protocol for a in REGISTRY if a not in ATTACKS} == {"autoattack": "baseline",
@@ -52,6 +52,7 @@ def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
         "full-pgd-eot-dev": ("max_iter", "eot_samples", "eot_aggregate"),
         "apgd-eot-dev": ("apgd_max_iter", "apgd_eot_samples"),
         "selective-eot": ("selective_max_iter", "selective_eot_samples"),
+        "apgd-eot-t": ("apgd_max_iter", "apgd_eot_samples"),
     }
     assert report.LABELS["bpda-eot"] == "BPDA+EOT" and report.LABELS["clean"] == "Natural (clean)"
     assert report.BASELINE_ATTACK == {"clean": "clean", "clf-pgd": "clf-pgd", "bpda-eot": "clf-pgd",
@@ -60,7 +61,8 @@ def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
                                       "apgd-eot": "apgd-eot", "apgd-eot-ensemble": "apgd-eot",
                                       "lowfreq-vote": "lowfreq-vote",
                                       "full-pgd-eot-dev": "clf-pgd", "apgd-eot-dev": "apgd-eot",
-                                      "selective-eot": "clf-pgd", "autoattack": "autoattack", "art-pgd": "art-pgd"}
+                                      "selective-eot": "clf-pgd", "autoattack": "autoattack", "art-pgd": "art-pgd",
+                                      "apgd-eot-t": "apgd-eot-t"}
 
 
 @pytest.mark.parametrize("name, cls, expected", [
@@ -75,6 +77,8 @@ def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
                                           "seed": 5, "judgement": "mean"}),
     ("full-pgd-eot-dev", A.PGDEOTDev, {"gradient": "full", "max_iter": 7, "eot_samples": 3, "dev_weight": 1.0}),
     ("apgd-eot-dev", A.APGDEOTDev, {"max_iter": 9, "eot_samples": 4, "seed": 5, "dev_weight": 1.0}),
+    ("apgd-eot-t", A.APGDEOTT, {"max_iter": 9, "eot_samples": 4, "seed": 5, "n_target_classes": 9,
+                                "losses": ("dlr-targeted",), "eot_target": "draws"}),
     ("selective-eot", A.SelectiveEOT, {"gradient": "full", "graft": True, "max_iter": 6, "eot_samples": 2, "seed": 5,
                                        "em_steps": 5, "em_lambda": 5.0, "eps_step": None, "judgement": "mean",
                                        "losses": ("margin", "ce", "dlr")}),
@@ -109,7 +113,10 @@ def test_cost_model_and_budget_text_per_attack():
                      "lowfreq-vote": 100 * (3 * 10.0 + 2 * 1.0) + 2 * 1.0, "full-pgd-eot-dev": 132.0 + 10,
                      "apgd-eot-dev": 220.0 + 8,  # + the checkpoints' forward recompute
                      # its own budget (50 it/loss, N = 10): 3 losses x 50 it x (N + N judging, 1 graft)
-                     "selective-eot": 3 * 50 * (2 * 10 * 1.0 + 10.0)}
+                     "selective-eot": 3 * 50 * (2 * 10 * 1.0 + 10.0),
+                     # APGD-EOT's cost of one loss per target (at most 9, AutoAttack's), and the targets ranked on
+                     # the 2 EOT draws of the clean image, forward
+                     "apgd-eot-t": 9 * (100.0 + 4) + 2 * 1.0}
     # three runs: each run's passes and judgements three times (an upper bound: restarts attack the unbroken only)
     r3 = replace(c, num_random_init=3)
     assert _unit_cost(main, "bpda-eot", r3, probe) - judge == 3 * (12.0 + 4)
@@ -136,6 +143,10 @@ def test_cost_model_and_budget_text_per_attack():
     assert budget_text("selective-eot", c) == (
         "margin, CE, DLR; 50 it/loss, 10 draws, EM-weighted, grafted, aimed at the mean judgement")
     assert budget_text("apgd-eot-dev", c) == "CE+DLR + 1 x mean state deviation, 5 it/loss, EOT 2"
+    targets = "targeted DLR, top 9 runner-ups of the clean mean softmax in turn"
+    assert budget_text("apgd-eot-t", r3) == f"{targets}, 5 it/target, EOT 2, best of 3 runs"
+    assert budget_text("apgd-eot-t", replace(c, eot_target="ensemble")) == (
+        f"{targets}, 5 it/target, EOT 2, loss of the ensemble's log mean softmax")
 
 
 def test_a_budget_has_the_attacks_parameter_names():
@@ -306,7 +317,7 @@ def test_the_registry_speaks_the_budgets_names_only():
     assert c.budget("full-pgd-eot").memory_budget == 64  # MiB, as the attacks take it
     assert tuple(s.name for s in REGISTRY.values() if s.full) == (
         "full-pgd-eot", "full-pgd-eot-ensemble", "apgd-eot", "apgd-eot-ensemble", "lowfreq-vote", "full-pgd-eot-dev",
-        "apgd-eot-dev", "selective-eot")  # fmt: skip
+        "apgd-eot-dev", "selective-eot", "apgd-eot-t")  # fmt: skip
 
 
 def test_protocols_and_the_strongest_of_each():
@@ -316,7 +327,8 @@ def test_protocols_and_the_strongest_of_each():
     assert names(protocol="croce") == ("apgd-eot",) and names(protocol="diffattack") == ("full-pgd-eot-dev",
                                                                                             "apgd-eot-dev")
     assert names(strongest=True) == ("full-pgd-eot", "full-pgd-eot-ensemble", "apgd-eot", "apgd-eot-ensemble",
-                                     "lowfreq-vote", "apgd-eot-dev", "selective-eot")  # fmt: skip
+                                     "lowfreq-vote", "apgd-eot-dev", "selective-eot", "apgd-eot-t")  # fmt: skip
+    assert names(protocol="autoattack") == ("apgd-eot-t",)
     # every protocol has its strongest attack, and one only -- but the ensemble's loss, on which PGD+EOT and APGD-EOT
     # each break images their papers' mean of per-draw losses leaves (and the other way round): both
     for protocol in set(PROTOCOLS) - {"baseline"}:  # the undefended baselines' attacks aim at no purification

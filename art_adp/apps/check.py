@@ -301,7 +301,11 @@ def check_result(path: str | Path, config: Check = Check(), *, data_root: str, p
         call, attack = call_of(result, cell)
         # a cell measured as one block draws its noise (and Clf-PGD its starts) for the whole call: measured again
         # on the call's images, else an image's draws would be another's
-        size = n if _in_blocks(result, cell) else int((_listed(shlex.split(call["command"]), "--n-examples") or [n])[0])
+        size = (
+            n
+            if _in_blocks(result, cell)
+            else int((_listed(shlex.split(call["command"]), "--n-examples") or [str(n)])[0])
+        )
         size = min(max(size, n), len(published))
         started = time.monotonic()
         folder = work / label.replace("|", "__").replace("/", "_").replace(" ", "_")
@@ -334,7 +338,8 @@ def _report(out: Mapping) -> str:
         lo, hi = c["published_ci95"]
         verdict = "agrees" if c["agreement"] >= out["tolerance"] else "DISAGREES"
         lines.append(
-            f"  {c['cell']}: {verdict}, {c['agreement']:.1%} of {c['n']} images equal (tolerance {out['tolerance']:.0%}); "
+            f"  {c['cell']}: {verdict}, {c['agreement']:.1%} of {c['n']} images equal "
+            f"(tolerance {out['tolerance']:.0%}); "
             f"re-measured {c['measured']:.1%}, {'inside' if c['in_interval'] else 'OUTSIDE'} the published "
             f"{c['published']:.1%} [{lo:.1%}, {hi:.1%}] on these images ({c['published_all']['accuracy']:.1%} of "
             f"{c['published_all']['n']} published); "

@@ -248,6 +248,8 @@ def _evaluate(sub) -> None:
         "library's, 512 on a CPU, a quarter of free GPU memory); changes the blocking only, not the result, so it is "
         "not in the records' settings and a run resumes under another",
         "sanity": "skip the sanity checks (then no masking verdict)", "fixed_noise": "skip the fixed-randomness column",
+        "masking_examples": "the gradient-free masking check: SPSA at its budget on the first N examples where the "
+        f"defence clips its noisy input (0: none; strongest: {PRESETS['strongest'].masking_examples})",
         "eps_sweep": "further eps values for the accuracy-against-eps figure",
         "sigma_sweep": "sigma values, comma-separated (flag alone: the paper's 0.05..0.40)",
         "eot_sweep": "EOT counts, comma-separated (flag alone: the paper's 1..50)",

@@ -9,6 +9,7 @@ inside the ε-ball and ``clip_values``.
 """
 
 from .apgd_eot import APGDEOT, APGDEOTDev, APGDEOTEnsemble
+from .apgd_eot_t import APGDEOTT
 from .art_pgd import SeededPGD
 from .autoattack import AutoAttackStandard
 from .classifier_pgd import ClassifierPGD
@@ -26,6 +27,7 @@ __all__ = [
     "APGDEOT",
     "APGDEOTDev",
     "APGDEOTEnsemble",
+    "APGDEOTT",
     "AutoAttackStandard",
     "BlackBoxSPSA",
     "ClassifierPGD",

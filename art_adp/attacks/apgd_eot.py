@@ -3,6 +3,8 @@ its own that offers every iterate to the best-iterate rule."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 import numpy as np
 import torch
 from art.estimators.classification import PyTorchClassifier
@@ -99,6 +101,9 @@ class APGDEOT(IterativeAttack):
 
     #: The name of this attack in :data:`~art_adp.attacks.registry.REGISTRY`, its records and on the command line.
     name = "apgd-eot"
+    #: The losses ``losses`` may name, by name (a subclass with losses of its own, e.g. APGD-T's targeted DLR, gives
+    #: its table here: :meth:`_loss` reads it).
+    known_losses: Mapping[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = LOSSES
 
     attack_params = IterativeAttack.attack_params + [
         "eot_samples",
@@ -164,9 +169,11 @@ class APGDEOT(IterativeAttack):
 
     def _check_params(self) -> None:
         super()._check_params()
-        unknown = [name for name in self.losses if name not in LOSSES]
+        unknown = [name for name in self.losses if name not in self.known_losses]
         if unknown or not self.losses:
-            raise ValueError(f"losses must be a non-empty sequence from {tuple(LOSSES)}, got {self.losses!r}.")
+            raise ValueError(
+                f"losses must be a non-empty sequence from {tuple(self.known_losses)}, got {self.losses!r}."
+            )
         one_of("gradient", self.gradient, GRADIENTS)
         one_of("eot_target", self.eot_target, EOT_TARGETS)
         positive_int("eot_samples", self.eot_samples)
@@ -186,15 +193,20 @@ class APGDEOT(IterativeAttack):
         self._loss_name = self.losses[r % len(self.losses)]
         return super()._one_run(r, x, y, clip, run, best, fresh)
 
+    def _loss(self):
+        """The run's loss, ``(logits, labels) -> N`` losses: its entry of :attr:`known_losses` (the hook a subclass
+        with losses of its own fills)."""
+        return self.known_losses[self._loss_name]
+
     def _start(self, x: torch.Tensor, y: torch.Tensor, clip: tuple[float, float]) -> torch.Tensor:
-        loss = LOSSES[self._loss_name]
+        loss = self._loss()
         self._state_loss = PurifiedStateLoss(loss, reference=x, dev_weight=self.dev_weight) if self.dev_weight else None
         return super()._start(x, y, clip)
 
     def _loss_gradient(self, x_adv: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The EOT gradient and loss (per image) of the run's loss at ``x_adv``."""
         states = self._state_loss is not None
-        return eot_loss_gradient(self.estimator, x_adv, y, self._state_loss if states else LOSSES[self._loss_name],
+        return eot_loss_gradient(self.estimator, x_adv, y, self._state_loss if states else self._loss(),
                                  self.eot_samples, target=self.eot_target, batch_size=self.batch_size,
                                  memory_budget=self.memory_budget, states=states)  # fmt: skip
 

@@ -24,6 +24,7 @@ from .._checks import one_of
 from ..ensemble import compiled_networks, gradient_precision
 from ._core import AUTO, EOT_TARGETS, JUDGE_DRAWS, STEP_SCHEDULES, check_interval
 from .apgd_eot import APGDEOT, APGDEOTDev, APGDEOTEnsemble
+from .apgd_eot_t import N_TARGET_CLASSES, APGDEOTT
 from .art_pgd import SeededPGD
 from .autoattack import AutoAttackStandard
 from .classifier_pgd import ClassifierPGD
@@ -94,8 +95,9 @@ FULL_ATTACK = registered_name(PGDEOT, "full")
 #: The published evaluations the attacks come from (:attr:`AttackSpec.protocol`): Yoon et al.'s Table 3, Croce et
 #: al. 2022, DiffAttack (Kang et al. 2023), DiffHammer (Wang et al. 2024), DiffBreak (Kassis et al. 2025);
 #: ``"ensemble"``: the PGD family on the loss of the ensemble the tables judge rather than the papers' mean of
-#: per-draw losses; and ``"baseline"``: the white-box attacks of the undefended baselines (AutoAttack, ART's PGD).
-PROTOCOLS = ("paper", "croce", "diffattack", "diffhammer", "diffbreak", "ensemble", "baseline")
+#: per-draw losses; ``"baseline"``: the white-box attacks of the undefended baselines (AutoAttack, ART's PGD); and
+#: ``"autoattack"``: AutoAttack's targeted APGD (APGD-T, Croce & Hein 2020) through the purification, with EOT.
+PROTOCOLS = ("paper", "croce", "diffattack", "diffhammer", "diffbreak", "ensemble", "baseline", "autoattack")
 #: AutoAttack's standard version: the adversarially trained baselines' attack.
 AUTOATTACK = registered_name(AutoAttackStandard)
 #: ART's own ℓ∞ PGD, seeded: the lever tables' white-box PGD rows on the undefended classifiers.
@@ -343,7 +345,8 @@ def consumed_view(b: Budget, spec: AttackSpec) -> Budget:
     """``b`` as ``spec``'s budget text sees it: every option of :data:`SILENT` that the attack does not consume
     (:attr:`AttackSpec.consumes`) at the value no text names, so its row names only what its attack runs with (the
     low-frequency vote attack's Adam loop no halving steps, SPSA no random start)."""
-    return replace(b, **{k: v for k, v in SILENT.items() if k not in spec.consumes})
+    consumes = spec.consumes or ()
+    return replace(b, **{k: v for k, v in SILENT.items() if k not in consumes})  # type: ignore[arg-type]
 
 
 def _restarts(b: Budget) -> str:
@@ -492,11 +495,25 @@ def _apgd_text(b: Budget) -> str:
 def _apgd(cls) -> Callable[..., EvasionAttack]:
     def build(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
         steps = {k: v for k, v in _steps(b).items() if k != "eps_step"}  # APGD sets its own step
-        own = {"eot_target": b.eot_target} if cls is APGDEOT else {}  # the variants' targets are their own
+        own = {"eot_target": b.eot_target} if cls in (APGDEOT, APGDEOTT) else {}  # the variants' are their own
         return cls(estimator, norm=b.norm, eot_samples=b.eot_samples, memory_budget=b.memory_budget, seed=seed,
                    num_random_init=b.num_random_init, judge_draws=b.judge_draws, **own, **steps)  # fmt: skip
 
     return build
+
+
+def _apgd_t_text(b: Budget) -> str:
+    ensemble = ", loss of the ensemble's log mean softmax" if b.eot_target == "ensemble" else ""
+    targets = f"targeted DLR, top {N_TARGET_CLASSES} runner-ups of the clean mean softmax in turn"
+    return f"{targets}, {b.max_iter} it/target, EOT {b.eot_samples}{_restarts(b)}{ensemble}"
+
+
+def _apgd_t_cost(b: Budget, forward: float, full: float) -> float:
+    # APGD-EOT's cost of one loss per target (at most N_TARGET_CLASSES: each target after the first attacks the
+    # images left), and the targets ranked on eot_samples clean draws forward
+    runs = b.num_random_init * N_TARGET_CLASSES * b.max_iter * b.eot_samples * full
+    judged = judgements(replace(b, check_every=AUTO))
+    return runs + b.num_random_init * N_TARGET_CLASSES * judged * b.judge_draws * forward + b.eot_samples * forward
 
 
 def _lowfreq_vote(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
@@ -769,6 +786,24 @@ ATTACKS: tuple[AttackSpec, ...] = (
         baseline=ART_PGD,
         best_iterate=False,
         checks=False,
+    ),
+    AttackSpec(
+        registered_name(APGDEOTT),
+        f"APGD-EOT-T (targeted DLR, top {N_TARGET_CLASSES} runner-ups in turn)",
+        _apgd(APGDEOTT),
+        _APGD,
+        cost=_apgd_t_cost,
+        describe=_apgd_t_text,
+        protocol="autoattack",
+        strongest=True,
+        baseline=registered_name(APGDEOTT),  # without a purifier: AutoAttack's APGD-T
+        own_step=2.0,
+        own=_APGD,
+        short="apgd",
+        full=True,
+        checks=False,
+        options=("eot_target",),
+        start="random",
     ),
 )
 

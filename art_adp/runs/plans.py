@@ -28,8 +28,9 @@ from ..attacks import registry
 from ..attacks._core import AUTO
 from ..attacks.registry import REGISTRY, Budget
 
-__all__ = ["ATTACKS", "COMMANDS", "COUNTS", "PAPER", "PLANS", "Plan", "budget", "budget_fields", "count_fields", "plan",
-           "plan_names", "register", "SMOKE_COUNTS", "sized_counts"]  # fmt: skip
+__all__ = ["ATTACKS", "COMMANDS", "COUNTS", "MASKING_EXAMPLES", "PAPER", "PLANS", "PLATEAU", "Plan",
+           "STRONGEST_ATTACKS", "budget", "budget_fields", "count_fields", "plan", "plan_names", "register",
+           "SMOKE_COUNTS", "sized_counts"]  # fmt: skip
 
 COMMANDS = ("evaluate", "levers", "reproduce")
 #: The attacks on the purification (the undefended baselines' own, AutoAttack and ART's PGD, run in the lever tables).
@@ -112,12 +113,35 @@ def sized_counts(counts: Mapping[str, int]) -> dict[str, int]:
     return {f: counts[p] for f, p in fields.items()}
 
 
+#: Where measured strength stops growing, for the counts the strongest plan runs below the papers' costliest (a count
+#: at or above it meets the reference, :func:`~art_adp.apps.evaluation.config.shortfalls`): the APGD-EOT family (its
+#: own counts) at Croce et al.'s 100 iterations per loss and 8 EOT draws, the lever tables' budget
+#: (docs/attacks.md#measured). Fashion-MNIST's budget curve (docs/fashion_mnist_results.md#is-the-budget-enough;
+#: full-gradient PGD+EOT on the exact score's one-step denoise, 100 images, one S = 10 judgement per point) is flat
+#: from 40 iterations at EOT 8: at 100 iterations EOT 8, 16 and 32 leave 65.0, 64.0 and 63.0 %, 200 iterations at EOT
+#: 8 64.0 %, every point within one another's 95 % intervals (about ±9 points). Croce et al.'s 200 draws (the
+#: ``croce`` plan keeps them) cost 25 times the draws for at most the 2 points from EOT 8 to 32 there.
+PLATEAU: Mapping[str, int] = MappingProxyType({"apgd_max_iter": 100, "apgd_eot_samples": 8})
+#: The strongest plan's attacks: the strongest of each protocol (:attr:`~art_adp.attacks.registry.AttackSpec.strongest`)
+#: and BPDA+EOT (the paper's adaptive attack: through the purification's forward pass only, so a clamp or another step
+#: without a useful gradient does not stop it), in table order.
+STRONGEST_ATTACKS = tuple(a for a in ATTACKS if REGISTRY[a].strongest or a == registry.SWEEP_ATTACK)
+#: The strongest plan's gradient-free masking check: SPSA at the paper's budget (40 steps of 1,280 samples, each
+#: sample a fresh purification draw) on the first 16 images, run where the defence clips its noisy input (the clamp of
+#: x + σε passes no gradient for the clipped pixels); about 16 × 102,810 defended forward passes, priced by
+#: ``--estimate-only``.
+MASKING_EXAMPLES = 16
+
 #: Every named plan, the evaluation plans largest first (the estimate's log offers the ones after it as smaller); the
 #: lever tables' (``levers:<data set>``) and reproduce's (``reproduce:<recipe>``) are registered by their modules.
 PLANS: dict[str, Plan] = {
-    "strongest": Plan("evaluate", "the strongest attack of each protocol at the reference budgets, the PGD rows from a "
-                      "random start with halving steps; R = 10, DiffHammer's N-evaluation as the worst case",
-                      {"attacks": registry.names(strongest=True), "random_start": True, "step_schedule": "halving"}),
+    "strongest": Plan("evaluate", "the strongest attack of each protocol and BPDA+EOT at the reference budgets, APGD's "
+                      "family at 100 iterations and EOT 8 (where measured strength stops growing), the PGD rows from "
+                      "a random start with halving steps; SPSA checks for masking on the first "
+                      f"{MASKING_EXAMPLES} images where the noisy input is clipped; R = 10, DiffHammer's N-evaluation "
+                      "as the worst case",
+                      {"attacks": STRONGEST_ATTACKS, "random_start": True, "step_schedule": "halving", **PLATEAU,
+                       "masking_examples": MASKING_EXAMPLES}),
     "paper": Plan("evaluate", "the paper's Table 3 protocol (the default): BPDA/Joint 40 iterations of ε/4 with EOT "
                   "15 from the image, SPSA 40 steps of 1,280 samples, full-gradient PGD+EOT; S = 10, R = 10"),
     "croce": Plan("evaluate", "Croce et al. 2022: full-gradient APGD-CE then APGD-DLR, 100 iterations, EOT 200; R = 10",

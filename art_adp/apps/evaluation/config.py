@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
@@ -14,12 +15,16 @@ from ...attacks import registry
 from ...attacks._core import AUTO, EOT_TARGETS, STEP_SCHEDULES
 from ...attacks.registry import REGISTRY, Budget, recorded
 from ...diffusion_purify import SAMPLERS
+from ...preprocessor import ADPPurifier
 from ...runs import plans
-from ...runs.plans import ATTACKS, PAPER, budget_fields, count_fields
+from ...runs.plans import ATTACKS, PAPER, PLATEAU, budget_fields, count_fields
 
 __all__ = [
+    "clips_noise",
+    "gradient_free_attack",
     "ATTACKS",
     "GRADIENT_ATTACKS",
+    "GRADIENT_FREE",
     "PAPER_ATTACKS",
     "PRESETS",
     "PURIFIERS",
@@ -33,6 +38,8 @@ __all__ = [
 ]
 
 GRADIENT_ATTACKS = registry.gradient_attacks()  # the sanity checks use the first one evaluated
+#: The gradient-free masking check's setting (``masking_examples``): its name in the records and the card.
+GRADIENT_FREE = "gradient-free"
 PAPER_ATTACKS = registry.names(protocol="paper")
 PURIFIERS = ("adp", "reverse-diffusion", "denoised-smoothing")  # the purifier families evaluate builds
 _PAPER = SimpleNamespace(**PAPER)  # EvalConfig's defaults: the paper's plan
@@ -46,8 +53,10 @@ class EvalConfig:
     plus full-gradient PGD+EOT at the same budget. :meth:`preset` gives ``paper``, ``croce`` (Croce et al. 2022:
     full-gradient APGD-CE then APGD-DLR, 100 iterations, EOT 200), ``strongest`` (the strongest attack of each
     protocol -- full-gradient PGD+EOT, APGD-EOT, APGD-EOT with DiffAttack's purified-state loss, DiffHammer's selective
-    EOT, the low-frequency vote attack -- at the reference budgets, its PGD rows from a random start with the halving
-    step schedule) and ``smoke`` (CI-sized: every attack end to end, each count of every budget, the attacks' own
+    EOT, the low-frequency vote attack -- and BPDA+EOT at the reference budgets, the APGD family at 100 iterations and
+    EOT 8 where measured strength stops growing (:data:`~art_adp.runs.plans.PLATEAU`), its PGD rows from a random
+    start with the halving step schedule, and SPSA's masking check on the first 16 examples where the noisy input is
+    clipped) and ``smoke`` (CI-sized: every attack end to end, each count of every budget, the attacks' own
     included, from :data:`SMOKE_COUNTS`), with overrides recorded for the report's header. Every preset but ``smoke``
     judges R = 10 times (DiffHammer's Wor.Rob@10, the worst case of R).
 
@@ -64,8 +73,9 @@ class EvalConfig:
         (``ensemble_size``) draws of their own; ``"auto"`` (the default): every iterate where a judgement costs under a
         quarter of an iteration, else every 5; 0: the last iterate (the records made before the rule).
     :param spsa_max_iter, spsa_samples_per_step, apgd_max_iter, apgd_eot_samples: The budgets SPSA and APGD count on
-        their own (:attr:`~art_adp.attacks.registry.AttackSpec.own`): the papers' values in every preset but
-        ``smoke``, which sizes them with the rest (:func:`sized`).
+        their own (:attr:`~art_adp.attacks.registry.AttackSpec.own`): the papers' values in ``paper`` and ``croce``;
+        ``strongest`` runs APGD's 100 iterations at 8 draws (:data:`~art_adp.runs.plans.PLATEAU`), ``smoke`` sizes
+        them with the rest (:func:`sized`).
     :param selective_max_iter, selective_eot_samples: Selective EOT's own: DiffHammer's 50 iterations per loss and
         N = 10 draws.
     :param lowfreq_max_iter: The low-frequency vote attack's own: DiffBreak's 100 iterations.
@@ -87,6 +97,11 @@ class EvalConfig:
     :param sanity_iterations: Multiples of the white-box attack's iterations for the monotonicity and convergence
         checks (1 is the main run, reused).
     :param sanity_eot_samples: EOT draw counts for the EOT-convergence check (the main count is added and reused).
+    :param masking_examples: The first N examples on which the gradient-free masking check runs: SPSA at its budget
+        (``spsa_*``) where the defence clips its noisy input (an ADPPurifier with ``clip_noise``: the clamp of
+        x + σε passes no gradient for the clipped pixels, so the gradient attacks may miss what a gradient-free one
+        finds), with the sanity checks, unless SPSA is among the attacks (its row is the check then); the card
+        names the images only it breaks. 0 (every plan but ``strongest``): left out.
     :param fixed_noise: Also attack and judge every example with its randomness fixed (one frozen draw that the
         attack, with EOT 1, and the judge share: the deterministic-defence view).
     :param compression_examples: The first N examples on which the card reports the compression rate of the
@@ -144,6 +159,7 @@ class EvalConfig:
     sanity_examples: int = 64
     sanity_iterations: tuple[float, ...] = _PAPER.sanity_iterations
     sanity_eot_samples: tuple[int, ...] = _PAPER.sanity_eot_samples
+    masking_examples: int = 0
     fixed_noise: bool = True
     compression_examples: int = 100
     compression_directions: int = 4
@@ -198,7 +214,12 @@ class EvalConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
-        for name, low in (("compression_examples", 0), ("compression_directions", 1), ("check_every", 0)):
+        for name, low in (
+            ("compression_examples", 0),
+            ("compression_directions", 1),
+            ("check_every", 0),
+            ("masking_examples", 0),
+        ):
             value = getattr(self, name)
             if name == "check_every" and value == AUTO:
                 continue
@@ -255,7 +276,8 @@ class EvalConfig:
 PRESETS: dict[str, EvalConfig] = {
     name: EvalConfig(**plans.plan(name).values, preset_name=name) for name in plans.plan_names("evaluate")
 }
-# The reference a budget is compared with: the paper's protocol, and Croce et al.'s for APGD.
+# The reference a budget is compared with: the paper's protocol, and Croce et al.'s for APGD (whose draws may stop
+# where measured strength stops growing: shortfalls).
 REFERENCE = replace(
     PRESETS["paper"],
     apgd_max_iter=PRESETS["croce"].apgd_max_iter,
@@ -290,11 +312,13 @@ def attack_budget(attack: str, c: EvalConfig) -> dict:
 
 
 def shortfalls(attack: str, c: EvalConfig) -> list[str]:
-    """The counts of ``attack``'s budget below the reference (e.g. ``["max_iter 4 < 40"]``)."""
+    """The counts of ``attack``'s budget below the reference (e.g. ``["max_iter 4 < 40"]``): below the papers' and
+    below where measured strength stops growing (:data:`~art_adp.runs.plans.PLATEAU`, APGD's draws), which a count
+    may stop at."""
     return [
         f"{k} {getattr(c, k)} < {getattr(REFERENCE, k)}"
         for k in count_fields(attack)
-        if getattr(c, k) < getattr(REFERENCE, k)
+        if getattr(c, k) < min(getattr(REFERENCE, k), PLATEAU.get(k, getattr(REFERENCE, k)))
     ]
 
 
@@ -316,3 +340,20 @@ def budget_text(attack: str, c: EvalConfig) -> str:
 def presets_text() -> str:
     """The evaluation plans in words (the command line's help)."""
     return "Presets: " + ", ".join(f"{k} ({plans.plan(k).what})" for k in plans.plan_names("evaluate")) + "."
+
+
+def clips_noise(defences: Sequence) -> bool:
+    """Whether the defence clips its noisy input: an :class:`~art_adp.ADPPurifier` with ``clip_noise`` (the clamp of
+    x + σε, whose clipped pixels pass no gradient); the diffusion purifiers leave theirs unclipped."""
+    return any(isinstance(d, ADPPurifier) and d.clip_noise for d in defences)
+
+
+def gradient_free_attack(c: EvalConfig, clipped: bool) -> str | None:
+    """The attack of the gradient-free masking check, run on the first ``c.masking_examples`` (the setting
+    :data:`GRADIENT_FREE`): the registry's black-box attack (SPSA) where the defence clips its noisy input
+    (``clipped``), the sanity checks run and the threat model is the attack's; None where ``masking_examples`` is 0
+    or a black-box attack is among the attacks already (its row is the check)."""
+    black = [a for a in ATTACKS if REGISTRY[a].black_box]
+    if not (c.masking_examples and c.sanity and clipped and black) or any(a in c.attacks for a in black):
+        return None
+    return black[0] if c.norm in REGISTRY[black[0]].norms else None

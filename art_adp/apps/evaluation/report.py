@@ -16,10 +16,11 @@ import numpy as np
 
 from ...attacks import registry
 from ...runs.engine import worst_case
+from ...runs.plans import PLATEAU
 from ...runs.statistics import clopper_pearson, judgements, majority_correct, wilson
 from ...runs.render import accuracy_cell, markdown_table
 from . import sanity
-from .config import budget_fields, budget_text, judging_shortfalls, shortfalls, white_box_fields
+from .config import GRADIENT_FREE, budget_fields, budget_text, judging_shortfalls, shortfalls, white_box_fields
 from ...runs.records import write_json
 
 __all__ = [
@@ -40,6 +41,9 @@ LABELS = registry.LABELS
 BASELINE_ATTACK = {"clean": "clean", **{spec.name: spec.baseline for spec in registry.REGISTRY.values()}}
 SWEEP = registry.SWEEP_ATTACK  # the adaptive attack of the σ and EOT sweeps (Tables 5-6)
 SIGMA_ROWS = ("clean", SWEEP, registry.BLIND_ATTACK)  # the σ sweep's columns, as in Table 5
+#: Configuration fields added after the first cards, with the value every earlier card ran at: a card's ``config``
+#: names them only where they differ, so the earlier cards keep their form.
+LATER_FIELDS = {"masking_examples": 0}
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -132,6 +136,8 @@ def _sanity(results: dict, groups: dict, config, settings) -> dict:
     elif config.sanity:
         skipped.append("white-box checks: no gradient attack among the attacks")
     black = next((a for a in main_attacks if a in registry.REGISTRY and registry.REGISTRY[a].black_box), None)
+    gradient = [a for a in main_attacks if a in registry.REGISTRY and not registry.REGISTRY[a].black_box]
+    free = next((s for s in settings if s.name == GRADIENT_FREE), None)
     if black is not None:  # SPSA, the registry's black-box attack
         whites = [results[f"main/{a}"]["mean"] for a in main_attacks if a not in ("clean", black)]
         short = shortfalls(black, config)
@@ -142,11 +148,58 @@ def _sanity(results: dict, groups: dict, config, settings) -> dict:
             )
         elif whites:
             inputs["black_box"], inputs["best_white_box"] = results[f"main/{black}"]["mean"], min(whites)
-            warnings.append(sanity.check_black_box(inputs["black_box"], inputs["best_white_box"]))
+            inputs["only_black_box"] = _only_broken(groups[("main", black)], groups, gradient)
+            warnings += [
+                sanity.check_black_box(inputs["black_box"], inputs["best_white_box"]),
+                sanity.check_only_broken(inputs["only_black_box"], len(groups[("main", black)])),
+            ]
             ran.append("SPSA vs white-box")
+    elif free is not None:  # the gradient-free masking check on the first masking_examples
+        inputs["gradient_free"] = _gradient_free(free.attacks[0], groups, gradient, config)
+        check = inputs["gradient_free"]
+        warnings += [
+            sanity.check_black_box(check["mean"], check["best_gradient"]) if gradient else None,
+            sanity.check_only_broken(check["only_broken"], check["n"]),
+        ]
+        ran.append("gradient-free check")
     elif config.sanity:
-        skipped.append("SPSA vs white-box: SPSA not among the attacks")
+        skipped.append("SPSA vs white-box: SPSA not among the attacks" + _why_no_check(config))
     return {"inputs": inputs, "warnings": [w for w in warnings if w], "ran": ran, "skipped": skipped}
+
+
+def _broken(rows: list[dict]) -> dict[int, bool]:
+    """Per image index, whether any of its R judgements got it wrong (the worst of R)."""
+    return {r["index"]: not all(p == r["label"] for p in r["pred"]) for r in rows}
+
+
+def _only_broken(rows: list[dict], groups: dict, gradient: list[str]) -> list[int]:
+    """The images of ``rows`` (a gradient-free attack's records) it broke, worst of R, that none of the ``gradient``
+    attacks of the main table broke."""
+    by = [_broken(groups.get(("main", a), [])) for a in gradient]
+    return sorted(i for i, hit in _broken(rows).items() if hit and not any(b.get(i, False) for b in by))
+
+
+def _gradient_free(attack: str, groups: dict, gradient: list[str], config) -> dict:
+    """The gradient-free check's inputs: its attack, budget and images, its mean accuracy, the best gradient attack's
+    on the same images, and the images only it broke."""
+    rows = groups[(GRADIENT_FREE, attack)]
+    mine = {r["index"] for r in rows}
+    means = {a: summarize([r for r in groups[("main", a)] if r["index"] in mine])["mean"] for a in gradient}
+    best = min(means, key=lambda a: means[a]) if means else None
+    return {"attack": attack, "budget": budget_text(attack, config), "n": len(rows), "mean": summarize(rows)["mean"],
+            "best_gradient_attack": best, "best_gradient": None if best is None else means[best],
+            "only_broken": _only_broken(rows, groups, gradient)}  # fmt: skip
+
+
+def _why_no_check(config) -> str:
+    """Why the gradient-free check a plan asks for (``masking_examples``) did not run; ``""`` where none was asked."""
+    black = [s for s in registry.REGISTRY.values() if s.black_box]
+    if not getattr(config, "masking_examples", 0) or not black:
+        return ""
+    if config.norm not in black[0].norms:
+        return f", and the gradient-free check did not run: {black[0].label.split()[0]} is an l_inf attack"
+    return (", and the gradient-free check did not run: the defence does not clip its noisy input (no clamp to mask "
+            "the gradients)")  # fmt: skip
 
 
 def build(
@@ -233,7 +286,7 @@ def build(
         verdict = "warnings"
     elif not reasons:
         verdict = "no sign of gradient masking"
-    cfg = asdict(config)
+    cfg = {k: v for k, v in asdict(config).items() if k not in LATER_FIELDS or LATER_FIELDS[k] != v}
     cfg["norm"] = "inf" if config.norm == math.inf else config.norm
     cfg["step"] = config.step
     return {
@@ -295,7 +348,10 @@ def header(result: dict) -> list[str]:
     norm = "l_inf" if c["norm"] == "inf" else "l_2"
     lines = []
     if result["claim"]:
-        lines.append("Budgets meet the reference (the paper's protocol; Croce et al. for APGD).")
+        lines.append(
+            "Budgets meet the reference (the paper's protocol; Croce et al. for APGD, whose EOT draws may "
+            f"stop where measured strength stops growing: {PLATEAU['apgd_eot_samples']})."
+        )
     else:
         short = [f"{a}: {', '.join(v)}" for a, v in result["shortfalls"]["attacks"].items()]
         short += result["shortfalls"]["judging"]
@@ -427,7 +483,20 @@ def markdown(result: dict) -> str:
             + ", ".join(f"{_pct(a)} % with EOT {int(k)}" for k, a in inputs["eot_points"])
         )
     if "black_box" in inputs:
-        lines.append(f"- SPSA {_pct(inputs['black_box'])} % vs best white-box {_pct(inputs['best_white_box'])} %")
+        only = inputs.get("only_black_box")  # cards written before it was recorded have none
+        lines.append(
+            f"- SPSA {_pct(inputs['black_box'])} % vs best white-box {_pct(inputs['best_white_box'])} %"
+            + ("" if only is None else f"; broken by SPSA and by no gradient attack: {_images(only)}")
+        )
+    if "gradient_free" in inputs:
+        g = inputs["gradient_free"]
+        best = g["best_gradient_attack"]
+        versus = "" if best is None else f" vs {_pct(g['best_gradient'])} % under the best gradient attack ({best})"
+        lines.append(
+            f"- gradient-free check (the defence clips its noisy input): {g['attack']} ({g['budget']}) on the "
+            f"first {g['n']} examples, {_pct(g['mean'])} % mean{versus} on them; broken by {g['attack']} and by no "
+            f"gradient attack: {_images(g['only_broken'])}"
+        )
     lines += [f"- skipped: {s}" for s in result["sanity"]["skipped"]]
     lines += [f"- WARNING: {w}" for w in result["sanity"]["warnings"]]
     if result["sanity"]["verdict"] == "no sign of gradient masking":
@@ -435,6 +504,11 @@ def markdown(result: dict) -> str:
     elif not result["sanity"]["warnings"]:
         lines.append(f"- no verdict on gradient masking: {' and '.join(result['verdict_withheld_because'])}")
     return "\n".join(lines) + "\n"
+
+
+def _images(indices: list[int]) -> str:
+    """Image indices in words: ``"none"`` or ``"images 3, 7"``."""
+    return f"images {', '.join(map(str, indices))}" if indices else "none"
 
 
 def sweep_tables(result: dict) -> list[str]:

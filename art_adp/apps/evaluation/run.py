@@ -33,6 +33,9 @@ from . import report
 from .config import (
     ATTACKS,
     GRADIENT_ATTACKS,
+    GRADIENT_FREE,
+    clips_noise,
+    gradient_free_attack,
     PAPER_ATTACKS,
     PRESETS,
     EvalConfig,
@@ -55,7 +58,8 @@ from ...runs.engine import (
 )
 from ...runs.records import array_sha256, load_records, module_sha256, record_key
 
-__all__ = ["ATTACKS", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "estimate", "evaluate", "plan"]
+__all__ = ["ATTACKS", "GRADIENT_FREE", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "estimate", "evaluate",
+           "plan"]  # fmt: skip
 
 PAPER = PRESETS["paper"]
 
@@ -76,6 +80,7 @@ class Setting:
     subset: bool = False  # only the sanity examples
     judge: str = "ensemble"
     baseline: str | None = None
+    examples: int | None = None  # only the first N examples (None: all, or the sanity examples with subset)
 
 
 def config_for(setting: Setting, c: EvalConfig) -> EvalConfig:
@@ -88,13 +93,17 @@ def white_box_attack(c: EvalConfig) -> str | None:
     return next((a for a in GRADIENT_ATTACKS if a in c.attacks), None)
 
 
-def plan(c: EvalConfig, *, randomized: bool = True, baselines: Sequence[str] = ()) -> list[Setting]:
+def plan(
+    c: EvalConfig, *, randomized: bool = True, baselines: Sequence[str] = (), clipped: bool = False
+) -> list[Setting]:
     """
-    The settings an evaluation runs: the main table, the fixed-randomness view, the sanity attacks, the sweeps,
-    the baselines.
+    The settings an evaluation runs: the main table, the fixed-randomness view, the sanity attacks, the
+    gradient-free masking check, the sweeps, the baselines.
 
     :param randomized: Whether the defence has ADPPurifiers (the fixed-randomness view needs one).
     :param baselines: Names of baseline classifiers.
+    :param clipped: Whether the defence clips its noisy input (:func:`clips_noise`): the gradient-free check runs
+        there (:func:`gradient_free_attack`).
     """
     one_draw = {f: 1 for a in ATTACKS for f in budget_fields(a) if f.endswith("eot_samples")}  # EOT 1 everywhere
     swept = tuple(a for a in c.attacks if not REGISTRY[a].black_box)
@@ -115,6 +124,9 @@ def plan(c: EvalConfig, *, randomized: bool = True, baselines: Sequence[str] = (
                 settings.append(Setting(f"sanity:iterations={k}", (white,), {it_field: k}, True))
             for k in sorted(set(c.sanity_eot_samples) - {main_eot}):
                 settings.append(Setting(f"sanity:eot={k}", (white,), {eot_field: k}, True))
+    free = gradient_free_attack(c, clipped)
+    if free is not None:
+        settings.append(Setting(GRADIENT_FREE, (free,), examples=c.masking_examples))
     for e in c.eps_sweep:
         step = None if c.eps_step is None else c.eps_step * e / c.eps
         settings.append(Setting(f"eps={e:g}", swept, {"eps": float(e), "eps_step": step}))
@@ -146,9 +158,23 @@ def _cells(settings: Sequence[Setting], c: EvalConfig, common: dict, x: np.ndarr
                 seeds=SeedPlan(scheme, c.seed, (s.name, a), repeats),
                 fields={"setting": s.name, "attack": a}, settings=unit_settings(s, a, c, common),
                 extras="flags" if a == "flags" else None, block_size=c.chunk_size,
-                images=min(len(x), -(-c.sanity_examples // c.chunk_size) * c.chunk_size) if s.subset else None,
+                images=_images(s, c, len(x)),
             ))  # fmt: skip
     return cells
+
+
+def _images(s: Setting, c: EvalConfig, n: int) -> int | None:
+    """The images a setting's cells run on: the first ``s.examples``, the sanity checks' whole chunks, or all (None)."""
+    if s.examples is not None:
+        return min(n, s.examples)
+    return min(n, -(-c.sanity_examples // c.chunk_size) * c.chunk_size) if s.subset else None
+
+
+def _chunks(s: Setting, chunks: Sequence[np.ndarray], sanity_chunks: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The examples of ``s``'s units, by chunk: the sanity chunks for a sanity setting, the first ``s.examples``."""
+    if s.examples is not None:
+        return [ch[ch < s.examples] for ch in chunks if ch[0] < s.examples]
+    return list(sanity_chunks if s.subset else chunks)
 
 
 def compression(
@@ -339,7 +365,8 @@ def evaluate(
         baseline is deterministic and judged once. The undefended ``classifier`` is always the first baseline
         (``"undefended"``).
     :param estimate_only: Log the time estimate and return it without attacking: ``{"estimate_seconds": total,
-        "by_attack": {attack: seconds}, "sanity": ...}`` (each attack's price over every setting that runs it).
+        "by_attack": {attack: seconds}, "sanity": ..., "gradient_free": seconds}`` (each attack's price over every
+        setting that runs it; the gradient-free masking check's, None where it does not run).
     :param seed_scheme: How a unit's seeds come from ``config.seed`` (:data:`~art_adp.runs.seeds.SCHEMES`); None: the
         folder's own (:func:`~art_adp.runs.engine.folder_scheme`), ``"apart"`` for a new folder, in its settings.
     :return: The report (rank 0), else None.
@@ -354,8 +381,9 @@ def evaluate(
     records_dir = run_dir / "records"
     chunks = [np.arange(s, min(s + config.chunk_size, len(x))) for s in range(0, len(x), config.chunk_size)]
     sanity_chunks = [ch for ch in chunks if ch[0] < config.sanity_examples]
-    settings = plan(config, randomized=bool(purifiers(estimator)), baselines=tuple(baseline_estimators))
-    units = [(s, a, ch) for s in settings for a in s.attacks for ch in (sanity_chunks if s.subset else chunks)]
+    settings = plan(config, randomized=bool(purifiers(estimator)), baselines=tuple(baseline_estimators),
+                    clipped=clips_noise(defences))  # fmt: skip
+    units = [(s, a, ch) for s in settings for a in s.attacks for ch in _chunks(s, chunks, sanity_chunks)]
     scheme = folder_scheme(run_dir / "settings.json") if seed_scheme is None else seed_scheme
     common = _common_settings(classifier, defences, x, y, config, nb_classes, clip_values, baseline_estimators,
                               scheme)  # fmt: skip
@@ -363,12 +391,12 @@ def evaluate(
     done = _resume(run_dir, cells)
 
     pending = [u for u in units if not all((u[0].name, u[1], int(i)) in done for i in u[2])]
-    est_seconds = sanity = prices = None
+    est_seconds = sanity = prices = free = None
     if rank == 0 and (pending or estimate_only):
-        est_seconds, sanity, prices = _log_estimate(estimator, x, config, pending, len(units), dev, world, log)
+        est_seconds, sanity, prices, free = _log_estimate(estimator, x, config, pending, len(units), dev, world, log)
     if estimate_only:
         distributed.finish()
-        return {"estimate_seconds": est_seconds, "sanity": sanity, "by_attack": prices}
+        return {"estimate_seconds": est_seconds, "sanity": sanity, "by_attack": prices, "gradient_free": free}
     engine.guard(run_dir / "settings.json", cells, write=rank == 0)
     distributed.barrier()
     targets = {None: estimator, **baseline_estimators}
@@ -479,7 +507,8 @@ def _log_estimate(estimator, x, config: EvalConfig, pending, n_units: int, dev, 
     setting that runs the attack) and the sanity checks' share and memory; the purifiers' generators and torch's
     global RNG are left as they were.
 
-    :return: Seconds in all, the sanity checks' cost, seconds by attack."""
+    :return: Seconds in all, the sanity checks' cost, seconds by attack, the gradient-free check's seconds (None
+        where it does not run)."""
     generators = [(p, p.generator) for p in purifiers(estimator)]
     # any other preprocessor's own generator (a user's randomized defence) is rewound too: the estimate draws nothing
     rewound = [(g, g.get_state()) for op in estimator.preprocessing_operations
@@ -493,6 +522,8 @@ def _log_estimate(estimator, x, config: EvalConfig, pending, n_units: int, dev, 
     est_seconds = estimate(pending, config, probe) / world
     prices = {a: estimate([u for u in pending if u[1] == a], config, probe) / world for a in _attack_order(pending)}
     sanity = sanity_cost(pending, config, probe, dev)
+    checked = [u for u in pending if u[0].name == GRADIENT_FREE]
+    free = estimate(checked, config, probe) / world if checked else None
     order = list(PRESETS)  # strongest, paper, croce (APGD only), smoke (CI-sized): largest first
     smaller = order[order.index(config.preset_name) + 1 :] if config.preset_name in order else order
     log(
@@ -514,8 +545,15 @@ def _log_estimate(estimator, x, config: EvalConfig, pending, n_units: int, dev, 
             if sanity["seconds"] > 0
             else ""
         )
+        + (
+            f" Gradient-free masking check (the defence clips its noisy input): {checked[0][1]} on the first "
+            f"{config.masking_examples} examples, about {_duration(free or 0.0)} of it (--masking-examples N sizes "
+            "it, 0 skips it)."
+            if checked
+            else ""
+        )
     )
-    return est_seconds, sanity, prices
+    return est_seconds, sanity, prices, free
 
 
 def _dominant(prices: Mapping[str, float], total: float, c: EvalConfig) -> str:

@@ -74,6 +74,20 @@ def check_black_box(black_box: float, best_white_box: float, *, tolerance: float
     return None
 
 
+def check_only_broken(indices: list[int], n: int, attack: str = "SPSA") -> str | None:
+    """A gradient-free attack must break no image that every gradient attack left (``indices``: those it broke, worst
+    of R, among the ``n`` it ran on)."""
+    if indices:
+        return (
+            f"GRADIENT MASKING? the gradient-free {attack} breaks {len(indices)} of {n} images no gradient attack "
+            "broke "
+            f"(images {', '.join(map(str, indices))}): the gradients miss what a gradient-free search finds there; "
+            "attack them with BPDA through the step that blocks the gradient (e.g. the clamp of the noisy input), "
+            "more EOT draws, or a larger gradient-free budget."
+        )
+    return None
+
+
 def check_randomness(random_fraction: float, *, eot_samples: int, repeats: int) -> str | None:
     """
     AutoAttack's randomness flag: if the same input judged twice gives different outputs, the defence is random,
