@@ -830,7 +830,7 @@ def cifar10_not_run_best(path: str) -> str:
 ANSWERS: dict[str, tuple[tuple[str, ...], str]] = {
     "fashion-mnist": (tuple(f"docs/results/fashion_mnist_{n}.json" for n in (
         "levers", "full_strength", "full_strength_attacks", "full_strength_adv_cnn", "full_strength_denoiser",
-        "full_strength_denoiser_adv_cnn", "behind_purifier", "adv_behind_purifier", "adv_behind_purifier_full",
+        "full_strength_denoiser_adv_cnn", "behind_purifier", "adv_behind_purifier",
         "behind_denoiser", "adv_behind_denoiser", "attack_options")), "adv-cnn"),
     "mnist": (tuple(f"docs/results/mnist_{n}.json" for n in (
         "adv_cnn_plateau", "levers", "new_attacks", "full_strength", "full_strength_denoiser", "adv_cnn",
@@ -1002,12 +1002,6 @@ def fashion_mnist_full_strength(path: str) -> str:
     return levers_page(load(path), path, earlier="docs/results/fashion_mnist_levers.json")
 
 
-def fashion_mnist_adv_behind_purifier_full(path: str) -> str:
-    """docs/fashion_mnist.md: the classifier trained adversarially through the purifier under the attack at full
-    strength, against its first measurement (docs/results/fashion_mnist_adv_behind_purifier.json)."""
-    return levers_page(load(path), path, earlier="docs/results/fashion_mnist_adv_behind_purifier.json")
-
-
 def mnist_full_strength(path: str) -> str:
     """docs/mnist.md: the attacks at full strength, each cell against the earlier suite's on the same images
     (docs/results/mnist_new_attacks.json)."""
@@ -1138,10 +1132,6 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "fashion-mnist-behind-denoiser": ("docs/results/fashion_mnist_behind_denoiser.json", fashion_mnist_levers),
     "fashion-mnist-adv-behind-denoiser": ("docs/results/fashion_mnist_adv_behind_denoiser.json", fashion_mnist_levers),
     "fashion-mnist-adv-behind-purifier": ("docs/results/fashion_mnist_adv_behind_purifier.json", fashion_mnist_levers),
-    "fashion-mnist-adv-behind-purifier-full": (
-        "docs/results/fashion_mnist_adv_behind_purifier_full.json",
-        fashion_mnist_adv_behind_purifier_full,
-    ),
     "fashion-mnist-budget-curve": ("docs/results/fashion_mnist_budget_curve.json", budget_curve),
     "mnist-new-attacks": ("docs/results/mnist_new_attacks.json", mnist_new_attacks),
     "fashion-mnist-full-strength-denoiser": (
