@@ -88,6 +88,7 @@ REQUIRED = {
     "corruptions": ["--classifier", "C", "--score", "S"],
     "levers": ["--data-root", "D"],
     "rejudge": ["RUN_DIR"],
+    "check": ["R.json", "--data-root", "D"],
 }
 
 
