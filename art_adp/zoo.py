@@ -58,7 +58,7 @@ def root(folder: str | os.PathLike | None = None) -> Path:
 
 def manifest(folder: str | os.PathLike | None = None) -> dict[str, Any]:
     """The zoo's manifest (``zoo/manifest.json``), checked for its schema."""
-    held = json.loads((root(folder) / "manifest.json").read_text())
+    held = json.loads((root(folder) / "manifest.json").read_text(encoding="utf-8"))
     if held.get("schema") != SCHEMA:
         raise ZooError(f"{root(folder) / 'manifest.json'} is not an art-adp zoo manifest ({SCHEMA}).")
     return held

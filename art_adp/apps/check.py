@@ -182,8 +182,10 @@ def _rerun(result: Mapping, call: Mapping, attack: str, cell: Mapping, n: int, r
     j = next((k for k in range(i, len(args)) if args[k].startswith("--")), len(args))
     try:
         _, config, keywords = parse([*args[:i], attack, *args[j:]])
-    except SystemExit:
-        raise ValueError(f"The recorded call no longer parses (art-adp levers printed why above): {call['command']}")
+    except SystemExit as exc:
+        raise ValueError(
+            f"The recorded call no longer parses (art-adp levers printed why above): {call['command']}"
+        ) from exc
 
     by_hash, models = _zoo_by_hash(), result["provenance"].get("models", {})
     bare = cell["model"] == "none"
@@ -266,7 +268,7 @@ def check_result(path: str | Path, config: Check = Check(), *, data_root: str, p
     from ..runs.records import array_sha256
     from ..runs.statistics import flags_of, wilson
 
-    result = json.loads(Path(path).read_text())
+    result = json.loads(Path(path).read_text(encoding="utf-8"))
     if result.get("schema") != "art-adp/levers-table/2":
         raise ValueError(f"{path} is not a lever table with per-image flags (art-adp/levers-table/2): there is no "
                          "published verdict per image to compare with.")  # fmt: skip
@@ -359,7 +361,7 @@ def check_command(config: Check, *, result: str, data_root: str, parse: Callable
     from ..runs.records import write_json
 
     if config.list_cells:
-        held = json.loads(Path(result).read_text())
+        held = json.loads(Path(result).read_text(encoding="utf-8"))
         for c in held.get("cells", []):
             if c["attack"] != "worst-case" and "flags" in c:
                 print(f"{cell_label(c, held['classifier'])}  ({c['accuracy']:.1%} of {c['n']})")
