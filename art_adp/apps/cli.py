@@ -98,8 +98,11 @@ def _train_denoiser(sub) -> None:
     _common(p, train_denoiser_command, settings=DenoiserTraining)
     _dataset(p)
     helps = {"minutes": "training time, over resumptions", "milestone": "steps between measurements",
-             "channels": "UNet widths, top first", "clip_noise": "train on noisy inputs clipped to [0, 1]"}  # fmt: skip
-    _fields(p, DenoiserTraining, {**helps, "precision": TRAINER_HELP["precision"]}, precision=PRECISION)
+             "channels": "UNet widths, top first", "clip_noise": "train on noisy inputs clipped to [0, 1]",
+             "augment": "the paper's augmented perturbations: x~ ~ N(F(x), sigma^2 I), F a DCT drop or AugMix",
+             "init": "a train-denoiser checkpoint of the same widths to fine-tune"}  # fmt: skip
+    _fields(p, DenoiserTraining, {**helps, "precision": TRAINER_HELP["precision"]}, precision=PRECISION,
+            augment={"choices": ["dct", "augmix"]})  # fmt: skip
 
 
 OPTIONS = {k: {"choices": v} for k, v in registry.OPTION_CHOICES.items()}  # the attacks' options as flags

@@ -118,6 +118,8 @@ def train_denoiser(
     seed: int = 0,
     precision: str = "fp32",
     clip_noise: bool = False,
+    augment: str | None = None,
+    init: str | Path | None = None,
     device: str = "cpu",
     progress: bool = True,
 ) -> dict:
@@ -142,6 +144,13 @@ def train_denoiser(
         The first line printed names the precision used and why; ``result.json`` records both.
     :param clip_noise: Train on noisy images clipped into [0, 1], the input ADP's paper-style noise injection gives
         (``ADPPurifier(clip_noise=True)``), so that form has a matched model; the curve measures that form too.
+    :param augment: The paper's augmented perturbations (its common-corruption models), as ``train-score --augment``
+        trains them: x̃ ~ N(F(x), σ²I) with ``"dct"`` (F drops the lowest-energy DCT coefficients, target x) or
+        ``"augmix"`` (F is AugMix, target (x + F(x))/2): :func:`~art_adp.score.augment.augment_targets`. The levels
+        stay those given: σ is an input of the denoiser, so the paper's σ_L × 10 (which keeps a noise-level-free
+        network from reading F(x) as x) is not applied; pass ``sigma_min`` for that.
+    :param init: A DenoiserUNet checkpoint of the same widths to start from (a fine-tune, e.g. of the bundled
+        CIFAR-10 purifier); its SHA-256 is recorded. Ignored when resuming (the run's own checkpoint is read).
     :param device: Where to train.
     :param progress: Show the trainer's progress bar.
     :return: The result written to ``result.json``.
@@ -163,11 +172,17 @@ def train_denoiser(
     }  # fmt: skip
     if clip_noise:  # recorded only when on: a run from before the option trained on unclipped noise
         settings["clip_noise"] = True
+    if augment is not None:  # likewise: a run from before the option trained on x + σz
+        settings["augment"] = augment
+    if init is not None:
+        settings["init_sha256"] = _init_weights(init, channels, x_train.shape[1])[1]
     if stored is not None and stored != settings:
         raise ValueError(f"{run_dir} holds a run with other settings ({stored}); use another run_dir.")
     sigmas = geometric_sigmas(sigma_max, sigma_min, 256)
     torch.manual_seed(seed)  # the initial weights too: the same command gives the same model
     model = DenoiserUNet(x_train.shape[1], channels=channels).to(device)
+    if init is not None and not checkpoint.exists():
+        model.load_state_dict(_init_weights(init, channels, x_train.shape[1])[0].state_dict())
     x_eval = np.asarray(x_test[:n_test])
     spent = curve[-1]["train_seconds"] if curve else 0.0
     step = curve[-1]["step"] if curve else 0
@@ -187,7 +202,7 @@ def train_denoiser(
             ema = train_score_model(
                 model, x_train, sigmas, target, batch_size=batch_size, lr=lr, checkpoint_path=checkpoint,
                 seed=seed, progress=progress, checkpoint_every=milestone, device=device, precision=precision,
-                lr_warmup=100, clip_noise=clip_noise,
+                lr_warmup=100, clip_noise=clip_noise, augment=augment,
             )  # fmt: skip
         except KeyboardInterrupt:  # the trainer saved its state: record how far it got and how long it took
             held = read_checkpoint(checkpoint)[1]["step"]
@@ -230,6 +245,22 @@ def train_denoiser(
     return result
 
 
+def _init_weights(path, channels: Sequence[int], in_channels: int) -> tuple[DenoiserUNet, str]:
+    """The DenoiserUNet a fine-tune starts from, and the SHA-256 of its weights; refused unless its widths and
+    channels are the run's."""
+    from ..score import load_score_model
+    from ..serialization import module_sha256
+
+    model = load_score_model(str(path))
+    if not isinstance(model, DenoiserUNet):
+        raise ValueError(f"--init {path}: a {type(model).__name__}, not a DenoiserUNet (a train-denoiser checkpoint).")
+    held = (list(model.config["channels"]), model.config["in_channels"])
+    if held != (list(channels), in_channels):
+        raise ValueError(f"--init {path}: a DenoiserUNet of widths {held[0]} on {held[1]} channels; this run trains "
+                         f"{list(channels)} on {in_channels}: give --channels {','.join(map(str, held[0]))}.")  # fmt: skip
+    return model, module_sha256(model)
+
+
 @dataclass(frozen=True)
 class DenoiserTraining:
     """Settings of ``art-adp train-denoiser`` (see :func:`train_denoiser` for each; the command's defaults: a
@@ -244,6 +275,8 @@ class DenoiserTraining:
     precision: str = "fp32"
     seed: int = 0
     clip_noise: bool = False
+    augment: str | None = None
+    init: str | None = None
 
 
 def train_denoiser_command(
