@@ -1,12 +1,15 @@
 """Common corruptions (Hendrycks & Dietterich, ICLR 2019) of any image split, cached in the CIFAR-10-C layout.
 
-The 15 corruptions at severities 1-5 are computed by the ``imagecorruptions`` package (the maintained
-``imagecorruptions-imaug`` distribution of Michaelis et al.'s ``imagecorruptions``), not by filters of our own.
-That package implements the ImageNet-C constants (it is what ImageNet-C-style benchmarks use for any image size);
-the CIFAR-10-C files used CIFAR-specific constants, so a severity here is *not* numerically a CIFAR-10-C
-severity: compare variants with each other on one cache, not with the paper's numbers.
+The 15 corruptions at severities 1-5 come with two sets of constants (``constants=``):
 
-How images the package cannot take directly are handled (it needs ``H, W >= 32`` and 3 channels):
+- ``"imagenet-c"`` (the default): the ``imagecorruptions`` package (the maintained ``imagecorruptions-imaug``
+  distribution of Michaelis et al.'s ``imagecorruptions``), not filters of our own. It implements the ImageNet-C
+  constants, what ImageNet-C-style benchmarks use for any image size; a severity there is *not* numerically a
+  CIFAR-10-C severity: compare variants with each other on one cache, not with the paper's numbers.
+- ``"cifar10-c"``: CIFAR-10-C's own constants, :mod:`art_adp.corruptions_cifar10c` (ported from the authors'
+  ``make_cifar_c.py``; its notes list what could not be matched exactly), for 32×32 RGB images only.
+
+How images the package (``"imagenet-c"``) cannot take directly are handled (it needs ``H, W >= 32`` and 3 channels):
 
 - **Small images** (digits 8×8, MNIST 28×28): upsampled by pixel replication by the smallest integer factor
   ``k`` with ``k·H, k·W >= 32``, corrupted at that size, then sampled back at every ``k``-th pixel (offset
@@ -24,14 +27,17 @@ How images the package cannot take directly are handled (it needs ``H, W >= 32``
   ``uint8 / 255``, exactly what :func:`~art_adp.data.load_cifar10c` reads back.
 
 Randomness: every (corruption, image) gets its own seed derived from ``seed`` (``numpy.random.SeedSequence``),
-the same at all five severities; the package draws from numpy's global generator, so that generator is seeded
-for the call and its previous state restored afterwards -- the caller's numpy stream is left as it was.
+the same at all five severities; both sets of constants draw from numpy's global generator, so that generator is
+seeded for the call and its previous state restored afterwards -- the caller's numpy stream is left as it was.
+A cache records its constants in ``meta.json`` (one without the entry predates the choice: ``"imagenet-c"``), and
+with ``names`` the images' file names in ``filenames.txt``, by which :func:`~art_adp.data.load_cifar10c` selects.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +49,7 @@ __all__ = [
     "CORRUPTIONS",
     "CORRUPTION_GROUPS",
     "SEVERITIES",
+    "CONSTANTS",
     "corrupt_images",
     "write_corrupted",
     "load_corrupted",
@@ -58,20 +65,39 @@ CORRUPTION_GROUPS = {
     "digital": CORRUPTIONS[11:15],
 }
 SEVERITIES = (1, 2, 3, 4, 5)
+CONSTANTS = ("imagenet-c", "cifar10-c")
+"""The corruptions' constants: the ``imagecorruptions`` package's ImageNet-C ones (the default), CIFAR-10-C's."""
 MIN_SIZE = 32  # the smallest side the corruption package accepts
 _SEEDED = ("glass_blur", "impulse_noise")  # these take their own seed; the rest draw from numpy's global generator
 LUMA = np.array([0.299, 0.587, 0.114])
 
 
-def _library():
+def _library(constants: str = "imagenet-c") -> tuple[Callable, tuple[str, ...]]:
+    """The corrupting function ``corrupt(image, severity=, corruption_name=)`` of ``constants`` and the corruptions
+    that take a ``seed`` keyword (the package's; CIFAR-10-C's draw from the seeded global generator only)."""
     try:
+        if constants == "cifar10-c":
+            from .corruptions_cifar10c import corrupt as cifar10c
+
+            return cifar10c, ()
         from imagecorruptions import corrupt
     except ImportError as e:  # pragma: no cover - the package is a dependency
         raise ImportError(
             "art_adp.corruptions needs the imagecorruptions package: "
             "pip install 'art-adp[corruptions]' (or imagecorruptions-imaug)"
         ) from e
-    return corrupt
+    return corrupt, _SEEDED
+
+
+def _check_constants(constants: str, shape: tuple) -> None:
+    """``constants`` is one of :data:`CONSTANTS`; CIFAR-10-C's are for ``3×32×32`` images (``shape`` is C×H×W)."""
+    if constants not in CONSTANTS:
+        raise ValueError(f"unknown constants {constants!r}; valid: {', '.join(map(repr, CONSTANTS))}")
+    if constants == "cifar10-c" and tuple(shape) != (3, 32, 32):
+        raise ValueError(
+            f'constants="cifar10-c" are CIFAR-10-C\'s, for 32×32 RGB images (3×32×32); these are '
+            f'{"×".join(map(str, shape))}: use constants="imagenet-c", which takes any size.'
+        )
 
 
 def _check_images(x: np.ndarray) -> np.ndarray:
@@ -95,8 +121,11 @@ def to_uint8(x: np.ndarray) -> np.ndarray:
     return np.rint(np.asarray(x, dtype=np.float64) * 255).astype(np.uint8).transpose(0, 2, 3, 1)
 
 
-def _corrupt_one(corrupt, img: np.ndarray, corruption: str, severity: int, seed: int) -> np.ndarray:
-    """One ``H×W×C`` uint8 image through the package, with the small-size and grayscale handling."""
+def _corrupt_one(
+    corrupt, img: np.ndarray, corruption: str, severity: int, seed: int, seeded: tuple[str, ...] = _SEEDED
+) -> np.ndarray:
+    """One ``H×W×C`` uint8 image through ``corrupt``, with the small-size and grayscale handling; the corruptions
+    ``seeded`` also get ``seed`` as a keyword."""
     h, w, c = img.shape
     k = -(-MIN_SIZE // min(h, w))  # ceil(32 / min side)
     if k > 1 and corruption == "pixelate":  # relative to the image size: pixelating a k-fold replica is lost
@@ -108,7 +137,7 @@ def _corrupt_one(corrupt, img: np.ndarray, corruption: str, severity: int, seed:
     big = np.repeat(np.repeat(img, k, axis=0), k, axis=1) if k > 1 else img
     if c == 1:
         big = np.repeat(big, 3, axis=2)
-    kwargs = {"seed": seed} if corruption in _SEEDED else {}
+    kwargs = {"seed": seed} if corruption in seeded else {}
     state = np.random.get_state()
     try:
         np.random.seed(seed)
@@ -125,7 +154,13 @@ def _corrupt_one(corrupt, img: np.ndarray, corruption: str, severity: int, seed:
 
 
 def corrupt_images(
-    x: np.ndarray, corruption: str, severity: int, *, seed: int = 0, progress: bool = False
+    x: np.ndarray,
+    corruption: str,
+    severity: int,
+    *,
+    seed: int = 0,
+    progress: bool = False,
+    constants: str = "imagenet-c",
 ) -> np.ndarray:
     """
     Corrupt a batch of images with one of the 15 corruptions at one severity.
@@ -136,27 +171,33 @@ def corrupt_images(
     :param seed: Base seed; image ``i`` uses a seed derived from ``(seed, corruption, i)``, the same at every
         severity (common random numbers: the same noise pattern or frost crop, scaled by the severity).
     :param progress: Show a progress bar.
+    :param constants: ``"imagenet-c"`` (the ``imagecorruptions`` package, any size) or ``"cifar10-c"`` (CIFAR-10-C's
+        own, :mod:`art_adp.corruptions_cifar10c`; ``3×32×32`` images only). See :data:`CONSTANTS`.
     :return: uint8 ``N×H×W×C`` (the CIFAR-10-C storage layout); divide by 255 and transpose for ``N×C×H×W``.
     """
     x = _check_images(x)
     _check_corruption(corruption, severity)
-    corrupt = _library()
+    _check_constants(constants, x.shape[1:])
+    corrupt, seeded = _library(constants)
     # one seed per (corruption, image), the same at every severity: severities differ by their constants only
     seeds = np.random.SeedSequence([int(seed), CORRUPTIONS.index(corruption)]).generate_state(len(x))
     imgs = to_uint8(x)
     out = np.empty_like(imgs)
     for i in tqdm(range(len(imgs)), disable=not progress, desc=f"{corruption} {severity}", leave=False):
-        out[i] = _corrupt_one(corrupt, imgs[i], corruption, int(severity), int(seeds[i]))
+        out[i] = _corrupt_one(corrupt, imgs[i], corruption, int(severity), int(seeds[i]), seeded)
     return out
 
 
-def _meta(x: np.ndarray, corruptions, seed: int, source: str) -> dict:
+def _meta(x: np.ndarray, corruptions, seed: int, source: str, constants: str, names: tuple | None) -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
         lib = f"imagecorruptions-imaug {version('imagecorruptions-imaug')}"
     except PackageNotFoundError:  # pragma: no cover
         lib = "imagecorruptions"
+    if constants == "cifar10-c":
+        lib = f"art_adp.corruptions_cifar10c (make_cifar_c.py's constants; helpers of {lib})"
+    names_sha = {} if names is None else {"names_sha": _digest(np.frombuffer("\n".join(names).encode(), np.uint8))}
     return {
         "source": source,
         "n": int(len(x)),
@@ -164,9 +205,31 @@ def _meta(x: np.ndarray, corruptions, seed: int, source: str) -> dict:
         "seed": int(seed),
         "corruptions": list(corruptions),
         "severities": list(SEVERITIES),
+        "constants": constants,
         "library": lib,
         "images_sha": _digest(to_uint8(x)),
+        **names_sha,
     }
+
+
+def _same_cache(old: dict, new: dict) -> bool:
+    """Whether the ``meta.json`` ``old`` describes the cache ``new`` would: all but the source, and the names only if
+    both have them (a cache without names may get them, a caller without names may read one that has them)."""
+    old = {"constants": "imagenet-c", **old}  # caches from before the choice: the package's constants
+    skip = {"source"} | ({"names_sha"} if not {"names_sha"} <= set(old) & set(new) else set())
+    return {k: v for k, v in old.items() if k not in skip} == {k: v for k, v in new.items() if k not in skip}
+
+
+def _check_names(names, n: int) -> tuple[str, ...]:
+    """``n`` distinct file names, one a line of ``filenames.txt``."""
+    names = (names,) if isinstance(names, str) else tuple(names)
+    if len(names) != n:
+        raise ValueError(f"names must be {n} file names (one per image), got {len(names)}.")
+    if not all(isinstance(m, str) and m and m.strip() == m and len(m.splitlines()) == 1 for m in names):
+        raise ValueError("names must be non-empty strings without line breaks or surrounding white space.")
+    if len(set(names)) != n:
+        raise ValueError(f"names must be distinct; {n - len(set(names))} repeat an earlier one.")
+    return names
 
 
 def _digest(a: np.ndarray) -> str:
@@ -191,12 +254,16 @@ def write_corrupted(
     seed: int = 0,
     source: str = "",
     progress: bool = True,
+    constants: str = "imagenet-c",
+    names: Sequence[str] | None = None,
 ) -> Path:
     """
     Corrupt a split and cache it in the CIFAR-10-C layout: ``root/<corruption>.npy`` uint8 ``(5N, H, W, C)``
     with severity ``k`` in rows ``(k−1)N : kN``, ``root/labels.npy`` int64 ``(5N,)``, and ``root/meta.json``
-    (source, seed, shape, package version, a digest of the images). Files already there for the same settings are
-    kept (the cache resumes corruption by corruption); a cache made from other images or settings is refused.
+    (source, seed, shape, constants, what computed them, a digest of the images). Files already there for the same
+    settings are kept (the cache resumes corruption by corruption); a cache made from other images or settings (other
+    constants included) is refused. With ``names``, ``root/filenames.txt`` lists them, one a line, so that
+    :func:`~art_adp.data.load_cifar10c` can select images by name from this cache as from the real files.
 
     :param root: Output folder.
     :param x: Images ``N×C×H×W`` float in [0, 1].
@@ -205,6 +272,9 @@ def write_corrupted(
     :param seed: Base seed of the corruptions' randomness.
     :param source: A description of the split (written to ``meta.json``), e.g. ``"digits test, seed 0"``.
     :param progress: Show progress.
+    :param constants: One of :data:`CONSTANTS` (see :func:`corrupt_images`); recorded in ``meta.json``.
+    :param names: The images' file names, one per image (e.g. the official CIFAR-10 names of the test split);
+        written to ``root/filenames.txt``.
     :return: ``root`` as a ``Path``.
     """
     x = _check_images(x)
@@ -213,35 +283,49 @@ def write_corrupted(
         raise ValueError(f"labels must be {len(x)} integers (one per image), got {y.dtype} {y.shape}.")
     for name in corruptions:
         _check_corruption(name, 1)
+    _check_constants(constants, x.shape[1:])
+    names = None if names is None else _check_names(names, len(x))
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    meta = _meta(x, CORRUPTIONS, seed, source)
+    meta = _meta(x, CORRUPTIONS, seed, source, constants, names)
     meta_path = root / "meta.json"
     if meta_path.exists():
         old = json.loads(meta_path.read_text())
-        if {k: v for k, v in old.items() if k != "source"} != {k: v for k, v in meta.items() if k != "source"}:
+        if not _same_cache(old, meta):
             raise ValueError(
                 f"{root} holds corruptions of other images or settings ({old}); " f"use another folder or delete it."
             )
+        meta = {**meta, **({"names_sha": old["names_sha"]} if names is None and "names_sha" in old else {})}
     meta_path.write_text(json.dumps(meta, indent=2))
     _atomic_save(root / "labels.npy", np.tile(y.astype(np.int64), len(SEVERITIES)))
+    if names is not None:
+        tmp = root / "filenames.txt.tmp"
+        tmp.write_text("".join(f"{m}\n" for m in names), encoding="utf-8")
+        os.replace(tmp, root / "filenames.txt")
     todo = [c for c in corruptions if not (root / f"{c}.npy").is_file()]
     for name in tqdm(todo, disable=not progress, desc="corrupting"):
-        stack = np.concatenate([corrupt_images(x, name, s, seed=seed) for s in SEVERITIES])
+        stack = np.concatenate([corrupt_images(x, name, s, seed=seed, constants=constants) for s in SEVERITIES])
         _atomic_save(root / f"{name}.npy", stack)
     return root
 
 
 def load_corrupted(
-    root: str | os.PathLike, corruption: str, severity: int, *, nb_classes: int = 10
+    root: str | os.PathLike,
+    corruption: str,
+    severity: int,
+    *,
+    nb_classes: int = 10,
+    names: Sequence[str] | None = None,
+    order: Sequence[str] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """
     Read one corruption at one severity from a cache written by :func:`write_corrupted` or from the real
-    CIFAR-10-C folder: the same reader, :func:`~art_adp.data.load_cifar10c`.
+    CIFAR-10-C folder: the same reader, :func:`~art_adp.data.load_cifar10c` (``names`` and ``order``: the images
+    by file name, as there).
 
     :return: ``(x, y)``: x float32 ``(N, C, H, W)`` in [0, 1], y int64 ``(N,)``.
     """
-    return load_cifar10c(root, corruption, severity, nb_classes=nb_classes)
+    return load_cifar10c(root, corruption, severity, nb_classes=nb_classes, names=names, order=order)
 
 
 def corruption_step_sizes(first: float = 0.08, last: float = 8e-4, steps: int = 10) -> list[float]:

@@ -7,7 +7,8 @@ one :class:`DatasetSpec` in :data:`DATASETS` (loader, shape, ε, σ grid, the pa
 CIFAR "python version" batches are pickles: :class:`_CifarUnpickler` refuses every global except the numpy
 reconstructors a genuine batch holds, so a tampered file cannot run code.  ``.npy`` files: ``allow_pickle=False``.
 :func:`prepare_cifar10` writes those batches from the official archive or a PNG copy, the same files from either; the
-development split is committed as a list of official test file names (:func:`cifar10_development`).
+development split is committed as a list of official test file names (:func:`cifar10_development`); the real CIFAR-10-C
+files follow the official test order (:func:`cifar10_test_order`), and :func:`load_cifar10c` selects images by name.
 """
 
 from __future__ import annotations
@@ -294,28 +295,49 @@ def _member_bytes(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
     return f.read()
 
 
-def _cifar10_official(source: Path) -> list[tuple[np.ndarray, np.ndarray, list[str]]]:
-    """Data, labels and official names of the six batches of the official archive or its extracted folder."""
+def _cifar10_official(
+    source: Path, batches: Sequence[str] = _CIFAR10_BATCHES
+) -> list[tuple[np.ndarray, np.ndarray, list[str]]]:
+    """Data, labels and official names of the batches ``batches`` (default: all six) of the official archive or its
+    extracted folder."""
     if source.is_file():
         try:
             with tarfile.open(source, "r:*") as tar:  # read in memory: nothing is extracted
                 found = {m.name: m for m in tar.getmembers() if m.isfile()}
-                names = [f"cifar-10-batches-py/{n}" for n in _CIFAR10_BATCHES]
+                names = [f"cifar-10-batches-py/{n}" for n in batches]
                 if not all(n in found for n in names):
                     raise ValueError(f"{source}: the archive lacks {', '.join(n for n in names if n not in found)}")
                 blobs = [(f"{source}:{n}", _member_bytes(tar, found[n])) for n in names]
         except tarfile.TarError as e:
             raise ValueError(f"{source}: not a readable tar archive ({e}); expected {_CIFAR10_LAYOUTS}") from e
     else:
-        blobs = [(p, p.read_bytes()) for p in _cifar_files(source, "cifar-10-batches-py", _CIFAR10_BATCHES, "CIFAR-10")]
-    batches = []
+        blobs = [(p, p.read_bytes()) for p in _cifar_files(source, "cifar-10-batches-py", batches, "CIFAR-10")]
+    out = []
     for where, blob in blobs:
         data, labels, obj = _read_cifar_batch(io.BytesIO(blob), where, "labels", 10)
         files = obj.get("filenames")
         if not isinstance(files, list) or len(files) != len(data) or {type(n) for n in files} - {bytes, str}:
             raise ValueError(f"{where}: no 'filenames' field of {len(data)} names; not a batch of the official archive")
-        batches.append((data, labels, [n.decode("latin1") if isinstance(n, bytes) else n for n in files]))
-    return batches
+        out.append((data, labels, [n.decode("latin1") if isinstance(n, bytes) else n for n in files]))
+    return out
+
+
+def cifar10_test_order(source: str | os.PathLike) -> tuple[str, ...]:
+    """The official order of CIFAR-10's test images, as file names: the order of the official ``test_batch``, which
+    the real CIFAR-10-C files follow (pass it as ``order=`` to :func:`load_cifar10c`). Only the test batch is read,
+    by the restricted unpickler.
+
+    :param source: ``cifar-10-python.tar.gz`` (the official archive) or its extracted ``cifar-10-batches-py`` folder
+        (or the folder holding that). A PNG copy has no order: it cannot serve.
+    :return: The 10,000 official file names, e.g. ``"domestic_cat_s_000907.png"``, in the official order.
+    """
+    source = Path(source).expanduser()
+    if not source.exists():
+        raise FileNotFoundError(
+            f"{source} does not exist; expected the official archive cifar-10-python.tar.gz or its cifar-10-batches-py "
+            f"folder ({_NO_DOWNLOAD})"
+        )
+    return tuple(_cifar10_official(source, ("test_batch",))[0][2])
 
 
 def _cifar10_pngs(folder: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -434,8 +456,38 @@ def _load_npy(path: Path) -> np.ndarray:
         raise ValueError(f"{path}: not a plain numeric .npy array; object/pickled arrays are refused ({e})") from e
 
 
+def _rows_by_name(folder: Path, n: int, names: Sequence[str], order: Sequence[str] | None) -> np.ndarray:
+    """The positions of the images ``names`` among the ``n`` images of ``folder``, whose order is ``order`` or else
+    ``folder/filenames.txt``."""
+    listing = folder / "filenames.txt"
+    if order is None and not listing.is_file():
+        raise ValueError(
+            f"{folder}: images are asked for by name, but the order of its images is unknown (it has no filenames.txt). "
+            "The real CIFAR-10-C files follow CIFAR-10's official test order: give the official CIFAR-10 archive "
+            "(cifar-10-python.tar.gz or its cifar-10-batches-py folder), in Python order=cifar10_test_order(archive)."
+        )
+    where = "the order given" if order is not None else str(listing)
+    order = list(order) if order is not None else listing.read_text(encoding="utf-8").splitlines()
+    row = {m: i for i, m in enumerate(order)}
+    if len(order) != n or len(row) != n:
+        raise ValueError(f"{where}: {len(order)} names ({len(row)} distinct) for the {n} images of {folder}")
+    names = [names] if isinstance(names, str) else list(names)
+    missing = [m for m in names if m not in row]
+    if missing:
+        raise ValueError(
+            f"{len(missing)} of the {len(names)} images named are not in {where}, e.g. {', '.join(missing[:3])}"
+        )
+    return np.array([row[m] for m in names], dtype=np.int64)
+
+
 def load_cifar10c(
-    root: str | os.PathLike, corruption: str, severity: int, *, nb_classes: int = 10
+    root: str | os.PathLike,
+    corruption: str,
+    severity: int,
+    *,
+    nb_classes: int = 10,
+    names: Sequence[str] | None = None,
+    order: Sequence[str] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One corruption at one severity of CIFAR-10-C: a test-only set, hence a plain ``(x, y)`` pair, not a Dataset.
 
@@ -444,32 +496,44 @@ def load_cifar10c(
     Caches in the same layout made by :func:`art_adp.corruptions.write_corrupted` from other data (any ``H×W``,
     1 or 3 channels: ``(5n, H, W, C)``) are read the same way.
 
+    By default all ``n`` images of the severity come back in the folder's order. With ``names``, exactly the images
+    of those file names, in that order: the real files are in CIFAR-10's official test order, not in the order of
+    a prepared split (:func:`cifar10_development`), so their first rows are other images than its first ones.
+
     :param root: The ``CIFAR-10-C`` folder (or a cache in its layout).
     :param corruption: One of :data:`CIFAR10C_CORRUPTIONS`, e.g. ``"gaussian_noise"``.
     :param severity: 1 (mildest) .. 5.
     :param nb_classes: Labels must lie in ``[0, nb_classes)`` (10 for CIFAR-10-C).
-    :return: ``(x, y)``: x float32 ``(n, C, H, W)`` in ``[0, 1]`` (``(n, 3, 32, 32)`` for CIFAR-10-C), y int64 ``(n,)``.
+    :param names: Official file names of the images wanted, in the order wanted (default: all, in the folder's
+        order); labels are selected alike.
+    :param order: The file names of the folder's ``n`` images in its order: for the real CIFAR-10-C files the
+        official test order, :func:`cifar10_test_order`. Default: ``root/filenames.txt`` (one name a line, written
+        by :func:`~art_adp.corruptions.write_corrupted`), else ``names`` is refused.
+    :return: ``(x, y)``: x float32 ``(n, C, H, W)`` in ``[0, 1]`` (``(n, 3, 32, 32)`` for CIFAR-10-C), y int64 ``(n,)``
+        (``len(names)`` of each with ``names``).
     """
     if corruption not in CIFAR10C_CORRUPTIONS:
         raise ValueError(f"unknown CIFAR-10-C corruption {corruption!r}; valid: {', '.join(CIFAR10C_CORRUPTIONS)}")
     if isinstance(severity, bool) or not isinstance(severity, (int, np.integer)) or not 1 <= severity <= 5:
         raise ValueError(f"severity must be an integer in 1, 2, 3, 4, 5, got {severity!r}")
     folder = Path(root).expanduser()
-    names = [f"{corruption}.npy", "labels.npy"]
-    if not all((folder / n).is_file() for n in names):
-        raise _missing(folder, names, "CIFAR-10-C", "https://zenodo.org/record/2535967")
-    x, y = (_load_npy(folder / n) for n in names)
+    files = [f"{corruption}.npy", "labels.npy"]
+    if not all((folder / f).is_file() for f in files):
+        raise _missing(folder, files, "CIFAR-10-C", "https://zenodo.org/record/2535967")
+    x, y = (_load_npy(folder / f) for f in files)
     if x.dtype != np.uint8 or x.ndim != 4 or x.shape[3] not in (1, 3) or len(x) % 5 or not len(x):
         raise ValueError(
-            f"{folder / names[0]}: expected uint8 (5n, 32, 32, 3), found {x.dtype} {x.shape} "
+            f"{folder / files[0]}: expected uint8 (5n, 32, 32, 3), found {x.dtype} {x.shape} "
             f"(a cache of other data: uint8 (5n, H, W, C) with C = 1 or 3)"
         )
     n = len(x) // 5
     if y.ndim != 1 or len(y) not in (n, 5 * n) or not np.issubdtype(y.dtype, np.integer):
-        raise ValueError(f"{folder / names[1]}: expected {5 * n} (or {n}) integer labels, found {y.dtype} {y.shape}")
-    rows = slice((severity - 1) * n, severity * n)
-    x = np.ascontiguousarray(x[rows].transpose(0, 3, 1, 2), dtype=np.float32) / 255.0
-    return x, _check_labels(np.array(y[rows] if len(y) == 5 * n else y), nb_classes, folder / names[1])
+        raise ValueError(f"{folder / files[1]}: expected {5 * n} (or {n}) integer labels, found {y.dtype} {y.shape}")
+    pick = slice(None) if names is None else _rows_by_name(folder, n, names, order)
+    labels = np.array(y[(severity - 1) * n : severity * n][pick] if len(y) == 5 * n else y[pick])
+    x = x[(severity - 1) * n : severity * n][pick]  # only these rows of the memory map are read
+    x = np.ascontiguousarray(x.transpose(0, 3, 1, 2), dtype=np.float32) / 255.0
+    return x, _check_labels(labels, nb_classes, folder / files[1])
 
 
 @dataclass(frozen=True)
