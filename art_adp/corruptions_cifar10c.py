@@ -98,7 +98,7 @@ def defocus_blur(x: np.ndarray, severity: int) -> np.ndarray:
 
 def glass_blur(x: np.ndarray, severity: int) -> np.ndarray:
     c = [(0.05, 1, 1), (0.25, 1, 1), (0.4, 1, 1), (0.25, 1, 2), (0.4, 1, 2)][severity - 1]  # sigma, delta, iterations
-    x = np.uint8(gaussian(x / 255.0, sigma=c[0], channel_axis=-1) * 255)
+    x = (gaussian(x / 255.0, sigma=c[0], channel_axis=-1) * 255).astype(np.uint8)
     for _ in range(c[2]):  # locally shuffle pixels
         for h in range(SIZE - c[1], c[1], -1):
             for w in range(SIZE - c[1], c[1], -1):
@@ -182,11 +182,11 @@ def elastic_transform(image: np.ndarray, severity: int) -> np.ndarray:
     shape = image.shape
     shape_size = shape[:2]
     # random affine
-    center_square = np.float32(shape_size) // 2
+    center_square = np.asarray(shape_size, dtype=np.float32) // 2
     square_size = min(shape_size) // 3
-    pts1 = np.float32([center_square + square_size,
+    pts1 = np.asarray([center_square + square_size,
                        [center_square[0] + square_size, center_square[1] - square_size],
-                       center_square - square_size])  # fmt: skip
+                       center_square - square_size], dtype=np.float32)  # fmt: skip
     pts2 = pts1 + np.random.uniform(-c[2], c[2], size=pts1.shape).astype(np.float32)
     M = cv2.getAffineTransform(pts1, pts2)
     image = cv2.warpAffine(image, M, shape_size[::-1], borderMode=cv2.BORDER_REFLECT_101)
@@ -204,8 +204,8 @@ def elastic_transform(image: np.ndarray, severity: int) -> np.ndarray:
 
 def pixelate(x: np.ndarray, severity: int) -> np.ndarray:
     c = [0.95, 0.9, 0.85, 0.75, 0.65][severity - 1]
-    image = Image.fromarray(x).resize((int(SIZE * c), int(SIZE * c)), Image.BOX)
-    return np.asarray(image.resize((SIZE, SIZE), Image.BOX))
+    image = Image.fromarray(x).resize((int(SIZE * c), int(SIZE * c)), Image.Resampling.BOX)
+    return np.asarray(image.resize((SIZE, SIZE), Image.Resampling.BOX))
 
 
 def jpeg_compression(x: np.ndarray, severity: int) -> np.ndarray:
@@ -240,4 +240,4 @@ def corrupt(image: np.ndarray, severity: int, corruption_name: str) -> np.ndarra
         raise ValueError(f"unknown corruption {corruption_name!r}; valid: {', '.join(CORRUPTION_FUNCTIONS)}")
     if severity not in (1, 2, 3, 4, 5):
         raise ValueError(f"severity must be an integer in 1, 2, 3, 4, 5, got {severity!r}")
-    return np.uint8(CORRUPTION_FUNCTIONS[corruption_name](image, int(severity)))
+    return np.asarray(CORRUPTION_FUNCTIONS[corruption_name](image, int(severity))).astype(np.uint8)

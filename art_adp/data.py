@@ -273,6 +273,23 @@ def load_cifar10(root: str | os.PathLike) -> Dataset:
     return Dataset("cifar10", x_tr, y_tr, *batches[5], classes=CIFAR10_CLASSES)
 
 
+def test_names(root: str | os.PathLike) -> tuple[str, ...]:
+    """The official file names of the CIFAR-10 test images :func:`load_cifar10` reads from ``root``, in its order (the
+    ``filenames`` field of its ``test_batch``, which the official archive and :func:`prepare_cifar10` both write).
+
+    :raises ValueError: When the batch holds no names (one written by other means): prepare it with
+        ``art-adp prepare-cifar10``.
+    """
+    (path,) = _cifar_files(root, "cifar-10-batches-py", ["test_batch"], "CIFAR-10")
+    with open(path, "rb") as f:
+        data, _, obj = _read_cifar_batch(f, path, "labels", 10)
+    files = obj.get("filenames")
+    if not isinstance(files, list) or len(files) != len(data) or {type(n) for n in files} - {bytes, str}:
+        raise ValueError(f"{path}: no 'filenames' field of {len(data)} names, so its images cannot be found by name; "
+                         "write the batches with art-adp prepare-cifar10.")  # fmt: skip
+    return tuple(n.decode("latin1") if isinstance(n, bytes) else n for n in files)
+
+
 CIFAR10_DEVELOPMENT = Path(__file__).with_name("cifar10_development.txt")
 _CIFAR10_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6)) + ("test_batch",)
 _CIFAR10_LAYOUTS = (

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from art_adp.corruptions import (CORRUPTIONS, corrupt_images, corruption_step_sizes, load_corrupted,
-                                 write_corrupted)
+from art_adp.corruptions import CORRUPTIONS, corrupt_images, corruption_step_sizes, load_corrupted, write_corrupted
 from art_adp.data import load_cifar10c, load_digits
 
 
@@ -65,8 +64,9 @@ def test_cache_reads_back_bit_identical_through_the_cifar10c_loader(tmp_path):
     x, y = _images(1, 8, n=4), np.array([3, 1, 4, 1])
     names = ("gaussian_noise", "contrast", "pixelate")
     write_corrupted(tmp_path, x, y, corruptions=names, seed=7, progress=False)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"{n}.npy" for n in names]
-                                                                 + ["labels.npy", "meta.json"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [f"{n}.npy" for n in names] + ["labels.npy", "meta.json"]
+    )
     for name in names:
         stored = np.load(tmp_path / f"{name}.npy")
         assert stored.shape == (20, 8, 8, 1) and stored.dtype == np.uint8
@@ -116,22 +116,111 @@ def test_corruption_run_writes_the_table_and_resumes(tmp_path):
     out = run_corruptions(tmp_path, *args, config=config, progress=False, device="cpu", log=lines.append)
     records = (tmp_path / "records.jsonl").read_text().splitlines()
     assert len(records) == 6 * 76  # undefended, σ = 0 / 0.1 / 0.25, detection, manual schedule; clean + 75 sets
-    assert set(out["rows"]) == {"undefended", "ADP σ=0", "ADP σ=0.1", "ADP σ=0.25", "ADP σ=0.25 + detection",
-                                "ADP σ=0, AugMix's schedule"}
+    assert set(out["rows"]) == {
+        "undefended",
+        "ADP σ=0",
+        "ADP σ=0.1",
+        "ADP σ=0.25",
+        "ADP σ=0.25 + detection",
+        "ADP σ=0, AugMix's schedule",
+    }
     row = out["rows"]["undefended"]
     recs = [json.loads(r) for r in records if json.loads(r)["variant"] == "undefended"]
     fog = [r["correct"] / r["n"] for r in recs if r["corruption"] == "fog"]
     assert row["fog"] == pytest.approx(np.mean(fog))
     assert row["mean"] == pytest.approx(np.mean([row[k] for k in CORRUPTIONS]))
     assert row["mean"] == pytest.approx(np.mean([row[f"severity {s}"] for s in range(1, 6)]))
-    assert (tmp_path / "corruptions.png").stat().st_size > 0 and "| undefended |" in (tmp_path / "corruptions.md").read_text()
+    assert (tmp_path / "corruptions.png").stat().st_size > 0 and "| undefended |" in (
+        tmp_path / "corruptions.md"
+    ).read_text()
     lines.clear()
     run_corruptions(tmp_path, *args, config=config, score_dct=score, progress=False, device="cpu", log=lines.append)
     assert any("456 of 532 (variant, corruption, severity) results on disk; 76 to go" in line for line in lines)
     with pytest.raises(ValueError, match=re.escape("variants ['ADP σ=0 + AugMix'] cannot be measured")):
         run_corruptions(tmp_path, *args, config=config, variants=("ADP σ=0 + AugMix",), progress=False, device="cpu")
-    with pytest.raises(ValueError, match=re.escape(f"{tmp_path} holds records for the corruption table made with other "
-                                                   "settings: config.steps 1 (now 2).")):
-        run_corruptions(tmp_path, clf, score, data.x_test, data.y_test, data.x_train,
-                        config=CorruptionConfig(n_examples=2, ensemble_size=1, steps=2, n_calibration=20), progress=False,
-                        device="cpu")
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            f"{tmp_path} holds records for the corruption table made with other " "settings: config.steps 1 (now 2)."
+        ),
+    ):
+        run_corruptions(
+            tmp_path,
+            clf,
+            score,
+            data.x_test,
+            data.y_test,
+            data.x_train,
+            config=CorruptionConfig(n_examples=2, ensemble_size=1, steps=2, n_calibration=20),
+            progress=False,
+            device="cpu",
+        )
+
+
+class _ByBrightness(torch.nn.Module):
+    """A classifier that reads the label off an image's mean brightness (label k: mean (k + 1) / 12): correct on a
+    test image exactly when it is shown that image."""
+
+    def forward(self, x):
+        k = torch.round(x.mean((1, 2, 3)) * 12 - 1).long().clamp(0, 9)
+        return torch.nn.functional.one_hot(k, 10).float()
+
+
+def _official_cifar10c(tmp_path, n=12):
+    """A CIFAR-10-C folder of ``n`` 32×32 images in an "official" order, each corruption the identity at every
+    severity, and the names of a shuffled half of them (the development images) with those images and labels."""
+    rng = np.random.default_rng(0)
+    labels = np.arange(n) % 10
+    images = ((labels + 1) / 12)[:, None, None, None] + rng.uniform(-0.02, 0.02, (n, 3, 32, 32))
+    official = [f"img_{i:02d}.png" for i in rng.permutation(n)]
+    root = tmp_path / "CIFAR-10-C"
+    root.mkdir()
+    stored = np.rint(images.transpose(0, 2, 3, 1) * 255).astype(np.uint8)
+    for name in CORRUPTIONS:
+        np.save(root / f"{name}.npy", np.concatenate([stored] * 5))
+    np.save(root / "labels.npy", np.tile(labels, 5))
+    dev = rng.permutation(n)[: n // 2]
+    x_dev = (stored[dev].transpose(0, 3, 1, 2) / 255).astype(np.float32)
+    return root, official, [official[i] for i in dev], x_dev, labels[dev]
+
+
+def test_cifar10c_rows_are_the_clean_columns_images_by_name(tmp_path):
+    from art_adp.apps.corruption_table import CorruptionConfig, run_corruptions
+    from art_adp.score import NCSNv2
+
+    root, official, names, x_dev, y_dev = _official_cifar10c(tmp_path)
+    config = CorruptionConfig(ensemble_size=1, steps=1, n_calibration=4)
+    score = NCSNv2(3, 32, ngf=4).eval()
+    args = (_ByBrightness(), score, x_dev, y_dev, x_dev)
+    out = run_corruptions(tmp_path / "run", *args, config=config, cifar10c_root=root, names=names, order=official,
+                          variants=["undefended"], progress=False, device="cpu", log=lambda _: None)  # fmt: skip
+    row = out["rows"]["undefended"]
+    assert row["clean"] == 1.0 and all(row[c] == 1.0 for c in CORRUPTIONS)  # the identity on the same images
+    # the first N rows of the official files are other images: refused, not measured as if they were the same
+    with pytest.raises(ValueError, match="are not those of the clean test images: the corrupted rows are other images"):
+        run_corruptions(tmp_path / "first-n", *args, config=config, cifar10c_root=root, variants=["undefended"],
+                        progress=False, device="cpu", log=lambda _: None)  # fmt: skip
+    with pytest.raises(ValueError, match="give the official archive"):
+        run_corruptions(tmp_path / "no-order", *args, config=config, cifar10c_root=root, names=names,
+                        variants=["undefended"], progress=False, device="cpu", log=lambda _: None)  # fmt: skip
+
+
+def test_several_classifiers_make_one_table_by_calls_into_one_folder(tmp_path):
+    from art_adp.apps.corruption_table import CorruptionConfig, run_corruptions
+    from art_adp.score import NCSNv2
+
+    root, official, names, x_dev, y_dev = _official_cifar10c(tmp_path)
+    config = CorruptionConfig(ensemble_size=1, steps=1, n_calibration=4)
+    score = NCSNv2(3, 32, ngf=4).eval()
+    wrong = torch.nn.Sequential(_ByBrightness(), torch.nn.Flatten(), torch.nn.Linear(10, 10))
+    with torch.no_grad():  # always the label after the right one: 0 % on every set
+        wrong[2].weight.copy_(torch.roll(torch.eye(10), 1, 0))
+        wrong[2].bias.zero_()
+    common = dict(config=config, cifar10c_root=root, names=names, order=official, variants=["undefended"],
+                  progress=False, device="cpu", log=lambda _: None)  # fmt: skip
+    run_corruptions(tmp_path / "run", _ByBrightness(), score, x_dev, y_dev, x_dev, classifier_name="right", **common)
+    out = run_corruptions(tmp_path / "run", wrong, score, x_dev, y_dev, x_dev, classifier_name="wrong", **common)
+    assert out["rows"]["right · undefended"]["mean"] == 1.0 and out["rows"]["wrong · undefended"]["mean"] == 0.0
+    calls = out["provenance"]
+    assert [c["classifier"] for c in calls["calls"]] == ["right"] and calls["classifier"] == "wrong"
+    assert {"right", "wrong", "score (plain)"} <= set(calls["models"])

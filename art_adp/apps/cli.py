@@ -97,12 +97,11 @@ def _train_denoiser(sub) -> None:
     p = sub.add_parser("train-denoiser", description=train_denoiser_command.__doc__, help=what)
     _common(p, train_denoiser_command, settings=DenoiserTraining)
     _dataset(p)
-    helps = {"minutes": "training time, over resumptions", "milestone": "steps between measurements",
-             "channels": "UNet widths, top first", "clip_noise": "train on noisy inputs clipped to [0, 1]",
-             "augment": "the paper's augmented perturbations: x~ ~ N(F(x), sigma^2 I), F a DCT drop or AugMix",
-             "init": "a train-denoiser checkpoint of the same widths to fine-tune"}  # fmt: skip
-    _fields(p, DenoiserTraining, {**helps, "precision": TRAINER_HELP["precision"]}, precision=PRECISION,
-            augment={"choices": ["dct", "augmix"]})  # fmt: skip
+    helps = {"minutes": "training time, over resumptions", "milestone": "steps between measurements", "channels":
+             "UNet widths, top first", "clip_noise": "train on noisy inputs clipped to [0, 1]", "augment": "x~ ~ "
+             "N(F(x), sigma^2 I), F a DCT drop or AugMix", "init": "a checkpoint to fine-tune",
+             "precision": TRAINER_HELP["precision"]}  # fmt: skip
+    _fields(p, DenoiserTraining, helps, precision=PRECISION, augment={"choices": ["dct", "augmix"]})
 
 
 OPTIONS = {k: {"choices": v} for k, v in registry.OPTION_CHOICES.items()}  # the attacks' options as flags
@@ -193,17 +192,20 @@ def _corruptions(sub) -> None:
     _common(p, corruptions_command, settings=CorruptionConfig)
     _dataset(p)
     add = p.add_argument
-    add("--classifier", required=True, help="classifier checkpoint")
-    add("--score", required=True, help="plain DSM score-model checkpoint")
-    add("--score-dct", help="score model trained with train-score --augment dct (row left out if absent)")
-    add("--score-augmix", help="score model trained with train-score --augment augmix (row left out if absent)")
+    add("--classifier", required=True, help="classifier checkpoint or zoo:NAME")
+    add("--classifier-name", default="classifier", help="its row names: several classifiers, calls into one run dir")
+    add("--score", required=True, help="plain score model: a train-score or train-denoiser checkpoint")
+    add("--score-dct", help="score model trained with --augment dct (row left out if absent)")
+    add("--score-augmix", help="score model trained with --augment augmix (row left out if absent)")
     add("--cifar10c-root", help="read the real CIFAR-10-C files from this folder instead of corrupting")
+    add("--cifar10-archive", help="with --cifar10c-root: the official archive, whose test order finds images by name")
     add("--description", help="data and split in words, for the table header")
     add("--variants", type=_split(str), help=f"measure only these rows, comma-separated, from {', '.join(VARIANTS)}")
     helps = {"n_examples": "first N test images (None: all)", "ensemble_size": "S, purifications averaged where "
              "sigma > 0", "steps": "purification steps T", "seed": "the purification noise",
-             "corruption_seed": "the corruptions' randomness"}  # fmt: skip
-    _fields(p, CorruptionConfig, helps)
+             "corruption_seed": "the corruptions' randomness", "constants": "imagenet-c (the imagecorruptions "
+             "package's) or cifar10-c (CIFAR-10-C's own)", "zero_level": "h level where sigma = 0"}  # fmt: skip
+    _fields(p, CorruptionConfig, helps, constants={"choices": ["imagenet-c", "cifar10-c"]})
 
 
 def _evaluate(sub) -> None:
