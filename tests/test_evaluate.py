@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
-from scipy.stats import beta, norm
+from scipy.stats import norm
 
 import art_adp
 from art_adp import save_score_model
@@ -214,12 +214,7 @@ def test_write_json_replaces_a_file_whole_or_not_at_all(tmp_path, monkeypatch):
     ]  # the old file whole, no temporary left beside it
 
 
-def test_confidence_intervals_match_the_hand_formulas():
-    lo, hi = report.clopper_pearson(7, 10)
-    assert (lo, hi) == pytest.approx((beta.ppf(0.025, 7, 4), beta.ppf(0.975, 8, 3)))
-    assert (lo, hi) == pytest.approx((0.3475, 0.9333), abs=1e-4)  # the published table value for 7/10
-    assert report.clopper_pearson(0, 10) == pytest.approx((0.0, 1 - 0.025 ** 0.1))
-    assert report.clopper_pearson(10, 10) == pytest.approx((0.025 ** 0.1, 1.0))
+def test_the_interval_matches_the_hand_formula():
     z, p, n = norm.ppf(0.975), 0.7, 10
     centre, half = (p + z * z / 20) / (1 + z * z / n), z / (1 + z * z / n) * math.sqrt(p * 0.3 / n + z * z / 400)
     assert report.wilson(0.7, 10) == pytest.approx((centre - half, centre + half))
@@ -232,14 +227,24 @@ def test_mean_worst_majority_and_undefended_over_repeats_by_hand():
             {"label": 3, "pred": [0, 0, 0], "undefended_pred": 0, "linf": 0.1, "l2": 0.2},
             {"label": 4, "pred": [4, 0, 1], "undefended_pred": 4, "linf": 0.1, "l2": 0.2},
             {"label": 5, "pred": [5, 0, 0], "undefended_pred": 5, "linf": 0.1, "l2": 0.3}]
-    s = report.summarize(rows)
+    s = report._accuracies(rows)
     assert s["mean"] == pytest.approx(7 / 15)  # 3 + 2 + 0 + 1 + 1 correct of 15 judgements
     assert s["worst"] == pytest.approx(1 / 5)  # only the first is correct in every repeat
     assert s["majority"] == pytest.approx(2 / 5)  # 1 and 2; [4, 0, 1] is a three-way tie, [5, 0, 0] votes 0
     assert s["per_repeat"] == pytest.approx([4 / 5, 1 / 5, 2 / 5]) and s["undefended"] == pytest.approx(3 / 5)
-    assert s["ci"]["worst"] == pytest.approx([beta.ppf(0.025, 1, 5), beta.ppf(0.975, 2, 4)])
-    assert s["ci"]["majority"] == pytest.approx([beta.ppf(0.025, 2, 4), beta.ppf(0.975, 3, 3)])
-    assert s["ci"]["mean"] == pytest.approx(list(report.wilson(7 / 15, 5))) and s["max_l2"] == 0.3
+    # one interval for every accuracy, counts and the fractional mean over R alike
+    for key, p in (("mean", 7 / 15), ("worst", 1 / 5), ("majority", 2 / 5), ("undefended", 3 / 5)):
+        assert s["ci"][key] == pytest.approx(list(report.wilson(p, 5)))
+    assert s["max_l2"] == 0.3 and s["repeats"] == 3
+    once = report._accuracies([{**r, "pred": r["pred"][:1]} for r in rows])  # R = 1: the three judgements agree
+    assert once["mean"] == once["worst"] == once["majority"] == 4 / 5 and once["ci"]["worst"] == once["ci"]["mean"]
+
+
+def test_a_card_names_the_intervals_it_recorded():
+    """Cards written before every accuracy's interval was Wilson keep their exact intervals, and say so."""
+    old = [{"worst": {"value": 0.5, "ci": [0.1, 0.9], "method": "clopper-pearson"}}]
+    assert report._methods(old) == "Clopper–Pearson; Wilson for the mean over R, whose count is fractional"
+    assert report._methods([{"worst": {"value": 0.5, "ci": [0.2, 0.8], "method": "wilson"}}]) == "Wilson"
 
 
 def test_each_check_passes_and_fails_where_it_should():

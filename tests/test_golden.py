@@ -1,5 +1,6 @@
-"""Golden tests of the three evaluation engines: a tiny run of each writes its run folder, and what it writes is
-compared, byte for byte after a fixed normalisation, with the reference files in ``tests/golden/``:
+"""Golden tests of the three commands that measure through the one evaluation engine
+(:func:`~art_adp.runs.engine.run_cells`, ``art_adp/runs/engine.py``): a tiny run of each writes its run folder, and
+what it writes is compared, byte for byte after a fixed normalisation, with the reference files in ``tests/golden/``:
 
 - ``art-adp levers`` (:func:`~art_adp.apps.levers.run_levers`): ``records.jsonl`` (every line, in order),
   ``table.json`` (normalised) and ``table.md``;
@@ -30,11 +31,11 @@ The golden files were made on a CPU in fp32 with one torch thread (the ``one_thr
 says ``precision="fp32"``, since ``"auto"`` is bf16 on a CPU with native bf16). Another CPU instruction set rounds
 floats differently (a sixth decimal of an ℓ2 norm, and a classifier adversarially trained for a few steps lands
 elsewhere), so each set torch's kernels dispatch to (``torch.backends.cpu.get_cpu_capability()``) has its folder:
-``tests/golden/<engine>/`` for AVX-512 (where they were first made), ``tests/golden/avx2/<engine>/`` for AVX2-only
+``tests/golden/<command>/`` for AVX-512 (where they were first made), ``tests/golden/avx2/<command>/`` for AVX2-only
 processors (the same commit's runs, made on an AVX2-only AMD EPYC). On a set with no folder, the test fails naming
 the command that writes one: run it at the commit before a change, then test the change against it.
 
-A deliberate change of what the engines write is one command, which rewrites every golden file (each test then
+A deliberate change of what the commands write is one command, which rewrites every golden file (each test then
 skips, naming the files it wrote); review the change with ``git diff tests/golden``::
 
     ART_ADP_GOLDEN=update PYTHONPATH=. python -m pytest tests/test_golden.py -q -n 0
@@ -63,8 +64,8 @@ REGENERATE = "ART_ADP_GOLDEN=update PYTHONPATH=. python -m pytest tests/test_gol
 SETS = {"AVX512": GOLDEN, "AVX2": GOLDEN / "avx2"}
 
 
-def golden_folder(engine: str, capability: str | None = None) -> Path:
-    """``tests/golden[/<set>]/<engine>``: the reference files of this machine's instruction set (or ``capability``'s);
+def golden_folder(command: str, capability: str | None = None) -> Path:
+    """``tests/golden[/<set>]/<command>``: the reference files of this machine's instruction set (or ``capability``'s);
     a set with none is refused, naming the command that writes them."""
     import torch
 
@@ -73,7 +74,7 @@ def golden_folder(engine: str, capability: str | None = None) -> Path:
         pytest.fail(f"No golden files for the CPU instruction set {capability!r} (there are: {sorted(SETS)}): add it "
                     f"to SETS in tests/test_golden.py and write them at the commit before your change with: "
                     f"{REGENERATE}")  # fmt: skip
-    return SETS[capability] / engine
+    return SETS[capability] / command
 
 #: Keys whose values are wall times or seconds: replaced by "<time>" (a dict's keys kept).
 TIMES = frozenset({"wall_s", "wall_time_s", "train_wall_s", "seconds", "estimate_seconds"})
@@ -136,10 +137,10 @@ def first_difference(name: str, expected: str, actual: str) -> str:
             f"  golden:   {want}\n  this run: {got}\n" + "\n".join(diff[:40]) + more)  # fmt: skip
 
 
-def golden(engine: str, files: dict[str, str]) -> None:
-    """Compare ``files`` (name → normalised text) with this instruction set's ``tests/golden[/<set>]/<engine>/``; with
+def golden(command: str, files: dict[str, str]) -> None:
+    """Compare ``files`` (name → normalised text) with this instruction set's ``tests/golden[/<set>]/<command>/``; with
     ``ART_ADP_GOLDEN=update``, write them there instead and skip."""
-    folder = golden_folder(engine)
+    folder = golden_folder(command)
     if UPDATE:
         folder.mkdir(parents=True, exist_ok=True)
         for name, content in files.items():
@@ -149,14 +150,14 @@ def golden(engine: str, files: dict[str, str]) -> None:
     for name, content in files.items():
         path = folder / name
         if not path.exists():
-            problems.append(f"{engine}/{name}: no golden file ({path}); write it with: {REGENERATE}")
+            problems.append(f"{command}/{name}: no golden file ({path}); write it with: {REGENERATE}")
             continue
         expected = path.read_text(encoding="utf-8")
         if content != expected:
-            problems.append(first_difference(f"{engine}/{name}", expected, content))
+            problems.append(first_difference(f"{command}/{name}", expected, content))
     if problems:
         pytest.fail(
-            f"The {engine} run no longer writes what tests/golden/{engine}/ holds.\n\n"
+            f"The {command} run no longer writes what tests/golden/{command}/ holds.\n\n"
             + "\n\n".join(problems)
             + f"\n\nIf the change is deliberate, regenerate every golden file with:\n    {REGENERATE}",
             pytrace=False,

@@ -4,6 +4,7 @@ two packages nor any circle of modules import each other. Every import statement
 module-level ``__getattr__`` (lazy attributes) too."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -25,14 +26,18 @@ def _imports(source: str, package: str) -> list[tuple[str, int]]:
         if isinstance(node, ast.Import):
             out += [(a.name, node.lineno) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
+            module = _from(node, package)
             out.append((module, node.lineno))
             out += [(f"{module}.{a.name}", node.lineno) for a in node.names if _exists(f"{module}.{a.name}")]
     return [(m, line) for m, line in out if m == "art_adp" or m.startswith("art_adp.")]
+
+
+def _from(node: ast.ImportFrom, package: str) -> str:
+    """The absolute name of the module a ``from ... import`` statement of ``package`` reads."""
+    if node.level:
+        base = package.split(".")[: len(package.split(".")) - node.level + 1]
+        return ".".join(base + ([node.module] if node.module else []))
+    return node.module or ""
 
 
 def _exists(module: str) -> bool:
@@ -212,3 +217,118 @@ def test_no_application_module_is_over_600_lines():
             and (n := len(path.read_text().splitlines())) > MAX_APP_MODULE_LINES}  # fmt: skip
     assert long == {}
     assert len(MODULES["art_adp.apps.levers"].read_text().splitlines()) > MAX_APP_MODULE_LINES // 2  # counted
+
+
+#: Names of functions that compute an interval for a proportion (Wilson, Clopper-Pearson, Agresti-Coull, Jeffreys...).
+INTERVAL_FUNCTION = re.compile(r"wilson|clopper|pearson|confint|agresti|jeffreys|binom", re.IGNORECASE)
+#: What computes one inside a function: a distribution's quantile (scipy's ``.ppf``/``.isf``), an interval helper
+#: (scipy's ``binomtest(...).proportion_ci``, statsmodels' ``proportion_confint``), the normal quantile written out.
+INTERVAL_MACHINERY = frozenset({"ppf", "isf", "binomtest", "binom_test", "proportion_ci", "proportion_confint"})
+STATISTICS = "art_adp.runs.statistics"
+#: The modules that may compute one: the one accuracy interval, and certification's exact (Clopper-Pearson) bound and
+#: its radius Φ⁻¹(p_A), which the certificate's guarantee needs.
+INTERVAL_MODULES = {STATISTICS, "art_adp.certification"}
+#: The functions outside :data:`STATISTICS` that call its interval or its judgements directly, not through its
+#: ``summary``: each with why (a second summary would be one more here).
+DIRECT_CALLERS = {
+    "art_adp.apps.evaluation.report.eps_curves": "the sanity curve's points, kept in the card as proportions",
+}
+
+
+def _interval_code(source: str) -> list[str]:
+    """What in ``source`` computes an interval for a proportion: a function named like one, a quantile or interval
+    helper of scipy or statsmodels, the normal quantile 1.96 written out."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and INTERVAL_FUNCTION.search(node.name):
+            found.append(f"def {node.name}")
+        elif isinstance(node, ast.Attribute) and node.attr in INTERVAL_MACHINERY:
+            found.append(f".{node.attr}")
+        elif isinstance(node, ast.Name) and node.id in INTERVAL_MACHINERY:
+            found.append(node.id)
+        elif isinstance(node, ast.alias) and node.name in INTERVAL_MACHINERY:
+            found.append(f"import {node.name}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, float) and abs(node.value - 1.96) < 0.005:
+            found.append(repr(node.value))
+    return found
+
+
+def _statistics_callers(source: str, module: str) -> list[str]:
+    """The functions of ``module`` that call :data:`STATISTICS`' ``wilson``, ``judgements`` or ``majority_correct``,
+    imported by name or reached through the module, as ``module.function``."""
+    package = module if MODULES.get(module, Path()).name == "__init__.py" else module.rpartition(".")[0]
+    tree, direct = ast.parse(source), {"wilson", "judgements", "majority_correct"}
+    names, modules = set(), {STATISTICS}  # names bound to the functions; to the module
+    for node in ast.walk(tree):
+        for alias in node.names if isinstance(node, (ast.Import, ast.ImportFrom)) else ():
+            origin = f"{_from(node, package)}.{alias.name}" if isinstance(node, ast.ImportFrom) else alias.name
+            if origin in {f"{STATISTICS}.{name}" for name in direct}:
+                names.add(alias.asname or alias.name)
+            elif origin == STATISTICS:
+                modules.add(alias.asname or (alias.name if isinstance(node, ast.Import) else "statistics"))
+    found = []
+
+    def visit(node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Call) and (
+                    (isinstance(child.func, ast.Name) and child.func.id in names)
+                    or (isinstance(child.func, ast.Attribute) and child.func.attr in direct
+                        and ast.unparse(child.func.value) in modules)):  # fmt: skip
+                found.append(where)
+            named = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            visit(child, f"{where}.{child.name}" if named else where)
+
+    visit(tree, module)
+    return sorted(set(found))
+
+
+def _second_intervals_and_summaries(sources: dict[str, str]) -> list[str]:
+    """Where ``sources`` (module name → source) holds a second accuracy interval or a second summary: interval code
+    outside :data:`INTERVAL_MODULES`, any interval function in :data:`STATISTICS` but ``wilson``, a direct call of the
+    interval or the judgements outside :data:`STATISTICS` and :data:`DIRECT_CALLERS`."""
+    problems = [f"{m}: {', '.join(found)}" for m, source in sources.items()
+                if m not in INTERVAL_MODULES and (found := _interval_code(source))]  # fmt: skip
+    defined = sorted(f for f in _interval_code(sources[STATISTICS]) if f.startswith("def "))
+    if defined != ["def wilson"]:
+        problems.append(f"{STATISTICS} defines {defined}: one interval function (wilson)")
+    problems += [f"{f} calls the interval or the judgements, not runs.statistics.summary"
+                 for m, source in sources.items() if m != STATISTICS
+                 for f in _statistics_callers(source, m) if f not in DIRECT_CALLERS]  # fmt: skip
+    return problems
+
+
+SOURCES = {name: path.read_text() for name, path in MODULES.items()}
+
+
+def test_one_function_computes_accuracy_intervals_and_one_summary():
+    """Every accuracy's interval is :func:`art_adp.runs.statistics.wilson`, reached through the one summary of a cell
+    (:func:`~art_adp.runs.statistics.summary`): no other module computes an interval for a proportion (certification
+    keeps its exact bound, which its guarantee needs), and no function outside ``runs.statistics`` judges R
+    predictions or calls the interval itself but those :data:`DIRECT_CALLERS` names."""
+    assert _second_intervals_and_summaries(SOURCES) == []
+    for caller in DIRECT_CALLERS:  # each still calls it (else it goes from the list)
+        module, _, _ = caller.rpartition(".")
+        assert caller in _statistics_callers(SOURCES[module], module)
+
+
+def test_a_planted_second_interval_or_summary_fails():
+    """The check itself: a second interval function (the card's former Clopper-Pearson beside Wilson, or a Wilson
+    written out with 1.96) and a second summary (the card's former ``summarize``, judging R predictions itself) are
+    found, wherever they are planted."""
+    clopper = ("from scipy.stats import beta\n\ndef clopper_pearson(k, n):\n"
+               "    return beta.ppf(0.025, k, n - k + 1), beta.ppf(0.975, k + 1, n - k)\n")  # fmt: skip
+    wilson = "import math\n\ndef interval(p, n):\n    return p - 1.96 * math.sqrt(p * (1 - p) / n)\n"
+    summarize = ("from ...runs.statistics import judgements, wilson\n\ndef summarize(rows):\n"
+                 "    return judgements(rows), wilson(judgements(rows)['mean'], len(rows))\n")  # fmt: skip
+    via_module = "from ...runs import statistics as st\n\ndef table(rows):\n    return st.wilson(0.5, len(rows))\n"
+    report = "art_adp.apps.evaluation.report"
+    assert _second_intervals_and_summaries(dict(SOURCES, **{STATISTICS: SOURCES[STATISTICS] + clopper})) == [
+        f"{STATISTICS} defines ['def clopper_pearson', 'def wilson']: one interval function (wilson)"]
+    assert _second_intervals_and_summaries(dict(SOURCES, **{report: SOURCES[report] + clopper})) == [
+        f"{report}: def clopper_pearson, .ppf, .ppf"]
+    assert _second_intervals_and_summaries(dict(SOURCES, **{"art_adp.apps.check": SOURCES["art_adp.apps.check"]
+                                                            + wilson})) == ["art_adp.apps.check: 1.96"]  # fmt: skip
+    assert _second_intervals_and_summaries(dict(SOURCES, **{report: SOURCES[report] + summarize})) == [
+        f"{report}.summarize calls the interval or the judgements, not runs.statistics.summary"]
+    assert _second_intervals_and_summaries(dict(SOURCES, **{report: SOURCES[report] + via_module})) == [
+        f"{report}.table calls the interval or the judgements, not runs.statistics.summary"]

@@ -266,7 +266,7 @@ def check_result(path: str | Path, config: Check = Check(), *, data_root: str, p
 
     from ..data import load_dataset
     from ..runs.records import array_sha256
-    from ..runs.statistics import flags_of, wilson
+    from ..runs.statistics import flags_of, summary
 
     result = json.loads(Path(path).read_text(encoding="utf-8"))
     if result.get("schema") != "art-adp/levers-table/2":
@@ -314,10 +314,11 @@ def check_result(path: str | Path, config: Check = Check(), *, data_root: str, p
         folder.mkdir(parents=True, exist_ok=True)
         new = flags_of(_rerun(result, call, attack, cell, size, config.repeats, folder, data, progress, device, parse))
         differ = [i for i in range(size) if new[i] != published[i]]
-        measured, before = sum(new[i] for i in range(size)) / size, sum(published[i] for i in range(size)) / size
-        low, high = wilson(before, size)  # the published figure's interval on the same images
+        measured = sum(new[i] for i in range(size)) / size
+        before = summary([published[i] for i in range(size)])  # the published figure on the same images
+        low, high = before["ci95"]
         out["cells"].append({
-            "cell": label, "n": size, "published": before, "published_ci95": [low, high],
+            "cell": label, "n": size, "published": before["accuracy"], "published_ci95": [low, high],
             "published_all": {"accuracy": cell["accuracy"], "n": cell["n"], "ci95": cell["ci95"]},
             "measured": measured, "agreement": 1 - len(differ) / size, "differ": differ,
             "in_interval": low <= measured <= high,

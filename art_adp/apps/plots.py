@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["image_grid", "robustness_bars", "sweep_curve", "certified_accuracy_curve", "score_norm_histogram"]
+__all__ = ["image_grid", "sweep_curve", "certified_accuracy_curve", "score_norm_histogram"]
 
 
 def image_grid(path: str | os.PathLike, rows: Mapping[str, np.ndarray], *, title: str | None = None) -> None:
@@ -47,34 +47,6 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
-
-
-def robustness_bars(
-    path: str | os.PathLike, rows: Mapping[str, tuple[float, float]], *, title: str | None = None
-) -> None:
-    """
-    Save a horizontal bar chart of accuracies: one bar per row (mean), with a marker at the worst case.
-
-    :param rows: Row label → ``(mean, worst case)`` accuracies in [0, 1].
-    """
-    plt = _pyplot()
-    labels = list(rows)
-    mean = [100 * rows[k][0] for k in labels]
-    worst = [100 * rows[k][1] for k in labels]
-    fig, ax = plt.subplots(figsize=(7, 0.45 * len(labels) + 1.2))
-    pos = np.arange(len(labels))[::-1]
-    ax.barh(pos, mean, color="tab:blue", label="mean over R")
-    ax.plot(worst, pos, "k|", markersize=14, label="worst case over R")
-    ax.set_yticks(pos)
-    ax.set_yticklabels(labels, fontsize=8)
-    ax.set_xlim(0, 100)
-    ax.set_xlabel("accuracy (%)")
-    ax.legend(fontsize=8, loc="lower right")
-    if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def sweep_curve(

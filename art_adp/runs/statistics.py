@@ -1,6 +1,7 @@
-"""The statistics of every accuracy the engine reports: the Wilson interval of a proportion, the exact
-(Clopper-Pearson) one, the three judgements of R predictions per image (mean, worst case, majority vote), and the one
-summary of a cell's records that every table reports (:func:`summary`)."""
+"""The statistics of every accuracy the applications report: the one interval of an accuracy (:func:`wilson`), the
+three judgements of R predictions per image (mean, worst case, majority vote), and the one summary of a cell's records
+that every table and card reports (:func:`summary`). Certification keeps its own exact (Clopper-Pearson) bound
+(:mod:`art_adp.certification`), which its guarantee needs."""
 
 from __future__ import annotations
 
@@ -9,25 +10,15 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["LEVEL", "clopper_pearson", "flags_of", "judgements", "majority_correct", "per_image",
-           "summary", "wilson"]  # fmt: skip
+__all__ = ["LEVEL", "flags_of", "judgements", "majority_correct", "per_image", "summary", "wilson"]
 
 LEVEL = 0.95
 
 
-def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:
-    """Exact (Clopper–Pearson) interval for a proportion of ``k`` successes in ``n`` trials (scipy's beta)."""
-    from scipy.stats import beta
-
-    a = 1 - level
-    lo = 0.0 if k == 0 else float(beta.ppf(a / 2, k, n - k + 1))
-    hi = 1.0 if k == n else float(beta.ppf(1 - a / 2, k + 1, n - k))
-    return lo, hi
-
-
 def wilson(p: float, n: int, level: float = LEVEL) -> tuple[float, float]:
     """Wilson score interval for a proportion ``p`` over ``n`` examples (``p·n`` need not be an integer; ``(nan,
-    nan)`` for n = 0). The one interval of every accuracy the applications report."""
+    nan)`` for n = 0). The one interval of every accuracy the applications report: a count (worst of R, majority of
+    R, the undefended model) and a fractional mean over R alike (``tests/test_layering.py`` finds a second)."""
     from scipy.stats import norm
 
     if n == 0:

@@ -21,7 +21,7 @@ from typing import Any
 
 from .diffusion import DiffusersScore, _diffusers, from_diffusers
 
-__all__ = ["SCHEDULER_CONFIG", "UNET_CONFIG", "is_diffusers_folder", "load_diffusers"]
+__all__ = ["SCHEDULER_CONFIG", "UNET_CONFIG", "load_diffusers"]
 
 UNET_CONFIG, SCHEDULER_CONFIG = "config.json", "scheduler_config.json"  # diffusers' file names
 LAYOUTS = (
@@ -64,12 +64,6 @@ def _read_json(path: Path) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"{path} is not a diffusers config (a JSON object).")
     return value
-
-
-def is_diffusers_folder(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is a folder with a diffusers UNet config (``unet/config.json`` or ``config.json``)."""
-    path = Path(path)
-    return path.is_dir() and ((path / "unet" / UNET_CONFIG).is_file() or (path / UNET_CONFIG).is_file())
 
 
 def _scheduler(path: Path) -> Any:

@@ -1,7 +1,8 @@
 """The evaluation card: per attack, accuracy as the mean over R judgements, the worst case over R, the majority vote
-over R and with the randomness fixed, each with a 95 % confidence interval over examples; the baselines side by
-side; the budgets actually run; the sanity report. Written as markdown (``report.md``), JSON with a versioned
-schema (``report.json``) and one figure (``accuracy_vs_eps.png``), plus the sweeps' tables and plots.
+over R and with the randomness fixed, each with its 95 % Wilson interval over examples (the one summary of a cell,
+:func:`~art_adp.runs.statistics.summary`); the baselines side by side; the budgets actually run; the sanity report.
+Written as markdown (``report.md``), JSON with a versioned schema (``report.json``) and one figure
+(``accuracy_vs_eps.png``), plus the sweeps' tables and plots.
 """
 
 from __future__ import annotations
@@ -17,24 +18,13 @@ import numpy as np
 from ...attacks import registry
 from ...runs.engine import worst_case
 from ...runs.plans import PLATEAU
-from ...runs.statistics import clopper_pearson, judgements, majority_correct, wilson
+from ...runs.statistics import summary, wilson
 from ...runs.render import accuracy_cell, markdown_table
 from . import sanity
 from .config import GRADIENT_FREE, budget_fields, budget_text, judging_shortfalls, shortfalls, white_box_fields
 from ...runs.records import write_json
 
-__all__ = [
-    "LABELS",
-    "SCHEMA",
-    "build",
-    "clopper_pearson",
-    "judgements",
-    "majority_correct",
-    "markdown",
-    "summarize",
-    "wilson",
-    "write",
-]
+__all__ = ["LABELS", "SCHEMA", "build", "markdown", "wilson", "write"]
 
 SCHEMA = "art-adp/evaluation-card/1"
 LABELS = registry.LABELS
@@ -46,32 +36,23 @@ SIGMA_ROWS = ("clean", SWEEP, registry.BLIND_ATTACK)  # the σ sweep's columns, 
 LATER_FIELDS = {"masking_examples": 0}
 
 
-def summarize(rows: list[dict]) -> dict:
+def _accuracies(rows: list[dict]) -> dict:
     """
-    Accuracies of one (setting, attack) over its examples: the mean over examples and R judgements (Wilson CI),
-    the worst case over R (correct in all R), the majority vote over R, each repeat, and the undefended model on
-    the same inputs (Clopper–Pearson CIs).
+    One (setting, attack) over its examples as the card keeps it, read off the one summary of a cell
+    (:func:`~art_adp.runs.statistics.summary`, Wilson intervals): the mean over examples and R judgements, the worst
+    case over R (correct in all R), the majority vote over R, each repeat, and the undefended model on the same inputs.
     """
-    n = len(rows)
     correct = np.array([[p == r["label"] for p in r["pred"]] for r in rows], dtype=bool)
-    judged = judgements(rows)
-    worst, majority = round(judged["worst"] * n), round(judged["majority"] * n)
-    undefended = sum(r["undefended_pred"] == r["label"] for r in rows)
-    mean = judged["mean"]
+    cell = summary(correct.all(1), rows)
+    judged = cell.get("judgements") or dict.fromkeys(("mean", "worst", "majority"), cell)  # R = 1: one judgement
+    undefended = summary([r["undefended_pred"] == r["label"] for r in rows])
     return {
-        "n": n,
+        "n": cell["n"],
         "repeats": int(correct.shape[1]),
-        "mean": mean,
-        "worst": worst / n,
-        "majority": majority / n,
+        **{k: judged[k]["accuracy"] for k in ("mean", "worst", "majority")},
         "per_repeat": [float(v) for v in correct.mean(0)],
-        "undefended": undefended / n,
-        "ci": {
-            "mean": list(wilson(mean, n)),
-            "worst": list(clopper_pearson(worst, n)),
-            "majority": list(clopper_pearson(majority, n)),
-            "undefended": list(clopper_pearson(undefended, n)),
-        },
+        "undefended": undefended["accuracy"],
+        "ci": {**{k: judged[k]["ci95"] for k in ("mean", "worst", "majority")}, "undefended": undefended["ci95"]},
         "max_linf": max(r["linf"] for r in rows),
         "max_l2": max(r["l2"] for r in rows),
     }
@@ -104,7 +85,7 @@ def _sanity(results: dict, groups: dict, config, settings) -> dict:
         white = subset[0].attacks[0]
         it_field, eot_field = white_box_fields(white)
         n_sub = len(groups[(subset[0].name, white)])
-        base = summarize(groups[("main", white)][:n_sub])["mean"]
+        base = _accuracies(groups[("main", white)][:n_sub])["mean"]
         inputs.update(white_box_attack=white, n=n_sub)
         inputs["eps_points"] = [
             (config.eps / 2, results[f"sanity:eps/2/{white}"]["mean"]),
@@ -184,9 +165,9 @@ def _gradient_free(attack: str, groups: dict, gradient: list[str], config) -> di
     on the same images, and the images only it broke."""
     rows = groups[(GRADIENT_FREE, attack)]
     mine = {r["index"] for r in rows}
-    means = {a: summarize([r for r in groups[("main", a)] if r["index"] in mine])["mean"] for a in gradient}
+    means = {a: _accuracies([r for r in groups[("main", a)] if r["index"] in mine])["mean"] for a in gradient}
     best = min(means, key=lambda a: means[a]) if means else None
-    return {"attack": attack, "budget": budget_text(attack, config), "n": len(rows), "mean": summarize(rows)["mean"],
+    return {"attack": attack, "budget": budget_text(attack, config), "n": len(rows), "mean": _accuracies(rows)["mean"],
             "best_gradient_attack": best, "best_gradient": None if best is None else means[best],
             "only_broken": _only_broken(rows, groups, gradient)}  # fmt: skip
 
@@ -222,7 +203,7 @@ def build(
     for (s, a, _), r in sorted(records.items()):
         groups.setdefault((s, a), []).append(r)
     results = {
-        f"{s.name}/{a}": summarize(groups[(s.name, a)])
+        f"{s.name}/{a}": _accuracies(groups[(s.name, a)])
         for s in settings
         for a in s.attacks
         if (s.name, a) in groups and a != "flags"
@@ -248,19 +229,19 @@ def build(
             "n": v["n"],
             "transfer_to_undefended": {"value": v["undefended"], "ci": v["ci"]["undefended"]},
             "mean": {"value": v["mean"], "ci": v["ci"]["mean"], "method": "wilson"},
-            "worst": {"value": v["worst"], "ci": v["ci"]["worst"], "method": "clopper-pearson"},
-            "majority": {"value": v["majority"], "ci": v["ci"]["majority"], "method": "clopper-pearson"},
+            "worst": {"value": v["worst"], "ci": v["ci"]["worst"], "method": "wilson"},
+            "majority": {"value": v["majority"], "ci": v["ci"]["majority"], "method": "wilson"},
         }
         if f"fixed/{a}" in results:
             f = results[f"fixed/{a}"]
-            row["fixed"] = {"value": f["mean"], "ci": f["ci"]["worst"], "method": "clopper-pearson"}  # R = 1
+            row["fixed"] = {"value": f["mean"], "ci": f["ci"]["worst"], "method": "wilson"}  # R = 1
         for b in baselines:
             key = f"baseline:{b}/{BASELINE_ATTACK[a]}"
             if key in results:
                 row.setdefault("baselines", {})[b] = {
                     "value": results[key]["mean"],
                     "ci": results[key]["ci"]["worst"],
-                    "method": "clopper-pearson",
+                    "method": "wilson",
                     "as": BASELINE_ATTACK[a],
                 }
         rows.append(row)
@@ -323,10 +304,8 @@ def _worst_case(groups: dict, attacks: list[str]) -> dict | None:
                         for a in attacks})  # fmt: skip
     if found is None:
         return None
-    shared, robust = found
-    k = int(robust.sum())
-    return {"value": k / len(shared), "ci": list(clopper_pearson(k, len(shared))), "method": "clopper-pearson",
-            "n": len(shared), "attacks": attacks}  # fmt: skip
+    cell = summary(found[1])
+    return {"value": cell["accuracy"], "ci": cell["ci95"], "method": "wilson", "n": cell["n"], "attacks": attacks}
 
 
 def _jsonable(v):
@@ -385,11 +364,11 @@ def header(result: dict) -> list[str]:
     return lines
 
 
-def _rate(summary: dict | None) -> str:
+def _rate(rate: dict | None) -> str:
     """A compression summary as ``median [q25, q75]``."""
-    if not summary or "error" in summary:
+    if not rate or "error" in rate:
         return "n/a"
-    return f"{summary['median']:.3f} [{summary['q25']:.3f}, {summary['q75']:.3f}]"
+    return f"{rate['median']:.3f} [{rate['q25']:.3f}, {rate['q75']:.3f}]"
 
 
 def markdown(result: dict) -> str:
@@ -429,8 +408,8 @@ def markdown(result: dict) -> str:
     c = result["config"]
     lines.append("")
     foot = (
-        f"Accuracy in % with 95 % confidence intervals over the n examples (Clopper–Pearson; Wilson for the mean "
-        f"over R, whose count is fractional). Budgets per row as run, steps of {c['step']:.4g}; mean = over "
+        f"Accuracy in % with 95 % confidence intervals over the n examples ({_methods(rows)}). Budgets per row as "
+        f"run, steps of {c['step']:.4g}; mean = over "
         "examples and R judgements; worst = correct in all R; majority = the label is the unique most frequent "
         "of the R predictions; fixed noise = the fixed-randomness attack: one frozen noise draw shared by the attack "
         "(EOT 1) and the judge, with full gradients the attack that art_adp.attacks.FixedNoisePGD gives users "
@@ -504,6 +483,14 @@ def markdown(result: dict) -> str:
     elif not result["sanity"]["warnings"]:
         lines.append(f"- no verdict on gradient masking: {' and '.join(result['verdict_withheld_because'])}")
     return "\n".join(lines) + "\n"
+
+
+def _methods(rows: list[dict]) -> str:
+    """The intervals' method in words, as the card recorded it: Wilson for every accuracy; a card written before
+    (its counts' intervals exact) says ``Clopper–Pearson; Wilson for the mean over R``."""
+    if any(r["worst"].get("method") == "clopper-pearson" for r in rows):
+        return "Clopper–Pearson; Wilson for the mean over R, whose count is fractional"
+    return "Wilson"
 
 
 def _images(indices: list[int]) -> str:
