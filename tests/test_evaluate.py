@@ -26,8 +26,8 @@ from art_adp import save_score_model
 from art_adp.apps.evaluation import EvalConfig, evaluate
 from art_adp.apps.evaluation import report, sanity
 from art_adp.runs.records import append_records, load_records, read_jsonl, write_json
-from art_adp.apps.evaluation.run import Setting, _dominant, _unit_cost, compression, plan
-from art_adp.runs.engine import frozen_noise
+from art_adp.apps.evaluation.run import Setting, _dominant, compression, plan, price_of
+from art_adp.runs.engine import frozen_noise, unit_seconds
 from art_adp.models import MLP, save_classifier
 from evalsuite_models import tiny_models
 
@@ -452,16 +452,16 @@ def test_the_strongest_preset_runs_the_strongest_of_each_protocol_at_the_referen
     # the best iterate judged on S = 10 draws: 9 times in 40 iterations (every 5, the start included); APGD at the
     # start and after CE and DLR; the vote attack its own votes
     # selective EOT at DiffHammer's own budget: 50 iterations per loss, N = 10 draws
-    assert _unit_cost(main, "selective-eot", top, probe) == 3 * 50 * (2 * 10 * 1.0 + 3.0) + judge
+    assert unit_seconds(price_of(main, "selective-eot", top), probe) == 3 * 50 * (2 * 10 * 1.0 + 3.0) + judge
     # APGD's CE and DLR runs: 100 iterations x 8 draws, each forward + backward (3.0); the step-wise checkpointing
     # recomputes each of those 2 x 100 x 8 draws' forward (1.0) once more; every 5th iterate judged (a judgement of 10
     # draws is not under a quarter of an iteration of 8): 21 judgements per loss of 10 draws forward
-    assert _unit_cost(main, "apgd-eot-dev", top, probe) == (
+    assert unit_seconds(price_of(main, "apgd-eot-dev", top), probe) == (
         2 * 100 * 8 * 3.0 + 2 * 100 * 8 * 1.0 + 2 * 21 * 10 * 1.0 + judge
     )
     # the vote attack at DiffBreak's own 100 iterations: each step 15 draws through the purification and a judgement
     # of S = 10 draws of its own, and the start's
-    assert _unit_cost(main, "lowfreq-vote", top, probe) == 100 * (15 * 3.0 + 10 * 1.0) + 10 * 1.0 + judge
+    assert unit_seconds(price_of(main, "lowfreq-vote", top), probe) == 100 * (15 * 3.0 + 10 * 1.0) + 10 * 1.0 + judge
 
 
 def test_cli_estimate_only_prices_the_strongest_preset(checkpoints, tmp_path, capsys):
@@ -498,10 +498,11 @@ def test_plan_and_the_time_estimate_count_what_runs():
     probe = {"forward": 1.0, "full": 3.0}
     main = plan(c)[0]
     # attack + its best iterate judged 9 times on S draws + S x R judgements
-    assert _unit_cost(main, "bpda-eot", c, probe) == 40 * 15 * 1.0 + 9 * 10 + 10 * 10 * 1.0
-    assert _unit_cost(main, "spsa", c, probe) == 40 * 2 * 1280 + 41 * 10 + 100  # + its 41 iterates judged on S draws
+    assert unit_seconds(price_of(main, "bpda-eot", c), probe) == 40 * 15 * 1.0 + 9 * 10 + 10 * 10 * 1.0
+    # + its 41 iterates judged on S draws
+    assert unit_seconds(price_of(main, "spsa", c), probe) == 40 * 2 * 1280 + 41 * 10 + 100
     fixed = Setting("fixed", ("bpda-eot",), {"eot_samples": 1}, judge="fixed")
-    assert _unit_cost(fixed, "bpda-eot", c, probe) == 40 + 9 * 10 + 1
+    assert unit_seconds(price_of(fixed, "bpda-eot", c), probe) == 40 + 9 * 10 + 1
 
 
 def test_estimate_only_logs_the_estimate_and_attacks_nothing(tmp_path, monkeypatch):

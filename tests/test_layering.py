@@ -332,3 +332,112 @@ def test_a_planted_second_interval_or_summary_fails():
         f"{report}.summarize calls the interval or the judgements, not runs.statistics.summary"]
     assert _second_intervals_and_summaries(dict(SOURCES, **{report: SOURCES[report] + via_module})) == [
         f"{report}.table calls the interval or the judgements, not runs.statistics.summary"]
+
+
+#: The one cost estimate (issue 70): a plan's cells priced at a timed probe of their targets -- a cell's price as data
+#: (``Price``), its seconds per image (``unit_seconds``), the plan's seconds (``estimate``).
+COST_MODULE = "art_adp.runs.engine"
+COST_DEFINITIONS = ["Price", "estimate", "unit_seconds"]
+#: The attack registry's cost model: each attack's purification passes at its budget (an ``AttackSpec.cost``, and the
+#: ``*_cost`` functions its entries share), which the one estimate prices: a model per attack, not a run's estimate.
+COST_MODEL = "art_adp.attacks.registry"
+#: Names of what estimates a cost: ``estimate``, ``*_estimate``, ``*_cost``, ``*_seconds``, ``price_*`` (``Price``).
+COST_NAME = re.compile(r"(^|_)(estimate|cost|seconds|price)s?($|_)", re.IGNORECASE)
+#: What computes one inside a function: the registry's cost model (``spec.cost(...)``) or the engine's seconds per image
+#: (``unit_seconds(...)``) called, a probe's timings read (``probe["forward"]``, ``probe["full"]``).
+COST_CALLS = frozenset({"cost", "unit_seconds"})
+PROBE_TIMINGS = frozenset({"forward", "full"})
+#: The functions outside :data:`COST_MODULE` and :data:`COST_MODEL` named like a cost or reading a probe's timings,
+#: each with why: none computes seconds (a second estimator would be one more here).
+COST_EXCEPTIONS = {
+    "art_adp.apps.evaluation.run._log_estimate": "logs the engine's estimate and the probe's timings it was priced at",
+    "art_adp.apps.evaluation.run.price_of": "the evaluation's cells' prices as data (an engine.Price each)",
+    "art_adp.apps.levers._write_estimate": "prints and writes the engine's estimate, a line per row",
+    "art_adp.preprocessor.PurifierPyTorch.estimate_forward": "ART's preprocessor interface: a forward pass, no cost",
+}
+
+
+def _cost_code(source: str, module: str) -> list[tuple[str, str]]:
+    """What in ``source`` estimates a cost, as ``(where, what)``: a function or class named like one (where: itself,
+    ``module.Class.function``), a call of a cost model or of the engine's seconds per image, a probe's timing read
+    (where: the function it is in)."""
+    found = []
+
+    def visit(node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            name = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else None
+            inner = where if name is None else f"{where}.{name}"
+            if name is not None and COST_NAME.search(name):
+                found.append((inner, f"def {name}"))
+            elif isinstance(child, ast.Call) and (
+                    (isinstance(child.func, ast.Name) and child.func.id in COST_CALLS)
+                    or (isinstance(child.func, ast.Attribute) and child.func.attr in COST_CALLS)):  # fmt: skip
+                found.append((where, f"{ast.unparse(child.func)}(...)"))
+            elif (isinstance(child, ast.Subscript) and isinstance(child.slice, ast.Constant)
+                  and child.slice.value in PROBE_TIMINGS):  # fmt: skip
+                found.append((where, ast.unparse(child)))
+            visit(child, inner)
+
+    visit(ast.parse(source), module)
+    return found
+
+
+def _second_cost_estimators(sources: dict[str, str]) -> list[str]:
+    """Where ``sources`` (module name → source) holds a second cost estimator: :data:`COST_MODULE` defining more or
+    other than :data:`COST_DEFINITIONS`, :data:`COST_MODEL` anything but its ``*_cost`` entries, any other module
+    cost code outside :data:`COST_EXCEPTIONS`."""
+    problems = []
+    defined = sorted(what[4:] for _, what in _cost_code(sources[COST_MODULE], COST_MODULE) if what.startswith("def "))
+    if defined != COST_DEFINITIONS:
+        problems.append(f"{COST_MODULE} defines {defined}: one estimate {COST_DEFINITIONS}")
+    problems += [f"{where}: {what}" for where, what in _cost_code(sources[COST_MODEL], COST_MODEL)
+                 if not (what.startswith("def ") and what.endswith("_cost"))]  # fmt: skip
+    problems += [f"{where}: {what}" for m, source in sources.items() if m not in (COST_MODULE, COST_MODEL)
+                 for where, what in _cost_code(source, m) if where not in COST_EXCEPTIONS]  # fmt: skip
+    return problems
+
+
+def test_one_estimator_prices_every_run():
+    """Every command's time estimate -- ``art-adp evaluate`` (its log, ``--estimate-only``), ``levers
+    --estimate-only`` -- is :func:`art_adp.runs.engine.estimate`, each cell's :class:`~art_adp.runs.engine.Price` at a
+    timed probe: no other module prices a run from the attacks' cost model or a probe's timings, and those outside it
+    named like a cost are the views and data :data:`COST_EXCEPTIONS` names."""
+    assert _second_cost_estimators(SOURCES) == []
+    for where in COST_EXCEPTIONS:  # each is still there (else it goes from the list)
+        module = next(m for m in sorted(SOURCES, key=len, reverse=True) if where.startswith(m + "."))
+        assert where in {w for w, _ in _cost_code(SOURCES[module], module)}, where
+
+
+def test_a_planted_second_cost_estimator_fails():
+    """The check itself: the evaluation's former estimator (``estimate`` over units, ``_unit_cost`` per image), the
+    same under names that say nothing, a second estimate in the engine and one in the registry are found."""
+    former = (
+        'def _unit_cost(setting, attack, c, probe):\n    f, b = probe["forward"], probe["full"]\n'
+        "    return unit_seconds(attack, c.budget(attack), c.ensemble_size * c.repeats, probe)\n\n"
+        "def estimate(units, c, probe):\n    return sum(_unit_cost(s, a, c, probe) * len(ch) for s, a, ch in units)\n"
+    )
+    renamed = (
+        "def how_long(units, c, p):\n"
+        "    return sum(REGISTRY[a].cost(c.budget(a), p['forward'], p['full']) * len(ch) for _, a, ch in units)\n"
+    )
+    second = "def estimate_units(units, probe):\n    return sum(len(ch) for _, _, ch in units) * probe['forward']\n"
+    run, check = "art_adp.apps.evaluation.run", "art_adp.apps.check"
+    assert _second_cost_estimators(dict(SOURCES, **{run: SOURCES[run] + former})) == [
+        f"{run}._unit_cost: def _unit_cost",
+        f"{run}._unit_cost: probe['forward']",
+        f"{run}._unit_cost: probe['full']",
+        f"{run}._unit_cost: unit_seconds(...)",
+        f"{run}.estimate: def estimate",
+    ]
+    assert _second_cost_estimators(dict(SOURCES, **{check: SOURCES[check] + renamed})) == [
+        f"{check}.how_long: REGISTRY[a].cost(...)",
+        f"{check}.how_long: p['forward']",
+        f"{check}.how_long: p['full']",
+    ]
+    assert _second_cost_estimators(dict(SOURCES, **{COST_MODULE: SOURCES[COST_MODULE] + second})) == [
+        f"{COST_MODULE} defines ['Price', 'estimate', 'estimate_units', 'unit_seconds']: one estimate {COST_DEFINITIONS}"
+    ]
+    assert _second_cost_estimators(dict(SOURCES, **{COST_MODEL: SOURCES[COST_MODEL] + second})) == [
+        f"{COST_MODEL}.estimate_units: def estimate_units",
+        f"{COST_MODEL}.estimate_units: probe['forward']",
+    ]

@@ -15,7 +15,8 @@ import pytest
 from art_adp.apps.evaluation import EvalConfig
 from art_adp.apps.evaluation.config import PRESETS
 from art_adp.runs.plans import ATTACKS, COUNTS, PLATEAU, SMOKE_COUNTS, budget_fields, sized_counts
-from art_adp.apps.evaluation.run import estimate, plan
+from art_adp.apps.evaluation.run import _cells, _images_left, plan
+from art_adp.runs import engine
 from art_adp.attacks.registry import REGISTRY
 
 #: Seconds per image of one defended forward pass and of one with a full gradient through the purification, in the
@@ -35,7 +36,14 @@ def _per_image(c: EvalConfig, n: int = 16) -> float:
     """Estimated seconds per image of ``c``'s whole plan (the main table, the fixed-noise view, the sanity checks) on
     ``n`` digits, from the cost model at :data:`DIGITS_PROBE`."""
     units = [(s, a, np.arange(min(n, c.sanity_examples) if s.subset else n)) for s in plan(c) for a in s.attacks]
-    return estimate(units, c, DIGITS_PROBE) / n
+    return _estimate(plan(c), units, c) / n
+
+
+def _estimate(settings, units, c: EvalConfig) -> float:
+    """The engine's one estimate of ``units`` (setting, attack, examples) of ``settings`` at :data:`DIGITS_PROBE`, as
+    ``evaluate`` logs it."""
+    cells = _cells(settings, c, {}, np.empty(0), "shared")
+    return sum(engine.estimate(cells, _images_left(units), lambda target: DIGITS_PROBE).values())
 
 
 def _attack_cost(attack: str, c: EvalConfig) -> float:
@@ -129,7 +137,7 @@ def test_the_strongest_digits_run_costs_a_sixth_of_croces_draws_and_its_gradient
         first = [ch for ch in chunks if ch[0] < c.sanity_examples]
         units = [(s, a, ch) for s in plan(c, clipped=True) if setting in (None, s.name) for a in s.attacks
                  for ch in _chunks(s, chunks, first)]  # fmt: skip
-        return estimate(units, c, DIGITS_PROBE)
+        return _estimate(plan(c, clipped=True), units, c)
 
     top = dataclasses.replace(PRESETS["strongest"], attacks=tuple(a for a in PRESETS["strongest"].attacks
                                                                   if a != "apgd-eot-t"))  # fmt: skip

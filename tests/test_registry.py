@@ -17,7 +17,8 @@ from art_adp import ADPPurifier, NCSNv2
 from art_adp.apps.evaluation import EvalConfig, report
 from art_adp.apps.evaluation.config import (ATTACKS, GRADIENT_ATTACKS, PAPER_ATTACKS, PRESETS, attack_budget,
                                             budget_fields, budget_text)
-from art_adp.apps.evaluation.run import _unit_cost, plan
+from art_adp.apps.evaluation.run import plan, price_of
+from art_adp.runs.engine import unit_seconds
 from art_adp.attacks._core import IterativeAttack
 from art_adp.attacks.registry import (BLIND_ATTACK, FULL_ATTACK, LABELS, REGISTRY, SWEEP_ATTACK, Budget,
                                      registered_name)
@@ -98,7 +99,7 @@ def test_cost_model_and_budget_text_per_attack():
     main = plan(c, randomized=True)[0]
     probe = {"forward": 1.0, "full": 10.0}
     judge = 2 * 3 * 1.0
-    costs = {a: _unit_cost(main, a, c, probe) - judge for a in ATTACKS}
+    costs = {a: unit_seconds(price_of(main, a, c), probe) - judge for a in ATTACKS}
     # SPSA's iterates judged, each of 2 steps and the start, on S = 2 draws: 6 forward passes;
     # the best iterate ("auto") of BPDA and the joint attacks judged at the start and the last of 4 iterations (a
     # judgement of S = 2 draws is not under a quarter of an iteration of 3 forward passes) on S = 2 draws: 4 forward
@@ -119,8 +120,8 @@ def test_cost_model_and_budget_text_per_attack():
                      "apgd-eot-t": 9 * (100.0 + 4) + 2 * 1.0}
     # three runs: each run's passes and judgements three times (an upper bound: restarts attack the unbroken only)
     r3 = replace(c, num_random_init=3)
-    assert _unit_cost(main, "bpda-eot", r3, probe) - judge == 3 * (12.0 + 4)
-    assert _unit_cost(main, "apgd-eot", r3, probe) - judge == 3 * (200.0 + 8)
+    assert unit_seconds(price_of(main, "bpda-eot", r3), probe) - judge == 3 * (12.0 + 4)
+    assert unit_seconds(price_of(main, "apgd-eot", r3), probe) - judge == 3 * (200.0 + 8)
     ens = ", CE of the ensemble's log mean softmax"  # the ensemble variant's EOT loss, said: not the first records'
     assert budget_text("full-pgd-eot", r3) == f"4 it of {r3.step:.4g}, best of 3 runs, EOT 3 (mean)"
     assert budget_text("full-pgd-eot-ensemble", r3) == f"4 it of {r3.step:.4g}, best of 3 runs, EOT 3 (mean){ens}"

@@ -62,6 +62,7 @@ from ..runs.engine import (
     folder_scheme,
     guard,
     pending,
+    probing,
     run_cells,
 )
 from ..runs.records import read_jsonl, write_json
@@ -491,7 +492,7 @@ def _write_estimate(run_dir: Path, cells, build, x, left: Mapping[tuple, int], n
     """Price the defended cells' images ``left`` (the registry's cost model at a timed probe of each purifier), print
     one line per row and write ``estimate.json``: ``{"estimate_seconds", "by_row", "n_examples", "provenance"}``."""
     prices: dict[str, float] = {}
-    for k, seconds in estimate(cells, build, x, left).items():
+    for k, seconds in estimate(cells, left, probing(build, x)).items():
         prices[f"{k[0]} ← {k[1]} | {k[2]} | {k[3]}" + ("" if k[4] == "ensemble" else f" ({k[4]})")] = seconds
         print(f"{k[0]} ← {k[1]} | {k[2]} | {k[3]} | {k[4]}: about {seconds / 60:.1f} min for {left[k]} images",
               flush=True)  # fmt: skip

@@ -21,6 +21,7 @@ gives the same records whichever process runs it, in any order.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 import time
@@ -63,6 +64,7 @@ __all__ = [
     "estimate",
     "evaluate_robustness",
     "probe",
+    "probing",
     "unit_seconds",
     "frozen_noise",
     "guard",
@@ -135,11 +137,14 @@ class Outcome:
 @dataclass(frozen=True)
 class Price:
     """What a cell costs per image, as data: its attack (a registry name; None: no attack through the purifier) at
-    ``budget``, and ``judge_passes`` forward passes of its judgement (:func:`unit_seconds`)."""
+    ``budget``, ``forward_passes`` defended forward passes beside it (its judgement's: S × R for the ensemble, one for
+    a frozen draw; a sanity check's flags, :func:`flags`: two) and ``full_passes`` full-gradient passes (the flags':
+    one). :func:`unit_seconds` prices it at a :func:`probe`, :func:`estimate` a plan's cells."""
 
     attack: str | None
     budget: Budget | None
-    judge_passes: int
+    forward_passes: int
+    full_passes: int = 0
 
 
 @dataclass(frozen=True)
@@ -510,20 +515,18 @@ def pending(cells: Iterable[Cell], n: int, path: str | Path, *, key: Callable[[d
             for c in cells}  # fmt: skip
 
 
-def estimate(cells: Sequence[Cell], targets: Callable[[Any], Any], x: np.ndarray, left: Mapping[tuple, int],
-             batch_size: int = 50) -> dict[tuple, float]:  # fmt: skip
-    """Estimated seconds of each priced cell on its ``left[key]`` images: its :attr:`Cell.price` at a timed
-    :func:`probe` of its target (one probe per target, on up to 32 of ``x``); cells with nothing left are left out."""
-    probes: dict[Any, dict] = {}
-    out = {}
-    for c in cells:
-        if c.price is None or not left.get(c.key):
-            continue
-        if c.target not in probes:
-            probes[c.target] = probe(targets(c.target), x[: max(1, min(len(x), 32))], batch_size)
-        p = c.price
-        out[c.key] = left[c.key] * unit_seconds(p.attack, p.budget, p.judge_passes, probes[c.target])
-    return out
+def estimate(cells: Sequence[Cell], left: Mapping[tuple, int], probes: Callable[[Any], dict]) -> dict[tuple, float]:
+    """The one cost estimate, every command's: the seconds of each priced cell on its ``left[key]`` images, its
+    :attr:`Cell.price` at its target's probe ``probes(target)`` (:func:`probing`; a plan whose targets are one estimator
+    gives its one probe). Cells not priced or with nothing left are left out."""
+    return {c.key: left[c.key] * unit_seconds(c.price, probes(c.target)) for c in cells
+            if c.price is not None and left.get(c.key)}  # fmt: skip
+
+
+def probing(targets: Callable[[Any], Any], x: np.ndarray, batch_size: int = 50) -> Callable[[Any], dict]:
+    """``target -> probe``: the :func:`probe` of the estimator ``targets(target)``, on up to 32 of ``x``, taken once
+    per target."""
+    return functools.cache(lambda target: probe(targets(target), x[: max(1, min(len(x), 32))], batch_size))
 
 
 def flags(o: Outcome) -> list[dict]:
@@ -614,7 +617,25 @@ PROBE_REPEATS = 3
 
 def probe(estimator, x: np.ndarray, batch_size: int) -> dict:
     """Seconds per image of one defended forward pass (no gradient) and of one full-gradient forward+backward pass,
-    timed on a batch of the real inputs, and the bytes of autograd graph per image of the latter."""
+    timed on a batch of the real inputs, and the bytes of autograd graph per image of the latter. It draws nothing a
+    run would: the purifiers' generators, any other preprocessor's own generator (a user's randomized defence) and
+    torch's global RNG are left as they were."""
+    generators = [(p, p.generator) for p in purifiers(estimator)]
+    rewound = [(g, g.get_state()) for op in estimator.preprocessing_operations
+               if isinstance(g := getattr(op, "generator", None), torch.Generator)]  # fmt: skip
+    dev = estimator.device
+    try:
+        with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+            return _timed(estimator, x, batch_size)
+    finally:
+        for p, generator in generators:
+            p.set_params(generator=generator)
+        for g, state in rewound:
+            g.set_state(state)
+
+
+def _timed(estimator, x: np.ndarray, batch_size: int) -> dict:
+    """:func:`probe`'s timings (the estimator's noise drawn from seed 0)."""
     from ..attacks._core import gradient_mode
     from ..ensemble import GraphMemory
 
@@ -654,11 +675,12 @@ def probe(estimator, x: np.ndarray, batch_size: int) -> dict:
     return {"rows": rows, "forward": forward, "full": max(full, forward), "graph_row_bytes": graph.nbytes / len(xf)}
 
 
-def unit_seconds(attack: str | None, budget, judge_passes: int, probe: dict) -> float:
-    """Estimated seconds per example of one attack (``None``: none behind the purifier) and its judgement: the
-    registry's count of purification passes for ``budget`` and ``judge_passes`` forward passes, at the probe's cost."""
+def unit_seconds(price: Price, probe: dict) -> float:
+    """Estimated seconds per image of a cell's :class:`Price`: the registry's count of purification passes for its
+    attack (none without one) and its forward and full-gradient passes, at the probe's cost of each."""
     f, b = probe["forward"], probe["full"]
-    return (REGISTRY[attack].cost(budget, f, b) if attack else 0.0) + judge_passes * f
+    attack = REGISTRY[price.attack].cost(cast(Budget, price.budget), f, b) if price.attack else 0.0
+    return attack + price.forward_passes * f + price.full_passes * b
 
 
 def defended_estimator(classifier, defences=None, *, input_shape, nb_classes: int = 10, clip_values=(0.0, 1.0),

@@ -52,14 +52,13 @@ from ...runs.engine import (
     defended_estimator,
     describe_defence,
     Judgement,
+    Price,
     folder_scheme,
     run_cells,
-    unit_seconds,
 )
 from ...runs.records import array_sha256, load_records, module_sha256, record_key
 
-__all__ = ["ATTACKS", "GRADIENT_FREE", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "estimate", "evaluate",
-           "plan"]  # fmt: skip
+__all__ = ["ATTACKS", "GRADIENT_FREE", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "evaluate", "plan"]
 
 PAPER = PRESETS["paper"]
 
@@ -145,7 +144,8 @@ def plan(
 def _cells(settings: Sequence[Setting], c: EvalConfig, common: dict, x: np.ndarray, scheme: str) -> list[Cell]:
     """The plan's cells: one per (setting, attack), blocks of ``chunk_size`` examples (the sanity checks' only those
     starting below ``sanity_examples``), seeded by the seed scheme ``scheme`` from (seed, setting, attack, first
-    example), each with the settings its records depend on (:func:`unit_settings` over ``common``)."""
+    example), each with the settings its records depend on (:func:`unit_settings` over ``common``) and its price
+    (:func:`price_of`)."""
     cells = []
     for s in settings:
         cs = config_for(s, c)
@@ -158,7 +158,7 @@ def _cells(settings: Sequence[Setting], c: EvalConfig, common: dict, x: np.ndarr
                 seeds=SeedPlan(scheme, c.seed, (s.name, a), repeats),
                 fields={"setting": s.name, "attack": a}, settings=unit_settings(s, a, c, common),
                 extras="flags" if a == "flags" else None, block_size=c.chunk_size,
-                images=_images(s, c, len(x)),
+                images=_images(s, c, len(x)), price=price_of(s, a, c),
             ))  # fmt: skip
     return cells
 
@@ -252,27 +252,31 @@ def unit_settings(setting: Setting, attack: str, c: EvalConfig, common: dict) ->
     return out
 
 
-def sanity_cost(units: Sequence[tuple[Setting, str, np.ndarray]], c: EvalConfig, probe: dict, dev) -> dict:
-    """The sanity checks' share of ``units``: estimated seconds, and the autograd graph their gradient attacks hold
-    at a time (one block of EOT draws: examples × draws rows, at most ``batch_size`` and the memory budget's)."""
+def sanity_memory(units: Sequence[tuple[Setting, str, np.ndarray]], c: EvalConfig, probe: dict, dev) -> dict:
+    """The autograd graph the sanity checks of ``units`` hold at a time: one block of EOT draws (examples × draws
+    rows, at most ``batch_size`` and the memory budget's), its bytes at the probe's bytes per row, and the budget."""
     mine = [u for u in units if u[0].name.startswith("sanity")]
     budget = (default_memory_budget(dev) if c.memory_budget is None else c.memory_budget) * 2**20  # MiB -> bytes
     row = max(probe["graph_row_bytes"], 1.0)
     draws = max([getattr(config_for(s, c), white_box_fields(a)[1], 1) for s, a, _ in mine if a != "flags"] or [1])
     rows = min(c.batch_size, c.chunk_size * draws, max(1, int(budget // row)))
-    return {"seconds": estimate(mine, c, probe), "rows": rows, "graph_bytes": rows * row, "budget": budget}
+    return {"rows": rows, "graph_bytes": rows * row, "budget": budget}
 
 
-def _unit_cost(setting: Setting, attack: str, c: EvalConfig, probe: dict) -> float:
-    """Estimated seconds per example of one (setting, attack): purification passes × the probe's cost."""
+def price_of(setting: Setting, attack: str, c: EvalConfig) -> Price | None:
+    """What one image of (``setting``, ``attack``) costs, as data for the engine's one estimate
+    (:func:`~art_adp.runs.engine.estimate`): the attack at the setting's budget and its judgement's forward passes
+    (S × R for the ensemble, one for the frozen draw); the flags' two forward passes and one full gradient, unjudged;
+    None for a baseline (an undefended classifier: no purification to price)."""
     if setting.baseline is not None:
-        return 0.0
+        return None
+    if attack == "flags":
+        return Price(None, None, 2, full_passes=1)
     cs = config_for(setting, c)
-    f, b = probe["forward"], probe["full"]
-    judge = {"ensemble": cs.ensemble_size * cs.repeats, "fixed": 1, "once": 0}[setting.judge]
-    if attack in ("clean", "flags"):
-        return (0.0 if attack == "clean" else 3 * f + b) + judge * f
-    return unit_seconds(attack, cs.budget(attack), judge, probe)
+    judge = {"ensemble": cs.ensemble_size * cs.repeats, "fixed": 1, "once": 1}[setting.judge]
+    if attack == "clean":
+        return Price(None, None, judge)
+    return Price(attack, cs.budget(attack), judge)
 
 
 def _peak_rss() -> float:
@@ -292,11 +296,6 @@ def _duration(seconds: float) -> str:
     if seconds < 2 * 86400:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 86400:.1f} days"
-
-
-def estimate(units: Sequence[tuple[Setting, str, np.ndarray]], c: EvalConfig, probe: dict) -> float:
-    """Estimated seconds for ``units`` (setting, attack, example indices) on the device the probe ran on."""
-    return sum(_unit_cost(s, a, c, probe) * len(ch) for s, a, ch in units)
 
 
 def _as_estimator(
@@ -393,7 +392,8 @@ def evaluate(
     pending = [u for u in units if not all((u[0].name, u[1], int(i)) in done for i in u[2])]
     est_seconds = sanity = prices = free = None
     if rank == 0 and (pending or estimate_only):
-        est_seconds, sanity, prices, free = _log_estimate(estimator, x, config, pending, len(units), dev, world, log)
+        est_seconds, sanity, prices, free = _log_estimate(estimator, x, config, cells, pending, len(units), dev, world,
+                                                          log)  # fmt: skip
     if estimate_only:
         distributed.finish()
         return {"estimate_seconds": est_seconds, "sanity": sanity, "by_attack": prices, "gradient_free": free}
@@ -502,28 +502,21 @@ def _resume(run_dir: Path, cells: Sequence[Cell]) -> dict:
     return done
 
 
-def _log_estimate(estimator, x, config: EvalConfig, pending, n_units: int, dev, world: int, log) -> tuple:
-    """Probe the device, log the estimated time of the ``pending`` units, each attack's share of it (over every
-    setting that runs the attack) and the sanity checks' share and memory; the purifiers' generators and torch's
-    global RNG are left as they were.
+def _log_estimate(estimator, x, config: EvalConfig, cells: Sequence[Cell], pending, n_units: int, dev, world: int,
+                  log) -> tuple:  # fmt: skip
+    """Probe the device, log the engine's estimate (:func:`~art_adp.runs.engine.estimate`) of the ``pending`` units,
+    each attack's share of it (over every setting that runs the attack) and the sanity checks' share and memory.
 
     :return: Seconds in all, the sanity checks' cost, seconds by attack, the gradient-free check's seconds (None
         where it does not run)."""
-    generators = [(p, p.generator) for p in purifiers(estimator)]
-    # any other preprocessor's own generator (a user's randomized defence) is rewound too: the estimate draws nothing
-    rewound = [(g, g.get_state()) for op in estimator.preprocessing_operations
-               if isinstance(g := getattr(op, "generator", None), torch.Generator)]  # fmt: skip
-    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):  # the global RNG, too, as it was
-        probe = engine.probe(estimator, x, config.batch_size)
-    for p, generator in generators:
-        p.set_params(generator=generator)
-    for g, state in rewound:
-        g.set_state(state)
-    est_seconds = estimate(pending, config, probe) / world
-    prices = {a: estimate([u for u in pending if u[1] == a], config, probe) / world for a in _attack_order(pending)}
-    sanity = sanity_cost(pending, config, probe, dev)
+    probe = engine.probe(estimator, x, config.batch_size)  # one for every cell: the settings share the estimator
+    seconds = engine.estimate(cells, _images_left(pending), lambda target: probe)
+    est_seconds = sum(seconds.values()) / world
+    prices = {a: sum(t for (_, b), t in seconds.items() if b == a) / world for a in _attack_order(pending)}
+    sanity = {"seconds": sum(t for (s, _), t in seconds.items() if s.startswith("sanity")),
+              **sanity_memory(pending, config, probe, dev)}  # fmt: skip
     checked = [u for u in pending if u[0].name == GRADIENT_FREE]
-    free = estimate(checked, config, probe) / world if checked else None
+    free = sum(t for (s, _), t in seconds.items() if s == GRADIENT_FREE) / world if checked else None
     order = list(PRESETS)  # strongest, paper, croce (APGD only), smoke (CI-sized): largest first
     smaller = order[order.index(config.preset_name) + 1 :] if config.preset_name in order else order
     log(
@@ -566,6 +559,14 @@ def _dominant(prices: Mapping[str, float], total: float, c: EvalConfig) -> str:
     names = count_fields(attack) or ("ensemble_size", "repeats")
     flags = " or ".join(f"--{name.replace('_', '-')} (now {getattr(c, name)})" for name in names)
     return f"{attack} takes {_duration(prices[attack])} of it: lower {flags} to shrink it. "
+
+
+def _images_left(units) -> dict[tuple, int]:
+    """The images of ``units`` (setting, attack, chunk) by cell key (setting, attack)."""
+    left: dict[tuple, int] = {}
+    for s, a, ch in units:
+        left[(s.name, a)] = left.get((s.name, a), 0) + len(ch)
+    return left
 
 
 def _attack_order(units) -> list[str]:
