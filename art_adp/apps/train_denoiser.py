@@ -254,7 +254,8 @@ def _init_weights(path, channels: Sequence[int], in_channels: int) -> tuple[Deno
     model = load_score_model(str(path))
     if not isinstance(model, DenoiserUNet):
         raise ValueError(f"--init {path}: a {type(model).__name__}, not a DenoiserUNet (a train-denoiser checkpoint).")
-    held = (list(model.config["channels"]), model.config["in_channels"])
+    config: dict = model.config
+    held = (list(config["channels"]), config["in_channels"])
     if held != (list(channels), in_channels):
         raise ValueError(f"--init {path}: a DenoiserUNet of widths {held[0]} on {held[1]} channels; this run trains "
                          f"{list(channels)} on {in_channels}: give --channels {','.join(map(str, held[0]))}.")  # fmt: skip
