@@ -441,3 +441,78 @@ def test_a_planted_second_cost_estimator_fails():
         f"{COST_MODEL}.estimate_units: def estimate_units",
         f"{COST_MODEL}.estimate_units: probe['forward']",
     ]
+
+
+#: The one builder of a :class:`~art_adp.attacks.registry.Budget` (issue 70): a plan's values plus what is given over
+#: them. The evaluate command (``EvalConfig.budget``), the Python entry point (a preset, or ``ENTRY_POINT``), the lever
+#: rows, the MNIST recipe and the baselines' white-box PGD all reach it.
+BUDGET_BUILDER = "art_adp.runs.plans.budget"
+#: The other functions that may construct a ``Budget``, each with why: none (``migrate`` and ``rejudge`` read a
+#: recorded budget as data; one constructed again from a record would be listed here).
+BUDGET_EXCEPTIONS: dict[str, str] = {}
+
+
+def _budget_constructions(source: str, module: str) -> list[str]:
+    """Where ``source`` constructs a ``Budget``: a call of it by name, under an import's other name
+    (``import Budget as B``) or as an attribute (``registry.Budget(...)``), as ``module.function`` (the module at its
+    top level)."""
+    tree = ast.parse(source)
+    names = {"Budget"} | {alias.asname for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                          for alias in node.names if alias.name == "Budget" and alias.asname}  # fmt: skip
+    found = []
+
+    def visit(node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Call) and (
+                    (isinstance(child.func, ast.Name) and child.func.id in names)
+                    or (isinstance(child.func, ast.Attribute) and child.func.attr == "Budget")):  # fmt: skip
+                found.append(where)
+            named = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            visit(child, f"{where}.{getattr(child, 'name')}" if named else where)
+
+    visit(tree, module)
+    return found
+
+
+def _second_budget_builders(sources: dict[str, str]) -> list[str]:
+    """Where ``sources`` (module name → source) constructs a ``Budget`` outside :data:`BUDGET_BUILDER` and
+    :data:`BUDGET_EXCEPTIONS`, or the builder constructs none or several."""
+    found = [where for m, source in sources.items() for where in _budget_constructions(source, m)]
+    problems = [f"{where} constructs a Budget, not {BUDGET_BUILDER}" for where in found
+                if where != BUDGET_BUILDER and where not in BUDGET_EXCEPTIONS]  # fmt: skip
+    if found.count(BUDGET_BUILDER) != 1:
+        problems.append(f"{BUDGET_BUILDER} constructs {found.count(BUDGET_BUILDER)} Budgets: one")
+    return problems
+
+
+def test_one_function_builds_every_budget():
+    """Every attack's budget, in every command and the Python entry point, is built by :func:`art_adp.runs.plans.budget`
+    from a plan's values and what is given over them: no other function of the package constructs a ``Budget``."""
+    assert _second_budget_builders(SOURCES) == []
+    for where in BUDGET_EXCEPTIONS:  # each still constructs one (else it goes from the list)
+        module = next(m for m in sorted(SOURCES, key=len, reverse=True) if where.startswith(m + "."))
+        assert where in _budget_constructions(SOURCES[module], module), where
+
+
+def test_a_planted_second_budget_builder_fails():
+    """The check itself: the lever rows' former builder, the entry point's former defaults, a budget built at a module's
+    top level under another name and a second builder beside the one are found."""
+    white = ("def _row_budget(r, eps):\n    return Budget(eps=eps * r.eps_scale, eps_step=r.eps_step, "
+             "max_iter=r.max_iter, random_start=r.random_start, batch_size=250)\n")  # fmt: skip
+    defaults = ("from ..attacks import registry\n\ndef _defaults(names, eps):\n    return {a: registry.Budget("
+                "eps=eps, eps_step=eps / 4, max_iter=100, eot_samples=8) for a in names}\n")  # fmt: skip
+    aliased = "from ..attacks.registry import Budget as B\n\nDEFAULT = B(eps=8 / 255, eps_step=2 / 255, max_iter=40)\n"
+    second = "def budget_of(attack, values):\n    return Budget(**values)\n"
+    levers, engine, check, plans = ("art_adp.apps.levers_presets", "art_adp.runs.engine", "art_adp.apps.check",
+                                    "art_adp.runs.plans")  # fmt: skip
+
+    def planted(module: str, source: str) -> list[str]:
+        return _second_budget_builders(dict(SOURCES, **{module: source}))
+
+    not_the_one = f"constructs a Budget, not {BUDGET_BUILDER}"
+    assert planted(levers, SOURCES[levers] + white) == [f"{levers}._row_budget {not_the_one}"]
+    assert planted(engine, SOURCES[engine] + defaults) == [f"{engine}._defaults {not_the_one}"]
+    assert planted(check, SOURCES[check] + aliased) == [f"{check} {not_the_one}"]
+    assert planted(plans, SOURCES[plans] + second) == [f"{plans}.budget_of {not_the_one}"]
+    unbuilt = SOURCES[plans].replace("return Budget(", "return dict(")
+    assert planted(plans, unbuilt) == [f"{BUDGET_BUILDER} constructs 0 Budgets: one"]

@@ -25,7 +25,7 @@ from ..attacks.registry import (
 from ..attacks.apgd_eot import APGDEOT
 from ..attacks.selective_eot import SelectiveEOT
 from ..attacks.systemic_lowfreq import LowFrequencyVote
-from ..runs.plans import PLANS, Plan, plan, plan_names, register
+from ..runs.plans import PLANS, Plan, budget, plan, plan_names, register
 from ..data import DATASETS, DatasetSpec
 from .robust_baseline import WHITE_BATCH
 
@@ -537,8 +537,8 @@ def row_label(row: Row, eps: float) -> str:
 
 def _white_budget(r: Row, eps: float) -> Budget:
     """A white-box row's budget on an undefended classifier."""
-    return Budget(eps=eps * r.eps_scale, eps_step=r.eps_step, max_iter=r.max_iter, random_start=r.random_start,
-                  batch_size=WHITE_BATCH)  # fmt: skip
+    return budget(r.attack, eps=eps * r.eps_scale, eps_step=r.eps_step, max_iter=r.max_iter,
+                  random_start=r.random_start, batch_size=WHITE_BATCH)  # fmt: skip
 
 
 def setting_named(name: str, sigmas: Sequence[float]) -> Setting:
@@ -553,8 +553,7 @@ def _budget(r: Row, eps: float, eot_samples: int, batch_size: int = 50, judge_dr
             options: Mapping[str, str] | None = None) -> Budget:  # fmt: skip
     """The row's :class:`Budget` (its own EOT draws, else ``eot_samples``), with the attack ``options`` (loss,
     EOT target, step schedule; None: the :class:`Budget`'s defaults)."""
-    extra: dict[str, Any] = dict(options or {})
-    return Budget(eps=eps * r.eps_scale, eps_step=r.eps_step or eps, max_iter=r.max_iter,
+    return budget(r.attack, eps=eps * r.eps_scale, eps_step=r.eps_step or eps, max_iter=r.max_iter,
                   eot_samples=r.eot_samples or eot_samples, random_start=r.random_start, batch_size=batch_size,
                   num_random_init=r.num_random_init, check_every=r.check_every, judge_draws=judge_draws,
-                  **extra)  # fmt: skip
+                  **(options or {}))  # fmt: skip

@@ -31,13 +31,12 @@ import torch
 from .._device import to_model
 from .._hardware import resolve_precision
 from ..attacks import registry
-from ..attacks.registry import Budget
 from ..runs.provenance import device_description
 from ..preprocessor import ADPPurifier
 from ..purification import purify
 from ..runs.engine import (Attacking, Cell, Judgement, Seeds, build_defence, defended_estimator,
                            registry_attack, run_cells)  # fmt: skip
-from ..runs.plans import plan
+from ..runs.plans import budget, plan
 from ..runs.records import append_records, guard_settings, read_jsonl, write_json
 from ..runs.seeds import SeedPlan, derive_seed
 from .reproduce_recipe import CURVE_DIRECTIONS, PAPER_MNIST, MnistRecipe
@@ -129,9 +128,9 @@ def _clf_pgd(classifier, data, recipe: MnistRecipe, n: int, run_dir: Path, devic
         est = defended_estimator(classifier, None, input_shape=data.x_test.shape[1:], nb_classes=data.nb_classes,
                                  device=device)  # fmt: skip
         # the paper's row, from the image (its examples are kept and reused)
-        budget = Budget(eps=recipe.eps, eps_step=recipe.eps_step, max_iter=recipe.max_iter, random_start=False,
-                        batch_size=256)  # fmt: skip
-        return registry_attack(registry.BLIND_ATTACK, budget)(est, data.x_test[:n], data.y_test[:n], None, Seeds(0, 0))
+        b = budget(registry.BLIND_ATTACK, eps=recipe.eps, eps_step=recipe.eps_step, max_iter=recipe.max_iter,
+                   random_start=False, batch_size=256)  # fmt: skip
+        return registry_attack(registry.BLIND_ATTACK, b)(est, data.x_test[:n], data.y_test[:n], None, Seeds(0, 0))
 
     return _adversarials(registry.BLIND_ATTACK, run_dir / _pgd_file(n), make)
 
@@ -222,9 +221,9 @@ def _cell(b: int, row: str, n: int, recipe: MnistRecipe, pgd_file: str | None) -
     else:
         step, iters = spec.get("eps_step", recipe.eps_step), spec.get("max_iter", 1)
         # the paper's protocol starts at the image, as every reproduced row (and folder) has
-        budget = Budget(eps=recipe.eps, eps_step=step, max_iter=iters, eot_samples=spec.get("eot_samples", 1),
-                        random_start=False, batch_size=recipe.chunk_size)  # fmt: skip
-        attack = Attacking(row, budget)
+        spent = budget(row, eps=recipe.eps, eps_step=step, max_iter=iters, eot_samples=spec.get("eot_samples", 1),
+                       random_start=False, batch_size=recipe.chunk_size)  # fmt: skip
+        attack = Attacking(row, spent)
     judgement = Judgement("ensemble", recipe.ensemble_size, recipe.repeats, batch_size=512)
     seeds = SeedPlan(recipe.seed_scheme or "apart", recipe.seed, (b, row), recipe.repeats)
     return Cell((b, row), b, attack, judgement, seeds, {"budget": b, "row": row}, block_size=recipe.chunk_size,

@@ -24,8 +24,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..attacks.registry import ART_PGD, REGISTRY, Budget
+from ..attacks.registry import ART_PGD, REGISTRY
 from ..runs.engine import defended_estimator
+from ..runs.plans import budget
 from ..runs.seeds import derive_seed
 
 __all__ = [
@@ -92,8 +93,9 @@ def white_box_pgd(
     with torch.no_grad():
         nb_classes = int(model(torch.as_tensor(x[:1], device=device)).shape[1])
     estimator = defended_estimator(model, purifier, input_shape=x.shape[1:], nb_classes=nb_classes, device=device)
-    budget = Budget(eps=eps, eps_step=eps_step, max_iter=max_iter, random_start=random_start, batch_size=batch_size)
-    return REGISTRY[ART_PGD].build(estimator, budget, seed).generate(x, y=y).astype(np.float32)
+    b = budget(ART_PGD, eps=eps, eps_step=eps_step, max_iter=max_iter, random_start=random_start,
+               batch_size=batch_size)  # fmt: skip
+    return REGISTRY[ART_PGD].build(estimator, b, seed).generate(x, y=y).astype(np.float32)
 
 
 def robust_accuracy(

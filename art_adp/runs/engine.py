@@ -36,10 +36,10 @@ from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 from art.estimators.classification import PyTorchClassifier
 
 from ..attacks._core import purifiers
-from ..attacks.registry import BLIND_ATTACK, REGISTRY, Budget, budget_settings
+from ..attacks.registry import REGISTRY, Budget, budget_settings
 from ..ensemble import logits
 from ..eot import EOTClassifier
-from .plans import PAPER, budget, plan
+from .plans import ENTRY_POINT, PAPER, budget, plan
 from .records import append_records, read_jsonl, write_json
 from .seeds import SCHEME, SeedPlan, Seeds, check_scheme, derive_seed
 from .statistics import per_image, summary
@@ -696,12 +696,6 @@ def defended_estimator(classifier, defences=None, *, input_shape, nb_classes: in
     )  # fmt: skip
 
 
-#: The Python entry point's attacks by default: the paper's Clf-PGD, then full-gradient PGD+EOT and APGD-EOT through
-#: the purification, each on the per-draw mean and on the ensemble's loss (the strongest preset's gradient attacks).
-STANDARD = (BLIND_ATTACK, *(a for a, spec in REGISTRY.items()
-                            if spec.strongest and spec.protocol in ("paper", "croce", "ensemble")))  # fmt: skip
-
-
 def evaluate_robustness(
     classifier: torch.nn.Module, defences, x: np.ndarray, y: np.ndarray, *, eps: float,
     attacks: Sequence[str] | Mapping[str, Budget] | None = None, preset: str | None = None,
@@ -725,11 +719,12 @@ def evaluate_robustness(
     differs.
 
     :param attacks: Names of the attack registry (:data:`~art_adp.attacks.registry.REGISTRY`), each at the shared
-        budget (ℓ∞ ``eps``, ``max_iter`` (100) steps of ``eps_step`` (default ε/4) from a random start,
-        ``eot_samples`` (8) EOT draws, the best iterate judged on S draws), or a mapping name →
-        :class:`~art_adp.attacks.registry.Budget`; ``"autoattack"`` (:data:`~art_adp.attacks.registry.AUTOATTACK`) is
-        AutoAttack's standard version at ``eps`` (for a classifier without a randomized defence: an adversarially
-        trained baseline, say). None: :data:`STANDARD`, or the preset's.
+        budget of :data:`~art_adp.runs.plans.ENTRY_POINT` (ℓ∞ ``eps``, ``max_iter`` (100) steps of ``eps_step``
+        (default ε/4) from a random start, ``eot_samples`` (8) EOT draws, the best iterate judged on S draws), or a
+        mapping name → :class:`~art_adp.attacks.registry.Budget`; ``"autoattack"``
+        (:data:`~art_adp.attacks.registry.AUTOATTACK`) is AutoAttack's standard version at ``eps`` (for a classifier
+        without a randomized defence: an adversarially trained baseline, say). None:
+        :data:`~art_adp.runs.plans.STANDARD`, or the preset's.
     :param preset: An evaluation plan of :data:`~art_adp.runs.plans.PLANS` (``"paper"``, ``"croce"``,
         ``"strongest"``, ``"smoke"``; what ``art-adp evaluate --preset`` runs): its attacks, each at the plan's budget
         at ``eps``, judged as it judges (S, R); ``attacks`` (names), ``max_iter``, ``eot_samples``, ``ensemble_size``
@@ -877,27 +872,19 @@ def folder_scheme(path: str | Path, legacy: str = "shared") -> str:
 
 def _budgets(attacks, preset: str | None, eps: float, eps_step, block_size: int, precision: str,
              **given) -> tuple[dict[str, Budget], int, int]:  # fmt: skip
-    """``(name → budget, S, R)``: the evaluation plan ``preset`` at ``eps``, extended by ``attacks`` (names) and the
-    ``given`` counts, S and R that are not None; without a preset, ``attacks`` as budgets, or each name (default:
-    :data:`STANDARD`) at the shared budget (``max_iter`` 100, ``eot_samples`` 8; S = R = 10 unless given)."""
-    step = eps / 4 if eps_step is None else eps_step
-    if preset is not None:
-        if isinstance(attacks, Mapping):
-            raise ValueError("attacks given as budgets and a preset: give one of them (names extend a preset).")
-        values = {**PAPER, **plan(preset, "evaluate").values,
-                  **{k: v for k, v in {**given, "attacks": attacks}.items() if v is not None}}  # fmt: skip
-        budgets = {a: budget(a, values, eps=eps, eps_step=step, batch_size=block_size, precision=precision)
-                   if a in REGISTRY else None for a in values["attacks"]}  # fmt: skip
-    else:
-        values = {"max_iter": 100, "eot_samples": 8, "ensemble_size": 10, "repeats": 10,
-                  **{k: v for k, v in given.items() if v is not None}}  # fmt: skip
-    if isinstance(attacks, Mapping):
-        budgets = dict(attacks)
-    elif preset is None:
-        budgets = {a: Budget(eps=eps, eps_step=step, max_iter=values["max_iter"], eot_samples=values["eot_samples"],
-                             random_start=True, batch_size=block_size, check_every="auto",
-                             judge_draws=values["ensemble_size"], precision=precision)
-                   for a in (STANDARD if attacks is None else attacks)}  # fmt: skip
+    """``(name → budget, S, R)``: the evaluation plan ``preset`` at ``eps`` (None:
+    :data:`~art_adp.runs.plans.ENTRY_POINT`), extended by ``attacks`` (names; without a preset, budgets too) and the
+    ``given`` counts, S and R that are not None."""
+    if preset is not None and isinstance(attacks, Mapping):
+        raise ValueError("attacks given as budgets and a preset: give one of them (names extend a preset).")
+    base = ENTRY_POINT if preset is None else {**PAPER, **plan(preset, "evaluate").values}
+    names = None if isinstance(attacks, Mapping) else attacks
+    values = {**base, **{k: v for k, v in {**given, "attacks": names}.items() if v is not None}}
+    shared = {"eps": eps, "eps_step": eps / 4 if eps_step is None else eps_step, "batch_size": block_size,
+              "precision": precision,  # without a preset, every attack takes the counts alike (its own ones too)
+              **({} if preset is not None else {k: values[k] for k in ("max_iter", "eot_samples")})}  # fmt: skip
+    budgets = dict(attacks) if isinstance(attacks, Mapping) else {
+        a: budget(a, values, **shared) if a in REGISTRY else None for a in values["attacks"]}  # fmt: skip
     unknown = sorted(set(budgets) - set(REGISTRY))
     if unknown:
         raise ValueError(f"Unknown attacks {unknown}; choose from {list(REGISTRY)}.")

@@ -10,8 +10,9 @@ checks, levers' classifier training, reproduce's stages and curves. ``art-adp pl
 An evaluation plan's values are overrides of :data:`PAPER`, the flat budget table that
 :class:`~art_adp.apps.evaluation.EvalConfig` is made of: the shared counts (``max_iter``, ``eot_samples``), each
 attack's own under its short name (``apgd_max_iter``), the judging (``ensemble_size``, ``repeats``) and the
-evaluate command's own checks (``sanity_*``); :func:`budget` makes an attack's
-:class:`~art_adp.attacks.registry.Budget` from such a table, for the command and the Python entry point alike. The
+evaluate command's own checks (``sanity_*``). :func:`budget` is the one builder of an attack's
+:class:`~art_adp.attacks.registry.Budget`: from such a table (the command's; the Python entry point's, or
+:data:`ENTRY_POINT` without a preset), and from a lever row's or a recipe's values, given to it. The
 lever tables' and reproduce's plans are their commands' own frozen records (a data set's rows and classifiers, a
 recipe), registered by their modules (:func:`register`).
 """
@@ -28,9 +29,9 @@ from ..attacks import registry
 from ..attacks._core import AUTO
 from ..attacks.registry import REGISTRY, Budget
 
-__all__ = ["ATTACKS", "COMMANDS", "COUNTS", "MASKING_EXAMPLES", "PAPER", "PLANS", "PLATEAU", "Plan",
-           "STRONGEST_ATTACKS", "budget", "budget_fields", "count_fields", "plan", "plan_names", "register",
-           "SMOKE_COUNTS", "sized_counts"]  # fmt: skip
+__all__ = ["ATTACKS", "COMMANDS", "COUNTS", "ENTRY_POINT", "MASKING_EXAMPLES", "PAPER", "PLANS", "PLATEAU", "Plan",
+           "STANDARD", "STRONGEST_ATTACKS", "budget", "budget_fields", "count_fields", "plan", "plan_names",
+           "register", "SMOKE_COUNTS", "sized_counts"]  # fmt: skip
 
 COMMANDS = ("evaluate", "levers", "reproduce")
 #: The attacks on the purification (the undefended baselines' own, AutoAttack and ART's PGD, run in the lever tables).
@@ -75,14 +76,22 @@ def count_fields(attack: str) -> tuple[str, ...]:
     return tuple(k for k, p in zip(budget_fields(attack), fields) if p in COUNTS)
 
 
-def budget(attack: str, values: Mapping[str, Any], **shared) -> Budget:
-    """``attack``'s budget from a plan's flat ``values`` (:data:`PAPER`'s names: its own counts under their prefixed
-    names) and the ``shared`` :class:`Budget` parameters every attack of the run takes alike (ε, step, batch)."""
-    spec = REGISTRY[attack]
-    own = {param: values[name] for param, name in zip(spec.fields, budget_fields(attack))}
+def budget(attack: str, values: Mapping[str, Any] = MappingProxyType({}), /, **given) -> Budget:
+    """
+    The one builder of a :class:`Budget` (``tests/test_layering.py`` finds any other): ``attack``'s budget from a
+    plan's flat ``values`` -- :data:`PAPER`'s names: the attack's parameters (:func:`budget_fields`, its own counts
+    under their prefixed names, ``apgd_max_iter``), the choices (random start, restarts, checks, loss, EOT target,
+    steps) and S as ``ensemble_size``; a name the plan lacks keeps the :class:`Budget`'s default -- and the ``given``
+    :class:`Budget` parameters: those every attack of a run takes alike (ε, step, batch), or all of a lever row's or a
+    recipe's budget. The given ones replace the plan's choices and S; the attack's parameters the plan holds stay the
+    plan's (a shared ``max_iter`` given does not replace APGD's own ``apgd_max_iter``).
+    """
+    named = zip(REGISTRY[attack].fields, budget_fields(attack)) if attack in REGISTRY else ()  # a clean row: none
+    own = {param: values[name] for param, name in named if name in values}
     choices = {k: values[k] for k in ("num_random_init", "check_every", "loss", "eot_target", "step_schedule",
                                       "random_start") if k in values}  # fmt: skip
-    return Budget(**{"judge_draws": values["ensemble_size"], **choices, **shared, **own})
+    draws = {"judge_draws": values["ensemble_size"]} if "ensemble_size" in values else {}
+    return Budget(**{**draws, **choices, **given, **own})
 
 
 #: The paper's protocol (its Table 3 on CIFAR-10: ℓ∞ 8/255, step ε/4, 40 iterations, 15 EOT draws, SPSA of 1,280
@@ -122,6 +131,18 @@ def sized_counts(counts: Mapping[str, int]) -> dict[str, int]:
 #: 8 64.0 %, every point within one another's 95 % intervals (about ±9 points). Croce et al.'s 200 draws (the
 #: ``croce`` plan keeps them) cost 25 times the draws for at most the 2 points from EOT 8 to 32 there.
 PLATEAU: Mapping[str, int] = MappingProxyType({"apgd_max_iter": 100, "apgd_eot_samples": 8})
+#: The Python entry point's attacks by default: the paper's Clf-PGD, then full-gradient PGD+EOT and APGD-EOT through
+#: the purification, each on the per-draw mean and on the ensemble's loss (the strongest preset's gradient attacks).
+STANDARD = (registry.BLIND_ATTACK, *(a for a, spec in REGISTRY.items()
+                                     if spec.strongest and spec.protocol in ("paper", "croce", "ensemble")))  # fmt: skip
+#: What :func:`~art_adp.runs.engine.evaluate_robustness` measures without a preset (its flat values, not a plan of
+#: :data:`PLANS`: ``art-adp evaluate`` starts from :data:`PAPER`): :data:`STANDARD`, every attack at the same counts
+#: (no attack's own: the engine gives these to each as the run's shared ones) of 100 iterations and 8 EOT draws (the
+#: lever tables' budget, where :data:`PLATEAU` finds measured strength stops growing) from a random start, the best
+#: iterate judged; S = R = 10. The counts, S and R given beside it replace these.
+ENTRY_POINT: Mapping[str, Any] = MappingProxyType(dict(
+    attacks=STANDARD, max_iter=100, eot_samples=8, random_start=True, check_every=AUTO, ensemble_size=10, repeats=10,
+))  # fmt: skip
 #: The strongest plan's attacks: the strongest of each protocol (:attr:`~art_adp.attacks.registry.AttackSpec.strongest`)
 #: and BPDA+EOT (the paper's adaptive attack: through the purification's forward pass only, so a clamp or another step
 #: without a useful gradient does not stop it), in table order.
