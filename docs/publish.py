@@ -53,6 +53,8 @@ def publish(result: dict) -> dict:
     if roots and roots[0] != "DIR":
         p["data_root"] = Path(roots[0]).name
         p["command"] = with_dir(p["command"])
+    if p.get("calls"):  # the earlier calls a command recorded itself (art-adp corruptions' calls.jsonl): likewise
+        p["calls"] = [{**c, "command": with_dir(_ABSOLUTE_RUN_DIR.sub(r"\1runs/\2", c["command"]))} for c in p["calls"]]
     return {**result, "provenance": p}
 
 

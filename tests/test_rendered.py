@@ -188,6 +188,10 @@ def test_publish_names_the_data_folder_and_keeps_no_path_of_the_machine():
     two = {"provenance": {"command": "x --data-root a --data-root b"}}
     with pytest.raises(ValueError, match="reads 2 data folders"):
         publish.publish(two)
+    called = {"provenance": {"command": "c --data-root /x/cifar10 --run-dir /x/t", "calls": [
+        {"command": "c --data-root /x/cifar10 --run-dir /x/t --variants a", "wall_time_s": 1.0}]}}  # fmt: skip
+    assert publish.publish(called)["provenance"]["calls"] == [
+        {"command": "c --data-root DIR --run-dir runs/t --variants a", "wall_time_s": 1.0}]  # the earlier calls too
 
 
 def test_publish_keeps_every_call_into_the_run_folder_and_the_line_names_them():

@@ -350,10 +350,8 @@ def _measure(path: Path, classifier_name: str, predictors: dict, sets: _TestSets
     done = {k[1:]: r for k, r in _load_records(path).items() if k[0] == classifier_name}
     all_sets = [("clean", 0)] + [(name, s) for name in CORRUPTIONS for s in SEVERITIES]
     todo = [(v, name, s) for name, s in all_sets for v in predictors if (v, name, s) not in done]
-    log(
-        f"{len(done)} of {len(predictors) * len(all_sets)} (variant, corruption, severity) results on disk; "
-        f"{len(todo)} to go"
-    )
+    total = len(predictors) * len(all_sets)
+    log(f"{total - len(todo)} of {total} (variant, corruption, severity) results on disk; {len(todo)} to go")
     pbar = tqdm(total=len(todo), disable=not progress, desc="corruptions", dynamic_ncols=True)
     for v, name, s in todo:
         x, y = sets(name, s)
