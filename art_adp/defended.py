@@ -49,6 +49,10 @@ class DefendedModel(torch.nn.Module):
     the paper's ``ensemble_size=10``; change it with ``model.ensemble_size = ...``. Pass a seeded ``generator`` to the
     purifier to make outputs and gradients reproducible (re-seed it to replay).
 
+    What varies per call (a generator, a σ per input) goes in the purifier: e.g.
+    ``DefendedModel(clf, functools.partial(purify, score, sigma=s, generator=g), batch_size=len(x))(x)`` runs one draw
+    of the batch per pass, the draws taking ``g``'s noise in turn and each row its own σ (the corruption table).
+
     For an ART ``PyTorchClassifier`` use :meth:`from_estimator`: it keeps the estimator's standardisation
     (``preprocessing=(mean, std)``), which ``DefendedModel(estimator.model, purifier)`` would skip.
     """

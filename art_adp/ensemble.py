@@ -350,7 +350,14 @@ def blocks(n: int, draws: int, batch_size: int | None = None) -> list[tuple[int,
 
 
 def _stack(t: torch.Tensor, copies: int, images: slice) -> torch.Tensor:
-    return t[images].repeat(copies, *([1] * (t.ndim - 1)))
+    """``t[images]`` repeated ``copies`` times, in ``t``'s memory layout (channels-last images stay so: a convolution
+    computes on the copies exactly what it computes on ``t``)."""
+    out = t[images].repeat(copies, *([1] * (t.ndim - 1)))
+    return out.contiguous(memory_format=torch.channels_last) if _channels_last(t) else out
+
+
+def _channels_last(t: torch.Tensor) -> bool:
+    return t.ndim == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
 
 
 class _Replay:

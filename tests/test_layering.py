@@ -516,3 +516,120 @@ def test_a_planted_second_budget_builder_fails():
     assert planted(plans, SOURCES[plans] + second) == [f"{plans}.budget_of {not_the_one}"]
     unbuilt = SOURCES[plans].replace("return Budget(", "return dict(")
     assert planted(plans, unbuilt) == [f"{BUDGET_BUILDER} constructs 0 Budgets: one"]
+
+
+#: The one S-run ensemble (issue 70): :class:`~art_adp.DefendedModel` draws S purifications of a batch and aggregates
+#: the classifier's outputs (``art_adp.ensemble``'s ``stack_draws`` and ``aggregate_draws``); an application
+#: (``art_adp.apps``) predicts through it, with what varies per call (a generator, a σ per input) in its purifier.
+ENSEMBLE_PIECES = frozenset({"aggregate_draws", "stack_draws"})
+#: Callees that purify, by their name's last part (``purify``, a ``purifier`` or its ``forward``, a diagnostic
+#: ``transform``, one draw's ``draw_logits``), and callees that classify (a ``classifier``, a softmax, logits).
+PURIFYING = re.compile(r"(^|\.)(purify|purifier|purifier\.forward|transform|draw_logits)$")
+CLASSIFYING = re.compile(r"(^|\.)(classifier|softmax|log_softmax|logits|draw_logits)$")
+#: The functions of ``art_adp.apps`` that may assemble an ensemble of their own, each with why: none.
+ENSEMBLE_EXCEPTIONS: dict[str, str] = {}
+
+
+def _callee(func: ast.expr) -> str:
+    """The name a call is made by: ``purify``, ``torch.softmax``, ``self.purifier.forward``, ``classifiers`` for
+    ``classifiers[k](x)``; none for a call's result called (``DefendedModel(clf, purifier)(x)``: the model)."""
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        inner = _callee(func.value)
+        return f"{inner}.{func.attr}" if inner else func.attr
+    return _callee(func.value) if isinstance(func, ast.Subscript) else ""
+
+
+def _loop_body(node: ast.AST) -> list[ast.AST]:
+    """What a loop repeats: a ``for``'s or ``while``'s statements, a comprehension's all but its first iterable."""
+    if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+        return [*node.body, *node.orelse]
+    first = node.generators[0]  # type: ignore[attr-defined]
+    parts = [getattr(node, f) for f in ("elt", "key", "value") if hasattr(node, f)]
+    return parts + [*first.ifs, *node.generators[1:]]  # type: ignore[attr-defined]
+
+
+def _own_ensembles(source: str, module: str) -> list[str]:
+    """Where ``source`` assembles an S-run ensemble of its own, as ``module.function: what``: a call of the ensemble's
+    pieces (:data:`ENSEMBLE_PIECES`, under any name it is imported as), or a loop (``for``, ``while``, a comprehension)
+    that both purifies and classifies (:data:`PURIFYING`, :data:`CLASSIFYING`) -- a batch loop predicting one draw
+    at a time is the ensemble with S = 1 (``DefendedModel(..., ensemble_size=1)``)."""
+    tree = ast.parse(source)
+    pieces = {alias.asname or alias.name: alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+              for alias in node.names if alias.name in ENSEMBLE_PIECES}  # fmt: skip
+    loops = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+    found = []
+
+    def visit(node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Call):
+                name = _callee(child.func)
+                piece = pieces.get(name) or (name.rpartition(".")[2] if "." in name else None)
+                if piece in ENSEMBLE_PIECES:
+                    found.append(f"{where}: {piece}(...)")
+            if isinstance(child, loops):
+                calls = [_callee(c.func) for part in _loop_body(child) for c in ast.walk(part)
+                         if isinstance(c, ast.Call)]  # fmt: skip
+                purifying = {c for c in calls if PURIFYING.search(c)}
+                classifying = {c for c in calls if CLASSIFYING.search(c)}
+                if purifying and classifying:
+                    found.append(f"{where}: a loop calling {', '.join(sorted(purifying | classifying))}")
+            named = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            visit(child, f"{where}.{getattr(child, 'name')}" if named else where)
+
+    visit(tree, module)
+    return list(dict.fromkeys(found))  # a loop in a loop: once
+
+
+def _second_ensembles(sources: dict[str, str]) -> list[str]:
+    """Where the applications in ``sources`` (module name → source) assemble an ensemble outside
+    :data:`ENSEMBLE_EXCEPTIONS`."""
+    return [f for m, source in sources.items() if _layer(m) == "art_adp.apps"
+            for f in _own_ensembles(source, m) if f.partition(":")[0] not in ENSEMBLE_EXCEPTIONS]  # fmt: skip
+
+
+def test_the_applications_predict_through_the_one_ensemble():
+    """The corruption table, the diagnostics and every other command predict a purified classifier through
+    :class:`~art_adp.DefendedModel`: no function of ``art_adp.apps`` draws purifications and aggregates the
+    classifier's outputs itself, or calls the pieces DefendedModel assembles."""
+    assert _second_ensembles(SOURCES) == []
+    for where in ENSEMBLE_EXCEPTIONS:  # each still assembles one (else it goes from the list)
+        module = next(m for m in sorted(SOURCES, key=len, reverse=True) if where.startswith(m + "."))
+        assert where in {f.partition(":")[0] for f in _own_ensembles(SOURCES[module], module)}, where
+
+
+def test_a_planted_second_ensemble_fails():
+    """The check itself: the corruption table's and the diagnostics' former ensembles, a piece imported under
+    another name, and a while loop over a purifier's forward are found; a batch loop through DefendedModel, a loop
+    that purifies without classifying (``reproduce.denoising_ratio``) and the library's own ensemble are not."""
+    table = (
+        "from ..defended import aggregate_draws\n\ndef _predictor(classifier, score, c):\n    def predict(x, gen):\n"
+        "        logits = torch.stack([classifier(purify(score, x, sigma=0.1, generator=gen)) for _ in range(c.S)])\n"
+        "        return aggregate_draws(logits, 'softmax').argmax(1)\n    return predict\n"
+    )
+    diagnostics = (
+        "def ensemble_correct(classifier, transform, x, ensemble_size, seed):\n    prob = torch.zeros(())\n"
+        "    for r in range(ensemble_size):\n        g = torch.Generator().manual_seed(derive_seed(seed, r))\n"
+        "        prob = prob + torch.softmax(classifier(transform(x, g)).float(), dim=1)\n    return prob.argmax(1)\n"
+    )
+    aliased = "from ...ensemble import stack_draws as sd\n\ndef f(fn, x):\n    return sd(fn, x, 4).mean(0)\n"
+    loop = ("def g(self, x):\n    p, k = 0, 0\n    while k < self.s:\n"
+            "        p, k = p + self.model(self.purifier.forward(x)[0]).softmax(1), k + 1\n    return p\n")  # fmt: skip
+    fine = ("def h(clf, purifier, x):\n    return [DefendedModel(clf, purifier, batch_size=len(b))(b).argmax(1) "
+            "for b in x.split(8)]\n")  # fmt: skip
+    denoising = ("def denoising_ratio(score, x, g):\n    after = 0.0\n    for xb in x.split(8):\n"
+                 "        after += float((purify(score, xb, generator=g) - xb).pow(2).sum())\n    return after\n")  # fmt: skip
+    ct, dg, check = "art_adp.apps.corruption_table", "art_adp.apps.diagnostics", "art_adp.apps.check"
+
+    def planted(module: str, source: str) -> list[str]:
+        return _second_ensembles(dict(SOURCES, **{module: SOURCES[module] + source}))
+
+    assert planted(ct, table) == [f"{ct}._predictor.predict: a loop calling classifier, purify",
+                                  f"{ct}._predictor.predict: aggregate_draws(...)"]  # fmt: skip
+    assert planted(dg, diagnostics) == [f"{dg}.ensemble_correct: a loop calling classifier, torch.softmax, transform"]
+    assert planted(check, aliased) == [f"{check}.f: stack_draws(...)"]
+    assert planted(check, loop) == [f"{check}.g: a loop calling self.purifier.forward, softmax"]
+    assert planted(check, fine) == [] and planted(check, denoising) == []
+    assert _own_ensembles(SOURCES["art_adp.defended"], "art_adp.defended") != []  # the library's own: not an app's
+    assert _second_ensembles({"art_adp.defended": SOURCES["art_adp.defended"]}) == []

@@ -21,6 +21,7 @@ whose ``settings.json`` differs. Each call's provenance goes to ``calls.jsonl``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from collections.abc import Callable, Sequence
@@ -33,7 +34,7 @@ from tqdm.auto import tqdm
 
 from ..corruptions import CORRUPTIONS, SEVERITIES, corruption_step_sizes, write_corrupted
 from ..data import load_cifar10c
-from ..defended import aggregate_draws
+from ..defended import DefendedModel
 from ..detect import ScoreNormDetector
 from ..purification import DEFAULTS, purify
 from ..runs.provenance import provenance
@@ -97,7 +98,8 @@ def _level(sigma: float, c: "CorruptionConfig") -> float:
 
 
 def _predictor(variant: str, classifier, scores: dict, detector, c: CorruptionConfig, device) -> Callable:
-    """``(x, generator) -> predicted labels`` for one row of the table."""
+    """``(x, generator) -> predicted labels`` for one row of the table: the S-run ensemble of
+    :class:`~art_adp.DefendedModel`, one draw of the batch per pass (the draws take the generator's noise in turn)."""
     setting = VARIANT_SETTINGS[variant]
     if setting is None:
         return lambda x, gen: classifier(x).argmax(1)
@@ -107,14 +109,10 @@ def _predictor(variant: str, classifier, scores: dict, detector, c: CorruptionCo
     draws = c.ensemble_size if sigma > 0 else 1  # σ = 0: purification is deterministic, every draw is the same
 
     def predict(x, gen):
-        s = sigma * torch.where(detector.flag(x), 1.0, c.beta).to(x.dtype) if detection else sigma
-        logits = torch.stack(
-            [
-                classifier(purify(score, x, sigma=s, steps=c.steps, step_size=step_size, lam=c.lam, generator=gen))
-                for _ in range(draws)
-            ]
-        )
-        return aggregate_draws(logits, "softmax").argmax(1)
+        s = sigma * torch.where(detector.flag(x), 1.0, c.beta).to(x.dtype) if detection else sigma  # σ per row of x
+        purifier = functools.partial(purify, score, sigma=s, steps=c.steps, step_size=step_size, lam=c.lam,
+                                     generator=gen)  # fmt: skip
+        return DefendedModel(classifier, purifier, ensemble_size=draws, batch_size=len(x))(x).argmax(1)
 
     return predict
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import itertools
 import os
 from typing import Any
 
@@ -27,6 +28,7 @@ import numpy as np
 import torch
 
 from .._device import to_model
+from ..defended import DefendedModel
 from ..purification import purify
 from ..runs.records import append_records, read_jsonl
 from ..runs.seeds import derive_seed
@@ -51,9 +53,10 @@ def ensemble_correct(
     batch_size: int = 256,
 ) -> np.ndarray:
     """
-    Whether the mean softmax of ``classifier`` over ``ensemble_size`` draws of ``transform(x, generator)`` picks ``y``.
+    Whether the mean softmax of ``classifier`` over ``ensemble_size`` draws of ``transform(x, generator)`` picks ``y``:
+    the S-run ensemble of :class:`~art_adp.DefendedModel`.
 
-    The draws come from a CPU generator seeded per batch and run (same noise on every device).
+    The draws come from a CPU generator seeded per batch and draw (same noise on every device).
 
     :return: Boolean array of length N.
     """
@@ -61,13 +64,18 @@ def ensemble_correct(
     y_t = torch.as_tensor(np.asarray(y))
     out = []
     with torch.no_grad():
-        for i, xb in enumerate(x.split(batch_size)):
-            prob = torch.zeros(())
-            for r in range(ensemble_size):
-                g = torch.Generator().manual_seed(derive_seed(seed, "diagnostic", i, r))
-                prob = prob.to(xb.device) + torch.softmax(classifier(transform(xb, g)).float(), dim=1)
-            out.append(prob.argmax(1).cpu())
+        for i, xb in enumerate(x.split(batch_size)):  # one draw of the batch per pass: draw r is the r-th call
+            model = DefendedModel(classifier, _seeded(transform, seed, i), ensemble_size=ensemble_size,
+                                  batch_size=len(xb))  # fmt: skip
+            out.append(model(xb).argmax(1).cpu())
     return (torch.cat(out) == y_t[: len(x)]).numpy()
+
+
+def _seeded(transform: Transform, seed: int, batch: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``transform`` as a purifier ``x → x'`` whose ``r``-th call draws from a CPU generator seeded
+    ``derive_seed(seed, "diagnostic", batch, r)``."""
+    draws = itertools.count()
+    return lambda xb: transform(xb, torch.Generator().manual_seed(derive_seed(seed, "diagnostic", batch, next(draws))))
 
 
 def noisy(sigma: float) -> Transform:
