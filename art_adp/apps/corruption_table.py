@@ -274,7 +274,7 @@ def run_corruptions(
     done = _load_records(records_path)  # re-read: another process may have added rows to this run folder
     models = {classifier_name: classifier, **{f"score ({k})": m for k, m in given.items() if m is not None}}
     call = provenance(wall_time_s=time.perf_counter() - start, device=dev, models=models, data=(x_test, y_test))
-    append_records(run_dir / "calls.jsonl", [{**call, "classifier": classifier_name, "variants": variants}])
+    append_records(run_dir / "calls.jsonl", [{**call, "classifier": classifier_name, "rows": variants}])
     results = summarise(done)
     results.update(
         {
