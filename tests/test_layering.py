@@ -633,3 +633,135 @@ def test_a_planted_second_ensemble_fails():
     assert planted(check, fine) == [] and planted(check, denoising) == []
     assert _own_ensembles(SOURCES["art_adp.defended"], "art_adp.defended") != []  # the library's own: not an app's
     assert _second_ensembles({"art_adp.defended": SOURCES["art_adp.defended"]}) == []
+
+
+#: The one record key (issue 70): a record's identity in a run folder -- what a resumed run skips, what ``migrate`` and
+#: ``rejudge`` read back -- is :func:`art_adp.runs.records.record_key` at a command's fields (its key shape as data:
+#: ``EVALUATION_KEY``, ``LEVERS_KEY``, ``reproduce.EVAL_KEY``, the corruption table's ``RECORD_KEY``...).
+RECORD_KEY = "art_adp.runs.records.record_key"
+#: Names of functions that derive a key: ``key``, ``_key``, ``key_of``, ``cell_keys``, ``record_key``...
+KEY_FUNCTION = re.compile(r"(^|_)keys?($|_)", re.IGNORECASE)
+#: The functions that build a tuple of one mapping's fields by hand without it being a record's key, each with why.
+KEY_EXCEPTIONS = {
+    "art_adp.apps.levers._refuse_other_budgets": "the (attack, EOT draws) pairs on file a refusal names",
+    "art_adp.apps.levers_table.worst_over_attacks": "a lever table's cells (summaries, not records) grouped by row",
+    "art_adp.apps.levers_table.table_markdown": "the markdown's rows and columns, from the table's cells",
+}
+SORTING = frozenset({"sorted", "sort", "min", "max"})
+
+
+def _field_of(node: ast.expr) -> str | None:
+    """The name whose field ``node`` reads (``r["attack"]``, ``r.get("judge", ...)``, through ``int()``, ``tuple()``
+    or a 1-tuple), or None."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("int", "str", "tuple"):
+        node = node.args[0] if len(node.args) == 1 else node
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("int", "str", "tuple"):
+            break
+    if isinstance(node, ast.Tuple) and len(node.elts) == 1:
+        return _field_of(node.elts[0])
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and isinstance(node.slice, ast.Constant):
+        return node.value.id if isinstance(node.slice.value, str) else None
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+            and isinstance(node.func.value, ast.Name) and node.args and isinstance(node.args[0], ast.Constant)):  # fmt: skip
+        return node.func.value.id
+    return None
+
+
+def _record_keys(source: str, module: str) -> list[str]:
+    """Where ``source`` derives a record's key besides :data:`RECORD_KEY`, as ``module.function: what``: a function
+    named like a key (:data:`KEY_FUNCTION`), or a tuple holding two or more fields of one record -- a name bound by a
+    ``for``, a comprehension, a lambda's or a function's parameters -- built by hand. Not a key: a parallel
+    assignment's values (``f, b = p["forward"], p["full"]``), a sort order (a lambda given as ``key=`` to ``sorted``,
+    ``min``, ``max`` or ``.sort``)."""
+    tree, found = ast.parse(source), []
+    skip: set[int] = set()  # the tuples that are neither
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple) and isinstance(node.targets[0], ast.Tuple):
+            skip.add(id(node.value))
+        elif isinstance(node, ast.Call) and _callee(node.func).rpartition(".")[2] in SORTING:
+            skip |= {id(k.value.body) for k in node.keywords if k.arg == "key" and isinstance(k.value, ast.Lambda)}
+
+    def bound(node: ast.AST) -> set[str]:
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            return {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            return {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)):
+            return {a.arg for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]}
+        return set()
+
+    def visit(node: ast.AST, where: str, records: set[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner, names = where, records | bound(child)
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                inner = f"{where}.{child.name}"
+                if not isinstance(child, ast.ClassDef) and KEY_FUNCTION.search(child.name) and inner != RECORD_KEY:
+                    found.append(f"{inner}: def {child.name}")
+            if isinstance(child, ast.Tuple) and id(child) not in skip:
+                fields = [f for f in map(_field_of, child.elts) if f in names]
+                if any(fields.count(f) >= 2 for f in fields):
+                    found.append(f"{where}: {ast.unparse(child)}")
+            visit(child, inner, names)
+
+    visit(tree, module, set())
+    return found
+
+
+def _second_record_keys(sources: dict[str, str]) -> list[str]:
+    """Where ``sources`` (module name → source) derives a record's key outside :data:`RECORD_KEY` and
+    :data:`KEY_EXCEPTIONS`, or :data:`RECORD_KEY` is gone."""
+    module, _, name = RECORD_KEY.rpartition(".")
+    problems = [f for m, source in sources.items() for f in _record_keys(source, m)
+                if f.partition(":")[0] not in KEY_EXCEPTIONS]  # fmt: skip
+    defined = [n.name for n in ast.parse(sources[module]).body if isinstance(n, ast.FunctionDef)]
+    if name not in defined:
+        problems.append(f"{module} defines no {name}")
+    return problems
+
+
+def test_one_function_derives_every_record_key():
+    """Every command's record key -- ``evaluate``'s, ``evaluate_robustness``'s, the lever tables' and ``rejudge``'s,
+    ``reproduce``'s and its diagnostics', the corruption table's, a re-judgement's -- is
+    :func:`art_adp.runs.records.record_key` at the command's fields: no other function of the package is named like a
+    key or builds one from a record's fields by hand, but those :data:`KEY_EXCEPTIONS` names."""
+    assert _second_record_keys(SOURCES) == []
+    for where in KEY_EXCEPTIONS:  # each still builds its tuple (else it goes from the list)
+        module = next(m for m in sorted(SOURCES, key=len, reverse=True) if where.startswith(m + "."))
+        assert where in {f.partition(":")[0] for f in _record_keys(SOURCES[module], module)}, where
+
+
+def test_a_planted_second_record_key_fails():
+    """The check itself: the lever tables' former ``key_of``, ``reproduce``'s former lambda and set of keys, the
+    corruption table's former dictionary, a re-judgement's former set, a key function that builds its tuple from a
+    list of fields and a second ``record_key`` are found; a sort order and a parallel assignment are not."""
+    levers = ("def run(path, base):\n    def key_of(r: dict) -> tuple:\n        judge = r.get('judge', 'ensemble')\n"
+              "        return (r.get('classifier', base), r['model'], r['setting'], r['attack'], judge, r['index'])\n"
+              "    return key_of\n")  # fmt: skip
+    reproduce = ("def _stage_eval(path):\n    done = {(r['budget'], r['row'], r['index']) for r in read_jsonl(path)}\n"
+                 "    run_cells(path, key=lambda r: (r['budget'], r['row'], r['index']))\n")  # fmt: skip
+    table = ("def _load(path):\n    return {(r.get('classifier', 'c'), r['variant'], r['corruption'], "
+             "int(r['severity'])): r for r in read_jsonl(path)}\n")  # fmt: skip
+    rejudged = "def rejudge(path):\n    return {(tuple(r['cell']), r['index']) for r in read_jsonl(path)}\n"
+    by_list = "def _key(r, fields=('attack', 'index')):\n    return tuple(r[f] for f in fields)\n"
+    second = "def record_key(record):\n    return record['setting'], record['attack'], int(record['index'])\n"
+    fine = ("def f(recs, probe):\n    a, b = probe['forward'], probe['full']\n"
+            "    return sorted(recs, key=lambda r: (r['steps'], r['lam']))\n")  # fmt: skip
+    lv, rp, ct, en, check = ("art_adp.apps.levers", "art_adp.apps.reproduce", "art_adp.apps.corruption_table",
+                             "art_adp.runs.engine", "art_adp.apps.check")  # fmt: skip
+
+    def planted(module: str, source: str) -> list[str]:
+        return _second_record_keys(dict(SOURCES, **{module: SOURCES[module] + source}))
+
+    key_of = "(r.get('classifier', base), r['model'], r['setting'], r['attack'], judge, r['index'])"
+    assert planted(lv, levers) == [f"{lv}.run.key_of: def key_of", f"{lv}.run.key_of: {key_of}"]
+    assert planted(rp, reproduce) == [f"{rp}._stage_eval: (r['budget'], r['row'], r['index'])"] * 2
+    assert planted(ct, table) == [
+        f"{ct}._load: (r.get('classifier', 'c'), r['variant'], r['corruption'], int(r['severity']))"]
+    assert planted(en, rejudged) == [f"{en}.rejudge: (tuple(r['cell']), r['index'])"]
+    assert planted(check, by_list) == [f"{check}._key: def _key"]
+    assert planted(check, second) == [f"{check}.record_key: def record_key",
+                                      f"{check}.record_key: (record['setting'], record['attack'], int(record['index']))"]
+    assert planted(check, fine) == []
+    gone = SOURCES["art_adp.runs.records"].replace("def record_key(", "def identity_of(")
+    assert _second_record_keys(dict(SOURCES, **{"art_adp.runs.records": gone})) == [
+        "art_adp.runs.records defines no record_key"]

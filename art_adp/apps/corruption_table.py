@@ -38,7 +38,7 @@ from ..defended import DefendedModel
 from ..detect import ScoreNormDetector
 from ..purification import DEFAULTS, purify
 from ..runs.provenance import provenance
-from ..runs.records import append_records, guard_settings, read_jsonl, write_json
+from ..runs.records import append_records, guard_settings, read_jsonl, record_key, write_json
 from ..score.diffusion import score_at
 from ..runs.seeds import derive_seed
 from ..runs.render import accuracy_cell, markdown_table
@@ -86,10 +86,13 @@ def _variants(available: set[str]) -> list[str]:
 ONE_CLASSIFIER = "classifier"
 
 
-def _load_records(path: Path) -> dict[tuple[str, str, str, int], dict]:
+#: The fields that identify a record of a corruption table (:func:`~art_adp.runs.records.record_key`).
+RECORD_KEY = ("classifier", "variant", "corruption", "severity")
+
+
+def _load_records(path: Path) -> dict[tuple, dict]:
     """The complete records of ``path`` by (classifier, variant, corruption, severity)."""
-    return {(r.get("classifier", ONE_CLASSIFIER), r["variant"], r["corruption"], int(r["severity"])): r
-            for r in read_jsonl(path)}  # fmt: skip
+    return {record_key(r, RECORD_KEY, {"classifier": ONE_CLASSIFIER}): r for r in read_jsonl(path)}
 
 
 def _level(sigma: float, c: "CorruptionConfig") -> float:

@@ -30,7 +30,7 @@ import torch
 from .._device import to_model
 from ..defended import DefendedModel
 from ..purification import purify
-from ..runs.records import append_records, read_jsonl
+from ..runs.records import append_records, read_jsonl, record_key
 from ..runs.seeds import derive_seed
 from ..runs.render import accuracy_cell, markdown_table
 
@@ -227,7 +227,7 @@ def stage_diagnostics(
 
     path = Path(run_dir) / "diagnostics.jsonl"
     recs = read_jsonl(path)
-    done = {(r["kind"], r["step"], r.get("steps"), r.get("lam")) for r in recs}
+    done = {record_key(r, ("kind", "step", "steps", "lam"), {"steps": None, "lam": None}) for r in recs}
     snapshots = Path(run_dir) / "score" / "snapshots"
     steps = [m for m in recipe.milestones if (snapshots / f"score_{m:07d}.safetensors").exists()]
     n = min(recipe.n_curve, len(data.x_test))

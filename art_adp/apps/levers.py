@@ -28,6 +28,7 @@ provenance.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import inspect
 import json
@@ -65,7 +66,7 @@ from ..runs.engine import (
     probing,
     run_cells,
 )
-from ..runs.records import read_jsonl, write_json
+from ..runs.records import read_jsonl, record_key, write_json
 from ..runs.seeds import FIXED_BLOCK, LEVERS_SCHEMES, SeedPlan, check_scheme
 from .flags import PRECISION_HELP
 from .._hardware import require_native
@@ -95,7 +96,7 @@ from .levers_presets import (
     sigma_settings,
     with_restarts,
 )
-from .levers_table import render_levers, table_markdown
+from .levers_table import LEVERS_KEY, render_levers, table_markdown
 from .robust_baseline import white_box_pgd
 
 __all__ = [
@@ -287,9 +288,7 @@ def run_levers(
     path = run_dir / "records.jsonl"
     base = preset.classifier
 
-    def key_of(r: dict) -> tuple:
-        judge = r.get("judge", "ensemble")
-        return (r.get("classifier", base), r["model"], r["setting"], r["attack"], judge, r["index"])
+    key_of = functools.partial(record_key, fields=LEVERS_KEY, defaults={"classifier": base, "judge": "ensemble"})
 
     wanted = {r.name: options_of(r) for r in rows if r.adaptive}
     _refuse_other_budgets(path, rows, eot_samples, wanted, options)

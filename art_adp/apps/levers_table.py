@@ -11,16 +11,23 @@ from ..runs.engine import (
     correct,
     worst_case,
 )
+from ..runs.records import record_key
 from ..runs.render import accuracy_cell, markdown_table
 from ..runs.statistics import flags_of, per_image, summary
 
 __all__ = [
+    "LEVERS_KEY",
     "TABLE_SCHEMA",
     "WORST_CASE",
     "render_levers",
     "table_markdown",
     "worst_over_attacks",
 ]
+
+#: The fields that identify a lever table's record (:func:`~art_adp.runs.records.record_key`): its cell, then the
+#: image; a record without ``classifier`` is the table's own classifier's, one without ``judge`` is judged by the
+#: ensemble.
+LEVERS_KEY = ("classifier", "model", "setting", "attack", "judge", "index")
 
 
 def render_levers(records: list[dict], base: str | None = None) -> dict:
@@ -30,7 +37,7 @@ def render_levers(records: list[dict], base: str | None = None) -> dict:
     """
     cells: dict[tuple, list[dict]] = {}
     for r in records:
-        key = (r.get("classifier", base), r["model"], r["setting"], r["attack"], r.get("judge", "ensemble"))
+        key = record_key(r, LEVERS_KEY[:-1], {"classifier": base, "judge": "ensemble"})
         cells.setdefault(key, []).append(r)
     out = []
     for (clf, model, setting, attack, judge), rs in cells.items():

@@ -19,10 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from ..runs.engine import Judgement, defended_estimator, kept, rejudge, single_value
-from ..runs.records import array_sha256, module_sha256, read_jsonl, weights_sha256
+from ..runs.records import array_sha256, module_sha256, read_jsonl, record_key, weights_sha256
 from . import levers
 from .levers_classifiers import JUDGE_BATCH, brought, measured_purifier
 from .levers_presets import Setting
+from .levers_table import LEVERS_KEY
 
 __all__ = ["HELP", "Rejudge", "rejudge_command", "rejudge_levers"]
 
@@ -107,7 +108,7 @@ def rejudge_levers(run_dir, *, repeats: int | None = None, ensemble_size: int | 
     calls, base = [*table["provenance"].get("calls", []), table["provenance"]], table["classifier"]
     labels, cells = {}, {}
     for r in read_jsonl(run_dir / "records.jsonl"):
-        key = (r.get("classifier", base), r["model"], r["setting"], r["attack"])
+        key = record_key(r, LEVERS_KEY[:4], {"classifier": base})
         if r["model"] != "none" and r.get("judge", "ensemble") == "ensemble" and kept(run_dir, key):
             name = " / ".join((*key, "ensemble"))
             if name not in held:

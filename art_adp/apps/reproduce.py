@@ -18,6 +18,7 @@ Stages, each resumable and each timed (the wall seconds land in ``table.json``):
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -37,7 +38,7 @@ from ..purification import purify
 from ..runs.engine import (Attacking, Cell, Judgement, Seeds, build_defence, defended_estimator,
                            registry_attack, run_cells)  # fmt: skip
 from ..runs.plans import budget, plan
-from ..runs.records import append_records, guard_settings, read_jsonl, write_json
+from ..runs.records import append_records, guard_settings, read_jsonl, record_key, write_json
 from ..runs.seeds import SeedPlan, derive_seed
 from .reproduce_recipe import CURVE_DIRECTIONS, PAPER_MNIST, MnistRecipe
 from .reproduce_report import _curve, _diagnostics_md, _plot_curve, _summarise, render_table
@@ -46,6 +47,9 @@ from .snapshots import read_snapshot_log, train_with_snapshots
 __all__ = ["PAPER_MNIST", "STAGES", "MnistRecipe", "reproduce_command", "reproduce_mnist", "render_table"]
 
 STAGES = ("classifier", "score", "curve", "table", "report")
+#: The fields that identify an evaluation record of ``reproduce mnist`` (:func:`~art_adp.runs.records.record_key`): the
+#: snapshot (its training iterations), the row, the image.
+EVAL_KEY = ("budget", "row", "index")
 
 
 def _stage_classifier(data, recipe: MnistRecipe, run_dir: Path, device: str, progress: bool, log) -> torch.nn.Module:
@@ -168,7 +172,7 @@ def _stage_eval(
     """Judge every (snapshot, row, chunk) the curve and the table need: one cell of the engine per (snapshot, row),
     blocks of ``chunk_size`` images; one JSON line per example."""
     path = run_dir / "records.jsonl"
-    done = {(r["budget"], r["row"], r["index"]) for r in read_jsonl(path)}
+    done = {record_key(r, EVAL_KEY) for r in read_jsonl(path)}
     n_test = len(data.x_test)
     units = [
         u for u in _units(recipe, n_test, run_dir, stages, log) if not all((u[0], u[1], int(i)) in done for i in u[2])
@@ -193,7 +197,7 @@ def _stage_eval(
             loaded[b] = _defended(classifier, _snapshot(run_dir, b, device), data, recipe, device)
         return loaded[b]
 
-    run_cells(cells, target, data.x_test, data.y_test, path, key=lambda r: (r["budget"], r["row"], r["index"]),
+    run_cells(cells, target, data.x_test, data.y_test, path, key=functools.partial(record_key, fields=EVAL_KEY),
               run_dir=run_dir, progress=progress, desc="eval")  # fmt: skip
     return read_jsonl(path)
 

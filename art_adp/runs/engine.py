@@ -40,7 +40,7 @@ from ..attacks.registry import REGISTRY, Budget, budget_settings
 from ..ensemble import logits
 from ..eot import EOTClassifier
 from .plans import ENTRY_POINT, PAPER, budget, plan
-from .records import append_records, read_jsonl, write_json
+from .records import append_records, read_jsonl, record_key, write_json
 from .seeds import SCHEME, SeedPlan, Seeds, check_scheme, derive_seed
 from .statistics import per_image, summary
 
@@ -409,7 +409,7 @@ def rejudge(
         kept(run_dir, required=True)
         raise ValueError(f"{run_dir} holds no kept adversarial examples of the cells {list(cells)}.")
     path = run_dir / f"{name}.jsonl"
-    done = {(tuple(r["cell"]), r["index"]) for r in read_jsonl(path)}
+    done = {record_key(r, ("cell", "index")) for r in read_jsonl(path)}
     device = None
     for cell, target, seeds, file in tqdm(work, disable=not progress, unit="block", desc="rejudge"):
         with np.load(file) as f:
@@ -474,8 +474,8 @@ def run_cells(
     Run every block of ``cells`` not yet recorded, appending each block's records to ``path``.
 
     :param targets: Target name → its estimator (built when a cell first needs it; the plan may cache).
-    :param key: A record's identity ``(*cell.key, index)``: a block's image is done when a record with its key is on
-        file (``path``, or ``done`` when given: e.g. every rank's records).
+    :param key: A record's identity ``(*cell.key, index)`` (:func:`~art_adp.runs.records.record_key` at the plan's
+        fields): a block's image is done when a record with its key is on file (``path``, or ``done`` when given: e.g. every rank's records).
     :param run_dir: Where kept examples go (``cell.keep``).
     :param shard: ``(rank, world)``: this process runs every world-th block (torchrun), all ranks the same list.
     :return: Seconds per cell key.
@@ -768,8 +768,8 @@ def evaluate_robustness(
     ]  # fmt: skip
     guard(run_dir / "settings.json", cells)
     path = run_dir / "records.jsonl"
-    run_cells(cells, lambda _: estimator, x, y, path, key=lambda r: (r["attack"], r["index"]), run_dir=run_dir,
-              progress=progress, desc="robustness")  # fmt: skip
+    run_cells(cells, lambda _: estimator, x, y, path, key=functools.partial(record_key, fields=("attack", "index")),
+              run_dir=run_dir, progress=progress, desc="robustness")  # fmt: skip
     return {**_result(read_jsonl(path), ("clean", *budgets), len(x)), "run_dir": str(run_dir)}
 
 
@@ -814,7 +814,7 @@ def rejudge_robustness(
 
     r, s = repeats or own("repeats"), ensemble_size or own("ensemble_size")
     seed = own("seed") if seed is None else seed
-    labels = {((x["attack"],), x["index"]): x["label"] for x in read_jsonl(run_dir / "records.jsonl")}
+    labels = {(record_key(x, ("attack",)), x["index"]): x["label"] for x in read_jsonl(run_dir / "records.jsonl")}
     cells = {(a,): ("defended", lambda first, a=a: SeedPlan("shared", seed, (a,), r)(0, first).judge) for a in attacks}
     judgement = Judgement("ensemble", s, r, batch_size=max(own("block_size"), 1))
     return rejudge(run_dir, cells, lambda _: estimator, labels, judgement, name=f"rejudged-S{s}-R{r}-seed{seed}",

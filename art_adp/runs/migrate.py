@@ -18,7 +18,7 @@ import json
 import os
 from pathlib import Path
 
-from .records import read_jsonl
+from .records import EVALUATION_KEY, read_jsonl, record_key
 
 __all__ = ["DERIVED", "migrate", "migrated"]
 
@@ -62,7 +62,7 @@ def _settings_by_cell(run_dir: Path, files: dict[Path, list[dict]]) -> dict | No
         for i, r in enumerate(held):
             if not _digest(r):
                 continue
-            key = f"{r['setting']} / {r['attack']}"
+            key = " / ".join(record_key(r, EVALUATION_KEY[:2]))  # the cell, as settings.json names it
             if digests.setdefault(key, r["settings"]) != r["settings"]:
                 raise ValueError(f"{path}: line {i + 1}: {key} names settings {r['settings']}, its other records "
                                  f"{digests[key]}: one cell, one set of settings.")  # fmt: skip

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ __all__ = [
     "append_records",
     "array_sha256",
     "canonical",
+    "EVALUATION_KEY",
     "describe_differences",
     "file_sha256",
     "guard_settings",
@@ -42,9 +43,25 @@ __all__ = [
 ]
 
 
-def record_key(record: dict) -> tuple[str, str, int]:
-    """The identity of an evaluation record: (setting, attack, example index)."""
-    return record["setting"], record["attack"], int(record["index"])
+#: The fields that identify an evaluation record (``art-adp evaluate``'s records, :func:`load_records`' keys).
+EVALUATION_KEY = ("setting", "attack", "index")
+
+
+def record_key(record: Mapping[str, Any], fields: Sequence[str], defaults: Mapping[str, Any] | None = None) -> tuple:
+    """
+    The identity of a record in a run folder, every command's: its values of ``fields``, in order (a resumed run skips
+    a record whose key is on file). Each command's key shape is data: :data:`EVALUATION_KEY`, the engine's
+    ``evaluate_robustness`` ``("attack", "index")``, the lever tables' ``(classifier, model, setting, attack, judge,
+    index)``, ``reproduce``'s, the corruption table's, the diagnostics'.
+
+    A list (JSON's tuple: a re-judgement's ``cell``) comes back as a tuple, so that the key can be looked up.
+
+    :param defaults: The value of a field a record lacks (one written before the field existed, or one its writer leaves
+        out at its usual value); a field neither in the record nor here raises ``KeyError``.
+    """
+    defaults = defaults or {}
+    values = (record[f] if f in record or f not in defaults else defaults[f] for f in fields)
+    return tuple(tuple(v) if isinstance(v, list) else v for v in values)  # a JSON list (a cell's key) as a tuple
 
 
 def _complete_prefix(data: bytes) -> int:
@@ -95,17 +112,17 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def load_records(paths: Iterable[str | os.PathLike]) -> dict[tuple[str, str, int], dict]:
+def load_records(paths: Iterable[str | os.PathLike]) -> dict[tuple, dict]:
     """
-    Read complete evaluation records from JSONL files, keyed by :func:`record_key`.
+    Read complete evaluation records from JSONL files, keyed by :func:`record_key` (:data:`EVALUATION_KEY`).
 
     :raises ValueError: If two files disagree on the same key (records from different settings mixed in one
         run folder).
     """
-    out: dict[tuple[str, str, int], dict] = {}
+    out: dict[tuple, dict] = {}
     for path in paths:
         for record in read_jsonl(path):
-            key = record_key(record)
+            key = record_key(record, EVALUATION_KEY)
             if key in out and out[key] != record:
                 raise ValueError(
                     f"Conflicting records for {key} in {path}; the run folder mixes evaluations with "

@@ -12,6 +12,7 @@ produced it (threat model, budget, defence parameters, S, R, seed, the SHA-256 o
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -56,7 +57,7 @@ from ...runs.engine import (
     folder_scheme,
     run_cells,
 )
-from ...runs.records import array_sha256, load_records, module_sha256, record_key
+from ...runs.records import EVALUATION_KEY, array_sha256, load_records, module_sha256, record_key
 
 __all__ = ["ATTACKS", "GRADIENT_FREE", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "evaluate", "plan"]
 
@@ -591,7 +592,8 @@ def _work(cells, settings, targets: dict, x, y, done, path: Path, shard, progres
         return targets[setting.baseline]
 
     try:
-        seconds = run_cells(cells, target, x, y, path, key=record_key, done=done, shard=shard, progress=progress)
+        key = functools.partial(record_key, fields=EVALUATION_KEY)
+        seconds = run_cells(cells, target, x, y, path, key=key, done=done, shard=shard, progress=progress)
     finally:
         for p, sigma, generator in saved:
             p.set_params(sigma=sigma, generator=generator)
