@@ -765,3 +765,124 @@ def test_a_planted_second_record_key_fails():
     gone = SOURCES["art_adp.runs.records"].replace("def record_key(", "def identity_of(")
     assert _second_record_keys(dict(SOURCES, **{"art_adp.runs.records": gone})) == [
         "art_adp.runs.records defines no record_key"]
+
+
+#: The one writer of a run's settings file and the one refusal of a run asked with other settings (issue 70): every
+#: command's guard -- ``evaluate``'s, the lever tables', ``evaluate_robustness``'s (keyed by cell, through
+#: ``engine.guard``), the certificates', the corruption table's, the reproduction's (one set) -- is
+#: :func:`art_adp.runs.records.guard_settings`. The files keep the names old folders have (one name is a later step).
+SETTINGS_GUARD = "art_adp.runs.records.guard_settings"
+SETTINGS_FILES = frozenset({"settings.json", "cells.json", "recipe.json", "certify_settings.json"})
+#: A refusal's words: a ``raise`` whose message says them is a settings guard.
+REFUSAL = re.compile(r"(other|different) settings", re.IGNORECASE)
+#: Callees that write the path among their arguments (or the path they are called on): by their name's last part.
+WRITING = frozenset({"write_json", "write_text", "write_bytes", "dump", "replace", "rename", "_replace", "copy",
+                     "copyfile", "copy2", "move", "touch", "append_records", "save_file"})  # fmt: skip
+#: The other functions that write a settings file or refuse other settings, each with why.
+SETTINGS_EXCEPTIONS = {
+    "art_adp.runs.migrate.migrate": "converts an old evaluation folder's settings.json to the guard's keyed shape, "
+    "once, the old file kept beside as settings.json.v0",
+    "art_adp.runs.records.load_records": "two record files that disagree on a key: records in conflict, no settings "
+    "file read",
+    "art_adp.apps.train_denoiser.train_denoiser": "its settings ride on curve.jsonl's first record, not in a settings "
+    "file; its message ('holds a run with other settings') is the resume tests' (a later step gives it a file)",
+    "art_adp.models.adversarial._restore_state": "a training checkpoint's settings, in the library (which imports no "
+    "runs): a file of weights, not a run folder's settings",
+    "art_adp.models.fast_adversarial._resume": "likewise: an epoch checkpoint's settings, in the library",
+}
+
+
+def _settings_code(source: str, module: str) -> list[str]:
+    """Where ``source`` writes a settings file or refuses other settings, as ``module.function: what``: a call of a
+    :data:`WRITING` callee (or ``open`` in a writing mode) whose path names one of :data:`SETTINGS_FILES` -- as a
+    constant, or through a name the function bound to one (``stored = run_dir / "recipe.json"``) -- and a ``raise``
+    whose message says :data:`REFUSAL`."""
+    tree, found = ast.parse(source), []
+
+    def names_file(node: ast.AST, paths: set[str]) -> bool:
+        return any((isinstance(n, ast.Constant) and n.value in SETTINGS_FILES)
+                   or (isinstance(n, ast.Name) and n.id in paths) for n in ast.walk(node))  # fmt: skip
+
+    def writes(call: ast.Call, paths: set[str]) -> bool:
+        name = _callee(call.func).rpartition(".")[2]
+        mode = [a.value for a in [*call.args[1:2], *(k.value for k in call.keywords if k.arg == "mode")]
+                if isinstance(a, ast.Constant) and isinstance(a.value, str)]  # fmt: skip
+        if not (name in WRITING or (name == "open" and any(set(m) & set("wax+") for m in mode))):
+            return False
+        target = [call.func.value] if isinstance(call.func, ast.Attribute) else []
+        return any(names_file(a, paths) for a in [*target, *call.args, *(k.value for k in call.keywords)])
+
+    def visit(node: ast.AST, where: str, paths: set[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner, bound = where, paths
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                inner = f"{where}.{child.name}"
+                bound = paths | {t.id for a in ast.walk(child) if isinstance(a, ast.Assign) and names_file(a.value, set())
+                                 for t in a.targets if isinstance(t, ast.Name)}  # fmt: skip
+            if isinstance(child, ast.Call) and writes(child, paths):
+                found.append(f"{where}: writes {ast.unparse(child)[:60]}")
+            if isinstance(child, ast.Raise) and child.exc is not None and REFUSAL.search(
+                    " ".join(c.value for c in ast.walk(child.exc) if isinstance(c, ast.Constant)
+                             and isinstance(c.value, str))):  # fmt: skip
+                found.append(f"{where}: refuses other settings")
+            visit(child, inner, bound)
+
+    module_paths = {t.id for a in tree.body if isinstance(a, ast.Assign) and names_file(a.value, set())
+                    for t in a.targets if isinstance(t, ast.Name)}  # fmt: skip
+    visit(tree, module, module_paths)
+    return found
+
+
+def _second_settings_guards(sources: dict[str, str]) -> list[str]:
+    """Where ``sources`` (module name → source) writes a settings file or refuses other settings outside
+    :data:`SETTINGS_GUARD` and :data:`SETTINGS_EXCEPTIONS`, or the one guard neither writes nor refuses."""
+    module, _, name = SETTINGS_GUARD.rpartition(".")
+    problems = [f for m, source in sources.items() for f in _settings_code(source, m)
+                if f.partition(":")[0] not in (SETTINGS_GUARD, *SETTINGS_EXCEPTIONS)]  # fmt: skip
+    one = next((n for n in ast.parse(sources[module]).body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    calls = {_callee(c.func) for c in ast.walk(one) if isinstance(c, ast.Call)} if one else set()
+    refuses = f"{SETTINGS_GUARD}: refuses other settings" in _settings_code(sources[module], module)
+    if "write_json" not in calls or not refuses:
+        problems.append(f"{SETTINGS_GUARD} does not write a settings file and refuse other settings")
+    return problems
+
+
+def test_one_function_writes_a_runs_settings_and_refuses_other_settings():
+    """Every command's settings file -- ``evaluate``'s and ``evaluate_robustness``'s ``settings.json``, the lever
+    tables' ``cells.json``, the certificates' ``certify_settings.json``, the corruption table's ``settings.json``,
+    the reproduction's ``recipe.json`` -- is written by :func:`art_adp.runs.records.guard_settings`, which alone
+    refuses a run asked with other settings: no other function of the package writes one or says "other settings" in
+    a ``raise``, but those :data:`SETTINGS_EXCEPTIONS` names."""
+    assert _second_settings_guards(SOURCES) == []
+    for where in SETTINGS_EXCEPTIONS:  # each still writes or refuses (else it goes from the list)
+        module = next(m for m in sorted(SOURCES, key=len, reverse=True) if where.startswith(m + "."))
+        assert where in {f.partition(":")[0] for f in _settings_code(SOURCES[module], module)}, where
+
+
+def test_a_planted_second_settings_writer_or_refusal_fails():
+    """The check itself: an ad hoc refusal (the denoiser trainer's), a settings file written by constant, through a
+    name bound to its path and by ``open(..., "w")``, and the one guard gone are found; reading a settings file and
+    writing another JSON file are not."""
+    refusal = ("def _check(run_dir, stored, settings):\n    if stored != settings:\n        raise ValueError(f'{run_dir}"
+               " holds a run with other settings ({stored}); use another run_dir.')\n")  # fmt: skip
+    constant = "def _save(run_dir, s):\n    write_json(run_dir / 'certify_settings.json', s, indent=2)\n"
+    named = "def _keep(run_dir, recipe):\n    stored = run_dir / 'recipe.json'\n    stored.write_text(json.dumps(recipe))\n"
+    opened = ("def _cells(d, c):\n    with open(os.path.join(d, 'cells.json'), 'w') as f:\n"
+              "        json.dump(c, f)\n")  # fmt: skip
+    fine = ("def f(run_dir, t):\n    held = json.loads((run_dir / 'settings.json').read_text())\n"
+            "    write_json(run_dir / 'table.json', t)\n    return folder_scheme(run_dir / 'cells.json'), held\n")  # fmt: skip
+    lv, ct, rp, check = "art_adp.apps.levers", "art_adp.apps.certify_run", "art_adp.apps.reproduce", "art_adp.apps.check"
+
+    def planted(module: str, source: str) -> list[str]:
+        return _second_settings_guards(dict(SOURCES, **{module: SOURCES[module] + source}))
+
+    assert planted(lv, refusal) == [f"{lv}._check: refuses other settings"]
+    assert planted(ct, constant) == [f"{ct}._save: writes write_json(run_dir / 'certify_settings.json', s, indent=2)"]
+    assert planted(rp, named) == [f"{rp}._keep: writes stored.write_text(json.dumps(recipe))"]
+    assert planted(check, opened) == [f"{check}._cells: writes open(os.path.join(d, 'cells.json'), 'w')"]
+    assert planted(check, fine) == []
+    records = "art_adp.runs.records"
+    gone = SOURCES[records].replace("def guard_settings(", "def keep_settings(")
+    assert _second_settings_guards(dict(SOURCES, **{records: gone})) == [
+        f"{records}.keep_settings: refuses other settings",
+        f"{SETTINGS_GUARD} does not write a settings file and refuse other settings"]

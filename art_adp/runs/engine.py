@@ -40,7 +40,7 @@ from ..attacks.registry import REGISTRY, Budget, budget_settings
 from ..ensemble import logits
 from ..eot import EOTClassifier
 from .plans import ENTRY_POINT, PAPER, budget, plan
-from .records import append_records, read_jsonl, record_key, write_json
+from .records import append_records, guard_settings, read_jsonl, record_key, write_json
 from .seeds import SCHEME, SeedPlan, Seeds, check_scheme, derive_seed
 from .statistics import per_image, summary
 
@@ -944,21 +944,13 @@ def describe_defence(d) -> dict:
 
 def guard(path: str | Path, cells: Iterable[Cell], *, write: bool = True) -> None:
     """
-    The one settings guard of a run folder: each cell's :attr:`Cell.settings` is kept in the JSON file ``path`` under
-    the cell's key (``"main / clf-pgd"``); a cell whose settings differ from those kept is refused, naming the
-    settings that differ, before anything runs; the settings of new cells are added (``write``: False for the other
-    ranks of a distributed run, which check only).
+    A run folder's settings guard at its cells: each cell's :attr:`Cell.settings`, under the cell's key
+    (``"main / clf-pgd"``), through :func:`~art_adp.runs.records.guard_settings` (the one writer of a settings file and
+    the one refusal): a cell whose settings differ from those kept in ``path`` is refused, naming the settings that
+    differ, before anything runs; the settings of new cells are added (``write``: False for the other ranks of a
+    distributed run, which check only).
 
     :raises ValueError: ``RUN_DIR holds records for KEY made with other settings: budget.eps 0.1 (now 0.2)...``
-        (:func:`~art_adp.runs.records.refuse_other_settings`).
     """
-    from .records import canonical, refuse_other_settings
-
-    path = Path(path)
-    held = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    mine = {" / ".join(map(str, c.key)): canonical(c.settings) for c in cells if c.settings is not None}
-    for key, settings in mine.items():
-        if key in held and held[key] != settings:
-            refuse_other_settings(path.parent, key, held[key], settings)
-    if write and any(held.get(k) != v for k, v in mine.items()):
-        write_json(path, {**held, **mine}, indent=1, sort_keys=True, ensure_ascii=False)
+    keyed = {" / ".join(map(str, c.key)): c.settings for c in cells if c.settings is not None}
+    guard_settings(path, keyed, write=write)

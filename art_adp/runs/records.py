@@ -5,9 +5,9 @@ A writer's records go out in one ``os.write`` on a file opened for appending, fo
 killed mid-write leaves at most one partial last line, which :func:`read_jsonl` ignores and :func:`append_records`
 cuts off (:func:`truncate_torn`) before writing again, so a resumed run has neither duplicated nor missing records.
 
-A run folder keeps the settings its records depend on -- per cell (:func:`art_adp.runs.engine.guard`), or one set
-for the whole folder (:func:`guard_settings`) -- and a run asked with other settings is refused by
-:func:`refuse_other_settings`, naming the settings that differ.
+A run folder keeps the settings its records depend on -- per cell, or one set for the whole folder -- and a run asked
+with other settings is refused, naming the settings that differ: both by :func:`guard_settings`, the one writer of a
+run's settings file and the one refusal.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import torch
 from ..serialization import file_sha256, module_sha256, weights_sha256  # re-exported: their home is serialization
 
 __all__ = [
-    "refuse_other_settings",
     "append_records",
     "array_sha256",
     "canonical",
@@ -182,18 +181,6 @@ def describe_differences(old: Mapping, new: Mapping) -> str:
     return ", ".join(parts)
 
 
-def refuse_other_settings(run_dir: str | os.PathLike, label: str, held: Mapping, mine: Mapping) -> None:
-    """The one refusal of every run folder's guard: records of ``label`` were made with ``held``, this run would make
-    them with ``mine``.
-
-    :raises ValueError: ``RUN_DIR holds records for LABEL made with other settings: eps 0.1 (now 0.2). Use another
-        run folder (--run-dir), or the same settings to resume.``"""
-    raise ValueError(
-        f"{run_dir} holds records for {label} made with other settings: {describe_differences(held, mine)}. Use "
-        "another run folder (--run-dir), or the same settings to resume."
-    )
-
-
 def write_json(path: str | os.PathLike, obj: Any, **dumps) -> Path:
     """Write ``obj`` as JSON (``json.dumps(obj, **dumps)``, UTF-8) to ``path`` atomically: into a temporary file beside
     it, then ``os.replace``, so a process killed mid-write leaves the old file or the new one, never a torn one. The
@@ -209,25 +196,45 @@ def write_json(path: str | os.PathLike, obj: Any, **dumps) -> Path:
     return path
 
 
-def guard_settings(path: str | os.PathLike, settings: Mapping, *, what: str, defaults: Mapping | None = None) -> dict:
+def guard_settings(path: str | os.PathLike, settings: Mapping, *, what: str | None = None,
+                   defaults: Mapping | None = None, write: bool = True) -> dict:  # fmt: skip
     """
-    The settings guard of a run folder whose records all share one set of settings (a certification, a corruption
-    table, a reproduction): the first run writes ``settings`` to the JSON file at ``path``; a later run with other
-    settings is refused by :func:`refuse_other_settings`.
+    The one settings guard of every run folder, and the one writer of its settings file: a run's settings are kept in
+    the JSON file at ``path``, and a later run asked with other settings is refused before anything runs, naming the
+    settings that differ. Two shapes of file, as folders have held them:
+
+    - keyed (``what`` None; the engine's plans through :func:`art_adp.runs.engine.guard`: ``evaluate``'s
+      ``settings.json``, the lever tables' ``cells.json``, ``evaluate_robustness``'s ``settings.json``): ``settings``
+      maps each cell's key (``"main / clf-pgd"``) to its settings; a cell on file with other settings is refused, the
+      settings of new cells are added;
+    - one set for the whole folder (``what`` names what it holds: ``"the certificates"``'s ``certify_settings.json``,
+      ``"the corruption table"``'s ``settings.json``, ``"the recipe"``'s ``recipe.json``): the first run writes
+      ``settings``, a later run with others is refused.
 
     :param path: The settings file (e.g. ``run_dir / "settings.json"``); its folder is the run folder.
-    :param settings: This run's settings (JSON-able; tuples are stored as lists).
-    :param what: What the folder holds, for the message (``"the certificates"``).
-    :param defaults: Values of settings a stored file may predate (read as these when absent from it).
-    :return: The settings as stored.
-    :raises ValueError: Naming the settings that differ.
+    :param settings: This run's settings (JSON-able; tuples are stored as lists), or each cell's, by key.
+    :param what: What a one-set folder holds, for the message; None: ``settings`` is keyed by cell.
+    :param defaults: Values of settings a stored one-set file may predate (read as these when absent from it).
+    :param write: False to check only (the other ranks of a distributed run, a resume's check).
+    :return: The settings as stored (keyed: every cell's on file).
+    :raises ValueError: ``RUN_DIR holds records for LABEL made with other settings: eps 0.1 (now 0.2). Use another
+        run folder (--run-dir), or the same settings to resume.`` (``LABEL``: ``what``, or the cell's key).
     """
     path = Path(path)
-    mine = canonical(settings)
-    if path.exists():
-        stored = {**canonical(defaults or {}), **json.loads(path.read_text(encoding="utf-8"))}
-        if stored != mine:
-            refuse_other_settings(path.parent, what, stored, mine)
-    else:
-        write_json(path, mine, indent=1, sort_keys=True)
-    return mine
+    stored = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    if what is None:
+        held, mine = stored or {}, {key: canonical(s) for key, s in settings.items()}
+    else:  # one set: the file's content is the one "cell"
+        held = {} if stored is None else {what: {**canonical(defaults or {}), **stored}}
+        mine = {what: canonical(settings)}
+    for key, s in mine.items():
+        if key in held and held[key] != s:
+            raise ValueError(
+                f"{path.parent} holds records for {key} made with other settings: "
+                f"{describe_differences(held[key], s)}. Use another run folder (--run-dir), or the same settings to "
+                "resume."
+            )
+    if write and any(held.get(k) != v for k, v in mine.items()):  # each shape byte for byte as folders have held it
+        body = {**held, **mine} if what is None else mine[what]
+        write_json(path, body, indent=1, sort_keys=True, ensure_ascii=what is not None)
+    return {**held, **mine} if what is None else mine[what]
