@@ -224,3 +224,18 @@ def test_several_classifiers_make_one_table_by_calls_into_one_folder(tmp_path):
     calls = out["provenance"]
     assert [c["classifier"] for c in calls["calls"]] == ["right"] and calls["classifier"] == "wrong"
     assert {"right", "wrong", "score (plain)"} <= set(calls["models"])
+
+
+def test_a_call_records_the_code_it_started_with(tmp_path, monkeypatch):
+    from art_adp.apps import corruption_table
+    from art_adp.score import NCSNv2
+
+    root, official, names, x_dev, y_dev = _official_cifar10c(tmp_path)
+    monkeypatch.setattr(corruption_table, "code_version", lambda: "art-adp 0.0 (c0ffee0)")  # the checkout at the start
+    out = corruption_table.run_corruptions(
+        tmp_path / "run", _ByBrightness(), NCSNv2(3, 32, ngf=4).eval(), x_dev, y_dev, x_dev,
+        config=corruption_table.CorruptionConfig(ensemble_size=1, steps=1, n_calibration=4), cifar10c_root=root,
+        names=names, order=official, variants=["undefended"], progress=False, device="cpu", log=lambda _: None,
+    )  # fmt: skip
+    assert out["provenance"]["code_version"] == "art-adp 0.0 (c0ffee0)"  # not the checkout's at the call's end
+    assert out["provenance"]["code_version_at_end"] != "art-adp 0.0 (c0ffee0)"

@@ -37,7 +37,7 @@ from ..data import load_cifar10c
 from ..defended import DefendedModel
 from ..detect import ScoreNormDetector
 from ..purification import DEFAULTS, purify
-from ..runs.provenance import provenance
+from ..runs.provenance import code_diff, code_version, provenance
 from ..runs.records import append_records, guard_settings, read_jsonl, record_key, write_json
 from ..score.diffusion import score_at
 from ..runs.seeds import derive_seed
@@ -224,6 +224,8 @@ def run_corruptions(
     """
     c = config
     start = time.perf_counter()
+    code = code_version()  # the code this call runs, as it starts: the checkout may move on while it measures
+    diff = code_diff() if code.endswith("-dirty)") else None
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -276,7 +278,14 @@ def run_corruptions(
 
     done = _load_records(records_path)  # re-read: another process may have added rows to this run folder
     models = {classifier_name: classifier, **{f"score ({k})": m for k, m in given.items() if m is not None}}
-    call = provenance(wall_time_s=time.perf_counter() - start, device=dev, models=models, data=(x_test, y_test))
+    call = provenance(
+        wall_time_s=time.perf_counter() - start,
+        device=dev,
+        models=models,
+        data=(x_test, y_test),
+        started_at=code,
+        started_diff=diff,
+    )
     append_records(run_dir / "calls.jsonl", [{**call, "classifier": classifier_name, "rows": variants}])
     results = summarise(done)
     results.update(
