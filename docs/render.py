@@ -222,6 +222,46 @@ def corruptions(path: str) -> str:
     ])
 
 
+# The ADP paper's Table 4 (CIFAR-10-C, all 10,000 test images; its score model NCSNv2, its classifier a WideResNet-28-10;
+# "Accuracy" is the mean of the 75 sets): (row, mean, noise, blur, weather, digital), as published.
+PAPER_TABLE4 = (
+    ("raw WideResNet", 71.89, 42.37, 72.74, 86.23, 78.83),
+    ("ADP σ=0.25", 77.45, 84.68, 75.52, 77.98, 73.42),
+    ("ADP σ=0.25 + detection", 78.96, 84.57, 71.76, 84.34, 76.60),
+    ("ADP σ=0.1", 76.25, 86.88, 68.55, 78.88, 73.36),
+    ("ADP σ=0", 80.49, 84.58, 73.12, 86.39, 78.89),
+    ("ADP σ=0 + DCT", 80.74, 84.96, 73.11, 87.26, 78.69),
+    ("ADP σ=0 + AugMix", 82.63, 87.52, 75.20, 88.82, 80.20),
+    ("adversarial training (Zhang et al. 2019)", 75.63, 77.83, 78.37, 74.98, 71.88),
+    ("AugMix-trained classifier (Hendrycks et al. 2020)", 88.78, 84.66, 89.68, 90.93, 88.47),
+)
+
+
+def corruptions_with_paper(path: str) -> str:
+    """A corruption table (:func:`corruptions`) and, under it, the paper's Table 4 rows as published, in its columns."""
+    rows = [[name, "–", *(f"{v:.2f}" for v in groups), f"**{mean:.2f}**"] for name, mean, *groups in PAPER_TABLE4]
+    return "\n".join([
+        corruptions(path), "",
+        "The paper's Table 4 as published (CIFAR-10-C's 10,000 test images, NCSNv2 score model, WideResNet-28-10; no "
+        "clean column):", "",
+        *markdown_table(["row (paper)", "clean", *CORRUPTION_GROUPS, "**mean of 75**"], rows),
+    ])  # fmt: skip
+
+
+def corruption_constants(path: str) -> str:
+    """The undefended classifier per corruption under CIFAR-10-C's own constants and under the ImageNet-C constants of
+    the ``imagecorruptions`` package (``path``: the latter's run; the former's row is in the CIFAR-10 table)."""
+    imagenet = load(path)
+    cifar = load("docs/results/cifar10_corruptions.json")
+    a, b = cifar["rows"]["resnet20 · undefended"], imagenet["rows"]["undefended"]
+    columns = ["clean", *CORRUPTION_SHORT, "mean"]
+    rows = [["CIFAR-10-C's constants (make_cifar_c.py)", *(pct(a[c]) for c in columns)],
+            ["ImageNet-C's (imagecorruptions)", *(pct(b[c]) for c in columns)],
+            ["difference (points)", *(f"{100 * (b[c] - a[c]):+.1f}" for c in columns)]]  # fmt: skip
+    return "\n".join([*markdown_table(["ResNet-20, undefended", "clean", *CORRUPTION_SHORT.values(), "mean"], rows),
+                      "", source(path, imagenet)])  # fmt: skip
+
+
 def corruptions_summary(path: str) -> str:
     result = load(path)
     means = ", ".join(f"{name} {pct(r['mean'])} %" for name, r in result["rows"].items())
@@ -1159,6 +1199,8 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "eot-digits": ("docs/eot_digits_cpu.json", eot_digits),
     "corruptions-digits": ("docs/corruptions_digits.json", corruptions),
     "corruptions-digits-summary": ("docs/corruptions_digits.json", corruptions_summary),
+    "corruptions-cifar10": ("docs/results/cifar10_corruptions.json", corruptions_with_paper),
+    "corruptions-cifar10-constants": ("docs/results/cifar10_corruptions_imagenet_c.json", corruption_constants),
     "purify-speed": ("benchmarks/results/purify_speed.json", purify_speed),
     "speed-summary": ("benchmarks/results/purify_speed.json", speed_summary),
     "eot-speed": ("benchmarks/results/eot_speed.json", eot_speed),
