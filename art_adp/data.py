@@ -479,7 +479,7 @@ def _rows_by_name(folder: Path, n: int, names: Sequence[str], order: Sequence[st
     listing = folder / "filenames.txt"
     if order is None and not listing.is_file():
         raise ValueError(
-            f"{folder}: images are asked for by name, but the order of its images is unknown (it has no filenames.txt). "
+            f"{folder}: images are asked for by name, but the order of its images is unknown (no filenames.txt). "
             "The real CIFAR-10-C files follow CIFAR-10's official test order: give the official CIFAR-10 archive "
             "(cifar-10-python.tar.gz or its cifar-10-batches-py folder), in Python order=cifar10_test_order(archive)."
         )

@@ -257,8 +257,9 @@ def _init_weights(path, channels: Sequence[int], in_channels: int) -> tuple[Deno
     config: dict = model.config
     held = (list(config["channels"]), config["in_channels"])
     if held != (list(channels), in_channels):
+        widths = ",".join(map(str, held[0]))
         raise ValueError(f"--init {path}: a DenoiserUNet of widths {held[0]} on {held[1]} channels; this run trains "
-                         f"{list(channels)} on {in_channels}: give --channels {','.join(map(str, held[0]))}.")  # fmt: skip
+                         f"{list(channels)} on {in_channels}: give --channels {widths}.")  # fmt: skip
     return model, module_sha256(model)
 
 

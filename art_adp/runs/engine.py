@@ -475,7 +475,8 @@ def run_cells(
 
     :param targets: Target name → its estimator (built when a cell first needs it; the plan may cache).
     :param key: A record's identity ``(*cell.key, index)`` (:func:`~art_adp.runs.records.record_key` at the plan's
-        fields): a block's image is done when a record with its key is on file (``path``, or ``done`` when given: e.g. every rank's records).
+        fields): a block's image is done when a record with its key is on file (``path``, or ``done`` when given:
+        e.g. every rank's records).
     :param run_dir: Where kept examples go (``cell.keep``).
     :param shard: ``(rank, world)``: this process runs every world-th block (torchrun), all ranks the same list.
     :return: Seconds per cell key.

@@ -133,8 +133,10 @@ def sized_counts(counts: Mapping[str, int]) -> dict[str, int]:
 PLATEAU: Mapping[str, int] = MappingProxyType({"apgd_max_iter": 100, "apgd_eot_samples": 8})
 #: The Python entry point's attacks by default: the paper's Clf-PGD, then full-gradient PGD+EOT and APGD-EOT through
 #: the purification, each on the per-draw mean and on the ensemble's loss (the strongest preset's gradient attacks).
-STANDARD = (registry.BLIND_ATTACK, *(a for a, spec in REGISTRY.items()
-                                     if spec.strongest and spec.protocol in ("paper", "croce", "ensemble")))  # fmt: skip
+STANDARD = (
+    registry.BLIND_ATTACK,
+    *(a for a, spec in REGISTRY.items() if spec.strongest and spec.protocol in ("paper", "croce", "ensemble")),
+)
 #: What :func:`~art_adp.runs.engine.evaluate_robustness` measures without a preset (its flat values, not a plan of
 #: :data:`PLANS`: ``art-adp evaluate`` starts from :data:`PAPER`): :data:`STANDARD`, every attack at the same counts
 #: (no attack's own: the engine gives these to each as the run's shared ones) of 100 iterations and 8 EOT draws (the
