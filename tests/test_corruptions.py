@@ -239,3 +239,13 @@ def test_a_call_records_the_code_it_started_with(tmp_path, monkeypatch):
     )  # fmt: skip
     assert out["provenance"]["code_version"] == "art-adp 0.0 (c0ffee0)"  # not the checkout's at the call's end
     assert out["provenance"]["code_version_at_end"] != "art-adp 0.0 (c0ffee0)"
+
+
+def test_variants_flag_reads_a_row_name_that_holds_a_comma_whole():
+    from art_adp.apps.cli import build_parser
+
+    args = build_parser().parse_args(["corruptions", "--classifier", "c", "--score", "s",
+                                      "--variants", "undefended,ADP σ=0, AugMix's schedule,ADP σ=0.1"])  # fmt: skip
+    assert args.variants == ["undefended", "ADP σ=0, AugMix's schedule", "ADP σ=0.1"]
+    args = build_parser().parse_args(["corruptions", "--classifier", "c", "--score", "s", "--variants", "x, ADP σ=0"])
+    assert args.variants == ["x", "ADP σ=0"]  # an unknown row is kept, for run_corruptions to refuse by name

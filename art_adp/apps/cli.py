@@ -26,7 +26,7 @@ from .flags import interval, split as _split
 from .loading import CLASSIFIER_HELP, SCORE_HELP, STANDARDISATION_HELP
 from .certify_run import CertifyConfig, certify_command
 from .check import FLAG_HELP as CHECK_FLAGS, HELP as CHECK_HELP, OPTIONS as CHECK_OPTIONS, Check, check_command
-from .corruption_table import VARIANTS, CorruptionConfig, corruptions_command
+from .corruption_table import VARIANTS, CorruptionConfig, corruptions_command, variant_names
 from .demo import DemoConfig, run_demo
 from .detect_demo import ATTACKS as DETECT_ATTACKS, DEFENCES, DetectConfig, detect_command
 from .evaluation.command import EOT_SWEEP, SIGMA_SWEEP, evaluate_command
@@ -200,7 +200,7 @@ def _corruptions(sub) -> None:
     add("--cifar10c-root", help="read the real CIFAR-10-C files from this folder instead of corrupting")
     add("--cifar10-archive", help="with --cifar10c-root: the official archive, whose test order finds images by name")
     add("--description", help="data and split in words, for the table header")
-    add("--variants", type=_split(str), help=f"measure only these rows, comma-separated, from {', '.join(VARIANTS)}")
+    add("--variants", type=variant_names, help=f"measure only these rows, comma-separated, from {'; '.join(VARIANTS)}")
     helps = {"n_examples": "first N test images (None: all)", "ensemble_size": "S, purifications averaged where "
              "sigma > 0", "steps": "purification steps T", "seed": "the purification noise",
              "corruption_seed": "the corruptions' randomness", "constants": "imagenet-c (the imagecorruptions "

@@ -43,7 +43,7 @@ from ..score.diffusion import score_at
 from ..runs.seeds import derive_seed
 from ..runs.render import accuracy_cell, markdown_table
 
-__all__ = ["CorruptionConfig", "corruptions_command", "run_corruptions", "VARIANTS"]
+__all__ = ["CorruptionConfig", "corruptions_command", "run_corruptions", "variant_names", "VARIANTS"]
 
 # row -> (score model, σ, detection-driven σ, step schedule): the paper's Table 4 rows
 VARIANT_SETTINGS = {
@@ -57,6 +57,18 @@ VARIANT_SETTINGS = {
     "ADP σ=0 + AugMix": ("augmix", 0.0, False, "corruption"),
 }
 VARIANTS = tuple(VARIANT_SETTINGS)
+
+
+def variant_names(text: str) -> list[str]:
+    """The rows ``--variants`` names: comma-separated, a row name that holds a comma (``ADP σ=0, AugMix's schedule``)
+    read whole; an unknown name is kept for :func:`run_corruptions` to refuse with the valid ones."""
+    names, rest, longest_first = [], text.strip(), sorted(VARIANTS, key=len, reverse=True)
+    while rest:
+        raw = next((v for v in longest_first if rest == v or rest.startswith(v + ",")), rest.split(",")[0])
+        if raw.strip():
+            names.append(raw.strip())
+        rest = rest[len(raw) :].lstrip(",").strip()
+    return names
 
 
 @dataclass(frozen=True)
