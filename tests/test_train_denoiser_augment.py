@@ -82,3 +82,11 @@ def test_init_starts_from_the_given_weights_and_records_them(tmp_path):
     with pytest.raises(ValueError, match=r"widths \[8, 16\] on 1 channels.*give --channels 8,16"):
         train_denoiser(x, x[:4], tmp_path / "c", minutes=1e-9, milestone=1, channels=(8, 8), n_test=4,
                        progress=False, init=tmp_path / "a" / "denoiser.safetensors")  # fmt: skip
+
+
+def test_the_command_takes_the_training_levels():
+    from art_adp.apps.cli import build_parser
+
+    args = build_parser().parse_args(["train-denoiser", "--augment", "dct", "--sigma-min", "0.1", "--sigma-max", "0.5"])
+    given = vars(args)
+    assert (given["config.sigma_min"], given["config.sigma_max"], given["config.augment"]) == (0.1, 0.5, "dct")

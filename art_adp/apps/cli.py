@@ -99,8 +99,8 @@ def _train_denoiser(sub) -> None:
     _dataset(p)
     helps = {"minutes": "training time, over resumptions", "milestone": "steps between measurements", "channels":
              "UNet widths, top first", "clip_noise": "train on noisy inputs clipped to [0, 1]", "augment": "x~ ~ "
-             "N(F(x), sigma^2 I), F a DCT drop or AugMix", "init": "a checkpoint to fine-tune",
-             "precision": TRAINER_HELP["precision"]}  # fmt: skip
+             "N(F(x), sigma^2 I), F a DCT drop or AugMix", "init": "a checkpoint to fine-tune", "sigma_min": "smallest "
+             "training level (with --augment the paper's is 10x)", "precision": TRAINER_HELP["precision"]}  # fmt: skip
     _fields(p, DenoiserTraining, helps, precision=PRECISION, augment={"choices": ["dct", "augmix"]})
 
 

@@ -279,6 +279,8 @@ class DenoiserTraining:
     clip_noise: bool = False
     augment: str | None = None
     init: str | None = None
+    sigma_min: float = 0.01
+    sigma_max: float = 1.0
 
 
 def train_denoiser_command(
