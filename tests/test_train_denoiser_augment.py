@@ -90,3 +90,13 @@ def test_the_command_takes_the_training_levels():
     args = build_parser().parse_args(["train-denoiser", "--augment", "dct", "--sigma-min", "0.1", "--sigma-max", "0.5"])
     given = vars(args)
     assert (given["config.sigma_min"], given["config.sigma_max"], given["config.augment"]) == (0.1, 0.5, "dct")
+
+
+def test_the_result_records_the_code_the_training_started_with(tmp_path, monkeypatch):
+    from art_adp.apps import train_denoiser as module
+
+    monkeypatch.setattr(module, "code_version", lambda: "art-adp 0.0 (c0ffee0)")  # the checkout at the start
+    x = np.random.default_rng(1).uniform(0, 1, size=(16, 1, 8, 8)).astype(np.float32)
+    out = module.train_denoiser(x, x[:4], tmp_path, minutes=1e-9, milestone=1, batch_size=8, channels=(8, 16),
+                                n_test=4, progress=False)  # fmt: skip
+    assert out["provenance"]["code_version"] == "art-adp 0.0 (c0ffee0)"  # not the checkout's at the end

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .._hardware import resolve_precision
-from ..runs.provenance import provenance
+from ..runs.provenance import code_diff, code_version, provenance
 from ..runs.records import append_records, read_jsonl, write_json
 from ..runs.seeds import derive_seed
 from ..serialization import read_checkpoint
@@ -186,7 +186,8 @@ def train_denoiser(
     x_eval = np.asarray(x_test[:n_test])
     spent = curve[-1]["train_seconds"] if curve else 0.0
     step = curve[-1]["step"] if curve else 0
-    started = time.monotonic()
+    started, code = time.monotonic(), code_version()  # the code this run loads now, whatever the checkout is later
+    diff = code_diff() if code.endswith("-dirty)") else None
     held = read_checkpoint(checkpoint)[1].get("step", 0) if checkpoint.exists() else 0
     if held != step:  # an interrupted stretch whose time was not recorded: its steps count, its seconds do not
         rec = {"step": held, "samples": held * batch_size, "train_seconds": round(spent, 1), "unrecorded": True}
@@ -238,7 +239,12 @@ def train_denoiser(
         "linear_mse": linear_denoising_mse(x_train, x_eval, seed=seed),  # the yardstick: the best linear denoiser
         "precision_reason": precision_reason,  # the precision itself: settings["precision"]
         "provenance": provenance(
-            wall_time_s=time.monotonic() - started, device=device, models={"denoiser": checkpoint}, precision=precision
+            wall_time_s=time.monotonic() - started,
+            device=device,
+            models={"denoiser": checkpoint},
+            precision=precision,
+            started_at=code,
+            started_diff=diff,
         ),
     }
     write_json(run_dir / "result.json", result, indent=1)
