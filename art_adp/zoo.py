@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PREFIX", "ZooError", "entry", "manifest", "root", "weights_of", "zoo_file", "zoo_name"]
+__all__ = ["PREFIX", "ZooError", "by_weights", "entry", "manifest", "root", "weights_of", "zoo_file", "zoo_name"]
 
 #: What marks a zoo name where a model path is taken (``--classifier zoo:mnist/cnn-oracle``).
 PREFIX = "zoo:"
@@ -71,6 +71,11 @@ def entry(name: str, folder: str | os.PathLike | None = None) -> dict[str, Any]:
     if name not in entries:
         raise ZooError(f"No zoo entry {name!r}; the zoo has {sorted(entries)}.")
     return entries[name]
+
+
+def by_weights(folder: str | os.PathLike | None = None) -> dict[str, str]:
+    """Entry name by the SHA-256 of its weights as provenance records it (a result file's ``provenance.models``)."""
+    return {e["weights_sha256"]: name for name, e in manifest(folder)["entries"].items()}
 
 
 def weights_of(path: str | os.PathLike) -> str:

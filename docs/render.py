@@ -23,9 +23,11 @@ import hashlib
 import importlib.util
 import json
 import re
+import shlex
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from art_adp.runs.render import markdown_table
 
@@ -159,6 +161,103 @@ def source(path: str, result: dict) -> str:
         f"<sub>Rendered from `{path}` by `docs/render.py`: `{command(result)}`{split} · {device(path, result)} · "
         f"wall time {wall(p['wall_time_s'])} · code {p['code_version']}{moved}{earlier} · models {models}.</sub>"
     )
+
+
+# -- how to re-check a table -------------------------------------------------------------------------------------------
+
+#: The model zoo whose manifest says which weights ``art-adp check`` can take (shipped, bundled or converted).
+ZOO = ROOT / "zoo"
+#: The pages every rendered table of which ends with its re-check line (:func:`recheck_line`): the results appendices
+#: and the data-set pages.
+RECHECKED = ("docs/*_results.md", "docs/cifar10.md", "docs/mnist.md", "docs/fashion_mnist.md", "docs/corruptions.md")
+
+
+#: Why ``art-adp check`` cannot re-measure a result file, besides weights the zoo lacks (:func:`recheck`).
+NOT_LEVERS = "not a lever table (art-adp check reads lever tables only)"
+NO_FLAGS = "no per-image verdicts (a lever table written before it recorded them)"
+
+
+class Recheck(NamedTuple):
+    """What ``art-adp check`` lacks to re-measure a result file (:func:`recheck`): nothing where both are empty."""
+
+    why: list[str]  # besides weights the zoo does not ship, in words
+    unshipped: list[str]  # the zoo entries of the weights it needs that the zoo does not ship
+    converters: dict[str, str]  # the third-party entries it takes: the command that converts each, to run first
+
+
+def recheck(path: str, result: dict) -> Recheck:
+    """
+    Whether ``art-adp check`` can re-measure the result file at ``path`` today, decided from the file and the zoo's
+    manifest (:data:`ZOO`) as the check decides: it reads lever tables (the cells of ``art-adp levers`` calls) with
+    per-image verdicts, and takes every model the provenance records from the zoo by its SHA-256: shipped, bundled or
+    converted by the user from its source.
+    """
+    from art_adp import zoo
+    from art_adp.apps.check import checkable_cells
+
+    p = result["provenance"]
+    calls = [c["command"] for c in (*p.get("calls", []), p)]
+    if "cells" not in result or any(shlex.split(c)[:2] != ["art-adp", "levers"] for c in calls):
+        return Recheck([NOT_LEVERS], [], {})
+    out = Recheck([] if checkable_cells(result) else [NO_FLAGS], [], {})
+    models = p["models"] if isinstance(p["models"], dict) else {}
+    if models is not p["models"]:
+        out.why.append("its models' hashes were not recorded")
+    named = zoo.by_weights(ZOO)
+    for model, digest in models.items():
+        if digest not in named:
+            out.why.append(f"its {model} weights (SHA-256 {digest[:12]}) are in no zoo entry")
+            continue
+        entry = zoo.entry(named[digest], ZOO)
+        if not entry.get("file") and not entry.get("bundled"):
+            out.unshipped.append(named[digest])
+        elif entry.get("source"):
+            out.converters[named[digest]] = entry["converter"].format(zoo=ZOO.relative_to(ROOT).as_posix())
+    return out
+
+
+def _shipping(names) -> str:
+    return "the zoo does not ship " + ", ".join(f"`{name}`" for name in dict.fromkeys(names))
+
+
+def recheck_line(paths: Sequence[str]) -> str:
+    """The line under a table rendered from the result files ``paths``: the ``art-adp check`` command that re-measures
+    it, or why it cannot be re-checked yet (:func:`recheck`); for a table drawn from several files, which of them can
+    be re-checked, and why not the others."""
+    from art_adp.apps.check import Check
+
+    decided = {path: recheck(path, load(path)) for path in paths}
+    ready = [path for path, r in decided.items() if not r.why and not r.unshipped]
+    converters = {name: c for path in ready for name, c in decided[path].converters.items()}
+    run = f"--data-root DIR --n {Check().n}"
+    if len(paths) == 1:
+        r = decided[paths[0]]
+        if ready:
+            first = ", its third-party weights converted first: " + ", ".join(f"`{c}`" for c in converters.values())
+            return f"<sub>Re-check: `art-adp check {paths[0]} {run}`{first if converters else ''}.</sub>"
+        why = r.why + ([_shipping(r.unshipped)] if r.unshipped else [])
+        return f"<sub>Cannot be re-checked{'' if r.why == [NOT_LEVERS] else ' yet'}: {'; '.join(why)}.</sub>"
+    out = []
+    if ready:
+        first = f" ({', '.join(f'`{n}`' for n in converters)} converted first: docs/zoo.md)" if converters else ""
+        out.append(f"Re-check: `art-adp check {Path(paths[0]).parent.as_posix()}/FILE.json {run}` for FILE "
+                   + ", ".join(Path(p).stem for p in ready) + f"{first}.")  # fmt: skip
+    by_reason: dict[str, list[str]] = {}
+    for path, r in decided.items():
+        for reason in r.why:
+            by_reason.setdefault("no per-image verdicts" if reason == NO_FLAGS else reason, []).append(Path(path).stem)
+    unshipped = [name for r in decided.values() for name in r.unshipped]
+    if len(ready) < len(paths):
+        out.append(("Not yet the others: " if ready else "Cannot be re-checked yet: ") + "; ".join(
+            [f"{reason}: {', '.join(files)}" for reason, files in by_reason.items()]
+            + ([_shipping(unshipped)] if unshipped else [])) + ".")  # fmt: skip
+    return "<sub>" + " ".join(out) + "</sub>"
+
+
+def rechecked() -> set[str]:
+    """The figures shown on the :data:`RECHECKED` pages."""
+    return {m["name"] for pattern in RECHECKED for page in ROOT.glob(pattern)
+            for m in BLOCK.finditer(page.read_text("utf-8"))}  # fmt: skip
 
 
 # -- the figures -------------------------------------------------------------------------------------------------------
@@ -1222,6 +1321,10 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
 }
 
 
+#: The figures drawn from several result files (a data-set page's answer): the files their re-check line names.
+SOURCES: dict[str, tuple[str, ...]] = {f"{dataset}-answer": files for dataset, (files, _) in ANSWERS.items()}
+
+
 def notebooks_page() -> str:
     """docs/notebooks.md as a whole: what the executed notebooks printed, collected into docs/notebooks.json by
     ``examples/render_notebooks_doc.py`` (which executes nothing itself; ``examples/execute.py`` runs them)."""
@@ -1241,7 +1344,10 @@ def render(name: str) -> str:
     if name not in FIGURES:
         raise KeyError(f"unknown figure {name!r}; known: {sorted(FIGURES)}")
     path, fn = FIGURES[name]
-    return fn(path).rstrip("\n") + "\n"
+    text = fn(path).rstrip("\n")
+    if name in rechecked():
+        text += "\n\n" + recheck_line(SOURCES.get(name, (path,)))
+    return text + "\n"
 
 
 def pages() -> list[Path]:

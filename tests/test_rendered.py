@@ -279,3 +279,69 @@ def test_one_step_rows_say_whether_their_noisy_input_was_clipped(tmp_path, monke
     assert [c["setting"] for c in render.load("r.json")["cells"]] == [
         "one-step denoise, clipped noise", "one-step denoise", "σ 0.5, one-step, clipped noise",
         "one-step denoise, clipped noise", "T 10, λ 0.5"]  # fmt: skip
+
+
+def _rechecked(tmp_path, monkeypatch):
+    """A zoo of a shipped, a third-party and an unshipped entry, and ``write(name, models, ...)`` writing a result
+    file under ``tmp_path`` (a lever table with per-image flags unless told)."""
+    from art_adp import zoo
+
+    entries = {"mnist/cnn": {"weights_sha256": "a" * 64, "file": "mnist/cnn.safetensors"},
+               "cifar10/theirs": {"weights_sha256": "b" * 64, "file": "cifar10/theirs.pt",
+                                  "converter": "python convert.py --out {zoo}/cifar10",
+                                  "source": {"repository": "someone/models", "path": "t.th", "sha256": "c" * 64}},
+               "mnist/lost": {"weights_sha256": "d" * 64, "file": None, "status": "not shipped"}}  # fmt: skip
+    (tmp_path / "zoo").mkdir()
+    (tmp_path / "zoo" / "manifest.json").write_text(json.dumps({"schema": zoo.SCHEMA, "entries": entries}))
+    monkeypatch.setattr(render, "ROOT", tmp_path)
+    monkeypatch.setattr(render, "ZOO", tmp_path / "zoo")
+
+    def write(name, models, schema="art-adp/levers-table/2", command="art-adp levers --data-root DIR", cells=True):
+        cell = {"model": "none", "setting": "cnn", "attack": "clean", "flags": [1, 0]}
+        result = {"schema": schema, "classifier": "cnn", **({"cells": [cell]} if cells else {}),
+                  "provenance": {"command": command, "code_version": "v", "device": "CPU", "wall_time_s": 1.0,
+                                 "models": models}}  # fmt: skip
+        (tmp_path / f"{name}.json").write_text(json.dumps(result))
+        return f"{name}.json"
+
+    return write
+
+
+def test_a_table_whose_weights_the_zoo_holds_says_the_command_that_re_checks_it(tmp_path, monkeypatch):
+    write = _rechecked(tmp_path, monkeypatch)
+    assert render.recheck_line([write("ok", {"cnn": "a" * 64})]) == (
+        "<sub>Re-check: `art-adp check ok.json --data-root DIR --n 50`.</sub>")
+    theirs = render.recheck_line([write("theirs", {"cnn": "a" * 64, "resnet20": "b" * 64})])
+    assert theirs == ("<sub>Re-check: `art-adp check theirs.json --data-root DIR --n 50`, its third-party weights "
+                      "converted first: `python convert.py --out zoo/cifar10`.</sub>")  # fmt: skip
+
+
+def test_a_table_the_zoo_cannot_re_check_yet_says_why_naming_the_entries_not_shipped(tmp_path, monkeypatch):
+    write = _rechecked(tmp_path, monkeypatch)
+    lost = render.recheck_line([write("lost", {"cnn": "a" * 64, "denoiser": "d" * 64})])
+    assert lost == "<sub>Cannot be re-checked yet: the zoo does not ship `mnist/lost`.</sub>"
+    assert "its denoiser weights (SHA-256 eeeeeeeeeeee) are in no zoo entry" in render.recheck_line(
+        [write("unknown", {"denoiser": "e" * 64})])
+    old = render.recheck_line([write("old", {"cnn": "a" * 64}, schema=None)])
+    assert old == f"<sub>Cannot be re-checked yet: {render.NO_FLAGS}.</sub>"
+    for other in (write("curve", {}, command="python benchmarks/budget_curve.py"), write("est", {}, cells=False)):
+        assert render.recheck_line([other]) == f"<sub>Cannot be re-checked: {render.NOT_LEVERS}.</sub>"
+    # shipped later: the same file renders its command
+    manifest = json.loads((tmp_path / "zoo" / "manifest.json").read_text())
+    manifest["entries"]["mnist/lost"]["file"] = "mnist/lost.safetensors"
+    (tmp_path / "zoo" / "manifest.json").write_text(json.dumps(manifest))
+    assert render.recheck_line(["lost.json"]).startswith("<sub>Re-check: `art-adp check lost.json --data-root DIR")
+    # a table drawn from several files names those that can be re-checked and why not the others
+    both = render.recheck_line([write("a", {"cnn": "a" * 64}), write("b", {"cnn": "a" * 64, "x": "f" * 64}),
+                                write("c", {"cnn": "a" * 64}, schema=None)])  # fmt: skip
+    assert both == ("<sub>Re-check: `art-adp check ./FILE.json --data-root DIR --n 50` for FILE a. Not yet the others: "
+                    "its x weights (SHA-256 ffffffffffff) are in no zoo entry: b; no per-image verdicts: c.</sub>")
+
+
+def test_every_table_of_the_results_pages_says_how_to_re_check_it():
+    names = render.rechecked()
+    assert {"cifar10-baseline", "mnist-answer", "corruptions-cifar10", "denoiser-mnist"} <= names
+    for name in names:
+        last = render.render(name).rstrip("\n").splitlines()[-1]
+        assert last.startswith(("<sub>Re-check: `art-adp check ", "<sub>Cannot be re-checked")), (name, last)
+    assert "cifar10_baseline.json --data-root DIR --n 50`" in render.render("cifar10-baseline")

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Check", "FLAG_HELP", "HELP", "OPTIONS", "TOLERANCE", "call_of", "cell_label", "check_command",
-           "check_result"]  # fmt: skip
+__all__ = ["Check", "FLAG_HELP", "HELP", "OPTIONS", "SCHEMA", "TOLERANCE", "call_of", "cell_label", "check_command",
+           "check_result", "checkable_cells"]  # fmt: skip
 
 #: The share of images whose re-measured verdict must equal the published one. A re-measurement from the same
 #: commit on a processor of the same instruction set gives every flag back; the judgements are random and float
@@ -44,6 +44,8 @@ MEASURING_CODE = (
     "art_adp/apps/levers_presets.py",
     "art_adp/apps/levers_classifiers.py",
 )
+#: The lever tables ``check`` reads: those with each cell's per-image verdicts (``flags``).
+SCHEMA = "art-adp/levers-table/2"
 #: Images per record block of the adaptive cells (``levers.BLOCK``).
 BLOCK = 50
 REPO = Path(__file__).resolve().parents[2]
@@ -77,6 +79,15 @@ def cell_label(cell: Mapping, base: str) -> str:
     if cell["model"] == "none":
         return f"{cell['setting']}|none|-|{cell['attack']}"
     return f"{cell.get('classifier', base)}|{cell['model']}|{cell['setting']}|{cell['attack']}"
+
+
+def checkable_cells(result: Mapping) -> dict[str, dict]:
+    """The cells of a lever table that ``check`` can measure again, by :func:`cell_label`: every cell with its
+    per-image verdicts but the per-image worst cases (none for a table of another schema than :data:`SCHEMA`)."""
+    if result.get("schema") != SCHEMA:
+        return {}
+    base = result["classifier"]
+    return {cell_label(c, base): c for c in result["cells"] if c["attack"] != "worst-case" and "flags" in c}
 
 
 def _calls(result: Mapping) -> list[dict]:
@@ -164,9 +175,9 @@ def code_changes(call: Mapping) -> str:
 
 def _zoo_by_hash() -> dict[str, str]:
     """Zoo entry name by the SHA-256 of its weights."""
-    from ..zoo import manifest
+    from ..zoo import by_weights
 
-    return {e["weights_sha256"]: name for name, e in manifest()["entries"].items()}
+    return by_weights()
 
 
 def _rerun(result: Mapping, call: Mapping, attack: str, cell: Mapping, n: int, repeats: int | None, run_dir: Path,
@@ -269,11 +280,10 @@ def check_result(path: str | Path, config: Check = Check(), *, data_root: str, p
     from ..runs.statistics import flags_of, summary
 
     result = json.loads(Path(path).read_text(encoding="utf-8"))
-    if result.get("schema") != "art-adp/levers-table/2":
-        raise ValueError(f"{path} is not a lever table with per-image flags (art-adp/levers-table/2): there is no "
+    if result.get("schema") != SCHEMA:
+        raise ValueError(f"{path} is not a lever table with per-image flags ({SCHEMA}): there is no "
                          "published verdict per image to compare with.")  # fmt: skip
-    base = result["classifier"]
-    cells = {cell_label(c, base): c for c in result["cells"] if c["attack"] != "worst-case" and "flags" in c}
+    cells = checkable_cells(result)
     chosen = list(config.cells) or list(cells)
     unknown = [c for c in chosen if c not in cells]
     if unknown:
