@@ -2,8 +2,9 @@
 (:func:`~art_adp.runs.engine.run_cells`, ``art_adp/runs/engine.py``): a tiny run of each writes its run folder, and
 what it writes is compared, byte for byte after a fixed normalisation, with the reference files in ``tests/golden/``:
 
-- ``art-adp levers`` (:func:`~art_adp.apps.levers.run_levers`): ``records.jsonl`` (every line, in order),
-  ``table.json`` (normalised) and ``table.md``;
+- ``art-adp levers`` (:func:`~art_adp.apps.levers_classifiers.train_levers_classifiers`, then
+  :func:`~art_adp.apps.levers.run_levers`): ``records.jsonl`` (every line, in order), ``table.json`` (normalised) and
+  ``table.md``;
 - ``art-adp evaluate`` (the command line, into :func:`~art_adp.apps.evaluation.evaluate`): ``records/rank-0.jsonl``
   (its lines sorted: the engine reads its records by key, and torchrun's ranks interleave them), ``settings.json``,
   ``report.json`` (normalised) and ``report.md`` (normalised lines);
@@ -193,9 +194,10 @@ def test_levers_run_writes_the_golden_records_and_table(tmp_path, one_thread, mo
     PGD+EOT (2 iterations of 0.03, 2 EOT draws, best iterate), judged on S = 2 draws R = 2 times and with fixed noise;
     four images in two blocks of two."""
     from art_adp.apps import levers, levers_table
+    from levers_stages import train_and_measure
 
     monkeypatch.setattr(levers, "BLOCK", 2)  # two blocks of two images: the second block's seed is derived
-    levers.run_levers(_levers_data(), tmp_path, dataset="mnist", models=("oracle",),
+    train_and_measure(_levers_data(), tmp_path, dataset="mnist", models=("oracle",),
                       settings=["one-step denoise", "T 10, λ 0.5"],
                       attacks=("clean", "clf-pgd", "bpda-eot", "full-pgd-eot"), judges=("ensemble", "fixed"),
                       n_examples=4, ensemble_size=2, repeats=2, eot_samples=2, eps=0.2, max_iter=2, eps_step=0.03,

@@ -1,7 +1,9 @@
 """The lever-by-lever measurement (art-adp levers: MNIST, Fashion-MNIST presets) on a tiny synthetic 28×28 data
 set."""
 
+import functools
 import importlib.util
+import inspect
 import json
 import re
 from dataclasses import replace
@@ -25,6 +27,7 @@ from art_adp.runs import engine
 from art_adp.runs.engine import defended_estimator
 from art_adp.runs.records import array_sha256
 from art_adp.runs.seeds import SeedPlan, derive_seed
+from levers_stages import train_and_measure
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +120,7 @@ def test_a_cell_of_bf16_gradient_passes_says_so_and_the_rendered_cell_too():
 def test_a_run_measures_resumes_and_extends(tiny, tmp_path, one_thread):
     kwargs = dict(models=("oracle",), settings=["one-step denoise"], attacks=("clean", "clf-pgd", "bpda-eot"),
                   ensemble_size=2, repeats=2, eot_samples=1, progress=False)  # fmt: skip
-    table = run_levers(tiny, tmp_path, n_examples=3, **kwargs)
+    table = train_and_measure(tiny, tmp_path, n_examples=3, **kwargs)
     records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
     # 2 undefended classifiers × (clean, clf-pgd) + the oracle × (clean, clf-pgd, bpda-eot), 3 digits each
     assert len(records) == (2 * 2 + 3) * 3
@@ -132,7 +135,7 @@ def test_a_run_measures_resumes_and_extends(tiny, tmp_path, one_thread):
     assert 0 < np.abs(kept["images"] - tiny.x_test[:3]).max() <= 0.3 + 1e-6
     with_options = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
     assert {json.dumps(r.get("options")) for r in with_options if r["attack"] == bpda} == {
-        json.dumps(levers.recorded(levers._budget(levers.with_restarts(levers_presets.MNIST.rows[4], 1), 0.3, 1, judge_draws=2),
+        json.dumps(levers.recorded(levers._budget(levers_presets.with_restarts(levers_presets.MNIST.rows[4], 1), 0.3, 1, judge_draws=2),
                                    REGISTRY[SWEEP_ATTACK]))}  # fmt: skip
     assert table["provenance"]["models"].keys() == {"mlp", "adv-mlp"}
     assert table["provenance"]["data_sha256"] == array_sha256(tiny.x_test[:3], tiny.y_test[:3])  # the images measured
@@ -146,6 +149,55 @@ def test_a_run_measures_resumes_and_extends(tiny, tmp_path, one_thread):
         run_levers(tiny, tmp_path, n_examples=5, **{**kwargs, "eot_samples": 2})  # another budget: its own folder
     with pytest.raises(ValueError, match=r"holds rows \['bpda-eot-40it-r1'\] measured with other attack options"):
         run_levers(tiny, tmp_path, n_examples=5, **kwargs, loss="margin")
+
+
+def test_run_levers_never_trains_it_names_the_classifier_not_trained_and_the_call_that_trains_it(tiny, tmp_path,
+                                                                                                 one_thread):  # fmt: skip
+    """Measuring a classifier the folder has not trained is refused, naming it and the training stage's call (with
+    the call's training keywords); nothing is trained or written. That call trains it, and then it is measured."""
+    kwargs = dict(models=("oracle",), settings=["one-step denoise"], attacks=("clean",), classifiers=(),
+                  purified=("mlp",), n_examples=2, ensemble_size=2, seed=3, progress=False)  # fmt: skip
+    with pytest.raises(ValueError, match=r"^The classifiers \['mlp'\] are not trained in .*, and measuring never "
+                                         r"trains\. Train them first") as refused:  # fmt: skip
+        run_levers(tiny, tmp_path, **kwargs)
+    assert not list(tmp_path.iterdir())  # nothing trained, measured or recorded
+    estimate = run_levers(tiny, tmp_path, **kwargs, estimate_only=True)  # priced with its untrained architecture
+    assert estimate["estimate_seconds"] > 0 and not list(tmp_path.glob("*.safetensors"))
+    call = re.search(r"levers_classifiers\.(train_levers_classifiers\(.*\)), data the data", str(refused.value))[1]
+    assert call == (f"train_levers_classifiers(data, {str(tmp_path)!r}, dataset='mnist', classifiers=('mlp',), "
+                    "purified=(), seed=3)")  # fmt: skip
+    eval(call, {"data": tiny, "train_levers_classifiers": levers.train_levers_classifiers})  # the call trains it
+    assert (tmp_path / "mlp.safetensors").exists()
+    table = run_levers(tiny, tmp_path, **kwargs)
+    assert [(c["model"], c["attack"], c["n"]) for c in table["cells"]] == [("oracle", "clean", 2)]
+
+
+def test_the_command_line_trains_then_measures_and_refuses_a_bad_request_before_training(tiny, tmp_path, one_thread,
+                                                                                         monkeypatch):  # fmt: skip
+    """``art-adp levers`` runs the training stage, then the measurement, each with the settings it takes (one
+    default for each); a request the measurement refuses is refused before anything is trained."""
+    from art_adp.apps import cli
+
+    monkeypatch.setitem(datasets.DATASETS, "mnist", replace(datasets.DATASETS["mnist"], load=lambda root: tiny))
+    stages, train, measure = [], levers.train_levers_classifiers, levers.run_levers
+    spy = lambda stage, name: functools.wraps(stage)(lambda *a, **k: stages.append(name) or stage(*a, **k))  # noqa
+    monkeypatch.setattr(levers, "train_levers_classifiers", spy(train, "train"))
+    monkeypatch.setattr(levers, "run_levers", spy(measure, "measure"))
+    run = tmp_path / "run"
+    argv = ["levers", "--data-root", "R", "--run-dir", str(run), "--device", "cpu", "--quiet", "--models", "oracle",
+            "--settings", "one-step denoise", "--attacks", "clean", "--classifiers", "--n-examples", "2",
+            "--ensemble-size", "2", "--threads", "1"]  # fmt: skip
+    assert cli.main(argv) == 0 and stages == ["train", "measure"]
+    table = json.loads((run / "table.json").read_text())
+    assert table["provenance"]["models"].keys() == {"mlp"} and (run / "mlp.safetensors").exists()
+    assert cli.main(argv) == 0 and stages == ["train", "measure"] * 2  # trained: the training stage has nothing to do
+    with pytest.raises(ValueError, match="give denoiser_path"):
+        levers.levers_command(levers.LeversConfig(models=("denoiser",)), run_dir=str(tmp_path / "other"))
+    assert stages == ["train", "measure"] * 2 and not (tmp_path / "other").exists()
+    for stage in (measure, train):  # the command's settings: one default for each keyword the stages share
+        for name, p in inspect.signature(stage).parameters.items():
+            if name not in levers.NOT_SETTINGS:
+                assert getattr(levers.LeversConfig(), name) == p.default, name
 
 
 def test_worst_over_attacks_counts_an_image_robust_only_if_every_attack_left_it():
@@ -216,6 +268,7 @@ def test_the_command_line_takes_setting_names_with_commas(monkeypatch):
     monkeypatch.setattr(
         levers, "run_levers", lambda data, run_dir, **kw: seen.update(kw, run_dir=run_dir) or {"cells": []}
     )
+    monkeypatch.setattr(levers, "train_levers_classifiers", lambda data, run_dir, **kw: None)
     monkeypatch.setitem(datasets.DATASETS, "mnist", replace(datasets.DATASETS["mnist"], load=lambda root: root))
     argv = [
         "levers",
@@ -570,10 +623,10 @@ def test_baseline_rows_wiring(tiny, tmp_path, one_thread, monkeypatch):
             return x
 
     monkeypatch.setattr(engine, "REGISTRY", {**REGISTRY, AUTOATTACK: replace(REGISTRY[AUTOATTACK], build=Spy)})
-    table = run_levers(tiny, tmp_path, dataset="tiny", models=("oracle",), settings=["one-step denoise"],
-                       attacks=("clean", BLIND_ATTACK, FULL_ATTACK, AUTOATTACK), purified=("adv-cnn",),
-                       judges=("ensemble", "fixed"), n_examples=2, ensemble_size=1, repeats=2, eot_samples=1,
-                       progress=False)  # fmt: skip
+    table = train_and_measure(tiny, tmp_path, dataset="tiny", models=("oracle",), settings=["one-step denoise"],
+                              attacks=("clean", BLIND_ATTACK, FULL_ATTACK, AUTOATTACK), purified=("adv-cnn",),
+                              judges=("ensemble", "fixed"), n_examples=2, ensemble_size=1, repeats=2, eot_samples=1,
+                              progress=False)  # fmt: skip
     cells = {(c.get("classifier", c["setting"]), c["attack"], c.get("judge", "ensemble")): c for c in table["cells"]}
     full = f"{FULL_ATTACK}-1it-r1"  # every adaptive row keeps its best iterate (one run) by default
     assert calls == [eps, eps]  # AutoAttack on the two undefended classifiers only
@@ -609,8 +662,9 @@ def test_a_random_start_row_starts_inside_the_ball_seeded_by_its_record(tiny):
 def test_the_command_line_takes_a_data_set_and_overrides(monkeypatch):
     from art_adp.apps import cli
 
-    seen = {}
+    seen, trained = {}, {}
     monkeypatch.setattr(levers, "run_levers", lambda data, run_dir, **kw: seen.update(kw, data=data) or {"cells": []})
+    monkeypatch.setattr(levers, "train_levers_classifiers", lambda data, run_dir, **kw: trained.update(kw, data=data))
     fmnist = replace(datasets.DATASETS["fashion-mnist"], load=lambda root: f"fmnist:{root}")
     monkeypatch.setitem(datasets.DATASETS, "fashion-mnist", fmnist)
     argv = ["levers", "--dataset", "fashion-mnist", "--data-root", "D", "--models", "oracle", "--eps", "0.1",
@@ -620,6 +674,9 @@ def test_the_command_line_takes_a_data_set_and_overrides(monkeypatch):
     assert seen["data"] == "fmnist:D" and seen["dataset"] == "fashion-mnist" and seen["eps"] == 0.1
     assert seen["sigmas"] == (0.1, 0.25) and seen["arch"] == "mlp" and seen["judges"] == ("ensemble", "fixed")
     assert seen["purified"] == ("adv-cnn",) and seen["attacks"] == ("clean", APGD) and seen["classifiers"] is None
+    # the training stage first, with the settings a training takes: the data, the overrides, the classifiers
+    assert {k: trained[k] for k in ("data", "dataset", "eps", "sigmas", "arch", "purified", "classifiers")} == {
+        k: seen[k] for k in ("data", "dataset", "eps", "sigmas", "arch", "purified", "classifiers")}  # fmt: skip
 
 
 APGD = levers_presets.APGD_ATTACK
@@ -704,13 +761,13 @@ def test_restarts_and_the_best_iterate_are_rows_of_their_own(tiny, tmp_path, one
     row = Row(SWEEP_ATTACK, SWEEP_ATTACK, 0.01, 40)
     old = levers._budget(row, 0.3, 1)
     assert (old.num_random_init, old.check_every) == (1, 0)
-    strong = levers.with_restarts(row, 2, 100)
+    strong = levers_presets.with_restarts(row, 2, 100)
     assert strong.name == "bpda-eot-100it-r2" and levers_presets.VARIANT.match(strong.name)["runs"] == "2"
     budget = levers._budget(strong, 0.3, 16, judge_draws=10)
     assert (budget.max_iter, budget.num_random_init, budget.check_every, budget.judge_draws) == (100, 2, "auto", 10)
     assert row_label(strong, 0.3) == "BPDA+EOT, 100 × ε/30, best iterate, 2 runs"
     with pytest.raises(ValueError, match="restarts apply to an adaptive row with runs >= 1"):
-        levers.with_restarts(Row("clean"), 2)
+        levers_presets.with_restarts(Row("clean"), 2)
     built, attacked = [], []
     real, adaptive = levers._budget, engine.registry_attack
     monkeypatch.setattr(levers, "_budget", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
@@ -719,7 +776,7 @@ def test_restarts_and_the_best_iterate_are_rows_of_their_own(tiny, tmp_path, one
     )
     kwargs = dict(models=("oracle",), settings=["one-step denoise"], classifiers=(), ensemble_size=2, eot_samples=1,
                   max_iter=2, progress=False)  # fmt: skip
-    table = run_levers(tiny, tmp_path, n_examples=2, attacks=(SWEEP_ATTACK,), restarts=2, **kwargs)
+    table = train_and_measure(tiny, tmp_path, n_examples=2, attacks=(SWEEP_ATTACK,), restarts=2, **kwargs)
     assert {c["attack"] for c in table["cells"]} == {"bpda-eot-2it-r2"}
     assert {(b.max_iter, b.num_random_init, b.check_every, b.judge_draws) for b in built} == {(2, 2, "auto", 2)}
     assert attacked == [(SWEEP_ATTACK, 2)]  # the variant: the registry's attack at its 2 iterations, one block
@@ -759,7 +816,7 @@ def test_an_adaptive_row_cut_short_resumes_from_its_last_whole_block(tiny, tmp_p
     monkeypatch.setattr(levers, "BLOCK", 2)
     kwargs = dict(models=("oracle",), settings=["one-step denoise"], classifiers=(), attacks=(SWEEP_ATTACK,),
                   ensemble_size=2, repeats=2, eot_samples=1, max_iter=2, n_examples=5, progress=False)  # fmt: skip
-    whole = run_levers(tiny, tmp_path / "whole", **kwargs)
+    whole = train_and_measure(tiny, tmp_path / "whole", **kwargs)
     real, calls = engine.registry_attack, []
 
     def cut(name, budget):
@@ -773,7 +830,7 @@ def test_an_adaptive_row_cut_short_resumes_from_its_last_whole_block(tiny, tmp_p
 
     monkeypatch.setattr(engine, "registry_attack", cut)
     with pytest.raises(KeyboardInterrupt):
-        run_levers(tiny, tmp_path / "cut", **kwargs)
+        train_and_measure(tiny, tmp_path / "cut", **kwargs)
     kept = [json.loads(line) for line in (tmp_path / "cut" / "records.jsonl").read_text().splitlines()]
     assert calls == [2, 2] and [r["index"] for r in kept] == [0, 1]  # images 0-1 recorded, 2-3 lost with the cut
     monkeypatch.setattr(engine, "registry_attack", real)
@@ -808,10 +865,10 @@ def test_a_recipe_with_init_fine_tunes_the_brought_classifier(tiny, tmp_path, mo
         return model, {}
 
     monkeypatch.setattr(levers_classifiers, "train_until_plateau", train)
-    levers._classifier("tuned", preset, tiny, tmp_path, 0, False)
+    levers_classifiers._classifier("tuned", preset, tiny, tmp_path, 0, False)
     assert all(torch.equal(seen["weights"][k], v) for k, v in base.state_dict().items())
     assert (seen["lr"], seen["val_fraction"], seen["adversarial"]) == (1e-4, 0.25, False)
-    assert levers._classifier("base", preset, tiny, tmp_path, 0, False).config == base.config  # brought, untouched
+    assert levers_classifiers._classifier("base", preset, tiny, tmp_path, 0, False).config == base.config  # brought
 
 
 def test_a_cell_run_again_with_other_settings_is_refused(tiny, tmp_path, one_thread):
@@ -819,7 +876,7 @@ def test_a_cell_run_again_with_other_settings_is_refused(tiny, tmp_path, one_thr
     refused before anything runs, naming what differs; the same settings resume, and a new row is added."""
     kwargs = dict(models=("oracle",), settings=["one-step denoise"], classifiers=(), attacks=("clean", SWEEP_ATTACK),
                   ensemble_size=2, repeats=2, eot_samples=1, max_iter=1, n_examples=2, progress=False)  # fmt: skip
-    run_levers(tiny, tmp_path, **kwargs)
+    train_and_measure(tiny, tmp_path, **kwargs)
     held = json.loads((tmp_path / "cells.json").read_text())
     assert sorted(held) == ["mlp / oracle / one-step denoise / bpda-eot-1it-r1 / ensemble",
                             "mlp / oracle / one-step denoise / clean / ensemble"]  # fmt: skip
@@ -858,7 +915,7 @@ def test_a_new_folder_seeds_its_cells_apart_and_an_older_one_resumes_with_its_ow
         return run
 
     monkeypatch.setattr(engine, "registry_attack", spy)
-    run_levers(tiny, tmp_path / "new", n_examples=4, **kwargs)
+    train_and_measure(tiny, tmp_path / "new", n_examples=4, **kwargs)
     held = json.loads((tmp_path / "new" / "cells.json").read_text())
     assert {v["seed_scheme"] for v in held.values()} == {"apart"} and len(held) == 5  # 2 bare, 3 behind the purifier
     row = "bpda-eot-1it-r1"
@@ -867,10 +924,10 @@ def test_a_new_folder_seeds_its_cells_apart_and_an_older_one_resumes_with_its_ow
         (0, SeedPlan("apart", 0, key, 2)(0, 0)), (2, SeedPlan("apart", 0, key, 2)(1, 2))]  # fmt: skip
     assert seen[-1][2].attack != seen[-1][2].noise  # the attack's seed and the noise's derived apart
     monkeypatch.setattr(engine, "registry_attack", real)
-    run_levers(tiny, tmp_path / "old", n_examples=2, seed_scheme="levers", **kwargs)
+    train_and_measure(tiny, tmp_path / "old", n_examples=2, seed_scheme="levers", **kwargs)
     assert not any("seed_scheme" in v for v in json.loads((tmp_path / "old" / "cells.json").read_text()).values())
     run_levers(tiny, tmp_path / "old", n_examples=4, **kwargs)  # resumed: the folder's own scheme
-    run_levers(tiny, tmp_path / "once", n_examples=4, seed_scheme="levers", **kwargs)
+    train_and_measure(tiny, tmp_path / "once", n_examples=4, seed_scheme="levers", **kwargs)
     records = lambda d: sorted(
         (r["attack"], r["index"], str(r["pred"]))  # noqa: E731
         for r in map(json.loads, (tmp_path / d / "records.jsonl").read_text().splitlines())

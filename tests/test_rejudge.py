@@ -11,12 +11,12 @@ import torch
 
 from art_adp.runs.statistics import flags_of
 from art_adp.apps import cli, levers, levers_classifiers, rejudge
-from art_adp.apps.levers import run_levers
 from art_adp.attacks.registry import SWEEP_ATTACK
 from art_adp.data import Dataset
 from art_adp.models import save_classifier
 from art_adp.runs.engine import correct
 from art_adp.runs.records import read_jsonl
+from levers_stages import train_and_measure
 
 KW = dict(models=("oracle",), settings=["one-step denoise"], classifiers=(), attacks=("clean", SWEEP_ATTACK),
           ensemble_size=2, repeats=2, eot_samples=1, max_iter=2, n_examples=5, progress=False)  # fmt: skip
@@ -41,7 +41,7 @@ def run(tiny, tmp_path_factory):
     folder = tmp_path_factory.mktemp("levers")
     with pytest.MonkeyPatch.context() as m:
         m.setattr(levers, "BLOCK", 2)
-        run_levers(tiny, folder, seed=3, **KW)
+        train_and_measure(tiny, folder, seed=3, **KW)
     return folder
 
 
@@ -112,7 +112,7 @@ def test_the_command_line_rebuilds_the_run_and_names_what_is_missing(tiny, run, 
 
 
 def test_a_run_without_kept_examples_is_refused(tiny, tmp_path):
-    run_levers(tiny, tmp_path, **{**KW, "n_examples": 2, "keep_examples": False})
+    train_and_measure(tiny, tmp_path, **{**KW, "n_examples": 2, "keep_examples": False})
     assert (tmp_path / "records.jsonl").exists() and not (tmp_path / "examples").exists()
     with pytest.raises(ValueError, match="holds no kept adversarial examples .* ran without keeping them"):
         rejudge.rejudge_levers(tmp_path, data=tiny, progress=False)

@@ -15,7 +15,7 @@ from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 
 from art_adp.runs.plans import PLANS, Plan, plan
 from art_adp import ADPPurifier
-from art_adp.apps import cli, levers, levers_classifiers, levers_presets, robust_baseline
+from art_adp.apps import cli, levers_classifiers, levers_presets, robust_baseline
 from art_adp.apps.levers import run_levers
 from art_adp.apps.levers_presets import ClassifierRecipe, Preset, Row
 from art_adp.apps.levers_table import table_markdown
@@ -32,6 +32,7 @@ from art_adp.models import (
 )
 from art_adp.score import KernelScore
 from art_adp.serialization import read_checkpoint
+from levers_stages import train_and_measure
 
 ONE_STEP = {"sigma": 0.25, "steps": 1, "step_size": 0.25, "tau": 0.0, "clip_noise": False}  # the exact score: unclipped
 
@@ -260,9 +261,9 @@ def test_levers_trains_measures_and_names_the_classifiers_behind_the_purifier(ti
         match=r"levers classifier 'cnn-oracle' was trained behind ADP sigma = 0.25 "
         r"\(noisy input not clipped\), T = 1",
     ):
-        table = run_levers(tiny, tmp_path, dataset="tiny", models=("oracle",), attacks=("clean",),
-                           classifiers=("cnn-oracle",), purified=("cnn-oracle", "adv-cnn-oracle"), n_examples=2,
-                           ensemble_size=1, progress=False)  # fmt: skip
+        table = train_and_measure(tiny, tmp_path, dataset="tiny", models=("oracle",), attacks=("clean",),
+                                  classifiers=("cnn-oracle",), purified=("cnn-oracle", "adv-cnn-oracle"), n_examples=2,
+                                  ensemble_size=1, progress=False)  # fmt: skip
     assert sorted(set(seen)) == [(0.0, False), (eps, True)]
     with warnings.catch_warnings(record=True) as caught:  # measured behind its own purifier only: no warning
         warnings.simplefilter("always")
@@ -309,7 +310,7 @@ def test_a_classifier_trained_through_the_purifier_is_trained_by_its_recipes_met
     preset = Preset(eps=8 / 255, classifier="cnn", classifiers={"fast": fast}, baselines=(), sigmas=(0.25,),
                     rows=(Row("clean"),), attacks=("clean",))  # fmt: skip
     with pytest.raises(KeyboardInterrupt):
-        levers._classifier("fast", preset, tiny, tmp_path, 0, False)
+        levers_classifiers._classifier("fast", preset, tiny, tmp_path, 0, False)
     assert (seen["method"], seen["lr"], seen["adversarial"]) == ("fgsm-rs", 0.02, True)
     assert plan("levers:cifar10").values.classifiers["adv-resnet20-denoiser"].method == "fgsm-rs"
 

@@ -185,7 +185,7 @@ def _rerun(result: Mapping, call: Mapping, attack: str, cell: Mapping, n: int, r
     """Measure ``cell`` again: the call's settings parsed by today's parser (``parse``, the command line's), narrowed
     to the cell and ``n`` images, the weights from the zoo by their recorded SHA-256; returns the new table's cell."""
     from ..zoo import zoo_file
-    from .levers import run_levers
+    from .levers import run_levers, stage_keywords
     from .levers_classifiers import from_zoo
 
     args = shlex.split(call["command"])[1:]
@@ -221,8 +221,8 @@ def _rerun(result: Mapping, call: Mapping, attack: str, cell: Mapping, n: int, r
         settings.update(models=(cell["model"],), settings=(cell["setting"],))
     if repeats is not None:
         settings["repeats"] = repeats
-    table = run_levers(data, run_dir, dataset=keywords["dataset"], denoiser_path=denoiser, **settings, device=device,
-                       progress=progress)  # fmt: skip
+    settings.update(dataset=keywords["dataset"], denoiser_path=denoiser, device=device, progress=progress)
+    table = run_levers(data, run_dir, **stage_keywords(run_levers, settings))  # the zoo's weights: nothing to train
     for new in table["cells"]:
         if cell_label(new, table["classifier"]) == cell_label(cell, result["classifier"]):
             return new

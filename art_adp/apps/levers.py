@@ -29,7 +29,6 @@ provenance.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import inspect
 import json
 import time
@@ -74,11 +73,13 @@ from .levers_classifiers import (
     from_zoo,
     JUDGE_BATCH,
     _classes,
-    _classifier,
-    _stand_in,
+    _held,
     _training_facts,
+    chosen_classifiers,
     measured_purifier,
     model_clipped,
+    refuse_untrained,
+    train_levers_classifiers,
 )
 from .levers_presets import (
     JUDGES,
@@ -86,15 +87,16 @@ from .levers_presets import (
     Preset,
     Row,
     Setting,
+    _adaptive_default,
     _budget,
     _row_named,
+    _rows,
     _white_budget,
     levers_spec,
     preset_for,
     row_label,
     setting_named,
     sigma_settings,
-    with_restarts,
 )
 from .levers_table import LEVERS_KEY, render_levers, table_markdown
 from .robust_baseline import white_box_pgd
@@ -108,6 +110,7 @@ __all__ = [
     "judge_seeds",
     "levers_command",
     "run_levers",
+    "stage_keywords",
 ]
 
 
@@ -168,7 +171,6 @@ def run_levers(
     device: str = "cpu",
     progress: bool = True,
     estimate_only: bool = False,
-    train_precision: str = "fp32",
     attack_precision: str = Budget.precision,
     force_precision: bool = False,
     seed_scheme: str | None = None,
@@ -176,15 +178,19 @@ def run_levers(
 ) -> dict:
     """
     Measure ``attacks`` × ``settings`` × ``models`` × ``purified`` classifiers, and the undefended ``classifiers``,
-    on the first ``n_examples`` test images; resumes from ``RUN_DIR/records.jsonl`` (images already measured are
-    skipped), then writes ``table.json`` / ``table.md``; ``table.json``'s provenance keeps every earlier call into the
-    folder (``provenance.calls``, in order, each with its own command, code, device and wall time). A plan of the
-    evaluation engine (:mod:`art_adp.runs.engine`): one cell per (classifier, score model, setting, row, judge), each
-    cell's settings (radius, row, budget, purification, judging, seed) kept in ``RUN_DIR/cells.json``; a cell asked
-    again with other settings is refused before anything runs.
+    on the first ``n_examples`` test images, reading the classifiers from the run folder (trained there by
+    :func:`~art_adp.apps.levers_classifiers.train_levers_classifiers`, brought, or from the zoo): it never trains.
+    Resumes from ``RUN_DIR/records.jsonl`` (images already measured are skipped), then writes ``table.json`` /
+    ``table.md``; ``table.json``'s provenance keeps every earlier call into the folder (``provenance.calls``, in
+    order, each with its own command, code, device and wall time). A plan of the evaluation engine
+    (:mod:`art_adp.runs.engine`): one cell per (classifier, score model, setting, row, judge), each cell's settings
+    (radius, row, budget, purification, judging, seed) kept in ``RUN_DIR/cells.json``; a cell asked again with other
+    settings is refused before anything runs.
 
     :param data: A :class:`~art_adp.data.Dataset` of images (MNIST, Fashion-MNIST, CIFAR-10).
-    :param run_dir: The run folder (classifiers, adversarial examples, records, table).
+    :param run_dir: The run folder (classifiers, adversarial examples, records, table): a classifier the preset
+        trains must be there (``NAME.safetensors``, from :func:`~.levers_classifiers.train_levers_classifiers`, which
+        ``art-adp levers`` runs first), else it is refused naming the call that trains it (estimate_only excepted).
     :param dataset: The data set, a key of :data:`~art_adp.data.DATASETS` that names a preset (:func:`preset_for`).
     :param models: ``"oracle"`` and/or ``"denoiser"``.
     :param denoiser_path: The :class:`~art_adp.DenoiserUNet` checkpoint (for ``"denoiser"``).
@@ -201,7 +207,8 @@ def run_levers(
     :param repeats: R, judgements of the adaptive rows (fresh noise each; 10, DiffHammer's Wor.Rob@10: the tables
         give the worst of 10 beside the worst of the first 2).
     :param eot_samples: EOT draws per gradient of the adaptive attacks.
-    :param eps, arch, sigmas, max_iter, eps_step, max_epochs: Overrides of the preset (:func:`preset_for`).
+    :param eps, arch, sigmas, max_iter, eps_step, max_epochs: Overrides of the preset (:func:`preset_for`); those
+        that change a training (radius, architecture, σ grid, epochs) are the training stage's too.
     :param restarts: K: measure every adaptive row as its :func:`with_restarts` variant (the best iterate, judged on
         S draws of its own, and K runs), recorded under the variant's name (the default: one run, its best iterate);
         None: the rows as recorded before the rule (one run, the last iterate).
@@ -212,44 +219,49 @@ def run_levers(
     :param keep_examples: Keep the adversarial examples of every adaptive block
         (``RUN_DIR/examples/<classifier>__<model>__<setting>__<row>__<first image>.npz``: images, indices), so a new
         judgement needs no new attack.
-    :param seed: Seed of every draw (random starts, purification noise, training).
+    :param seed: Seed of every draw (random starts, purification noise).
     :param device: Where the networks run (``"cpu"`` or ``"cuda"``).
     :param progress: Print one line per measured cell.
-    :param train_precision: The classifiers' training passes (``precision`` of
-        :func:`~art_adp.apps.robust_baseline.train_until_plateau`): ``"fp32"``, or ``"bf16"``, refused on a processor
-        without native bf16.
     :param attack_precision: The adaptive rows' gradient passes (:class:`~art_adp.attacks.registry.Budget`'s
         ``precision``): ``"fp32"``, or ``"bf16"`` autocast (judgements stay fp32), recorded with each row's options.
-    :param force_precision: bf16 (training or attacks) even on a processor that emulates it.
+    :param force_precision: bf16 attacks even on a processor that emulates it.
     :param seed_scheme: How a block's seeds come from ``seed`` (:data:`~art_adp.runs.seeds.LEVERS_SCHEMES`):
         ``"apart"``, the attack's, the purifiers' noise and the judgements' derived apart from the cell and the
         block's first image (:func:`~art_adp.runs.seeds.apart`), or ``"levers"``, the schemes of the folders measured
         before it; None: the folder's own (:func:`~art_adp.runs.engine.folder_scheme`), ``"apart"`` for a new one,
         recorded in its cells' settings.
     :param zoo: Take every classifier from the model zoo (``zoo:DATASET/NAME``, :mod:`art_adp.zoo`), checked against
-        its manifest and copied into the run folder, instead of training or bringing it; a folder holding other
-        weights under the name is refused.
+        its manifest and copied into the run folder, instead of the folder's own (trained or brought); a folder
+        holding other weights under the name is refused.
     :param estimate_only: Price the defended rows still to measure and stop (nothing trained, attacked or recorded):
         one line per row with its estimated time on this device, from the attack registry's cost model and a timed
         probe of each purifier (:func:`~art_adp.runs.engine.estimate`, the cells a run would measure); returns
         ``{"estimate_seconds": total, "by_row": {...}, "n_examples", "provenance"}``, also written to
         ``RUN_DIR/estimate.json``. A classifier not trained yet is priced with its untrained architecture (the same
         cost); its training is not.
+    :raises ValueError: For a request the preset does not hold (rows, settings, classifiers, judges, a denoiser),
+        before anything is read (:func:`_asked`), and for a classifier not trained yet.
     """
     from ..score import load_score_model
 
-    preset = preset_for(dataset, eps=eps, arch=arch, sigmas=sigmas, max_iter=max_iter, eps_step=eps_step,
-                        max_epochs=max_epochs)  # fmt: skip
-    require_native(train_precision, device, force=force_precision)
-    require_native(attack_precision, device, force=force_precision)
+    preset, rows, chosen, classifiers, purified, behind = _asked(
+        dataset, eps=eps, arch=arch, sigmas=sigmas, max_iter=max_iter, eps_step=eps_step, max_epochs=max_epochs,
+        attacks=attacks, restarts=restarts, settings=settings, classifiers=classifiers, purified=purified,
+        judges=judges, models=models, denoiser_path=denoiser_path, attack_precision=attack_precision, device=device,
+        force_precision=force_precision)  # fmt: skip
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     scheme = check_scheme(folder_scheme(run_dir / "cells.json", legacy="levers") if seed_scheme is None
                           else seed_scheme, LEVERS_SCHEMES)  # fmt: skip
     started, code = time.monotonic(), code_version()  # the code this run loads now, whatever the checkout is later
     diff = code_diff() if code.endswith("-dirty)") else None  # and, uncommitted, its diff as read now
+    names = dict.fromkeys([*classifiers, *purified])
+    for k in names if zoo else ():
+        from_zoo(f"{dataset}/{k}", run_dir)
+    if not estimate_only:  # measuring never trains: train_levers_classifiers does, first
+        refuse_untrained(names, preset, run_dir, dataset=dataset, denoiser_path=denoiser_path, eps=eps, arch=arch,
+                         sigmas=sigmas, max_epochs=max_epochs, seed=seed, device=device)  # fmt: skip
     eps = preset.eps
-    rows = _rows(preset, tuple(preset.attacks if attacks is None else attacks), restarts)
     options = {"loss": loss, "eot_target": eot_target, "step_schedule": step_schedule, "precision": attack_precision}
 
     def options_of(r: Row) -> dict:
@@ -258,33 +270,12 @@ def run_levers(
         spec = REGISTRY[r.attack]
         return recorded(_budget(r, eps, eot_samples, judge_draws=ensemble_size, options=options), spec)
 
-    all_settings = sigma_settings(preset.sigmas)
-    chosen = [s for s in all_settings if settings is None or s.name in settings]
-    if settings is not None and len(chosen) != len(set(settings)):
-        raise ValueError(f"Unknown settings {sorted(set(settings) - {s.name for s in all_settings})}; the σ grid "
-                         f"{tuple(preset.sigmas)} has {[s.name for s in all_settings]}.")  # fmt: skip
-    classifiers = preset.baselines if classifiers is None else tuple(classifiers)
-    purified = (preset.classifier,) if purified is None else tuple(purified)
-    bad = sorted((set(classifiers) | set(purified)) - set(preset.classifiers))
-    if bad:
-        raise ValueError(f"Unknown classifiers {bad}; choose from {list(preset.classifiers)}.")
-    if set(judges) - set(JUDGES) or not judges:
-        raise ValueError(f"judges must be a non-empty subset of {JUDGES}, got {tuple(judges)}.")
-    names = dict.fromkeys([*classifiers, *purified])
-    behind = {k: own for k in names if (own := preset.classifiers[k].purifier) is not None}
-    if ("denoiser" in models or any(m == "denoiser" for m, _ in behind.values())) and denoiser_path is None:
-        raise ValueError("models includes 'denoiser' (or a classifier trained behind it): give denoiser_path (a "
-                         "train-denoiser checkpoint).")  # fmt: skip
     denoiser_path = None if denoiser_path is None else bundled_file(denoiser_path, "score")  # a zoo name: its file
     denoiser = load_score_model(denoiser_path, device) if denoiser_path is not None else None
     x, y = data.x_test[:n_examples], data.y_test[:n_examples]
-    for k in names if zoo else ():
-        from_zoo(f"{dataset}/{k}", run_dir)
-    if estimate_only:
-        clfs = {k: _stand_in(k, preset, run_dir) for k in names}
-    else:
-        clfs = {k: _classifier(k, preset, data, run_dir, seed, progress, denoiser, device, train_precision).to(device)
-                for k in names}  # fmt: skip
+    clfs = {k: _held(k, preset, run_dir) for k in names}  # trained or brought; untrained stand-ins only to estimate
+    if not estimate_only:
+        clfs = {k: m.to(device) for k, m in clfs.items()}
     path = run_dir / "records.jsonl"
     base = preset.classifier
 
@@ -425,34 +416,35 @@ def run_levers(
     return write_table(run_dir, preset, dataset, {k: _training_facts(k, preset, run_dir) for k in clfs}, prov)
 
 
-def _rows(preset: Preset, attacks: Sequence[str], restarts: int | None) -> list[Row]:
-    """The rows ``attacks`` name: the preset's, a registry attack's (at the preset's first adaptive budget with a random
-    start) or a variant's, each adaptive one as its :func:`with_restarts` variant of ``restarts`` runs (None: as it
-    is).
+def _asked(dataset: str, *, eps, arch, sigmas, max_iter, eps_step, max_epochs, attacks, restarts, settings, classifiers,
+           purified, judges, models, denoiser_path, attack_precision: str, device: str,
+           force_precision: bool) -> tuple:  # fmt: skip
+    """What a :func:`run_levers` call asks for (its keywords of the same names), checked before anything is read,
+    trained or measured: ``(preset, rows, settings, classifiers, purified, behind)`` -- the preset with the overrides,
+    the rows (:func:`_rows`), the σ grid's settings, the undefended and purified classifiers
+    (:func:`~art_adp.apps.levers_classifiers.chosen_classifiers`), and name → (score model, setting) of those trained
+    behind a purifier.
 
-    :raises ValueError: Naming the unknown rows and the known ones.
-    :raises ImportError: For AutoAttack without torchattacks, naming the install."""
-    known, default = {r.name: r for r in preset.rows}, _adaptive_default(preset)
-    unknown = [a for a in attacks if _row_named(a, known, default) is None]
-    if unknown:
-        raise ValueError(f"Unknown attack rows {sorted(unknown)}; choose from {list(known)} or {list(REGISTRY)}, or "
-                         "an adaptive one followed by -{N}it-r{K}.")  # fmt: skip
-    if AUTOATTACK in attacks and importlib.util.find_spec("torchattacks") is None:
-        raise ImportError(f"The {AUTOATTACK} row runs torchattacks' AutoAttack: pip install --no-deps "
-                          "torchattacks==3.5.1")  # fmt: skip
-    rows = [r for r in (_row_named(a, known, default) for a in attacks) if r is not None]
-    if restarts is None:
-        return rows
-    return [with_restarts(r, restarts) if r.adaptive and not r.num_random_init > 1 and not r.check_every else r
-            for r in rows]  # fmt: skip
-
-
-def _adaptive_default(preset: Preset) -> Row:
-    """The row a registry attack named in ``attacks`` runs as: the preset's first adaptive budget with a random
-    start."""
-    return next((r for r in preset.rows if r.adaptive and r.random_start), None) or next(
-        r for r in preset.rows if r.adaptive
-    )
+    :raises ValueError: For a data set without a preset, an unknown row, setting, classifier or judge, the
+        ``denoiser`` model (or a classifier behind it) without ``denoiser_path``, and bf16 attacks unless native."""
+    preset = preset_for(dataset, eps=eps, arch=arch, sigmas=sigmas, max_iter=max_iter, eps_step=eps_step,
+                        max_epochs=max_epochs)  # fmt: skip
+    require_native(attack_precision, device, force=force_precision)
+    rows = _rows(preset, tuple(preset.attacks if attacks is None else attacks), restarts)
+    all_settings = sigma_settings(preset.sigmas)
+    chosen = [s for s in all_settings if settings is None or s.name in settings]
+    if settings is not None and len(chosen) != len(set(settings)):
+        raise ValueError(f"Unknown settings {sorted(set(settings) - {s.name for s in all_settings})}; the σ grid "
+                         f"{tuple(preset.sigmas)} has {[s.name for s in all_settings]}.")  # fmt: skip
+    classifiers, purified = chosen_classifiers(preset, classifiers, purified)
+    if set(judges) - set(JUDGES) or not judges:
+        raise ValueError(f"judges must be a non-empty subset of {JUDGES}, got {tuple(judges)}.")
+    behind = {k: own for k in dict.fromkeys([*classifiers, *purified])
+              if (own := preset.classifiers[k].purifier) is not None}  # fmt: skip
+    if ("denoiser" in models or any(m == "denoiser" for m, _ in behind.values())) and denoiser_path is None:
+        raise ValueError("models includes 'denoiser' (or a classifier trained behind it): give denoiser_path (a "
+                         "train-denoiser checkpoint).")  # fmt: skip
+    return preset, rows, chosen, classifiers, purified, behind
 
 
 def _refuse_other_budgets(path: Path, rows: Sequence[Row], eot_samples: int, wanted: Mapping[str, dict],
@@ -551,15 +543,18 @@ FLAG_HELP = {
 }  # fmt: skip
 
 
-#: The keywords of :func:`run_levers` that are not settings of ``art-adp levers`` (its data, folder, device, output).
+#: The keywords of :func:`run_levers` and :func:`train_levers_classifiers` that are not settings of ``art-adp levers``
+#: (its data, folder, device, output).
 NOT_SETTINGS = ("data", "run_dir", "dataset", "denoiser_path", "device", "progress")
 
-#: Settings of ``art-adp levers``: every other keyword of :func:`run_levers`, with its annotation and default (None:
-#: the data set's preset), read from its signature -- one place for each default, the flags' (:func:`flags.add_fields`)
-#: included.
+#: Settings of ``art-adp levers``: every other keyword of its two stages, :func:`run_levers` (the measurement) and
+#: :func:`train_levers_classifiers` (the training it runs first: its own keywords after), with its annotation and
+#: default (None: the data set's preset), read from their signatures -- one place for each default, the flags'
+#: (:func:`flags.add_fields`) included.
+_MEASURING, _TRAINING = inspect.signature(run_levers).parameters, inspect.signature(train_levers_classifiers).parameters
+_KEYWORDS = {**_MEASURING, **{n: p for n, p in _TRAINING.items() if n not in _MEASURING}}
 LeversConfig = make_dataclass("LeversConfig", [(n, p.annotation, field(default=p.default)) for n, p in
-                                               inspect.signature(run_levers).parameters.items()
-                                               if n not in NOT_SETTINGS], frozen=True)  # fmt: skip
+                                               _KEYWORDS.items() if n not in NOT_SETTINGS], frozen=True)  # fmt: skip
 LeversConfig.__module__, LeversConfig.__doc__ = __name__, "Settings of ``art-adp levers`` (:data:`NOT_SETTINGS`)."
 
 
@@ -584,7 +579,21 @@ def levers_command(
 
     levers_spec(dataset)  # a data set without a preset is refused before anything is read
     data = load_dataset(dataset, data_root)
-    table = run_levers(data, run_dir, dataset=dataset, denoiser_path=denoiser, **asdict(config), device=device or "cpu",
-                       progress=progress)  # fmt: skip
+    settings = {**asdict(config), "dataset": dataset, "denoiser_path": denoiser, "device": device or "cpu",
+                "progress": progress}  # fmt: skip
+    _asked(**stage_keywords(_asked, settings))  # what the measurement refuses, refused before any training
+    if not (config.estimate_only or config.zoo):  # an estimate trains nothing; the zoo's classifiers are trained
+        train_levers_classifiers(data, run_dir, **stage_keywords(train_levers_classifiers, settings))
+    table = run_levers(data, run_dir, **stage_keywords(run_levers, settings))
     if not config.estimate_only:
         print(table_markdown(table))
+
+
+def stage_keywords(stage, settings: Mapping[str, Any]) -> dict:
+    """The ``settings`` (``art-adp levers``': :class:`LeversConfig`'s and its data set, denoiser, device, progress)
+    that the function ``stage`` takes (:func:`train_levers_classifiers`, :func:`run_levers`; all of them for a function
+    of ``**keywords``)."""
+    taken = inspect.signature(stage).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in taken.values()):
+        return dict(settings)
+    return {k: v for k, v in settings.items() if k in taken}

@@ -1,11 +1,14 @@
 """The classifiers and purifiers of a lever table: each :class:`~art_adp.apps.levers_presets.ClassifierRecipe` trained
-(adversarially, or behind the purifier it names) or brought into the run folder, the facts of its training for the
-table, and the purifier a defended cell measures."""
+(adversarially, or behind the purifier it names) by the training stage (:func:`train_levers_classifiers`) or brought
+into the run folder, read back for the measurement (:func:`~art_adp.apps.levers.run_levers`, which never trains), the
+facts of its training for the table, and the purifier a defended cell measures."""
 
 from __future__ import annotations
 
 import copy
+import inspect
 import warnings
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -14,15 +17,19 @@ import torch
 from ..runs.engine import (
     build_defence,
 )
-from .levers_presets import Preset, Setting, setting_named
+from .._hardware import require_native
+from .levers_presets import Preset, Setting, preset_for, setting_named
 from .robust_baseline import train_until_plateau
 
 __all__ = [
     "JUDGE_BATCH",
     "brought",
+    "chosen_classifiers",
     "from_zoo",
     "measured_purifier",
     "model_clipped",
+    "refuse_untrained",
+    "train_levers_classifiers",
     "training_purifier",
 ]
 
@@ -65,6 +72,109 @@ def training_purifier(model: str, setting: Setting, x_train, denoiser=None, *, a
                    "apply_fit": True, **setting.purifier_kwargs(model_clipped(model, denoiser))}  # fmt: skip
     return build_defence(description, _score_model(model, setting.sigma, x_train, denoiser, device), seed=0,
                          device=device)  # fmt: skip
+
+
+def chosen_classifiers(preset: Preset, classifiers: Sequence[str] | None = None,
+                       purified: Sequence[str] | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:  # fmt: skip
+    """The undefended ``classifiers`` a lever table measures (None: the preset's baselines) and those it puts ADP in
+    front of (``purified``; None: the preset's classifier).
+
+    :raises ValueError: Naming the classifiers the preset does not have."""
+    classifiers = preset.baselines if classifiers is None else tuple(classifiers)
+    purified = (preset.classifier,) if purified is None else tuple(purified)
+    bad = sorted((set(classifiers) | set(purified)) - set(preset.classifiers))
+    if bad:
+        raise ValueError(f"Unknown classifiers {bad}; choose from {list(preset.classifiers)}.")
+    return classifiers, purified
+
+
+def train_levers_classifiers(
+    data,
+    run_dir: str | Path,
+    *,
+    dataset: str = "mnist",
+    classifiers: Sequence[str] | None = None,
+    purified: Sequence[str] | None = None,
+    denoiser_path: str | Path | None = None,
+    eps: float | None = None,
+    arch: str | None = None,
+    sigmas: Sequence[float] | None = None,
+    max_epochs: int | None = None,
+    seed: int = 0,
+    device: str = "cpu",
+    progress: bool = True,
+    train_precision: str = "fp32",
+    force_precision: bool = False,
+) -> None:
+    """
+    The training stage of a lever table: train every classifier of ``classifiers`` and ``purified`` (the selection of
+    :func:`~art_adp.apps.levers.run_levers`, the same defaults) that the preset trains and the run folder does not hold
+    yet (``RUN_DIR/NAME.safetensors``), each on the training split of ``data`` by its recipe, and keep it there, where
+    :func:`~art_adp.apps.levers.run_levers` reads it (it never trains). Resumable: an interrupted training resumes from
+    its last epoch (:func:`~art_adp.apps.robust_baseline.train_until_plateau`'s ``.last`` checkpoint); a classifier the
+    folder holds, and a brought one (a recipe of 0 epochs, :func:`brought`), are left as they are. ``art-adp levers``
+    runs it before it measures (not with ``--estimate-only`` or ``--zoo``).
+
+    :param data: A :class:`~art_adp.data.Dataset` of images (its training split is used).
+    :param run_dir: The run folder.
+    :param dataset: The data set, a key of :data:`~art_adp.data.DATASETS` that names a preset.
+    :param classifiers, purified: The classifiers to train, as :func:`~art_adp.apps.levers.run_levers` names those it
+        measures (None: the preset's baselines; the preset's classifier).
+    :param denoiser_path: The :class:`~art_adp.DenoiserUNet` checkpoint (or zoo name), for a classifier trained behind
+        the denoiser.
+    :param eps, arch, sigmas, max_epochs: The overrides of the preset that change a training
+        (:func:`~art_adp.apps.levers_presets.preset_for`): the radius, the purified classifier's architecture, the σ
+        grid (the setting a classifier is trained behind), the cap on the epochs.
+    :param seed: Seed of every training (its split, starts and batch order).
+    :param device: Where the classifiers train.
+    :param progress: Print one line per epoch.
+    :param train_precision: The training passes (``precision`` of
+        :func:`~art_adp.apps.robust_baseline.train_until_plateau`): ``"fp32"``, or ``"bf16"``, refused on a processor
+        without native bf16 (unless ``force_precision``).
+    """
+    from ..pretrained import bundled_file
+    from ..score import load_score_model
+
+    preset = preset_for(dataset, eps=eps, arch=arch, sigmas=sigmas, max_epochs=max_epochs)
+    require_native(train_precision, device, force=force_precision)
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    todo = [k for k in dict.fromkeys(sum(chosen_classifiers(preset, classifiers, purified), ()))
+            if _untrained(k, preset, run_dir)]  # fmt: skip
+    denoiser = None
+    if denoiser_path is not None and any((preset.classifiers[k].purifier or ("",))[0] == "denoiser" for k in todo):
+        denoiser = load_score_model(bundled_file(denoiser_path, "score"), device)
+    for k in todo:
+        _classifier(k, preset, data, run_dir, seed, progress, denoiser, device, train_precision)
+
+
+def refuse_untrained(names: Iterable[str], preset: Preset, run_dir: Path, **training) -> None:
+    """
+    Refuse to measure the classifiers of ``names`` that the preset trains and the run folder ``run_dir`` does not
+    hold yet: the measurement never trains.
+
+    :param training: The keywords of :func:`train_levers_classifiers` of the call (dataset, overrides, seed, ...),
+        shown in the call that trains them where they differ from its defaults.
+    :raises ValueError: Naming them and the call that trains them.
+    """
+    missing = [k for k in names if _untrained(k, preset, run_dir)]
+    if not missing:
+        return
+    defaults = {k: p.default for k, p in inspect.signature(train_levers_classifiers).parameters.items()}
+    given = {"dataset": training.pop("dataset", defaults["dataset"]), "classifiers": tuple(missing), "purified": (),
+             **{k: str(v) if isinstance(v, Path) else v for k, v in training.items() if v != defaults[k]}}  # fmt: skip
+    call = ", ".join(["data", repr(str(run_dir)), *(f"{k}={v!r}" for k, v in given.items())])
+    files = ", ".join(f"{k}.safetensors" for k in missing)
+    raise ValueError(
+        f"The classifiers {missing} are not trained in {run_dir} (no {files}), and measuring never trains. Train "
+        f"them first (resumably): art_adp.apps.levers_classifiers.train_levers_classifiers({call}), data the data "
+        "set given here; `art-adp levers` with the same settings trains them before it measures."
+    )
+
+
+def _untrained(name: str, preset: Preset, run_dir: Path) -> bool:
+    """Whether the preset trains the classifier ``name`` (not brought) and the folder does not hold it yet."""
+    return bool(preset.classifiers[name].epochs) and not (run_dir / f"{name}.safetensors").exists()
 
 
 def _classifier(name: str, preset: Preset, data, run_dir: Path, seed: int, progress: bool, denoiser=None,
@@ -147,13 +257,14 @@ def from_zoo(name: str, run_dir: Path, as_name: str | None = None) -> Path:
     return target
 
 
-def _stand_in(name: str, preset: Preset, run_dir: Path) -> torch.nn.Module:
-    """The classifier ``name`` if trained (or brought), else its untrained architecture: what a price needs (the
-    same cost)."""
-    path = run_dir / f"{name}.safetensors"
+def _held(name: str, preset: Preset, run_dir: Path) -> torch.nn.Module:
+    """The classifier ``name`` as the run folder holds it, trained or brought (what a measurement reads), else its
+    untrained architecture: the stand-in a price needs (the same cost)."""
     if not preset.classifiers[name].epochs:
         return brought(name, run_dir)
-    return _trained(path) if path.exists() else _architecture(name, preset).eval()
+    if _untrained(name, preset, run_dir):
+        return _architecture(name, preset).eval()
+    return _trained(run_dir / f"{name}.safetensors")
 
 
 def _trained(path: Path) -> torch.nn.Module:

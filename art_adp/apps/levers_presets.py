@@ -6,6 +6,7 @@ command line takes and the rows' budgets. :mod:`~art_adp.apps.levers` runs them.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -467,6 +468,36 @@ OWN_BUDGETS: Mapping[str, dict] = {
     registered_name(SelectiveEOT): {"max_iter": 50, "eot_samples": 10},
     registered_name(LowFrequencyVote): {"max_iter": 100},
 }
+
+
+def _rows(preset: Preset, attacks: Sequence[str], restarts: int | None) -> list[Row]:
+    """The rows ``attacks`` name: the preset's, a registry attack's (at the preset's first adaptive budget with a random
+    start) or a variant's, each adaptive one as its :func:`with_restarts` variant of ``restarts`` runs (None: as it
+    is).
+
+    :raises ValueError: Naming the unknown rows and the known ones.
+    :raises ImportError: For AutoAttack without torchattacks, naming the install."""
+    known, default = {r.name: r for r in preset.rows}, _adaptive_default(preset)
+    unknown = [a for a in attacks if _row_named(a, known, default) is None]
+    if unknown:
+        raise ValueError(f"Unknown attack rows {sorted(unknown)}; choose from {list(known)} or {list(REGISTRY)}, or "
+                         "an adaptive one followed by -{N}it-r{K}.")  # fmt: skip
+    if AUTOATTACK in attacks and importlib.util.find_spec("torchattacks") is None:
+        raise ImportError(f"The {AUTOATTACK} row runs torchattacks' AutoAttack: pip install --no-deps "
+                          "torchattacks==3.5.1")  # fmt: skip
+    rows = [r for r in (_row_named(a, known, default) for a in attacks) if r is not None]
+    if restarts is None:
+        return rows
+    return [with_restarts(r, restarts) if r.adaptive and not r.num_random_init > 1 and not r.check_every else r
+            for r in rows]  # fmt: skip
+
+
+def _adaptive_default(preset: Preset) -> Row:
+    """The row a registry attack named in ``attacks`` runs as: the preset's first adaptive budget with a random
+    start."""
+    return next((r for r in preset.rows if r.adaptive and r.random_start), None) or next(
+        r for r in preset.rows if r.adaptive
+    )
 
 
 def levers_datasets() -> tuple[str, ...]:
