@@ -135,8 +135,8 @@ def test_a_run_measures_resumes_and_extends(tiny, tmp_path, one_thread):
     assert 0 < np.abs(kept["images"] - tiny.x_test[:3]).max() <= 0.3 + 1e-6
     with_options = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
     assert {json.dumps(r.get("options")) for r in with_options if r["attack"] == bpda} == {
-        json.dumps(levers.recorded(levers._budget(levers_presets.with_restarts(levers_presets.MNIST.rows[4], 1), 0.3, 1, judge_draws=2),
-                                   REGISTRY[SWEEP_ATTACK]))}  # fmt: skip
+        json.dumps(levers_presets.row_budgets([levers_presets.with_restarts(levers_presets.MNIST.rows[4], 1)], 0.3,
+                                              eot_samples=1, ensemble_size=2)[bpda].recorded)}  # fmt: skip
     assert table["provenance"]["models"].keys() == {"mlp", "adv-mlp"}
     assert table["provenance"]["data_sha256"] == array_sha256(tiny.x_test[:3], tiny.y_test[:3])  # the images measured
     first = json.loads((tmp_path / "table.json").read_text())["provenance"]
@@ -453,7 +453,7 @@ def test_attacks_named_from_the_registry_run_at_their_own_or_the_presets_full_bu
         default = next(r for r in p.rows if r.adaptive and r.random_start)
 
         def named(name):
-            return levers._row_named(name, known, default)
+            return levers_presets._row_named(name, known, default)
 
         assert [named(a).max_iter for a in ("apgd-eot", "apgd-eot-ensemble", "apgd-eot-dev")] == [apgd] * 3
         assert (named("selective-eot").max_iter, named("selective-eot").eot_samples) == (50, 10)
@@ -759,18 +759,24 @@ def test_each_full_strength_cell_is_set_against_the_earlier_suites_strongest_and
 def test_restarts_and_the_best_iterate_are_rows_of_their_own(tiny, tmp_path, one_thread, monkeypatch):
     # the rows recorded before the rule keep their meaning: one run, the last iterate
     row = Row(SWEEP_ATTACK, SWEEP_ATTACK, 0.01, 40)
-    old = levers._budget(row, 0.3, 1)
+    old = levers_presets.row_budgets([row], 0.3, eot_samples=1)[row.name].ensemble
     assert (old.num_random_init, old.check_every) == (1, 0)
     strong = levers_presets.with_restarts(row, 2, 100)
     assert strong.name == "bpda-eot-100it-r2" and levers_presets.VARIANT.match(strong.name)["runs"] == "2"
-    budget = levers._budget(strong, 0.3, 16, judge_draws=10)
+    budget = levers_presets.row_budgets([strong], 0.3, eot_samples=16, ensemble_size=10)[strong.name].ensemble
     assert (budget.max_iter, budget.num_random_init, budget.check_every, budget.judge_draws) == (100, 2, "auto", 10)
     assert row_label(strong, 0.3) == "BPDA+EOT, 100 × ε/30, best iterate, 2 runs"
     with pytest.raises(ValueError, match="restarts apply to an adaptive row with runs >= 1"):
         levers_presets.with_restarts(Row("clean"), 2)
     built, attacked = [], []
-    real, adaptive = levers._budget, engine.registry_attack
-    monkeypatch.setattr(levers, "_budget", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
+    real, adaptive = levers.row_budgets, engine.registry_attack
+
+    def spied(*a, **k):
+        out = real(*a, **k)
+        built.extend(b.ensemble for b in out.values() if b.ensemble)
+        return out
+
+    monkeypatch.setattr(levers, "row_budgets", spied)
     monkeypatch.setattr(
         engine, "registry_attack", lambda name, b: attacked.append((name, b.max_iter)) or adaptive(name, b)
     )

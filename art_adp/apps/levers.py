@@ -28,7 +28,6 @@ provenance.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import json
 import time
@@ -39,16 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from ..attacks.registry import (
-    ART_PGD,
-    AUTOATTACK,
-    BLIND_ATTACK,
-    OPTION_HELP,
-    REGISTRY,
-    Budget,
-    budget_settings,
-    recorded,
-)
+from ..attacks.registry import ART_PGD, AUTOATTACK, BLIND_ATTACK, OPTION_HELP, Budget, budget_settings
 from ..models.checkpoint import check_purifier
 from ..pretrained import bundled_file
 from ..runs.provenance import code_diff, code_version, provenance
@@ -65,7 +55,7 @@ from ..runs.engine import (
     probing,
     run_cells,
 )
-from ..runs.records import read_jsonl, record_key, write_json
+from ..runs.records import read_jsonl, write_json
 from ..runs.seeds import FIXED_BLOCK, LEVERS_SCHEMES, SeedPlan, check_scheme
 from .flags import PRECISION_HELP
 from .._hardware import require_native
@@ -86,19 +76,17 @@ from .levers_presets import (
     SETTINGS_HELP,
     Preset,
     Row,
+    RowBudgets,
     Setting,
-    _adaptive_default,
-    _budget,
-    _row_named,
     _rows,
-    _white_budget,
     levers_spec,
     preset_for,
-    row_label,
+    row_budgets,
     setting_named,
     sigma_settings,
+    table_rows,
 )
-from .levers_table import LEVERS_KEY, render_levers, table_markdown
+from .levers_table import levers_identity, render_levers, table_markdown
 from .robust_baseline import white_box_pgd
 
 __all__ = [
@@ -133,11 +121,11 @@ def judge_seeds(scheme: str, seed: int, key: tuple, repeats: int) -> SeedPlan:
     return SeedPlan("levers", seed, ("",), repeats) if scheme == "levers" else SeedPlan(scheme, seed, key, repeats)
 
 
-def _white(r: Row, eps: float) -> Attacking:
-    """The attack of a white-box row on an undefended classifier: none (clean), or the registry's -- its PGD rows are
-    ART's PGD (:data:`~art_adp.attacks.registry.ART_PGD`), the attack their figures were measured with."""
-    return Attacking() if not r.attack else Attacking(ART_PGD if r.attack == BLIND_ATTACK else r.attack,
-                                                      _white_budget(r, eps))  # fmt: skip
+def _white(r: Row, budgets: RowBudgets) -> Attacking:
+    """The attack of a white-box row on an undefended classifier: none (clean), or the registry's at the row's
+    ``white`` budget -- its PGD rows are ART's PGD (:data:`~art_adp.attacks.registry.ART_PGD`), the attack their
+    figures were measured with."""
+    return Attacking() if not r.attack else Attacking(ART_PGD if r.attack == BLIND_ATTACK else r.attack, budgets.white)
 
 
 def run_levers(
@@ -263,13 +251,7 @@ def run_levers(
                          sigmas=sigmas, max_epochs=max_epochs, seed=seed, device=device)  # fmt: skip
     eps = preset.eps
     options = {"loss": loss, "eot_target": eot_target, "step_schedule": step_schedule, "precision": attack_precision}
-
-    def options_of(r: Row) -> dict:
-        """What an adaptive record of ``r`` carries: the options and best-iterate budget its attack takes that differ
-        from the first records'."""
-        spec = REGISTRY[r.attack]
-        return recorded(_budget(r, eps, eot_samples, judge_draws=ensemble_size, options=options), spec)
-
+    budgets = row_budgets(rows, eps, eot_samples=eot_samples, ensemble_size=ensemble_size, options=options)
     denoiser_path = None if denoiser_path is None else bundled_file(denoiser_path, "score")  # a zoo name: its file
     denoiser = load_score_model(denoiser_path, device) if denoiser_path is not None else None
     x, y = data.x_test[:n_examples], data.y_test[:n_examples]
@@ -279,10 +261,8 @@ def run_levers(
     path = run_dir / "records.jsonl"
     base = preset.classifier
 
-    key_of = functools.partial(record_key, fields=LEVERS_KEY, defaults={"classifier": base, "judge": "ensemble"})
-
-    wanted = {r.name: options_of(r) for r in rows if r.adaptive}
-    _refuse_other_budgets(path, rows, eot_samples, wanted, options)
+    key_of = levers_identity(base)
+    _refuse_other_budgets(path, budgets, eot_samples, options)
 
     def fields(clf, model, setting, attack, extra=None, judge="ensemble") -> dict:
         """What the records of the cell (``clf``, ``model``, ``setting``, ``attack``, ``judge``) carry besides the
@@ -313,7 +293,7 @@ def run_levers(
     white = [r for r in rows if not r.adaptive]
     once = Judgement("once", batch_size=max(1, len(x)))
     cells: list[Cell] = [  # the undefended classifiers under white-box attacks
-        Cell((base, "none", name, r.name, "ensemble"), f"bare:{name}", _white(r, eps), once,
+        Cell((base, "none", name, r.name, "ensemble"), f"bare:{name}", _white(r, budgets[r.name]), once,
              seeds=seeds_of((base, "none", name, r.name, "ensemble"), SeedPlan("levers-white", seed, _white_parts(r))),
              **fields(base, "none", name, r.name),
              block_size=None,
@@ -326,9 +306,10 @@ def run_levers(
     for name in () if estimate_only else purified:  # Clf-PGD examples against the bare classifier, made once, shared
         for r in (r for r in white if r.attack == BLIND_ATTACK):
             seeds = seeds_of((name, "examples", r.name), SeedPlan("levers-white", seed, _white_parts(r)))
-            adv[(name, r.name)] = _blind_examples(clfs[name], r, x, y, run_dir / f"{r.name.replace('/', '_')}"
-                                                  f"{'' if name == base else f'@{name}'}.npy", eps, seeds(0, 0).attack,
-                                                  device)  # fmt: skip
+            cache = run_dir / f"{r.name.replace('/', '_')}{'' if name == base else f'@{name}'}.npy"
+            pgd = budgets[r.name].white
+            assert pgd is not None  # a white-box row's
+            adv[(name, r.name)] = _blind_examples(clfs[name], pgd, x, y, cache, seeds(0, 0).attack, device)
 
     def purifier_of(model: str, s: Setting):
         return measured_purifier(model, s, data.x_train, denoiser, seed=seed, device=device)
@@ -350,8 +331,8 @@ def run_levers(
                     continue  # a deterministic white-box attack: APGD-EOT is its randomized counterpart
                 key = (name, model, s.name, r.name)
                 if r.adaptive and "ensemble" in judges:
-                    budget = _budget(r, eps, eot_samples, judge_draws=ensemble_size, options=options)
-                    more = {**extra, "repeats": repeats, "options": wanted[r.name],
+                    budget = budgets[r.name].ensemble
+                    more = {**extra, "repeats": repeats, "options": budgets[r.name].recorded,
                             **({"eot_samples": r.eot_samples} if r.eot_samples else {})}  # fmt: skip
                     cells.append(Cell((*key, "ensemble"), target, Attacking(r.attack, budget), ensemble,
                                       seeds=seeds_of((*key, "ensemble"), SeedPlan("levers", seed, (r.name,), repeats),
@@ -369,8 +350,7 @@ def run_levers(
                                       price=Price(None, None, ensemble_size),
                                       settings=cell_settings(r, one, s, model=model)))  # fmt: skip
                 if "fixed" in judges and (r.adaptive or not r.attack):
-                    budget = _budget(r, eps, 1, batch_size=FIXED_CHUNK, judge_draws=1,  # judged by the frozen draw
-                                     options={"precision": attack_precision})  # fmt: skip
+                    budget = budgets[r.name].fixed  # judged by the frozen draw
                     attack = Attacking(r.attack, budget) if r.adaptive else Attacking()
                     fixed = Judgement("fixed", 1, 1, batch_size=FIXED_CHUNK)
                     price = Price(r.attack if r.adaptive else None, budget, 1)
@@ -447,12 +427,14 @@ def _asked(dataset: str, *, eps, arch, sigmas, max_iter, eps_step, max_epochs, a
     return preset, rows, chosen, classifiers, purified, behind
 
 
-def _refuse_other_budgets(path: Path, rows: Sequence[Row], eot_samples: int, wanted: Mapping[str, dict],
+def _refuse_other_budgets(path: Path, budgets: Mapping[str, RowBudgets], eot_samples: int,
                           options: Mapping[str, str]) -> None:  # fmt: skip
-    """Refuse a run into a records file (``path``) that holds adaptive rows measured at other EOT draws (a row's
-    own, else ``eot_samples``) or with other attack options than ``wanted`` (row name → what its records carry)."""
+    """Refuse a run into a records file (``path``) that holds adaptive rows measured at other EOT draws than their
+    ``budgets``' (a row's own, else ``eot_samples``) or with other attack options than those the budgets' records
+    carry (``recorded``)."""
     on_file = read_jsonl(path)
-    draws = {a.name: a.eot_samples or eot_samples for a in rows if a.adaptive}  # a row's own, or the run's
+    draws = {k: b.ensemble.eot_samples for k, b in budgets.items() if b.ensemble}  # a row's own, or the run's
+    wanted = {k: b.recorded for k, b in budgets.items() if b.ensemble}
     other_eot = sorted({(r["attack"], r["eot_samples"]) for r in on_file if r["attack"] in draws
                         and r.get("eot_samples", draws[r["attack"]]) != draws[r["attack"]]})  # fmt: skip
     if other_eot:
@@ -467,12 +449,11 @@ def _refuse_other_budgets(path: Path, rows: Sequence[Row], eot_samples: int, wan
                          "the options those rows were measured with.")  # fmt: skip
 
 
-def _blind_examples(clf, r: Row, x, y, cache: Path, eps: float, seed: int, device: str) -> str:
-    """The Clf-PGD row ``r``'s examples against the bare classifier, made once and kept in the run folder as ``cache``
-    (a call with more images attacks the new ones only); its file name."""
+def _blind_examples(clf, b: Budget, x, y, cache: Path, seed: int, device: str) -> str:
+    """A Clf-PGD row's examples against the bare classifier at its budget ``b``, made once and kept in the run folder
+    as ``cache`` (a call with more images attacks the new ones only); its file name."""
     held = np.load(cache) if cache.exists() else x[:0]
     if len(held) < len(x):
-        b = _white_budget(r, eps)
         fresh = white_box_pgd(clf, x[len(held) :], y[len(held) :], eps=b.eps, eps_step=b.eps_step,
                               max_iter=b.max_iter, random_start=b.random_start, device=device, seed=seed)  # fmt: skip
         np.save(cache, np.concatenate([held, fresh]))
@@ -498,17 +479,9 @@ def write_table(run_dir: Path, preset: Preset, dataset: str, classifiers: Mappin
     preset's rows with the registry's attacks and the variants measured by any call, the ``classifiers``' training
     facts and ``prov``, after the provenance of every earlier call into the folder (``provenance.calls``, in
     order)."""
-    eps, known, default = preset.eps, {r.name: r for r in preset.rows}, _adaptive_default(preset)
     table = render_levers(read_jsonl(run_dir / "records.jsonl"), base=preset.classifier)
-    table.update(dataset=dataset, classifier=preset.classifier, eps=eps)
-    table["rows"] = [{**asdict(r), "label": row_label(r, eps), "adaptive": r.adaptive} for r in preset.rows]
-    measured = [a for a in dict.fromkeys(c["attack"] for c in table["cells"]) if a not in known]
-    variants = [_row_named(a, known, default) for a in measured if a not in REGISTRY]
-    table["rows"] += [  # the registry's attacks measured as adaptive rows, and the variants (by any call here)
-        *({**asdict(r), "label": row_label(r, eps), "adaptive": True, "registry_row": True}
-          for r in (replace(default, name=a, attack=a) for a in measured if a in REGISTRY)),
-        *({**asdict(r), "label": row_label(r, eps), "adaptive": True, "variant": True} for r in variants if r),
-    ]  # fmt: skip
+    table.update(dataset=dataset, classifier=preset.classifier, eps=preset.eps)
+    table["rows"] = table_rows(preset, (c["attack"] for c in table["cells"]))  # the variants measured by any call too
     table["classifiers"] = dict(classifiers)
     table["provenance"] = prov
     earlier = run_dir / "table.json"  # the earlier calls into this folder: kept, in order, with their provenance

@@ -8,10 +8,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
-
 
 from ..attacks._core import AUTO, JUDGE_DRAWS
 from ..attacks.registry import (
@@ -21,51 +20,23 @@ from ..attacks.registry import (
     REGISTRY,
     SWEEP_ATTACK,
     Budget,
+    recorded,
     registered_name,
 )
 from ..attacks.apgd_eot import APGDEOT
 from ..attacks.selective_eot import SelectiveEOT
 from ..attacks.systemic_lowfreq import LowFrequencyVote
 from ..runs.plans import PLANS, Plan, budget, plan, plan_names, register
+from ..runs.seeds import FIXED_BLOCK
 from ..data import DATASETS, DatasetSpec
 from .robust_baseline import WHITE_BATCH
 
-__all__ = [
-    "APGD_ATTACK",
-    "APGD_MAX_ITER",
-    "ATTACK_ROWS",
-    "BEHIND",
-    "CIFAR10",
-    "CLASSIFIER_NAMES",
-    "ClassifierRecipe",
-    "FASHION_MNIST",
-    "FMNIST_EPS",
-    "JUDGES",
-    "MNIST",
-    "MNIST_EPS",
-    "ONE_STEP",
-    "OWN_BUDGETS",
-    "Preset",
-    "ROWS",
-    "ROW_NAMES",
-    "Row",
-    "SETTINGS",
-    "SETTINGS_HELP",
-    "SETTING_NAMES",
-    "SIGMA",
-    "Setting",
-    "VARIANT",
-    "adaptive_row",
-    "is_setting_name",
-    "levers_datasets",
-    "levers_spec",
-    "preset_for",
-    "row_label",
-    "setting_name",
-    "setting_named",
-    "sigma_settings",
-    "with_restarts",
-]
+__all__ = ["APGD_ATTACK", "APGD_MAX_ITER", "BEHIND", "CIFAR10", "CLASSIFIER_NAMES",
+           "ClassifierRecipe", "FASHION_MNIST", "FMNIST_EPS", "JUDGES", "MNIST", "MNIST_EPS", "ONE_STEP",
+           "OWN_BUDGETS", "Preset", "ROW_NAMES", "Row", "RowBudgets", "SETTINGS", "SETTINGS_HELP",
+           "SETTING_NAMES", "SIGMA", "Setting", "VARIANT", "adaptive_row", "is_setting_name", "levers_datasets",
+           "levers_spec", "preset_for", "row_budgets", "row_label", "setting_name", "setting_named",
+           "sigma_settings", "table_rows", "with_restarts"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -393,26 +364,13 @@ register("levers:cifar10", Plan("levers", "CIFAR-10's at ℓ∞ 8/255: ResNet-20
                                 CIFAR10))  # fmt: skip
 
 
-#: MNIST's rows (the table of docs/mnist_results.md).
-ROWS: tuple[Row, ...] = MNIST.rows
-
-
-ATTACK_ROWS = {row.name: row for row in ROWS}
-
-
 JUDGES = ("ensemble", "fixed")
 
 
 #: What the command line offers: every preset's rows and the registry's attacks, classifiers, settings.
 _PRESETS = [plan(k).values for k in plan_names("levers")]
-
-
 ROW_NAMES = tuple(dict.fromkeys([r.name for p in _PRESETS for r in p.rows] + list(REGISTRY)))
-
-
 CLASSIFIER_NAMES = tuple(dict.fromkeys(k for p in _PRESETS for k in p.classifiers))
-
-
 SETTING_NAMES = tuple(dict.fromkeys(s.name for p in _PRESETS for s in sigma_settings(p.sigmas)))
 
 
@@ -566,12 +524,6 @@ def row_label(row: Row, eps: float) -> str:
     return f"{label}, {row.max_iter} × {_step_text(row.eps_step, eps * row.eps_scale)}{rs}{radius}"
 
 
-def _white_budget(r: Row, eps: float) -> Budget:
-    """A white-box row's budget on an undefended classifier."""
-    return budget(r.attack, eps=eps * r.eps_scale, eps_step=r.eps_step, max_iter=r.max_iter,
-                  random_start=r.random_start, batch_size=WHITE_BATCH)  # fmt: skip
-
-
 def setting_named(name: str, sigmas: Sequence[float]) -> Setting:
     """The setting of the σ grid ``sigmas`` called ``name``."""
     found = {s.name: s for s in sigma_settings(sigmas)}
@@ -580,11 +532,58 @@ def setting_named(name: str, sigmas: Sequence[float]) -> Setting:
     return found[name]
 
 
-def _budget(r: Row, eps: float, eot_samples: int, batch_size: int = 50, judge_draws: int = JUDGE_DRAWS,
-            options: Mapping[str, str] | None = None) -> Budget:  # fmt: skip
-    """The row's :class:`Budget` (its own EOT draws, else ``eot_samples``), with the attack ``options`` (loss,
-    EOT target, step schedule; None: the :class:`Budget`'s defaults)."""
-    return budget(r.attack, eps=eps * r.eps_scale, eps_step=r.eps_step or eps, max_iter=r.max_iter,
-                  eot_samples=r.eot_samples or eot_samples, random_start=r.random_start, batch_size=batch_size,
-                  num_random_init=r.num_random_init, check_every=r.check_every, judge_draws=judge_draws,
-                  **(options or {}))  # fmt: skip
+@dataclass(frozen=True)
+class RowBudgets:
+    """A row's attack budgets in one run (:func:`row_budgets`): ``white`` on an undefended classifier (a white-box row,
+    its Clf-PGD examples too); ``ensemble`` through the purification, judged on the S-ensemble, and ``fixed``, judged
+    by one frozen draw (an adaptive row; ``fixed`` the clean row's too); ``recorded``, what an adaptive row's records
+    carry of ``ensemble`` (:func:`~art_adp.attacks.registry.recorded`)."""
+
+    white: Budget | None = None
+    ensemble: Budget | None = None
+    fixed: Budget | None = None
+    recorded: Mapping[str, Any] = field(default_factory=dict)
+
+
+def row_budgets(rows: Iterable[Row], eps: float, *, eot_samples: int, ensemble_size: int = JUDGE_DRAWS,
+                options: Mapping[str, str] | None = None) -> dict[str, RowBudgets]:  # fmt: skip
+    """
+    The budgets of the ``rows`` in a run at the radius ``eps`` (a row's ε · ``eps_scale``), by row name, each built
+    once by :func:`~art_adp.runs.plans.budget`: a white-box row's at its own steps; an adaptive row's at its own EOT
+    draws (else ``eot_samples``), judged on ``ensemble_size`` draws, with the attack ``options`` (loss, EOT target, step
+    schedule, precision; None: the :class:`Budget`'s defaults), and what its records carry of it; an adaptive row's
+    and the clean row's under the fixed-noise view, at its own EOT draws (else one) with the options' precision only.
+    """
+    options, out = dict(options or {}), {}
+    precision = {"precision": options["precision"]} if "precision" in options else {}  # all the fixed view takes
+    for r in rows:
+        if r.attack and not r.adaptive:
+            out[r.name] = RowBudgets(white=budget(r.attack, eps=eps * r.eps_scale, eps_step=r.eps_step,
+                                                  max_iter=r.max_iter, random_start=r.random_start,
+                                                  batch_size=WHITE_BATCH))  # fmt: skip
+            continue
+        row = {"eps": eps * r.eps_scale, "eps_step": r.eps_step or eps, "max_iter": r.max_iter,
+               "random_start": r.random_start, "num_random_init": r.num_random_init,
+               "check_every": r.check_every}  # fmt: skip
+        fixed = budget(r.attack, **row, eot_samples=r.eot_samples or 1, batch_size=FIXED_BLOCK, judge_draws=1,
+                       **precision)  # fmt: skip
+        ensemble = budget(r.attack, **row, eot_samples=r.eot_samples or eot_samples, batch_size=50,
+                          judge_draws=ensemble_size, **options) if r.adaptive else None  # fmt: skip
+        out[r.name] = RowBudgets(ensemble=ensemble, fixed=fixed,
+                                 recorded=recorded(ensemble, REGISTRY[r.attack]) if ensemble else {})  # fmt: skip
+    return out
+
+
+def table_rows(preset: Preset, measured: Iterable[str]) -> list[dict]:
+    """A lever table's rows: the preset's, then of the attacks ``measured`` (in a folder, by any call) that are not the
+    preset's, the registry's as adaptive rows at the preset's adaptive budget (``registry_row``) and the variants
+    (``variant``); each with its fields, label (:func:`row_label`) and whether it is adaptive."""
+    known, default = {r.name: r for r in preset.rows}, _adaptive_default(preset)
+    others = [a for a in dict.fromkeys(measured) if a not in known]
+    variants = [_row_named(a, known, default) for a in others if a not in REGISTRY]
+    return [
+        *({**asdict(r), "label": row_label(r, preset.eps), "adaptive": r.adaptive} for r in preset.rows),
+        *({**asdict(r), "label": row_label(r, preset.eps), "adaptive": True, "registry_row": True}
+          for r in (replace(default, name=a, attack=a) for a in others if a in REGISTRY)),
+        *({**asdict(r), "label": row_label(r, preset.eps), "adaptive": True, "variant": True} for r in variants if r),
+    ]  # fmt: skip

@@ -1,10 +1,11 @@
-"""A lever table from its records: per cell the accuracy (worst of R), its Wilson interval and judgements, and the
-per-image flags (schema ``art-adp/levers-table/2``); the per-image worst case over attacks from those flags; the
-markdown view (:func:`table_markdown`)."""
+"""A lever table from its records: their key (:func:`levers_identity`, the run's and the table's), per cell the
+accuracy (worst of R), its Wilson interval and judgements, and the per-image flags (schema ``art-adp/levers-table/2``);
+the per-image worst case over attacks from those flags; the markdown view (:func:`table_markdown`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 
 
 from ..runs.engine import (
@@ -19,6 +20,7 @@ __all__ = [
     "LEVERS_KEY",
     "TABLE_SCHEMA",
     "WORST_CASE",
+    "levers_identity",
     "render_levers",
     "table_markdown",
     "worst_over_attacks",
@@ -30,15 +32,21 @@ __all__ = [
 LEVERS_KEY = ("classifier", "model", "setting", "attack", "judge", "index")
 
 
+def levers_identity(base: str | None) -> Callable[[Mapping], tuple]:
+    """A lever table's record key: :func:`~art_adp.runs.records.record_key` at :data:`LEVERS_KEY`, a record without
+    ``classifier`` being the table's own classifier's (``base``), one without ``judge`` judged by the ensemble."""
+    return functools.partial(record_key, fields=LEVERS_KEY, defaults={"classifier": base, "judge": "ensemble"})
+
+
 def render_levers(records: list[dict], base: str | None = None) -> dict:
     """
     Per (classifier, score model, setting, attack, judge): accuracy (correct in every judgement: the worst of R),
     n and its Wilson interval; where records hold R ≥ 2 predictions, the mean, worst and majority of R with theirs.
     """
     cells: dict[tuple, list[dict]] = {}
+    identity = levers_identity(base)
     for r in records:
-        key = record_key(r, LEVERS_KEY[:-1], {"classifier": base, "judge": "ensemble"})
-        cells.setdefault(key, []).append(r)
+        cells.setdefault(identity(r)[:-1], []).append(r)  # the record's cell: its key but the image
     out = []
     for (clf, model, setting, attack, judge), rs in cells.items():
         budgets = sorted({r.get("eot_samples") for r in rs}, key=str)
