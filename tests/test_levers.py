@@ -816,6 +816,19 @@ def test_estimate_only_prices_the_rows_left_by_the_cost_model_and_measures_nothi
     assert {"command", "code_version", "device", "wall_time_s"} <= set(kept["provenance"])
 
 
+def test_estimate_only_prices_a_clf_pgd_row_without_making_its_examples(tiny, tmp_path, monkeypatch):
+    """A Clf-PGD row's examples are made against the bare classifier when measuring; an estimate makes none and prices
+    the purified cell's one S-ensemble judgement per image."""
+    from art_adp.runs import engine
+
+    monkeypatch.setattr(engine, "probe", lambda *a: {"forward": 1.0, "full": 3.0, "rows": 4, "graph_row_bytes": 1})
+    out = run_levers(tiny, tmp_path, n_examples=5, attacks=("clf-pgd",), models=("oracle",),
+                     settings=["one-step denoise"], classifiers=(), ensemble_size=2, progress=False,
+                     estimate_only=True)  # fmt: skip
+    assert {k.split(" | ")[-1]: v for k, v in out["by_row"].items()} == {"clf-pgd": 5 * 2.0}
+    assert not list(tmp_path.glob("*.npy")) and not (tmp_path / "records.jsonl").exists()
+
+
 def test_an_adaptive_row_cut_short_resumes_from_its_last_whole_block(tiny, tmp_path, one_thread, monkeypatch):
     """Each block of images is attacked, judged and recorded before the next: a row interrupted in its second block
     keeps its first, and the resumed row's records equal an uninterrupted run's."""

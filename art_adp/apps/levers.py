@@ -314,8 +314,8 @@ def run_levers(
     def purifier_of(model: str, s: Setting):
         return measured_purifier(model, s, data.x_train, denoiser, seed=seed, device=device)
 
-    def cached(name: str, r: Row) -> Attacking:
-        return Attacking() if not r.attack else Attacking(examples=adv[(name, r.name)])
+    def cached(name: str, r: Row) -> Attacking:  # an estimate makes no examples: it prices the judgement alone
+        return Attacking() if not r.attack or estimate_only else Attacking(examples=adv[(name, r.name)])
 
     targets: dict[str, tuple] = {}
     for name in purified:
