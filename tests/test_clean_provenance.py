@@ -13,7 +13,6 @@ RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 
 #: (result file, where in it, the dirty code version): each to be re-measured from a clean commit.
 PENDING = {
-    ("cifar10_adv_denoiser.json", "provenance.calls[0]", "805314f-dirty"),  # adv-resnet20-denoiser's training
     ("cifar10_full_gradient_unclipped.json", "provenance.calls[0]", "0f08e3b-dirty"),
     ("cifar10_learned.json", "provenance.calls[2]", "aad2251-dirty"),
     ("cifar10_learned.json", "provenance.calls[4]", "ba505ee-dirty"),
