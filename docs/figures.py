@@ -11,6 +11,8 @@ be one of :data:`ALLOWED`, each with its kind and reason:
 - ``parameter``: a setting, a threshold, a default or a confidence level, not a measurement;
 - ``arithmetic``: computed from parameters or constants on the page (the reason shows the computation);
 - ``paper``: a cited paper's published figure (the reason names the paper and table);
+- ``check``: a figure of an ``art-adp check`` report committed in ``docs/checks/`` (the reason is its path), where
+  its number must occur;
 - ``result``: a measured figure quoted in prose; the reason is a name of ``docs/render.py``'s ``FIGURES``, and its
   number must occur in that figure's rendering or its result file (so it cannot drift from the file).
 
@@ -337,6 +339,13 @@ ALLOWED: list[tuple[str, str, str, str]] = [
     ("docs/zoo.md", "about 30 MB", "parameter", "issue 68's size for the zoo"),
     ("docs/zoo.md", "tracked files are 60 MB, near the 64 MiB", "arithmetic", "git ls-files | xargs du -cb; the device tool's limit on the checkout that travels"),
     ("docs/zoo.md", "adds 13.1 MB", "arithmetic", "3.27 M float32 parameters × 4 bytes"),
+    ("docs/zoo.md", "| 500 | 34.0 / 34.0 % | 1,638 s |", "check", "docs/checks/cifar10_baseline-autoattack.json"),
+    ("docs/zoo.md", "| 50 | 28.0 / 28.0 % | 441 s |", "check", "docs/checks/cifar10_adv_denoiser-full-pgd-eot.json"),
+    ("docs/zoo.md", "| 50 | 26.0 / 26.0 % | 482 s |", "check", "docs/checks/cifar10_adv_denoiser-apgd-eot.json"),
+    ("docs/zoo.md", "| 26.0 / 28.0 % | 527 s |", "check", "docs/checks/cifar10_adv_denoiser-full-pgd-eot-ensemble.json"),
+    ("docs/zoo.md", "| 54.0 / 54.0 % | 143 s |", "check", "docs/checks/mnist_behind_purifier-apgd-eot.json"),
+    ("docs/zoo.md", "| 66.0 / 66.0 % | 118 s |", "check", "docs/checks/fashion_mnist_adv_behind_purifier-full-pgd-eot.json"),
+    ("docs/zoo.md", "within the tolerance (90 % of images)", "parameter", "art-adp check's default --tolerance 0.9"),
     ("docs/mnist.md", "keeps 76.5 % under AutoAttack at 97.2 % clean", "result", "mnist-answer"),
     ("docs/mnist.md", "keeps 69.0 to 72.0 % per image", "result", "mnist-answer"),
     ("docs/mnist.md", "no classifier keeps more than 24.0 %", "result", "mnist-answer"),
@@ -456,7 +465,10 @@ def _render():
 def _number_in_source(figure: str, name: str) -> bool:
     render = _render()
     path, _ = render.FIGURES[name]
-    haystack = render.render(name) + (ROOT / path).read_text(encoding="utf-8")
+    return _number_in(figure, render.render(name) + (ROOT / path).read_text(encoding="utf-8"))
+
+
+def _number_in(figure: str, haystack: str) -> bool:
     # Each number of the figure, at its printed precision, must be a number of the rendering or the result file
     # (a percentage may be stored as a fraction: 100 % as 1.0).
     values = [float(v) for v in re.findall(r"\d+(?:\.\d+)?(?:e-?\d+)?", haystack.replace(",", ""))]
@@ -495,6 +507,10 @@ def check(root: Path = ROOT, allowed: list[tuple[str, str, str, str]] = ALLOWED)
             for figure in (f for _, _, f in figures(phrase)):
                 if not _number_in_source(figure, reason):
                     problems.append(f"allow-list entry {phrase!r}: {figure!r} is not in {reason}'s result")
+        elif kind == "check":
+            for figure in (f for _, _, f in figures(phrase)):
+                if not _number_in(figure, (ROOT / reason).read_text(encoding="utf-8")):
+                    problems.append(f"allow-list entry {phrase!r}: {figure!r} is not in {reason}")
         elif kind not in ("parameter", "arithmetic", "paper"):
             problems.append(f"allow-list entry {phrase!r} has an unknown kind {kind!r}")
     return problems

@@ -121,3 +121,16 @@ def test_the_gpu_section_lists_exactly_the_gpu_results():
     assert listed == gpu, f"the GPU section lists {sorted(listed)}; CUDA result files: {sorted(gpu)}"
     assert ("no figure yet" in line) == (not gpu)
     assert "benchmarks/README.md#the-gpu-runs-so-far" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_check_figure_must_be_in_its_committed_report(tmp_path):
+    """A figure of an ``art-adp check`` run is sourced by its report in docs/checks/: a time or an accuracy the report
+    does not hold fails (the report holds the seconds unrounded and the accuracy as a fraction)."""
+    report = "docs/checks/cifar10_baseline-autoattack.json"
+    held = json.loads((ROOT / report).read_text())["cells"][0]
+    seconds, measured = round(held["seconds"]), round(100 * held["measured"], 1)
+    for shown, ok in (((seconds, measured), True), ((seconds + 1, measured), False), ((seconds, measured + 1), False)):
+        (tmp_path / "README.md").write_text(f"The check took {shown[0]:,} s and measured {shown[1]} %.\n")
+        allowed = [("README.md", f"took {shown[0]:,} s and measured {shown[1]} %", "check", report)]
+        problems = figures.check(tmp_path, allowed)
+        assert (problems == []) is ok, problems
