@@ -635,27 +635,47 @@ def probe(estimator, x: np.ndarray, batch_size: int) -> dict:
             g.set_state(state)
 
 
+#: Most rows the probe times a pass at on a CPU (a GPU: 1024): the attacks' blocks of draws, as the memory budget
+#: sizes them, are of this order on a small score network; a pass timed at a few rows costs up to 6x more per row.
+CPU_PROBE_ROWS = 128
+
+
 def _timed(estimator, x: np.ndarray, batch_size: int) -> dict:
-    """:func:`probe`'s timings (the estimator's noise drawn from seed 0)."""
+    """:func:`probe`'s timings (the estimator's noise drawn from seed 0), each pass at the rows a run's blocks hold:
+    the forward pass at ``batch_size`` rows and the full-gradient pass at the rows one block of the memory budget
+    holds (:class:`~art_adp.ensemble.RowBlocks`), both at most :data:`CPU_PROBE_ROWS` on a CPU."""
     from ..attacks._core import gradient_mode
-    from ..ensemble import GraphMemory
+    from ..ensemble import PROBE_ROWS, GraphMemory, default_memory_budget
 
     dev = estimator.device
-    rows = min(batch_size, 1024 if dev.type == "cuda" else 32)
-    xb = torch.as_tensor(np.resize(x, (rows, *x.shape[1:])), dtype=torch.float32, device=dev)
-    xf = xb[: max(1, rows // 4)]  # the full-gradient pass holds every purification step: a quarter of the rows
+    cap = 1024 if dev.type == "cuda" else CPU_PROBE_ROWS
+
+    def rows_of(n: int) -> torch.Tensor:
+        return torch.as_tensor(np.resize(x, (n, *x.shape[1:])), dtype=torch.float32, device=dev)
+
+    def full_pass(xg: torch.Tensor) -> int:
+        """One full-gradient forward and backward pass; the bytes of graph it recorded."""
+        with gradient_mode(estimator, "full"), torch.enable_grad():
+            xg = xg.clone().requires_grad_(True)
+            with GraphMemory() as graph:
+                out = logits(estimator, xg)
+            if out.requires_grad:
+                out.sum().backward()
+        return graph.nbytes
 
     def sync():
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
 
+    rows = min(batch_size, cap)
+    xb = rows_of(rows)
     reseed(estimator, 0)
     with torch.no_grad():
         logits(estimator, xb[:8])  # warm-up, of the backward pass too (its first call allocates: 1.5-2x slower)
-    with gradient_mode(estimator, "full"), torch.enable_grad():
-        out = logits(estimator, xb[:2].clone().requires_grad_(True))
-        if out.requires_grad:
-            out.sum().backward()
+    first = rows_of(min(batch_size, PROBE_ROWS))  # RowBlocks' first block, whose graph sizes the others
+    row_bytes = full_pass(first) / len(first)
+    budget = default_memory_budget(dev) * 2**20
+    xf = rows_of(max(1, min(batch_size, cap, int(budget // max(row_bytes, 1.0)))))
     sync()
     forward = full = float("inf")
     for _ in range(PROBE_REPEATS):  # the fastest of a few timings: a busy machine only ever slows one down
@@ -665,15 +685,11 @@ def _timed(estimator, x: np.ndarray, batch_size: int) -> dict:
         sync()
         forward = min(forward, (time.perf_counter() - t) / rows)
         t = time.perf_counter()
-        with gradient_mode(estimator, "full"), torch.enable_grad():
-            xg = xf.clone().requires_grad_(True)
-            with GraphMemory() as graph:
-                out = logits(estimator, xg)
-            if out.requires_grad:
-                out.sum().backward()
+        nbytes = full_pass(xf)
         sync()
         full = min(full, (time.perf_counter() - t) / len(xf))
-    return {"rows": rows, "forward": forward, "full": max(full, forward), "graph_row_bytes": graph.nbytes / len(xf)}
+    return {"rows": rows, "full_rows": len(xf), "forward": forward, "full": max(full, forward),
+            "graph_row_bytes": nbytes / len(xf)}  # fmt: skip
 
 
 def unit_seconds(price: Price, probe: dict) -> float:
