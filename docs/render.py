@@ -509,6 +509,19 @@ def attack_step(path: str) -> str:
     return "\n".join(lines)
 
 
+def probe_rows(path: str) -> str:
+    """benchmarks/README.md: one full-gradient pass through the digits' ADP per row, by the rows it is timed at, and
+    the estimate's probe beside."""
+    result = load(path)
+    rows = [[r["rows"], f"{r['ms_per_row']:.1f}", f"{r['vs_largest']:.2f}×"] for r in result["rows"]]
+    probe = result["probe"]
+    return "\n".join([
+        *markdown_table(["rows", "ms per row", "vs the most rows"], rows), "",
+        f"The probe on the same machine: the forward pass timed at {probe['rows']} rows, "
+        f"{1e3 * probe['forward']:.1f} ms per row; the full gradient at {probe['full_rows']} rows (one block of the "
+        f"memory budget), {1e3 * probe['full']:.1f} ms per row.", "", source(path, result)])  # fmt: skip
+
+
 def precision_agreement(path: str) -> str:
     """docs/attacks.md: an attack's rows in fp32 and in bf16 gradient passes on the same images and seeds
     (benchmarks/precision_agreement.py), image by image."""
@@ -1313,6 +1326,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "eot-memory": ("benchmarks/results/eot_memory.json", eot_memory),
     "eot-target": ("benchmarks/results/eot_target.json", eot_target),
     "attack-step": ("benchmarks/results/attack_step.json", attack_step),
+    "probe-rows": ("benchmarks/results/probe_rows.json", probe_rows),
     "precision-fashion-mnist": ("docs/results/precision_fashion_mnist.json", precision_agreement),
     "precision-cifar10": ("docs/results/precision_cifar10.json", precision_agreement),
     "train-speed": ("benchmarks/results/train_speed_cpu.json", train_speed),
