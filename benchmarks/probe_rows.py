@@ -19,6 +19,7 @@ import platform
 import numpy as np
 import torch
 
+import common
 from common import compare, setup, write
 
 
@@ -39,8 +40,10 @@ def main() -> None:
     from art_adp.runs.provenance import device_description
 
     digits = load_digits()
-    purifier = ADPPurifier(load_score_model("digits"), generator=torch.Generator().manual_seed(0))
-    estimator = engine.defended_estimator(load_classifier("digits"), purifier, input_shape=(1, 8, 8))
+    score, classifier = load_score_model("digits"), load_classifier("digits")
+    common._RUN["models"].update(score=score, classifier=classifier)  # recorded by their weights' SHA-256
+    purifier = ADPPurifier(score, generator=torch.Generator().manual_seed(0))
+    estimator = engine.defended_estimator(classifier, purifier, input_shape=(1, 8, 8))
     x = digits.x_test.astype(np.float32)
 
     def full_pass(rows: int):
