@@ -1181,6 +1181,26 @@ def budget_curve(path: str) -> str:
     ])  # fmt: skip
 
 
+def draws_curve(path: str) -> str:
+    """docs/attacks.md: one row at several EOT draw counts (benchmarks/draws_curve.py), image by image against the
+    point of the most draws, each point's call beside."""
+    r = load(path)
+    row, most = r["row"], r["points"][-1]["eot_samples"]
+    rows = [[p["eot_samples"], f"{pct(p['accuracy'])} [{pct(p['ci95'][0], 0)}–{pct(p['ci95'][1], 0)}] ({p['n']})",
+             ", ".join(map(str, p["broken_only_here"])) or "none", ", ".join(map(str, p["left_only_here"])) or "none",
+             wall(p["provenance"]["wall_time_s"]), p["provenance"]["code_version"]] for p in r["points"]]  # fmt: skip
+    first = r["points"][0]
+    lines = [
+        f"Robust accuracy in % [95 % Wilson interval] (images), ℓ∞ ε = {r['eps'] * 255:.0f}/255 on {row['dataset']}: "
+        f"`{row['attack']}` on {row['model']} · {row['setting']} → {row['classifier']}, judged worst of R = "
+        f"{row['repeats']} (S = {first['ensemble_size']}), the same images and seeds at every draw count; the images "
+        f"by index against EOT {most}.", "",
+        *markdown_table(["EOT draws", "robust accuracy", f"breaks, EOT {most} leaves", f"leaves, EOT {most} breaks",
+                         "wall time", "code"], rows), "",
+    ]  # fmt: skip
+    return "\n".join([*lines, source(path, r)])
+
+
 def gpu_throughput(path: str) -> str:
     """benchmarks/README.md: ``benchmarks/gpu.py`` on a GPU -- purification images/s per path, against the forward floors."""
     r = load(path)
@@ -1285,6 +1305,8 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "fashion-mnist-adv-behind-denoiser": ("docs/results/fashion_mnist_adv_behind_denoiser.json", fashion_mnist_levers),
     "fashion-mnist-adv-behind-purifier": ("docs/results/fashion_mnist_adv_behind_purifier.json", fashion_mnist_levers),
     "fashion-mnist-budget-curve": ("docs/results/fashion_mnist_budget_curve.json", budget_curve),
+    "fashion-mnist-apgd-draws": ("docs/results/fashion_mnist_apgd_draws.json", draws_curve),
+    "cifar10-apgd-draws": ("docs/results/cifar10_apgd_draws.json", draws_curve),
     "mnist-new-attacks": ("docs/results/mnist_new_attacks.json", mnist_new_attacks),
     "fashion-mnist-full-strength-denoiser": (
         "docs/results/fashion_mnist_full_strength_denoiser.json",
