@@ -1307,6 +1307,8 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "fashion-mnist-budget-curve": ("docs/results/fashion_mnist_budget_curve.json", budget_curve),
     "fashion-mnist-apgd-draws": ("docs/results/fashion_mnist_apgd_draws.json", draws_curve),
     "cifar10-apgd-draws": ("docs/results/cifar10_apgd_draws.json", draws_curve),
+    "fashion-mnist-schedules": ("docs/results/fashion_mnist_schedules.json", levers_result),
+    "cifar10-schedules": ("docs/results/cifar10_schedules.json", levers_result),
     "mnist-new-attacks": ("docs/results/mnist_new_attacks.json", mnist_new_attacks),
     "fashion-mnist-full-strength-denoiser": (
         "docs/results/fashion_mnist_full_strength_denoiser.json",

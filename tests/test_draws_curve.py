@@ -79,3 +79,23 @@ def test_folders_of_other_rows_are_refused(tmp_path):
             draws_curve.main()
     finally:
         sys.argv = argv
+
+
+def test_a_published_cell_is_a_point_with_the_one_call_that_ran_its_attack(tmp_path):
+    cell = {"model": "oracle", "setting": "one-step denoise", "attack": "apgd-eot-100it-r1", "classifier": "cnn",
+            "eot_samples": 8, "accuracy": 0.5, "n": 2, "ci95": [0.0, 1.0], "repeats": 10, "ensemble_size": 10,
+            "images": [[0, 2]], "flags": "10"}  # fmt: skip
+    calls = [{"command": "art-adp levers --attacks clean", "code_version": "a"},
+             {"command": "art-adp levers --attacks apgd-eot --eot-samples 8", "code_version": "b"}]  # fmt: skip
+    result = {"cells": [cell], "rows": [{"name": "apgd-eot-100it-r1", "attack": "apgd-eot"}], "dataset": "d",
+              "eps": 0.1, "provenance": {"command": "art-adp levers --attacks full-pgd-eot", "code_version": "c",
+                                         "models": {"cnn": "abc"}, "calls": calls}}  # fmt: skip
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(result))
+    p = draws_curve.published_point(path, "apgd-eot-100it-r1")
+    assert p["provenance"]["code_version"] == "b" and p["provenance"]["models"] == {"cnn": "abc"}
+    assert draws_curve.broken(p) == {1} and p["published"] == "r.json"
+    calls.append(dict(calls[1]))  # two calls ran it: which one measured the cell is not known
+    path.write_text(json.dumps(result))
+    with pytest.raises(SystemExit, match="2 calls running apgd-eot"):
+        draws_curve.published_point(path, "apgd-eot-100it-r1")
