@@ -128,6 +128,8 @@ ALLOWED: list[tuple[str, str, str, str]] = [
     ("docs/attacks.md", "(63.0 % at 2 and 4 draws, 62.5 % at 8)", "result", "fashion-mnist-apgd-draws"),
     ("docs/attacks.md", "(31.0 % at 4 draws, 29.5 % at 8;", "result", "cifar10-apgd-draws"),
     ("docs/attacks.md", "(image 161; 29.5 against 30.0 %)", "result", "cifar10-schedules"),
+    ("docs/attacks.md", "on the same Fashion-MNIST row keeps 62.5 %", "result", "fashion-mnist-apgd-t"),
+    ("docs/attacks.md", "(their per-image figure, 61.5 %, stands)", "result", "fashion-mnist-adv-behind-purifier"),
     ("docs/attacks.md", "whose per-image figure is 28.5 %", "result", "cifar10-adv-denoiser"),
     ("README.md", "(28.0 % with the strongest preset's halving-step run", "arithmetic",
      "28.5 % of 200 images is 57; image 161, broken by the halving run alone (cifar10-schedules), leaves 56: 28.0 %"),
