@@ -552,7 +552,7 @@ def test_the_estimate_names_an_attack_taking_over_half_of_it_and_the_flags_that_
     assert " takes " not in logged[0] and "selective-eot 5 min," in logged[0]  # no attack over half of it
     # 4 images x 3 losses x 50 iterations x (2 x N draws forward + one grafted full pass): N = 10 in the table (+ S x R
     # = 4 judging draws), N = 1 in the fixed-noise view (+ its one draw): 16,820 s
-    assert ("with a full gradient, batches of 4). selective-eot takes 4.7 h of it: lower --selective-max-iter (now 50) "
+    assert ("with a full gradient in 4). selective-eot takes 4.7 h of it: lower --selective-max-iter (now 50) "
             "or --selective-eot-samples (now 10) to shrink it. Smaller: --n-examples N") in logged[1]
     smoke = EvalConfig.preset("smoke")
     assert _dominant({"clean": 50.0, "spsa": 1.0}, 51.0, smoke) == ""  # a run of under a minute: nothing to shrink

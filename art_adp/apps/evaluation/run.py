@@ -253,12 +253,6 @@ def unit_settings(setting: Setting, attack: str, c: EvalConfig, common: dict) ->
     return out
 
 
-def _full_rows(probe: Mapping) -> str:
-    """The full-gradient pass's rows where the probe timed it at other rows than the forward pass."""
-    rows = probe.get("full_rows", probe["rows"])
-    return "" if rows == probe["rows"] else f", {rows} with the full gradient"
-
-
 def sanity_memory(units: Sequence[tuple[Setting, str, np.ndarray]], c: EvalConfig, probe: dict, dev) -> dict:
     """The autograd graph the sanity checks of ``units`` hold at a time: one block of EOT draws (examples × draws
     rows, at most ``batch_size`` and the memory budget's), its bytes at the probe's bytes per row, and the budget."""
@@ -529,8 +523,8 @@ def _log_estimate(estimator, x, config: EvalConfig, cells: Sequence[Cell], pendi
     log(
         f"Estimated time on this device ({dev.type}, {torch.get_num_threads()} CPU threads): about "
         f"{_duration(est_seconds)} for {len(pending)} of {n_units} units of work on {len(x)} examples "
-        f"(probe: {1000 * probe['forward']:.2f} ms per defended image, {1000 * probe['full']:.2f} ms with a "
-        f"full gradient, batches of {probe['rows']}{_full_rows(probe)}). "
+        f"(probe: {1000 * probe['forward']:.2f} ms per defended image in batches of {probe['rows']}, "
+        f"{1000 * probe['full']:.2f} ms with a full gradient in {probe.get('full_rows', probe['rows'])}). "
         + _dominant(prices, est_seconds, config)
         + "Smaller: "
         + "".join(f"--preset {name}, " for name in smaller)
