@@ -1330,6 +1330,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "mnist-behind-purifier": ("docs/results/mnist_behind_purifier.json", mnist_adv_cnn),
     "mnist-adv-behind-purifier": ("docs/results/mnist_adv_behind_purifier.json", mnist_adv_cnn),
     "mnist-behind-denoiser": ("docs/results/mnist_behind_denoiser.json", mnist_adv_cnn),
+    "card-digits-strongest-4-page": ("docs/cards/digits_strongest_4.json", card_page),
     "card-digits-paper-20": ("docs/cards/digits_paper_20.json", card_table),
     "card-digits-paper-20-page": ("docs/cards/digits_paper_20.json", card_page),
     "card-digits-smoke-page": ("docs/cards/digits_smoke.json", card_page),
