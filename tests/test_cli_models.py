@@ -415,3 +415,12 @@ def test_detect_and_certify_take_a_users_classifier_and_a_diffusers_score(
     assert cli.main(certify) == 0
     settings = json.loads((tmp_path / "certify" / "certify_settings.json").read_text())
     assert (settings["mean"], settings["std"]) == ([0.5], [0.25]) and len(settings["classifier_sha256"]) == 64
+
+
+def test_a_model_taken_by_name_is_described_by_its_name_not_by_this_machines_path():
+    """A card's Models line is committed with its result: the bundled digits models given as --score digits and
+    --classifier digits were described by the absolute path of the checkout that ran them."""
+    _, score = load_score_arg("digits")
+    _, classifier = load_classifier_arg("digits")
+    assert score.startswith("digits (NCSNv2, sha256 ") and classifier.startswith("digits (DigitsCNN, sha256 ")
+    assert "/" not in score.split(" (")[0] and "/" not in classifier.split(" (")[0]

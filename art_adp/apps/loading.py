@@ -123,7 +123,8 @@ def load_classifier_arg(
         whose names or shapes do not match, or ``--weights`` / ``--mean`` / ``--std`` where they do not apply.
     """
     path = Path(spec)
-    if not path.exists() and (zoo_name(spec) or spec in BUNDLED and "classifier" in BUNDLED[spec]):  # by name
+    named = not path.exists() and (zoo_name(spec) or spec in BUNDLED and "classifier" in BUNDLED[spec])
+    if named:  # by name: described by it, not by where this machine keeps the file
         path = bundled_file(spec, "classifier")
     if path.is_file():
         if weights is not None:
@@ -132,6 +133,7 @@ def load_classifier_arg(
                 "weights."
             )
         model, what = _classifier_file(path)
+        what = what.replace(str(path), spec, 1) if named else what
     elif FACTORY.match(spec):
         model, what = _from_factory(spec, weights)
     else:
@@ -259,7 +261,8 @@ def load_score_arg(spec: str, *, config: str | None = None) -> tuple[nn.Module, 
     from ..score import import_ncsnv2, load_diffusers, load_score_model
 
     path = Path(spec)
-    if not path.exists() and (zoo_name(spec) or spec in BUNDLED and "score" in BUNDLED[spec]):  # by name
+    named = not path.exists() and (zoo_name(spec) or spec in BUNDLED and "score" in BUNDLED[spec])
+    if named:  # by name: described by it, not by where this machine keeps the file
         path = bundled_file(spec, "score")
     model: nn.Module
     if not path.exists() and re.fullmatch(r"[\w.-]+/[\w.-]+", spec) and not path.suffix:  # a Hub id, say
@@ -276,7 +279,7 @@ def load_score_arg(spec: str, *, config: str | None = None) -> tuple[nn.Module, 
         return model, f"{path} (diffusers UNet2DModel, weights sha256 {module_sha256(model)[:12]})"
     if is_safetensors(path):
         model = load_score_model(path)
-        return model, f"{path} ({type(model).__name__}, sha256 {_sha(path)})"
+        return model, f"{spec if named else path} ({type(model).__name__}, sha256 {_sha(path)})"
     beside = path.parent / "config.yml"
     if config is None and not beside.is_file():
         raise ValueError(
