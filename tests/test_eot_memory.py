@@ -325,6 +325,7 @@ def test_a_torchscript_classifier_keeps_its_draws_graphs_whole_and_gets_the_plai
         torch.testing.assert_close(gradient(1e-5), plain)  # over the budget: kept whole, not checkpointed
 
 
+@pytest.mark.filterwarnings("ignore:one EOT draw")  # the one-byte budget: blocks of one row, as intended
 def test_the_probe_times_the_full_gradient_at_the_rows_the_attacks_blocks_hold(monkeypatch):
     """The attacks stack draws into blocks as large as the memory budget allows (RowBlocks); a full-gradient pass
     timed at a quarter of the forward's rows cost the digits' purifier 3.5x more per row than such a block, and the

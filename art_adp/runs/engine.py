@@ -645,7 +645,7 @@ def _timed(estimator, x: np.ndarray, batch_size: int) -> dict:
     the forward pass at ``batch_size`` rows and the full-gradient pass at the rows one block of the memory budget
     holds (:class:`~art_adp.ensemble.RowBlocks`), both at most :data:`CPU_PROBE_ROWS` on a CPU."""
     from ..attacks._core import gradient_mode
-    from ..ensemble import PROBE_ROWS, GraphMemory, default_memory_budget
+    from ..ensemble import GraphMemory, RowBlocks
 
     dev = estimator.device
     cap = 1024 if dev.type == "cuda" else CPU_PROBE_ROWS
@@ -672,10 +672,10 @@ def _timed(estimator, x: np.ndarray, batch_size: int) -> dict:
     reseed(estimator, 0)
     with torch.no_grad():
         logits(estimator, xb[:8])  # warm-up, of the backward pass too (its first call allocates: 1.5-2x slower)
-    first = rows_of(min(batch_size, PROBE_ROWS))  # RowBlocks' first block, whose graph sizes the others
-    row_bytes = full_pass(first) / len(first)
-    budget = default_memory_budget(dev) * 2**20
-    xf = rows_of(max(1, min(batch_size, cap, int(budget // max(row_bytes, 1.0)))))
+    blocks = RowBlocks(rows, batch_size=None, memory_budget=None, device=dev)  # the attacks' blocks, sized alike
+    first = rows_of(blocks.rows)  # the first block, whose graph sizes the others
+    blocks.record(len(first), full_pass(first))
+    xf = rows_of(blocks.rows)
     sync()
     forward = full = float("inf")
     for _ in range(PROBE_REPEATS):  # the fastest of a few timings: a busy machine only ever slows one down
