@@ -25,8 +25,8 @@ ds=${1:?data set} data=${2:?its folder} clf=${3:?classifier} tag=${4:?folder tag
 export OMP_NUM_THREADS=1
 base=runs/v2-$tag-base
 if [ -z "${ESTIMATE:-}" ] && [ ! -e "$base/$clf.safetensors" ]; then  # the classifier, as the levers table trains it
-    art-adp levers --seed-scheme levers --dataset "$ds" --data-root "$data" --run-dir "$base" --threads 1 --quiet \
-        --models oracle --settings "one-step denoise" --classifiers "$clf" --purified "$clf" --attacks clean --n-examples 20
+    art-adp train-levers --dataset "$ds" --data-root "$data" --run-dir "$base" --threads 1 --quiet --classifiers "$clf" \
+        --purified "$clf"
 fi
 L=(art-adp levers --seed-scheme levers --dataset "$ds" --data-root "$data" --threads 1 --quiet --settings "one-step denoise, clipped noise"
    --models oracle

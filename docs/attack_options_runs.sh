@@ -14,8 +14,8 @@ ds=${1:?data set} data=${2:?its folder} clf=${3:?classifier} tag=${4:?folder tag
 export OMP_NUM_THREADS=1
 base=runs/v2-$tag-base
 # the classifier, as the levers table trains it, copied into each folder
-art-adp levers --seed-scheme levers --dataset "$ds" --data-root "$data" --run-dir "$base" --threads 1 --quiet \
-    --models oracle --settings "one-step denoise" --classifiers "$clf" --purified "$clf" --attacks clean --n-examples 20
+art-adp train-levers --dataset "$ds" --data-root "$data" --run-dir "$base" --threads 1 --quiet --classifiers "$clf" \
+    --purified "$clf"
 L=(art-adp levers --seed-scheme levers --dataset "$ds" --data-root "$data" --threads 1 --quiet --settings "one-step denoise" --models oracle
    --purified "$clf" --classifiers --judges ensemble --repeats 10 --n-examples 200 --max-iter 100 --eot-samples 8)
 run() { d=runs/v2-$tag-$1; shift; mkdir -p "$d"; cp "$base/$clf"*.safetensors "$d/"; "${L[@]}" --run-dir "$d" "$@"; }

@@ -15,9 +15,11 @@ export OMP_NUM_THREADS=1
 DENOISER=art_adp/pretrained/cifar10_score.safetensors
 python examples/cifar10_classifiers.py --resnet20 "$RESNET20" --tiniest "$TINIEST" --out runs/cifar10 --data-root "$DATA"
 L=(art-adp levers --seed-scheme levers --dataset cifar10 --data-root "$DATA" --threads 1 --quiet --max-epochs 6)
+T=(art-adp train-levers --dataset cifar10 --data-root "$DATA" --threads 1 --quiet)
 D=(--models denoiser --denoiser "$DENOISER")
 # 1. adv-resnet20: fast adversarial training of ResNet-20, its one-cycle schedule over 6 epochs (what the cores
-#    finished); it trains in the first call that names it (here with the published ResNet-20's rows)
+#    finished), trained first (art-adp levers measures only), then measured with the published ResNet-20's rows
+"${T[@]}" --max-epochs 6 --run-dir runs/cifar10 --classifiers adv-resnet20 --purified
 "${L[@]}" --run-dir runs/cifar10 "${D[@]}" --settings "one-step denoise" --classifiers resnet20 adv-resnet20 \
     --purified resnet20 adv-resnet20 --attacks clean clf-pgd autoattack --n-examples 500
 # 2. the table (docs/results/cifar10_levers.json): both ResNet-20s undefended (clean, PGD, AutoAttack) and behind
@@ -64,9 +66,10 @@ for p in fp32 bf16; do
         --attacks full-pgd-eot "${A[@]}" --attack-precision $p
 done
 # 8. resnet20-denoiser: the published ResNet-20 fine-tuned on the one-step denoise's outputs (fresh noise each epoch;
-#    it trains in the first call that names it), its clean accuracy on 500 images, then full-gradient PGD+EOT (bf16
-#    gradient passes) on 200 (docs/results/cifar10_learned.json)
+#    trained first), its clean accuracy on 500 images, then full-gradient PGD+EOT (bf16 gradient passes) on 200
+#    (docs/results/cifar10_learned.json)
 mkdir -p runs/cifar10-learned && cp runs/cifar10/resnet20.safetensors runs/cifar10-learned/
+"${T[@]}" --run-dir runs/cifar10-learned --denoiser "$DENOISER" --classifiers --purified resnet20-denoiser
 "${L[@]}" --run-dir runs/cifar10-learned "${D[@]}" --classifiers --settings "one-step denoise" \
     --purified resnet20-denoiser --attacks clean --n-examples 500
 "${L[@]}" --run-dir runs/cifar10-learned "${D[@]}" --classifiers --settings "one-step denoise" \
@@ -75,6 +78,7 @@ mkdir -p runs/cifar10-learned && cp runs/cifar10/resnet20.safetensors runs/cifar
     --purified resnet20-denoiser --attacks full-pgd-eot-ensemble "${A[@]}" --attack-precision bf16
 # 9. adv-resnet20 at fast adversarial training's full 15 epochs (resumable; docs/results/cifar10_baseline.json):
 #    clean and AutoAttack on 500 images
+"${T[@]}" --max-epochs 15 --run-dir runs/cifar10-adv15 --classifiers adv-resnet20 --purified
 "${L[@]}" --max-epochs 15 --run-dir runs/cifar10-adv15 "${D[@]}" --settings "one-step denoise" \
     --classifiers adv-resnet20 --purified --attacks clean autoattack --n-examples 500
 # 10. σ 0.125 in front of the published ResNet-20 (docs/results/cifar10_sigma.json), and the 15-epoch adv-resnet20
@@ -104,9 +108,11 @@ for attack in full-pgd-eot-ensemble apgd-eot; do
         --attacks "$attack" "${A[@]}" --attack-precision bf16
 done
 # 14. adv-resnet20-denoiser: the 15-epoch adv-resnet20 fine-tuned adversarially through the unclipped one-step denoise,
-#     full gradient (fast adversarial training, 4 epochs; resumable within an epoch; it trains in the first call
-#     that names it), then its adaptive rows as Tiniest's
+#     full gradient (fast adversarial training, 4 epochs; resumable within an epoch; trained first), then its
+#     adaptive rows as Tiniest's
 mkdir -p runs/cifar10-advd && cp runs/cifar10-adv15/adv-resnet20.safetensors runs/cifar10-advd/
+"${T[@]}" --run-dir runs/cifar10-advd --denoiser "$DENOISER" --classifiers adv-resnet20-denoiser \
+    --purified adv-resnet20-denoiser
 "${L[@]}" --run-dir runs/cifar10-advd "${D[@]}" --settings "one-step denoise" --classifiers adv-resnet20-denoiser \
     --purified adv-resnet20-denoiser --attacks clean --n-examples 500
 for attack in full-pgd-eot full-pgd-eot-ensemble apgd-eot; do

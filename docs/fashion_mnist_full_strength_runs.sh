@@ -15,8 +15,8 @@ export OMP_NUM_THREADS=1
 art-adp train-denoiser --dataset fashion-mnist --data-root "$DATA" --run-dir runs/denoiser-fmnist --minutes 15 --threads 1
 # the classifiers: the SmallCNN and the adversarially trained one (stopped on its validation plateau), as the levers
 # table trained them (docs/fashion_mnist_runs.sh step 1) and copied into each defence's folder
-art-adp levers --seed-scheme levers --dataset fashion-mnist --data-root "$DATA" --run-dir runs/levers-fmnist-base --threads 1 --quiet \
-    --models oracle --settings "one-step denoise" --classifiers cnn adv-cnn --purified cnn --attacks clean --n-examples 20
+art-adp train-levers --dataset fashion-mnist --data-root "$DATA" --run-dir runs/levers-fmnist-base --threads 1 --quiet \
+    --classifiers cnn adv-cnn --purified cnn
 L=(art-adp levers --seed-scheme levers --dataset fashion-mnist --data-root "$DATA" --threads 1 --quiet --settings "one-step denoise"
    --classifiers --judges ensemble --repeats 2 --n-examples 200)
 FULL=(--attacks full-pgd-eot --restarts 2 --max-iter 100 --eot-samples 8)

@@ -19,7 +19,10 @@ SIGMA=("one-step denoise" "σ 0.1, one-step" "σ 0.5, one-step")
 # 1. the baselines: the SmallCNN (trained here, 20 epochs) and its PGD-adversarially trained twin (trained until the
 #    robust accuracy on 300 held-out training images stops rising, patience 5), white-box PGD; AutoAttack (standard
 #    version, torchattacks' port: APGD-CE, APGD-T, FAB-T, Square 5,000 queries on what is still robust): about 15
-#    minutes per 200 images of the robust CNN on one core (AMD EPYC, AVX2, one thread, fp32)
+#    minutes per 200 images of the robust CNN on one core (AMD EPYC, AVX2, one thread, fp32); the classifiers are
+#    trained first (art-adp levers measures only)
+art-adp train-levers --dataset fashion-mnist --data-root "$DATA" --run-dir runs/levers-fmnist --threads 1 \
+    --classifiers cnn adv-cnn --purified cnn
 "${L[@]}" --models oracle --settings "one-step denoise" --attacks clean clf-pgd clf-pgd-strong \
     --classifiers cnn adv-cnn --purified cnn --n-examples 943
 "${L[@]}" --models oracle --settings "one-step denoise" --attacks autoattack --classifiers adv-cnn cnn --purified cnn \

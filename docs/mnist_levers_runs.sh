@@ -10,6 +10,8 @@ DATA=${1:?the folder with the four MNIST idx files}
 export OMP_NUM_THREADS=1
 # the published record stopped after its first milestone (500 steps), where the MSE targets were met
 art-adp train-denoiser --dataset mnist --data-root "$DATA" --run-dir runs/denoiser-mnist --minutes 60 --quiet
+# the preset's classifiers (the MLP and its adversarially trained twin), trained first: art-adp levers measures only
+art-adp train-levers --data-root "$DATA" --run-dir runs/levers --threads 1
 L=(art-adp levers --seed-scheme levers --data-root "$DATA" --run-dir runs/levers --denoiser runs/denoiser-mnist/denoiser.safetensors --threads 1)
 ALL=(clean clf-pgd clf-pgd-strong clf-pgd-eps/256)
 "${L[@]}" --models oracle --settings "released (T 10, λ 0.05)" --attacks "${ALL[@]}" --n-examples 1000
@@ -34,6 +36,7 @@ ALL=(clean clf-pgd clf-pgd-strong clf-pgd-eps/256)
 # that name): today's lowfreq-vote is its successor, DiffBreak's loop at its own 100 steps, and measures a row of its own
 N=(art-adp levers --seed-scheme levers --dataset mnist --data-root "$DATA" --run-dir runs/levers-mnist --threads 1 --classifiers
    --purified mlp --judges ensemble fixed --repeats 2 --eot-samples 4 --n-examples 200)
+art-adp train-levers --dataset mnist --data-root "$DATA" --run-dir runs/levers-mnist --threads 1 --classifiers --purified mlp
 "${N[@]}" --models oracle --settings "one-step denoise" --attacks clean "full-pgd-eot (rs)" selective-eot \
     lowfreq-vote apgd-eot-dev
 "${N[@]}" --denoiser runs/denoiser-mnist-fp32/denoiser.safetensors --models denoiser --settings "one-step denoise" \
@@ -41,6 +44,8 @@ N=(art-adp levers --seed-scheme levers --dataset mnist --data-root "$DATA" --run
 # The SmallCNN adversarially trained at ε 0.3 (PGD 10 × 0.075 per batch; 5,400 digits, 600 held out; stopped by the
 # session's time at 24 epochs, still rising) under white-box PGD and AutoAttack (standard version), and ADP in front of
 # it (docs/results/mnist_adv_cnn.json)
+art-adp train-levers --dataset mnist --data-root "$DATA" --run-dir runs/levers-mnist-adv --threads 1 --max-epochs 24 \
+    --classifiers adv-cnn --purified adv-cnn
 M=(art-adp levers --seed-scheme levers --dataset mnist --data-root "$DATA" --run-dir runs/levers-mnist-adv --threads 1 --max-epochs 24)
 "${M[@]}" --models oracle --settings "one-step denoise" --attacks clean clf-pgd clf-pgd-strong --classifiers adv-cnn \
     --purified adv-cnn --n-examples 1000
@@ -55,11 +60,15 @@ M=(art-adp levers --seed-scheme levers --dataset mnist --data-root "$DATA" --run
 # docs/results/mnist_adv_cnn_plateau.json)
 P=(art-adp levers --seed-scheme levers --dataset mnist --data-root "$DATA" --run-dir runs/mnist-adv-plateau --threads 1 --quiet
    --models oracle --settings "one-step denoise" --classifiers adv-cnn --purified adv-cnn)
+art-adp train-levers --dataset mnist --data-root "$DATA" --run-dir runs/mnist-adv-plateau --threads 1 --quiet \
+    --classifiers adv-cnn --purified adv-cnn
 "${P[@]}" --attacks clean clf-pgd --n-examples 1000
 "${P[@]}" --attacks autoattack --n-examples 200
 # The SmallCNN trained behind the seeded DenoiserUNet's one-step denoise (docs/results/mnist_behind_denoiser.json)
 D=(art-adp levers --seed-scheme levers --dataset mnist --data-root "$DATA" --run-dir runs/mnist-behind-den --threads 1 --quiet
    --models denoiser --denoiser runs/denoiser-mnist/denoiser.safetensors --settings "one-step denoise")
+art-adp train-levers --dataset mnist --data-root "$DATA" --run-dir runs/mnist-behind-den --threads 1 --quiet \
+    --denoiser runs/denoiser-mnist/denoiser.safetensors --classifiers cnn-denoiser --purified cnn-denoiser
 "${D[@]}" --classifiers cnn-denoiser --purified cnn-denoiser --attacks clean clf-pgd --n-examples 1000
 "${D[@]}" --classifiers cnn-denoiser --purified cnn-denoiser --attacks autoattack --n-examples 200
 "${D[@]}" --classifiers --purified cnn-denoiser --attacks full-pgd-eot --restarts 2 --max-iter 100 --eot-samples 8 \

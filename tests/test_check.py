@@ -36,6 +36,9 @@ def published(digits, tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setattr("art_adp.data.load_dataset", lambda name, root: digits)
     run = ["--run-dir", str(folder / "run"), "--threads", "1"]
+    train = ["train-levers", "--dataset", "mnist", "--data-root", "DIR", "--quiet", "--eps", "0.02", *run,
+             "--classifiers", "mlp", "--purified", "mlp"]  # fmt: skip
+    assert main(train) == 0  # the classifier first: levers never trains
     for more in (["--classifiers", "mlp", "--purified", "mlp", "--attacks", "clean", "clf-pgd"],
                  ["--classifiers", "--purified", "mlp", "--attacks", "bpda-eot", "--repeats", "2", "--eot-samples",
                   "1", "--max-iter", "5"]):  # fmt: skip

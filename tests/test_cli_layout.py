@@ -32,7 +32,8 @@ def _subparsers():
 
 def test_cli_is_short_and_has_no_handler_over_15_lines():
     assert len(SOURCE.splitlines()) < 60 + 30 * len(cli.COMMANDS)  # parsing only: about 30 lines a command
-    assert len(SOURCE.splitlines()) <= 365  # the flag machinery lives in apps/flags.py, model loading in apps/loading.py
+    assert len(SOURCE.splitlines()) <= 370  # 17 subcommands; the flag machinery lives in apps/flags.py, model loading in
+    # apps/loading.py
     builders = {f.__name__ for f in cli.COMMANDS}
     long = [
         f"{node.name}: {node.end_lineno - node.lineno + 1} lines"

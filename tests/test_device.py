@@ -87,6 +87,7 @@ REQUIRED = {
     "reproduce": ["mnist", "--data-root", "D"],
     "corruptions": ["--classifier", "C", "--score", "S"],
     "levers": ["--data-root", "D"],
+    "train-levers": ["--data-root", "D"],
     "rejudge": ["RUN_DIR"],
     "check": ["R.json", "--data-root", "D"],
 }

@@ -151,10 +151,13 @@ def test_a_run_measures_resumes_and_extends(tiny, tmp_path, one_thread):
         run_levers(tiny, tmp_path, n_examples=5, **kwargs, loss="margin")
 
 
-def test_run_levers_never_trains_it_names_the_classifier_not_trained_and_the_call_that_trains_it(tiny, tmp_path,
-                                                                                                 one_thread):  # fmt: skip
-    """Measuring a classifier the folder has not trained is refused, naming it and the training stage's call (with
-    the call's training keywords); nothing is trained or written. That call trains it, and then it is measured."""
+def test_run_levers_never_trains_it_names_the_classifier_not_trained_and_the_command_that_trains_it(
+        tiny, tmp_path, one_thread, monkeypatch):  # fmt: skip
+    """Measuring a classifier the folder has not trained is refused, naming it, the `art-adp train-levers` line and
+    the library call that train it (with the call's training keywords); nothing is trained or written. That command
+    line trains it, and then it is measured."""
+    from art_adp.apps import cli
+
     kwargs = dict(models=("oracle",), settings=["one-step denoise"], attacks=("clean",), classifiers=(),
                   purified=("mlp",), n_examples=2, ensemble_size=2, seed=3, progress=False)  # fmt: skip
     with pytest.raises(ValueError, match=r"^The classifiers \['mlp'\] are not trained in .*, and measuring never "
@@ -166,109 +169,68 @@ def test_run_levers_never_trains_it_names_the_classifier_not_trained_and_the_cal
     call = re.search(r"levers_classifiers\.(train_levers_classifiers\(.*\)), data the data", str(refused.value))[1]
     assert call == (f"train_levers_classifiers(data, {str(tmp_path)!r}, dataset='mnist', classifiers=('mlp',), "
                     "purified=(), seed=3)")  # fmt: skip
-    eval(call, {"data": tiny, "train_levers_classifiers": levers.train_levers_classifiers})  # the call trains it
+    line = re.search(r"resumably\): `(art-adp train-levers .*)` \(DIR the data", str(refused.value))[1]
+    assert line == f"art-adp train-levers --dataset mnist --data-root DIR --run-dir {tmp_path} --classifiers mlp " \
+                   "--purified --seed 3"  # fmt: skip
+    monkeypatch.setitem(datasets.DATASETS, "mnist", replace(datasets.DATASETS["mnist"], load=lambda root: tiny))
+    assert cli.main([*line.split()[1:], "--quiet", "--threads", "1"]) == 0  # the command line trains it
     assert (tmp_path / "mlp.safetensors").exists()
     table = run_levers(tiny, tmp_path, **kwargs)
     assert [(c["model"], c["attack"], c["n"]) for c in table["cells"]] == [("oracle", "clean", 2)]
 
 
-def test_the_command_line_trains_then_measures_and_refuses_a_bad_request_before_training(tiny, tmp_path, one_thread,
-                                                                                         monkeypatch):  # fmt: skip
-    """``art-adp levers`` runs the training stage, then the measurement, each with the settings it takes (one
-    default for each); a request the measurement refuses is refused before anything is trained."""
+def test_the_command_lines_train_then_measure_and_levers_never_trains(tiny, tmp_path, one_thread, monkeypatch):
+    """``art-adp train-levers`` runs the training stage, ``art-adp levers`` the measurement alone, each with the
+    settings its stage takes (one default for each); levers on a folder whose classifier is not trained is refused
+    with the command that trains it, before anything is measured, and a request it refuses is refused before the data
+    is read."""
     from art_adp.apps import cli
 
     monkeypatch.setitem(datasets.DATASETS, "mnist", replace(datasets.DATASETS["mnist"], load=lambda root: tiny))
-    stages, train, measure = [], levers.train_levers_classifiers, levers.run_levers
+    stages, train, measure = [], levers_classifiers.train_levers_classifiers, levers.run_levers
     spy = lambda stage, name: functools.wraps(stage)(lambda *a, **k: stages.append(name) or stage(*a, **k))  # noqa
-    monkeypatch.setattr(levers, "train_levers_classifiers", spy(train, "train"))
+    monkeypatch.setattr(levers_classifiers, "train_levers_classifiers", spy(train, "train"))
     monkeypatch.setattr(levers, "run_levers", spy(measure, "measure"))
     run = tmp_path / "run"
-    argv = ["levers", "--data-root", "R", "--run-dir", str(run), "--device", "cpu", "--quiet", "--models", "oracle",
-            "--settings", "one-step denoise", "--attacks", "clean", "--classifiers", "--n-examples", "2",
-            "--ensemble-size", "2", "--threads", "1"]  # fmt: skip
-    assert cli.main(argv) == 0 and stages == ["train", "measure"]
+    common = ["--data-root", "R", "--run-dir", str(run), "--device", "cpu", "--quiet", "--classifiers",
+              "--threads", "1"]  # fmt: skip
+    argv = ["levers", *common, "--models", "oracle", "--settings", "one-step denoise", "--attacks", "clean",
+            "--n-examples", "2", "--ensemble-size", "2"]  # fmt: skip
+    assert cli.main(argv) == 2 and stages == ["measure"] and not (run / "mlp.safetensors").exists()  # refused
+    assert cli.main(["train-levers", *common]) == 0 and stages == ["measure", "train"]
+    assert cli.main(argv) == 0 and stages == ["measure", "train", "measure"]
     table = json.loads((run / "table.json").read_text())
     assert table["provenance"]["models"].keys() == {"mlp"} and (run / "mlp.safetensors").exists()
-    assert cli.main(argv) == 0 and stages == ["train", "measure"] * 2  # trained: the training stage has nothing to do
     with pytest.raises(ValueError, match="give denoiser_path"):
         levers.levers_command(levers.LeversConfig(models=("denoiser",)), run_dir=str(tmp_path / "other"))
-    assert stages == ["train", "measure"] * 2 and not (tmp_path / "other").exists()
-    for stage in (measure, train):  # the command's settings: one default for each keyword the stages share
-        for name, p in inspect.signature(stage).parameters.items():
+    assert len(stages) == 3 and not (tmp_path / "other").exists()
+    for stage, config in ((measure, levers.LeversConfig()), (train, levers_classifiers.LeversTraining())):
+        for name, p in inspect.signature(stage).parameters.items():  # each command's settings: its stage's defaults
             if name not in levers.NOT_SETTINGS:
-                assert getattr(levers.LeversConfig(), name) == p.default, name
+                assert getattr(config, name) == p.default, name
 
 
-def test_worst_over_attacks_counts_an_image_robust_only_if_every_attack_left_it():
-    rec = lambda attack, i, ok, **kw: {"model": "m", "setting": "s", "attack": attack, "index": i, "label": 0,
-                                       "pred": [0 if ok else 1], **kw}  # fmt: skip
-    records = [rec("clean", i, True) for i in range(4)]
-    records += [rec("a", 0, True), rec("a", 1, False), rec("a", 2, True), rec("a", 3, True)]
-    records += [rec("b", 0, True), rec("b", 1, True), rec("b", 2, False)]  # image 3 not measured by b
-    records += [rec("b", 0, False, judge="fixed")]  # another judgement: not counted
-    records += [rec("c", 0, True, classifier="x")]  # another classifier's line: alone, no worst case
-    cells = {(c.get("classifier"), c["attack"]): c for c in render_levers(records)["cells"]}
-    worst = cells[(None, levers_table.WORST_CASE)]
-    assert (worst["n"], worst["accuracy"], worst["attacks"]) == (3, 1 / 3, ["a", "b"])  # images 0-2; only 0 survives
-    assert worst["ci95"] == pytest.approx(list(wilson(1 / 3, 3)))
-    assert ("x", levers_table.WORST_CASE) not in cells
+def measured(seen: dict):
+    """A stand-in for ``run_levers`` that notes its keywords in ``seen`` and writes the run folder's ``table.md``, which
+    ``art-adp levers`` prints."""
+
+    def run_levers(data, run_dir, **keywords):
+        seen.update(keywords, data=data, run_dir=run_dir)
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        (Path(run_dir) / "table.md").write_text("| the table |")
+        return {"cells": []}
+
+    return run_levers
 
 
-def test_a_cell_never_mixes_eot_budgets():
-    records = [{"model": "m", "setting": "s", "attack": "a", "index": i, "correct": True, "eot_samples": 4 + 4 * i}
-               for i in range(2)]  # fmt: skip
-    with pytest.raises(ValueError, match=r"mix EOT draws \[4, 8\]"):
-        render_levers(records)
-
-
-def test_autoattack_row_is_the_standard_version_seeded_inside_the_ball(tiny):
-    pytest.importorskip("torchattacks")
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 10))
-    x, y = tiny.x_test, tiny.y_test
-    y = model(torch.as_tensor(x)).argmax(1).numpy()  # every image correct before the attack
-    state = torch.random.get_rng_state()
-    estimator = defended_estimator(model, input_shape=(1, 28, 28))
-    a = REGISTRY[AUTOATTACK].build(estimator, Budget(eps=0.3, eps_step=0.0, max_iter=0), 1).generate(x, y=y)
-    assert torch.equal(torch.random.get_rng_state(), state)  # the caller's draws are untouched
-    assert np.abs(a - x).max() <= 0.3 + 1e-6 and a.min() >= 0 and a.max() <= 1
-    assert (model(torch.as_tensor(a)).argmax(1).numpy() != y).all()  # ε 0.3 breaks a random linear model
-    assert np.array_equal(
-        a, REGISTRY[AUTOATTACK].build(estimator, Budget(eps=0.3, eps_step=0.0, max_iter=0), 1).generate(x, y=y)
-    )
-    assert row_label(Row(AUTOATTACK, AUTOATTACK), 0.3).startswith("AutoAttack (standard: APGD-CE, APGD-T")
-
-
-def test_autoattack_without_torchattacks_names_the_install(tiny, tmp_path, monkeypatch):
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "torchattacks" else real(n, *a))
-    with pytest.raises(ImportError, match=r"pip install --no-deps torchattacks==3.5.1"):
-        run_levers(tiny, tmp_path, models=("oracle",), attacks=("clean", AUTOATTACK), progress=False)
-
-
-@pytest.mark.parametrize(
-    "kwargs, message",
-    [
-        ({"settings": ["nope"]}, r"Unknown settings \['nope'\]"),
-        ({"attacks": ("clean", "fgsm")}, r"Unknown attack rows \['fgsm'\]"),
-        ({"models": ("denoiser",)}, "give denoiser_path"),
-    ],
-)
-def test_bad_requests_are_named(tiny, tmp_path, kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        run_levers(tiny, tmp_path, **{"models": ("oracle",), **kwargs})
-
-
-def test_the_command_line_takes_setting_names_with_commas(monkeypatch):
-    """`art-adp levers` hands the library the settings it was given, one name per argument (names hold commas)."""
+def test_the_command_line_takes_setting_names_with_commas(monkeypatch, tmp_path, capsys):
+    """`art-adp levers` hands the library the settings it was given, one name per argument (names hold commas), and
+    prints the table it wrote."""
     from art_adp.apps import cli, levers
 
     seen = {}
-    monkeypatch.setattr(
-        levers, "run_levers", lambda data, run_dir, **kw: seen.update(kw, run_dir=run_dir) or {"cells": []}
-    )
-    monkeypatch.setattr(levers, "train_levers_classifiers", lambda data, run_dir, **kw: None)
+    monkeypatch.chdir(tmp_path)  # the default run folder, runs/levers, under it
+    monkeypatch.setattr(levers, "run_levers", measured(seen))
     monkeypatch.setitem(datasets.DATASETS, "mnist", replace(datasets.DATASETS["mnist"], load=lambda root: root))
     argv = [
         "levers",
@@ -288,7 +250,7 @@ def test_the_command_line_takes_setting_names_with_commas(monkeypatch):
         "7",
         "--quiet",
     ]
-    assert cli.main(argv) == 0
+    assert cli.main(argv) == 0 and capsys.readouterr().out == "| the table |\n"
     assert seen["models"] == ("oracle",) and seen["settings"] == ("T 10, λ 0.5", "one-step denoise")
     assert seen["attacks"] == ("clean", "clf-pgd-eps/256") and seen["n_examples"] == 7
     assert seen["denoiser_path"] == "d.safetensors" and seen["run_dir"] == "runs/levers"
@@ -433,7 +395,8 @@ def test_a_data_set_added_in_one_place_runs_through_the_loader_the_preset_and_le
     argv = ["levers", "--dataset", "toy", "--data-root", "R", "--run-dir", str(run), "--device", "cpu", "--quiet",
             "--models", "oracle", "--settings", "σ 0.2, one-step", "--attacks", "clean", "--classifiers",
             "--n-examples", "4", "--ensemble-size", "2", "--threads", "1"]  # fmt: skip
-    assert cli.main(argv) == 0 and roots == ["R", "R"]
+    assert cli.main(["train-levers", *argv[1:9], "--classifiers", "--threads", "1"]) == 0 and roots == ["R", "R"]
+    assert cli.main(argv) == 0 and roots == ["R", "R", "R"]
     table = json.loads((run / "table.json").read_text())
     assert (table["dataset"], table["eps"], table["classifier"]) == ("toy", 0.1, "mlp")
     assert [(c["model"], c["setting"], c["attack"], c["n"]) for c in table["cells"]] == [
@@ -659,22 +622,25 @@ def test_a_random_start_row_starts_inside_the_ball_seeded_by_its_record(tiny):
     assert inside and np.abs(a - x).max() > 0.04 and np.array_equal(a, b)  # seeded by the record's seed
 
 
-def test_the_command_line_takes_a_data_set_and_overrides(monkeypatch):
+def test_the_command_line_takes_a_data_set_and_overrides(monkeypatch, tmp_path):
     from art_adp.apps import cli
 
     seen, trained = {}, {}
-    monkeypatch.setattr(levers, "run_levers", lambda data, run_dir, **kw: seen.update(kw, data=data) or {"cells": []})
-    monkeypatch.setattr(levers, "train_levers_classifiers", lambda data, run_dir, **kw: trained.update(kw, data=data))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(levers, "run_levers", measured(seen))
+    monkeypatch.setattr(levers_classifiers, "train_levers_classifiers",
+                        lambda data, run_dir, **kw: trained.update(kw, data=data))  # fmt: skip
     fmnist = replace(datasets.DATASETS["fashion-mnist"], load=lambda root: f"fmnist:{root}")
     monkeypatch.setitem(datasets.DATASETS, "fashion-mnist", fmnist)
-    argv = ["levers", "--dataset", "fashion-mnist", "--data-root", "D", "--models", "oracle", "--eps", "0.1",
-            "--sigmas", "0.1", "0.25", "--arch", "mlp", "--judges", "ensemble", "fixed", "--purified", "adv-cnn",
-            "--attacks", "clean", APGD, "--quiet"]  # fmt: skip
-    assert cli.main(argv) == 0
+    overrides = ["--dataset", "fashion-mnist", "--data-root", "D", "--eps", "0.1", "--sigmas", "0.1", "0.25", "--arch",
+                 "mlp", "--purified", "adv-cnn", "--quiet"]  # fmt: skip
+    argv = ["levers", *overrides, "--models", "oracle", "--judges", "ensemble", "fixed", "--attacks", "clean", APGD]
+    assert cli.main(argv) == 0 and not trained  # the measurement alone
     assert seen["data"] == "fmnist:D" and seen["dataset"] == "fashion-mnist" and seen["eps"] == 0.1
     assert seen["sigmas"] == (0.1, 0.25) and seen["arch"] == "mlp" and seen["judges"] == ("ensemble", "fixed")
     assert seen["purified"] == ("adv-cnn",) and seen["attacks"] == ("clean", APGD) and seen["classifiers"] is None
-    # the training stage first, with the settings a training takes: the data, the overrides, the classifiers
+    # the training command takes the same data set, overrides and classifiers
+    assert cli.main(["train-levers", *overrides, "--max-epochs", "3"]) == 0 and trained["max_epochs"] == 3
     assert {k: trained[k] for k in ("data", "dataset", "eps", "sigmas", "arch", "purified", "classifiers")} == {
         k: seen[k] for k in ("data", "dataset", "eps", "sigmas", "arch", "purified", "classifiers")}  # fmt: skip
 

@@ -6,7 +6,9 @@ that copies nothing: the files it copies are the earlier calls' outputs) logs it
 test's process, which holds the package already imported (a fresh interpreter per call would take seconds), whether
 the call would be refused: by the real parser (:func:`art_adp.apps.cli.parse`: flags, choices, the settings object),
 and for ``levers`` by the checks ``run_levers`` makes before it reads anything (the data set's preset, its attack
-rows, its σ grid's settings, its classifiers, the judges, a denoiser for the ``denoiser`` model). A refused call exits
+rows, its σ grid's settings, its classifiers, the judges, a denoiser for the ``denoiser`` model), and, since ``levers``
+never trains, whether an earlier ``train-levers`` (or ``cp``) of the script put each classifier it measures that its
+preset trains into its run folder. A refused call exits
 2 naming the bad argument, which stops a ``set -e`` script there; the test wants exit 0, no refusal and as many
 logged calls as the script makes, so a script that stops early fails."""
 
@@ -28,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from art_adp.apps import cli, levers
+from art_adp.apps.levers_classifiers import chosen_classifiers, train_levers_command
 from art_adp.apps.levers_presets import JUDGES, preset_for, sigma_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,10 +39,10 @@ SCRIPTS = sorted((ROOT / "docs").glob("*_runs.sh"))
 #: The calls each documented run makes (its header's usage line, an environment prefix for a mode the header names),
 #: by program: a script that stops early, or loses or gains a call, fails here until this table says so.
 CALLS = {
-    # train-denoiser; 11 "${L[@]}", 2 "${N[@]}", 4 "${M[@]}", 2 "${P[@]}", 3 "${D[@]}"
-    "mnist_levers_runs.sh MNIST_DIR": {"art-adp": 23},
-    # steps 1-4: 2 + 2 + 4 + 1
-    "fashion_mnist_runs.sh FASHION_MNIST_DIR": {"art-adp": 9},
+    # train-denoiser; train-levers + 11 "${L[@]}", + 2 "${N[@]}", + 4 "${M[@]}", + 2 "${P[@]}", + 3 "${D[@]}"
+    "mnist_levers_runs.sh MNIST_DIR": {"art-adp": 28},
+    # steps 1-4: train-levers + 2, 2, 4, 1
+    "fashion_mnist_runs.sh FASHION_MNIST_DIR": {"art-adp": 10},
     # train-denoiser, the classifiers, then 4 defences × 3 attack sets
     "fashion_mnist_full_strength_runs.sh FASHION_MNIST_DIR": {"art-adp": 14},
     # the base folder's classifier; a, a (rs), a (APGD) on MNIST; a, b, c, a on Fashion-MNIST
@@ -50,8 +53,8 @@ CALLS = {
     "attack_defaults_runs.sh fashion-mnist FASHION_MNIST_DIR cnn fm": {"art-adp": 5},
     "ESTIMATE=1 attack_defaults_runs.sh mnist MNIST_DIR mlp mn": {"art-adp": 4},
     "ESTIMATE=1 attack_defaults_runs.sh fashion-mnist FASHION_MNIST_DIR cnn fm": {"art-adp": 4},
-    # the classifiers' example script; steps 1-15: 1+1+3+1+1+1+2+3+1+3+2+1+2+4+1 levers calls
-    "cifar10_runs.sh CIFAR10_DIR RESNET20_TH TINIEST_DIR": {"python": 1, "art-adp": 27},
+    # the classifiers' example script; steps 1-15: 1+1+3+1+1+1+2+3+1+3+2+1+2+4+1 levers calls, 4 train-levers
+    "cifar10_runs.sh CIFAR10_DIR RESNET20_TH TINIEST_DIR": {"python": 1, "art-adp": 31},
     # certify, detect (AUC), detect plain, detect two-level
     "detect_certify_runs.sh SCORE CLASSIFIER OUTDIR": {"python3": 4},
 }
@@ -132,14 +135,40 @@ def script_refusal(script: str, argv: list[str]) -> str | None:
     return f"{script} has no flags {unknown}" if unknown else None
 
 
-def refusal(prog: str, argv: list[str]) -> str | None:
+def refusal(prog: str, argv: list[str], held: set | None = None) -> str | None:
+    """Why the stand-in's call would be refused; with ``held`` (the (folder, classifier) pairs the script's earlier
+    calls put in place), also a ``levers`` call measuring a classifier its preset trains that no earlier
+    ``train-levers`` (or ``cp``) put into its folder: ``levers`` never trains."""
+    if prog == "cp":
+        *sources, folder = argv
+        (held if held is not None else set()).update((str(Path(folder)), Path(a).name.split(".")[0].rstrip("*"))
+                                                     for a in sources)  # fmt: skip
+        return None
     if prog == "art-adp":
-        return cli_refusal(argv)
+        return cli_refusal(argv) or (None if held is None else untrained(argv, held))
     if argv[:2] == ["-m", "art_adp"]:
-        return cli_refusal(argv[2:])
+        return cli_refusal(argv[2:]) or (None if held is None else untrained(argv[2:], held))
     if argv and argv[0].endswith(".py"):
         return script_refusal(argv[0], argv[1:])
     return f"no stand-in for {prog} {shlex.join(argv)}"
+
+
+def untrained(argv: list[str], held: set) -> str | None:
+    """``train-levers``: the classifiers it puts into its folder (into ``held``); ``levers`` (measuring, not pricing
+    or taking the zoo's): why it would be refused for a classifier its preset trains that ``held`` lacks."""
+    command, config, keywords = cli.parse(argv)
+    if command not in (levers.levers_command, train_levers_command):
+        return None
+    preset = preset_for(keywords["dataset"], eps=config.eps, arch=config.arch, sigmas=config.sigmas)
+    folder, names = str(Path(keywords["run_dir"])), sum(chosen_classifiers(preset, config.classifiers,
+                                                                             config.purified), ())  # fmt: skip
+    if command is train_levers_command:
+        held.update((folder, k) for k in names)
+        return None
+    if config.zoo or config.estimate_only:
+        return None
+    missing = [k for k in dict.fromkeys(names) if preset.classifiers[k].epochs and (folder, k) not in held]
+    return f"measures {missing} in {folder}, which no earlier train-levers trained there" if missing else None
 
 
 # -- the stand-ins --------------------------------------------------------------------------------------------------
@@ -164,12 +193,13 @@ def stand_ins(tmp_path, monkeypatch):
     their calls, and the list of the calls it refused."""
     monkeypatch.setattr(cli, "build_parser", functools.lru_cache(maxsize=1)(cli.build_parser))  # parsing leaves it
     refused: list[str] = []
+    held: set[tuple[str, str]] = set()  # what the run's calls put into its folders (one documented run per test)
 
     class Judge(socketserver.StreamRequestHandler):
         def handle(self):
             call = json.loads(self.rfile.readline())
             try:
-                why = refusal(call["prog"], call["argv"])
+                why = refusal(call["prog"], call["argv"], held)
             except Exception as error:  # noqa: BLE001 -- a crash of the check is a refusal too, with its message
                 why = f"{type(error).__name__}: {error}"
             if why:
@@ -181,9 +211,8 @@ def stand_ins(tmp_path, monkeypatch):
     thread.start()
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name in ("art-adp", "python", "python3"):
+    for name in ("art-adp", "python", "python3", "cp"):  # cp copies nothing: the judge notes what it would put where
         (bin_dir / name).write_text(STAND_IN.format(python=sys.executable))
-    (bin_dir / "cp").write_text("#!/bin/sh\nexit 0\n")
     for stand_in in bin_dir.iterdir():
         stand_in.chmod(0o755)
     yield bin_dir, server.server_address[1], refused
@@ -217,7 +246,8 @@ def test_every_runs_script_shows_how_it_is_run_and_its_calls_are_counted():
 def test_every_documented_run_makes_all_its_calls_and_todays_cli_takes_each(usage, stand_ins, tmp_path):
     bin_dir, port, refused = stand_ins
     done, calls = run_documented(usage, bin_dir, port, tmp_path / "work")
-    made = {prog: sum(c["prog"] == prog for c in calls) for prog in dict.fromkeys(c["prog"] for c in calls)}
+    made = {prog: sum(c["prog"] == prog for c in calls) for prog in dict.fromkeys(c["prog"] for c in calls)
+            if prog != "cp"}  # fmt: skip
     assert not refused, f"bash docs/{usage}: after {made} calls of {CALLS[usage]}, refused:\n" + "\n".join(refused)
     assert done.returncode == 0, f"bash docs/{usage} exits {done.returncode}: {done.stderr[-2000:]}"
     assert made == CALLS[usage], f"bash docs/{usage}: {made} calls, {CALLS[usage]} expected"

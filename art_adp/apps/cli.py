@@ -33,6 +33,7 @@ from .evaluation.command import EOT_SWEEP, SIGMA_SWEEP, evaluate_command
 from ..diffusion_purify import SAMPLERS
 from .evaluation.config import ATTACKS as EVALUATED, PRESETS, PURIFIERS, EvalConfig, presets_text
 from .levers import FLAG_HELP as LEVERS_HELP, LeversConfig, levers_command
+from .levers_classifiers import LeversTraining, train_levers_command
 from .levers_presets import CLASSIFIER_NAMES, JUDGES, ROW_NAMES, levers_datasets, setting_name
 from .plans import MIGRATE_HELP, migrate_command, plans_command
 from .prepare_data import prepare_cifar10_command
@@ -108,21 +109,24 @@ OPTIONS = {k: {"choices": v} for k, v in registry.OPTION_CHOICES.items()}  # the
 
 
 def _levers(sub) -> None:
-    p = sub.add_parser("levers", description=levers_command.__doc__, help="a data set's lever table (plans levers:*)")
-    _common(p, levers_command, settings=LeversConfig)
-    p.add_argument("--dataset", default="mnist", choices=levers_datasets(),
-                   help="the data set and its preset (default: mnist)")  # fmt: skip
-    p.add_argument("--data-root", required=True, help="folder with the data set's files (MNIST: four idx(.gz) files)")
-    p.add_argument("--denoiser", default=None, help="a train-denoiser checkpoint (denoiser.safetensors)")
-    many = {"nargs": "+", "type": str}  # setting names hold commas: one argument each
+    """``levers`` measures; ``train-levers`` trains its classifiers first, with the same data and preset flags."""
+    p, t = (sub.add_parser(name, description=command.__doc__, help=what) for name, command, what in (
+        ("levers", levers_command, "a data set's lever table (plans levers:*)"),
+        ("train-levers", train_levers_command, "train a lever table's classifiers into its run folder")))  # fmt: skip
+    for parser, command, settings in ((p, levers_command, LeversConfig), (t, train_levers_command, LeversTraining)):
+        _common(parser, command, settings=settings)
+        parser.add_argument("--dataset", default="mnist", choices=levers_datasets(), help="the data set and its preset")
+        parser.add_argument("--data-root", required=True, help="folder with the data set's files (MNIST: four idx)")
+        parser.add_argument("--denoiser", default=None, help="a train-denoiser checkpoint (denoiser.safetensors)")
+    many, names = {"nargs": "+", "type": str}, {"nargs": "*", "type": str, "choices": CLASSIFIER_NAMES}
+    shared: dict[str, dict[str, Any]] = {"classifiers": names, "purified": names, "arch": {"choices": ["mlp", "cnn"]},
+                                         "sigmas": {"nargs": "+", "type": float}}  # fmt: skip
     _fields(p, LeversConfig, LEVERS_HELP, models={**many, "choices": ["oracle", "denoiser"]},
             settings={**many, "type": setting_name, "metavar": "SETTING"}, attacks={**many, "choices": ROW_NAMES},
-            classifiers={"nargs": "*", "type": str, "choices": CLASSIFIER_NAMES},
-            purified={"nargs": "*", "type": str, "choices": CLASSIFIER_NAMES},
             keep_examples={"flag": "--no-keep-examples", "action": "store_false"}, **OPTIONS,
-            judges={**many, "choices": list(JUDGES)}, arch={"choices": ["mlp", "cnn"]},
-            sigmas={"nargs": "+", "type": float}, train_precision={"choices": ["fp32", "bf16"]},
+            judges={**many, "choices": list(JUDGES)}, **shared,
             attack_precision={"choices": ["fp32", "bf16"]}, seed_scheme={"choices": LEVERS_SCHEMES})  # fmt: skip
+    _fields(t, LeversTraining, LEVERS_HELP, **shared, train_precision={"choices": ["fp32", "bf16"]})
 
 
 def _rejudge(sub) -> None:

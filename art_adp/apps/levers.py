@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from ..attacks.registry import ART_PGD, AUTOATTACK, BLIND_ATTACK, OPTION_HELP, Budget, budget_settings
+from ..attacks.registry import ART_PGD, AUTOATTACK, BLIND_ATTACK, OPTION_HELP, REGISTRY, Budget, budget_settings
 from ..models.checkpoint import check_purifier
 from ..pretrained import bundled_file
 from ..runs.provenance import code_diff, code_version, provenance
@@ -69,7 +69,6 @@ from .levers_classifiers import (
     measured_purifier,
     model_clipped,
     refuse_untrained,
-    train_levers_classifiers,
 )
 from .levers_presets import (
     JUDGES,
@@ -87,7 +86,6 @@ from .levers_presets import (
     table_rows,
 )
 from .levers_table import levers_identity, render_levers, table_markdown
-from .robust_baseline import white_box_pgd
 
 __all__ = [
     "BLOCK",
@@ -177,8 +175,8 @@ def run_levers(
 
     :param data: A :class:`~art_adp.data.Dataset` of images (MNIST, Fashion-MNIST, CIFAR-10).
     :param run_dir: The run folder (classifiers, adversarial examples, records, table): a classifier the preset
-        trains must be there (``NAME.safetensors``, from :func:`~.levers_classifiers.train_levers_classifiers`, which
-        ``art-adp levers`` runs first), else it is refused naming the call that trains it (estimate_only excepted).
+        trains must be there (``NAME.safetensors``, from :func:`~.levers_classifiers.train_levers_classifiers`:
+        ``art-adp train-levers``), else it is refused naming the command that trains it (estimate_only excepted).
     :param dataset: The data set, a key of :data:`~art_adp.data.DATASETS` that names a preset (:func:`preset_for`).
     :param models: ``"oracle"`` and/or ``"denoiser"``.
     :param denoiser_path: The :class:`~art_adp.DenoiserUNet` checkpoint (for ``"denoiser"``).
@@ -246,7 +244,7 @@ def run_levers(
     names = dict.fromkeys([*classifiers, *purified])
     for k in names if zoo else ():
         from_zoo(f"{dataset}/{k}", run_dir)
-    if not estimate_only:  # measuring never trains: train_levers_classifiers does, first
+    if not estimate_only:  # measuring never trains: train_levers_classifiers does (art-adp train-levers)
         refuse_untrained(names, preset, run_dir, dataset=dataset, denoiser_path=denoiser_path, eps=eps, arch=arch,
                          sigmas=sigmas, max_epochs=max_epochs, seed=seed, device=device)  # fmt: skip
     eps = preset.eps
@@ -450,13 +448,15 @@ def _refuse_other_budgets(path: Path, budgets: Mapping[str, RowBudgets], eot_sam
 
 
 def _blind_examples(clf, b: Budget, x, y, cache: Path, seed: int, device: str) -> str:
-    """A Clf-PGD row's examples against the bare classifier at its budget ``b``, made once and kept in the run folder
-    as ``cache`` (a call with more images attacks the new ones only); its file name."""
+    """A Clf-PGD row's examples against the bare classifier: the registry's ART PGD
+    (:data:`~art_adp.attacks.registry.ART_PGD`, the attack of the white-box rows' bare cells) at its budget ``b``, its
+    random start drawn from ``seed``, made once and kept in the run folder as ``cache`` (a call with more images
+    attacks the new ones only); its file name."""
     held = np.load(cache) if cache.exists() else x[:0]
     if len(held) < len(x):
-        fresh = white_box_pgd(clf, x[len(held) :], y[len(held) :], eps=b.eps, eps_step=b.eps_step,
-                              max_iter=b.max_iter, random_start=b.random_start, device=device, seed=seed)  # fmt: skip
-        np.save(cache, np.concatenate([held, fresh]))
+        bare = defended_estimator(clf, None, input_shape=x.shape[1:], nb_classes=_classes(clf), device=device)
+        fresh = REGISTRY[ART_PGD].build(bare, b, seed).generate(x[len(held) :], y=y[len(held) :])
+        np.save(cache, np.concatenate([held, fresh.astype(np.float32)]))
     return cache.name
 
 
@@ -499,7 +499,7 @@ ESTIMATE_HELP = "price each defended row left to measure on this device, and sto
 FLAG_HELP = {
     "ensemble_size": "S, purifications averaged", "repeats": "R, judgements of the adaptive rows",
     "attacks": "rows of the preset, or attack registry names (adaptive rows); default: the preset's",
-    "classifiers": "undefended classifiers measured (default: the preset's)",
+    "classifiers": "undefended classifiers (default: the preset's)",
     "purified": "classifiers ADP is put in front of (default: the preset's; none: only the undefended)",
     "judges": "ensemble: S-run ensemble (R times); fixed: fixed noise", "eps": "l_inf radius (preset's)",
     "arch": "architecture of the classifier ADP defends (preset's)", "sigmas": "the sigma grid (preset's)",
@@ -516,18 +516,16 @@ FLAG_HELP = {
 }  # fmt: skip
 
 
-#: The keywords of :func:`run_levers` and :func:`train_levers_classifiers` that are not settings of ``art-adp levers``
-#: (its data, folder, device, output).
+#: The keywords of :func:`run_levers` that are not settings of ``art-adp levers`` (its data, folder, device, output).
 NOT_SETTINGS = ("data", "run_dir", "dataset", "denoiser_path", "device", "progress")
 
-#: Settings of ``art-adp levers``: every other keyword of its two stages, :func:`run_levers` (the measurement) and
-#: :func:`train_levers_classifiers` (the training it runs first: its own keywords after), with its annotation and
-#: default (None: the data set's preset), read from their signatures -- one place for each default, the flags'
-#: (:func:`flags.add_fields`) included.
-_MEASURING, _TRAINING = inspect.signature(run_levers).parameters, inspect.signature(train_levers_classifiers).parameters
-_KEYWORDS = {**_MEASURING, **{n: p for n, p in _TRAINING.items() if n not in _MEASURING}}
+#: Settings of ``art-adp levers``: every other keyword of :func:`run_levers`, with its annotation and default (None:
+#: the data set's preset), read from its signature -- one place for each default, the flags' (:func:`flags.add_fields`)
+#: included. The training's are ``art-adp train-levers``'
+#: (:class:`~art_adp.apps.levers_classifiers.LeversTraining`).
 LeversConfig = make_dataclass("LeversConfig", [(n, p.annotation, field(default=p.default)) for n, p in
-                                               _KEYWORDS.items() if n not in NOT_SETTINGS], frozen=True)  # fmt: skip
+                                               inspect.signature(run_levers).parameters.items()
+                                               if n not in NOT_SETTINGS], frozen=True)  # fmt: skip
 LeversConfig.__module__, LeversConfig.__doc__ = __name__, "Settings of ``art-adp levers`` (:data:`NOT_SETTINGS`)."
 
 
@@ -546,20 +544,18 @@ def levers_command(
     schedules, the one-step denoise and the σ grid, in front of the data set's classifier or the adversarially
     trained one, under Clf-PGD and adaptive attacks, beside the undefended and adversarially trained classifiers
     (white-box PGD, AutoAttack); the radius, the rows' budgets, the classifiers and the σ grid come from the data
-    set's preset, each overridable; resumable, and more images can be added later. See docs/mnist.md and
-    docs/fashion_mnist.md (their tables: docs/*_results.md)."""
+    set's preset, each overridable; resumable, and more images can be added later. It measures only: the classifiers
+    the preset trains come from `art-adp train-levers` into the same run folder (or --zoo), and one not trained yet is
+    refused with the command that trains it. See docs/mnist.md and docs/fashion_mnist.md (their tables:
+    docs/*_results.md)."""
     from ..data import load_dataset
 
-    levers_spec(dataset)  # a data set without a preset is refused before anything is read
-    data = load_dataset(dataset, data_root)
     settings = {**asdict(config), "dataset": dataset, "denoiser_path": denoiser, "device": device or "cpu",
                 "progress": progress}  # fmt: skip
-    _asked(**stage_keywords(_asked, settings))  # what the measurement refuses, refused before any training
-    if not (config.estimate_only or config.zoo):  # an estimate trains nothing; the zoo's classifiers are trained
-        train_levers_classifiers(data, run_dir, **stage_keywords(train_levers_classifiers, settings))
-    table = run_levers(data, run_dir, **stage_keywords(run_levers, settings))
+    _asked(**stage_keywords(_asked, settings))  # a request the measurement refuses, refused before the data is read
+    run_levers(load_dataset(dataset, data_root), run_dir, **stage_keywords(run_levers, settings))
     if not config.estimate_only:
-        print(table_markdown(table))
+        print((Path(run_dir) / "table.md").read_text())  # the table as run_levers wrote it
 
 
 def stage_keywords(stage, settings: Mapping[str, Any]) -> dict:

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import copy
 import inspect
+import shlex
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, field, make_dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -18,11 +20,12 @@ from ..runs.engine import (
     build_defence,
 )
 from .._hardware import require_native
-from .levers_presets import Preset, Setting, preset_for, setting_named
+from .levers_presets import Preset, Setting, levers_spec, preset_for, setting_named
 from .robust_baseline import train_until_plateau
 
 __all__ = [
     "JUDGE_BATCH",
+    "LeversTraining",
     "brought",
     "chosen_classifiers",
     "from_zoo",
@@ -30,6 +33,7 @@ __all__ = [
     "model_clipped",
     "refuse_untrained",
     "train_levers_classifiers",
+    "train_levers_command",
     "training_purifier",
 ]
 
@@ -112,8 +116,8 @@ def train_levers_classifiers(
     yet (``RUN_DIR/NAME.safetensors``), each on the training split of ``data`` by its recipe, and keep it there, where
     :func:`~art_adp.apps.levers.run_levers` reads it (it never trains). Resumable: an interrupted training resumes from
     its last epoch (:func:`~art_adp.apps.robust_baseline.train_until_plateau`'s ``.last`` checkpoint); a classifier the
-    folder holds, and a brought one (a recipe of 0 epochs, :func:`brought`), are left as they are. ``art-adp levers``
-    runs it before it measures (not with ``--estimate-only`` or ``--zoo``).
+    folder holds, and a brought one (a recipe of 0 epochs, :func:`brought`), are left as they are.
+    ``art-adp train-levers`` runs it (:func:`train_levers_command`); ``art-adp levers`` only measures.
 
     :param data: A :class:`~art_adp.data.Dataset` of images (its training split is used).
     :param run_dir: The run folder.
@@ -167,9 +171,22 @@ def refuse_untrained(names: Iterable[str], preset: Preset, run_dir: Path, **trai
     files = ", ".join(f"{k}.safetensors" for k in missing)
     raise ValueError(
         f"The classifiers {missing} are not trained in {run_dir} (no {files}), and measuring never trains. Train "
-        f"them first (resumably): art_adp.apps.levers_classifiers.train_levers_classifiers({call}), data the data "
-        "set given here; `art-adp levers` with the same settings trains them before it measures."
+        f"them first (resumably): `{training_line(run_dir, given)}` (DIR the data set's folder); in Python: "
+        f"art_adp.apps.levers_classifiers.train_levers_classifiers({call}), data the data set given here."
     )
+
+
+def training_line(run_dir: Path, given: dict) -> str:
+    """The ``art-adp train-levers`` command line that trains into ``run_dir`` with the keywords ``given`` of
+    :func:`train_levers_classifiers` (the data set's folder left as ``DIR``)."""
+    flags = {"denoiser_path": "denoiser"}
+    words = ["art-adp", "train-levers", "--dataset", given["dataset"], "--data-root", "DIR", "--run-dir", str(run_dir)]
+    for k, v in given.items():
+        if k == "dataset":
+            continue
+        words.append("--" + flags.get(k, k).replace("_", "-"))
+        words += [str(a) for a in v] if isinstance(v, (tuple, list)) else [str(v)]
+    return " ".join(shlex.quote(w) for w in words)
 
 
 def _untrained(name: str, preset: Preset, run_dir: Path) -> bool:
@@ -308,3 +325,37 @@ def measured_purifier(model: str, setting: Setting, x_train, denoiser=None, *, s
     description = {"gradient": "bpda", "batch_size": JUDGE_BATCH, **own}
     return build_defence(description, _score_model(model, setting.sigma, x_train, denoiser, device), seed=seed,
                          device=device)  # fmt: skip
+
+
+#: The keywords of :func:`train_levers_classifiers` that are not settings of ``art-adp train-levers`` (its data,
+#: folder, denoiser, device, output).
+NOT_SETTINGS = ("data", "run_dir", "dataset", "denoiser_path", "device", "progress")
+
+_KEYWORDS = inspect.signature(train_levers_classifiers).parameters
+LeversTraining = make_dataclass("LeversTraining", [(n, p.annotation, field(default=p.default))
+                                                   for n, p in _KEYWORDS.items() if n not in NOT_SETTINGS],
+                                frozen=True)  # fmt: skip
+LeversTraining.__module__ = __name__
+LeversTraining.__doc__ = "Settings of ``art-adp train-levers``: :func:`train_levers_classifiers`' keywords."
+
+
+def train_levers_command(
+    config: Any,
+    *,
+    dataset: str = "mnist",
+    data_root: str = "",
+    denoiser: str | None = None,
+    run_dir: str = "runs/levers",
+    device: str | None = None,
+    progress: bool = True,
+) -> None:
+    """Train the classifiers of a lever table that its run folder does not hold yet, each by its recipe in the data
+    set's preset (adversarially to its plateau, or behind the purifier it names: --denoiser for one behind the
+    DenoiserUNet), resumably, into RUN_DIR/NAME.safetensors, where `art-adp levers` reads them (it never trains).
+    --classifiers and --purified select them as `art-adp levers` does (default: the preset's)."""
+    from ..data import load_dataset
+
+    levers_spec(dataset)  # a data set without a preset is refused before anything is read
+    data = load_dataset(dataset, data_root)
+    train_levers_classifiers(data, run_dir, dataset=dataset, denoiser_path=denoiser, device=device or "cpu",
+                             progress=progress, **asdict(config))  # fmt: skip
