@@ -52,6 +52,37 @@ def test_a_zoo_name_loads_its_checked_weights_wherever_a_classifier_is_taken(tmp
         load_score_model("zoo:mnist/mlp")
 
 
+def test_a_half_precision_entry_is_half_the_bytes_read_back_as_float32_its_hash_the_loaded_modules(tmp_path,
+                                                                                                  monkeypatch):  # fmt: skip
+    """A zoo file kept at half precision (``half_checkpoint``): half the bytes, float32 weights equal to the trained
+    ones rounded to fp16 (relative change at most 2^-11, fp16's unit roundoff), and its weights' hash the hash of the
+    module loaded from it, so the zoo's check and the result files' provenance agree; a weight outside fp16's range
+    is refused."""
+    from art_adp.serialization import HALF, half_checkpoint, read_checkpoint
+
+    torch.manual_seed(1)
+    trained = MLP()
+    save_classifier(trained, tmp_path / "fp32.safetensors")
+    folder = tmp_path / "zoo"
+    worst = half_checkpoint(tmp_path / "fp32.safetensors", folder / "mnist" / "half.safetensors")
+    path = folder / "mnist" / "half.safetensors"
+    assert path.stat().st_size < 0.51 * (tmp_path / "fp32.safetensors").stat().st_size
+    assert read_checkpoint(path)[1]["stored"] == HALF and 0 < worst <= 2**-11
+    entry = {"kind": "classifier", "dataset": "mnist", "file": "mnist/half.safetensors", "sha256": file_sha256(path),
+             "weights_sha256": weights_sha256(path)}  # fmt: skip
+    (folder / "manifest.json").write_text(json.dumps({"schema": zoo.SCHEMA, "entries": {"mnist/half": entry}}))
+    monkeypatch.setenv("ART_ADP_ZOO", str(folder))
+    loaded = load_classifier("zoo:mnist/half")  # checked against the entry's hashes
+    assert weights_sha256(loaded) == entry["weights_sha256"] != weights_sha256(trained)
+    for name, value in loaded.state_dict().items():
+        assert value.dtype == torch.float32 and torch.equal(value, trained.state_dict()[name].half().float()), name
+    with torch.no_grad():
+        next(trained.parameters()).view(-1)[0] = 1e5  # beyond fp16's 65,504
+    save_classifier(trained, tmp_path / "far.safetensors")
+    with pytest.raises(ValueError, match=r"exceed half precision's range \(65,504\); keep it at fp32"):
+        half_checkpoint(tmp_path / "far.safetensors", tmp_path / "far-half.safetensors")
+
+
 def test_a_file_whose_hash_differs_from_its_entry_is_refused_naming_both(tmp_path, monkeypatch):
     folder = _zoo(tmp_path)
     monkeypatch.setenv("ART_ADP_ZOO", str(folder))
