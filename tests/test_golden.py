@@ -32,8 +32,10 @@ The golden files were made on a CPU in fp32 with one torch thread (the ``one_thr
 says ``precision="fp32"``, since ``"auto"`` is bf16 on a CPU with native bf16). Another CPU instruction set rounds
 floats differently (a sixth decimal of an ℓ2 norm, and a classifier adversarially trained for a few steps lands
 elsewhere), so each set torch's kernels dispatch to (``torch.backends.cpu.get_cpu_capability()``) has its folder:
-``tests/golden/<command>/`` for AVX-512 (where they were first made), ``tests/golden/avx2/<command>/`` for AVX2-only
-processors (the same commit's runs, made on an AVX2-only AMD EPYC). On a set with no folder, the test fails naming
+``tests/golden/<command>/`` for AVX-512 (where they were first made, an AMD EPYC), ``tests/golden/avx2/<command>/``
+for AVX2-only processors (the same commit's runs, made on an AVX2-only AMD EPYC), ``tests/golden/intel-avx512/`` for
+AVX-512 on an Intel processor (MKL and oneDNN take Intel's own paths there; made on an Intel Xeon, family 6 model 167,
+with AMX, from 11ff991, whose files on the AMD sets are those of the commit before it). On a set with no folder, the test fails naming
 the command that writes one: run it at the commit before a change, then test the change against it.
 
 A deliberate change of what the commands write is one command, which rewrites every golden file (each test then
@@ -61,16 +63,27 @@ import pytest
 GOLDEN = Path(__file__).resolve().parent / "golden"
 UPDATE = os.environ.get("ART_ADP_GOLDEN") == "update"
 REGENERATE = "ART_ADP_GOLDEN=update PYTHONPATH=. python -m pytest tests/test_golden.py -q -n 0"
-#: The golden folder of each CPU instruction set torch dispatches to (``torch.backends.cpu.get_cpu_capability()``).
-SETS = {"AVX512": GOLDEN, "AVX2": GOLDEN / "avx2"}
+#: The golden folder of each CPU instruction set torch dispatches to (``torch.backends.cpu.get_cpu_capability()``),
+#: and, on an Intel processor, of that set there: MKL's and oneDNN's kernels take other paths on Intel's processors
+#: than on AMD's, where the unlabelled sets were made (AVX-512 on Intel rounds the lever table's ℓ2 norms otherwise).
+SETS = {"AVX512": GOLDEN, "AVX2": GOLDEN / "avx2", "AVX512 Intel": GOLDEN / "intel-avx512"}
+
+
+def instruction_set() -> str:
+    """This machine's key of :data:`SETS`: torch's CPU capability, followed by ``Intel`` on an Intel processor."""
+    import torch
+
+    try:
+        intel = "GenuineIntel" in Path("/proc/cpuinfo").read_text()
+    except OSError:  # not Linux: the capability alone
+        intel = False
+    return torch.backends.cpu.get_cpu_capability() + (" Intel" if intel else "")
 
 
 def golden_folder(command: str, capability: str | None = None) -> Path:
     """``tests/golden[/<set>]/<command>``: the reference files of this machine's instruction set (or ``capability``'s);
     a set with none is refused, naming the command that writes them."""
-    import torch
-
-    capability = capability or torch.backends.cpu.get_cpu_capability()
+    capability = capability or instruction_set()
     if capability not in SETS:
         pytest.fail(f"No golden files for the CPU instruction set {capability!r} (there are: {sorted(SETS)}): add it "
                     f"to SETS in tests/test_golden.py and write them at the commit before your change with: "
@@ -311,6 +324,7 @@ def test_reproduce_run_writes_the_golden_records_and_table(tmp_path, one_thread)
 def test_each_instruction_set_has_its_golden_folder_and_another_is_refused_by_name():
     assert golden_folder("levers", "AVX512") == GOLDEN / "levers"
     assert golden_folder("levers", "AVX2") == GOLDEN / "avx2" / "levers"
+    assert golden_folder("levers", "AVX512 Intel") == GOLDEN / "intel-avx512" / "levers"
     assert all((golden_folder(e, c) / "records.jsonl").exists() for e in ("levers", "evaluate", "reproduce") for c in SETS)
     with pytest.raises(pytest.fail.Exception, match="No golden files for the CPU instruction set 'SVE256'"):
         golden_folder("levers", "SVE256")
