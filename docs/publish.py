@@ -185,11 +185,11 @@ def to_zoo(name: str, weights: Path, result_path: Path, zoo: Path = Path("zoo"))
         raise ValueError(f"{result_path} records no model of the weights {digest} ({weights}): publish it first")
     held = next(iter(recorded))
     calls = [*result["provenance"].get("calls", []), result["provenance"]]
-    trained = next(c for c in calls if re.search(rf"--(classifiers|purified)( [^-]\S*)* {re.escape(held)}( |$)",
-                                                 c["command"]))  # fmt: skip
+    facts = result["classifiers"][held]
+    trained = facts.get("trained_by") or next(  # art-adp train-levers' call, or the levers call that trained it
+        c for c in calls if re.search(rf"--(classifiers|purified)( [^-]\S*)* {re.escape(held)}( |$)", c["command"]))
     if trained["code_version"].endswith("-dirty)"):
         raise ValueError(f"its training call started on uncommitted code ({trained['code_version']}): train it again")
-    facts = result["classifiers"][held]
     train = facts.get("adversarial_training") or facts.get("training") or {}
     target = zoo / dataset / f"{key.split('/')[-1]}{weights.suffix}"
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ from art_adp.data import Dataset, DatasetSpec, load_dataset
 from art_adp.runs import engine
 from art_adp.runs.engine import defended_estimator
 from art_adp.runs.records import array_sha256
+from art_adp.serialization import weights_sha256
 from art_adp.runs.seeds import SeedPlan, derive_seed
 from levers_stages import train_and_measure
 
@@ -198,9 +199,12 @@ def test_the_command_lines_train_then_measure_and_levers_never_trains(tiny, tmp_
             "--n-examples", "2", "--ensemble-size", "2"]  # fmt: skip
     assert cli.main(argv) == 2 and stages == ["measure"] and not (run / "mlp.safetensors").exists()  # refused
     assert cli.main(["train-levers", *common]) == 0 and stages == ["measure", "train"]
+    trained = json.loads((run / "trained.json").read_text())["mlp"]  # the training call's provenance, kept
+    assert trained["models"] == {"mlp": weights_sha256(run / "mlp.safetensors")} and trained["code_version"]
     assert cli.main(argv) == 0 and stages == ["measure", "train", "measure"]
     table = json.loads((run / "table.json").read_text())
     assert table["provenance"]["models"].keys() == {"mlp"} and (run / "mlp.safetensors").exists()
+    assert table["classifiers"]["mlp"]["trained_by"] == trained  # the table names the call that trained it
     with pytest.raises(ValueError, match="give denoiser_path"):
         levers.levers_command(levers.LeversConfig(models=("denoiser",)), run_dir=str(tmp_path / "other"))
     assert len(stages) == 3 and not (tmp_path / "other").exists()

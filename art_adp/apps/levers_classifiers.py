@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
 import shlex
 import warnings
 from collections.abc import Iterable, Sequence
@@ -315,6 +316,8 @@ def _training_facts(name: str, preset: Preset, run_dir: Path) -> dict:
     for key in ("adversarial_training", "training", "purifier"):
         if key in header:
             facts[key] = header[key]
+    if name in (trainings := _trainings(run_dir)):  # trained by art-adp train-levers: its call
+        facts["trained_by"] = trainings[name]
     return facts
 
 
@@ -353,9 +356,32 @@ def train_levers_command(
     set's preset (adversarially to its plateau, or behind the purifier it names: --denoiser for one behind the
     DenoiserUNet), resumably, into RUN_DIR/NAME.safetensors, where `art-adp levers` reads them (it never trains).
     --classifiers and --purified select them as `art-adp levers` does (default: the preset's)."""
+    import time
+
     from ..data import load_dataset
+    from ..runs.provenance import code_diff, code_version, provenance
+    from ..runs.records import write_json
 
     levers_spec(dataset)  # a data set without a preset is refused before anything is read
-    data = load_dataset(dataset, data_root)
-    train_levers_classifiers(data, run_dir, dataset=dataset, denoiser_path=denoiser, device=device or "cpu",
-                             progress=progress, **asdict(config))  # fmt: skip
+    started, code = time.monotonic(), code_version()  # the code this training loads now
+    diff = code_diff() if code.endswith("-dirty)") else None
+    folder = Path(run_dir)
+    held = {p.stem for p in folder.glob("*.safetensors")}
+    train_levers_classifiers(load_dataset(dataset, data_root), run_dir, dataset=dataset, denoiser_path=denoiser,
+                             device=device or "cpu", progress=progress, **asdict(config))  # fmt: skip
+    trained = {p.stem: p for p in sorted(folder.glob("*.safetensors")) if p.stem not in held and "." not in p.stem}
+    if trained:  # each classifier's training call, as a table records its measuring calls (TRAINED)
+        record = provenance(wall_time_s=time.monotonic() - started, device=device or "cpu", models=trained,
+                            started_at=code, started_diff=diff)  # fmt: skip
+        write_json(folder / TRAINED, {**_trainings(folder), **{k: record for k in trained}}, indent=1)
+
+
+#: The run folder's record of the ``art-adp train-levers`` call that trained each classifier there (its provenance:
+#: command, code, device, wall time, the weights' SHA-256), which the lever table's training facts carry.
+TRAINED = "trained.json"
+
+
+def _trainings(run_dir: Path) -> dict:
+    """The folder's :data:`TRAINED` record: classifier → the provenance of the call that trained it."""
+    path = Path(run_dir) / TRAINED
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
