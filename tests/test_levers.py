@@ -210,7 +210,7 @@ def test_the_command_lines_train_then_measure_and_levers_never_trains(tiny, tmp_
     assert len(stages) == 3 and not (tmp_path / "other").exists()
     for stage, config in ((measure, levers.LeversConfig()), (train, levers_classifiers.LeversTraining())):
         for name, p in inspect.signature(stage).parameters.items():  # each command's settings: its stage's defaults
-            if name not in levers.NOT_SETTINGS:
+            if name not in levers_classifiers.NOT_SETTINGS:
                 assert getattr(config, name) == p.default, name
 
 

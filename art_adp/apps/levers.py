@@ -32,7 +32,7 @@ import inspect
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, field, make_dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,7 @@ from .levers_classifiers import (
     measured_purifier,
     model_clipped,
     refuse_untrained,
+    settings_of,
 )
 from .levers_presets import (
     JUDGES,
@@ -516,17 +517,10 @@ FLAG_HELP = {
 }  # fmt: skip
 
 
-#: The keywords of :func:`run_levers` that are not settings of ``art-adp levers`` (its data, folder, device, output).
-NOT_SETTINGS = ("data", "run_dir", "dataset", "denoiser_path", "device", "progress")
-
-#: Settings of ``art-adp levers``: every other keyword of :func:`run_levers`, with its annotation and default (None:
-#: the data set's preset), read from its signature -- one place for each default, the flags' (:func:`flags.add_fields`)
-#: included. The training's are ``art-adp train-levers``'
+#: Settings of ``art-adp levers``: the keywords of :func:`run_levers` but
+#: :data:`~art_adp.apps.levers_classifiers.NOT_SETTINGS`; the training's are ``art-adp train-levers``'
 #: (:class:`~art_adp.apps.levers_classifiers.LeversTraining`).
-LeversConfig = make_dataclass("LeversConfig", [(n, p.annotation, field(default=p.default)) for n, p in
-                                               inspect.signature(run_levers).parameters.items()
-                                               if n not in NOT_SETTINGS], frozen=True)  # fmt: skip
-LeversConfig.__module__, LeversConfig.__doc__ = __name__, "Settings of ``art-adp levers`` (:data:`NOT_SETTINGS`)."
+LeversConfig = settings_of(run_levers, "LeversConfig", "Settings of ``art-adp levers``.")
 
 
 def levers_command(

@@ -27,12 +27,14 @@ from .robust_baseline import train_until_plateau
 __all__ = [
     "JUDGE_BATCH",
     "LeversTraining",
+    "NOT_SETTINGS",
     "brought",
     "chosen_classifiers",
     "from_zoo",
     "measured_purifier",
     "model_clipped",
     "refuse_untrained",
+    "settings_of",
     "train_levers_classifiers",
     "train_levers_command",
     "training_purifier",
@@ -330,16 +332,24 @@ def measured_purifier(model: str, setting: Setting, x_train, denoiser=None, *, s
                          device=device)  # fmt: skip
 
 
-#: The keywords of :func:`train_levers_classifiers` that are not settings of ``art-adp train-levers`` (its data,
-#: folder, denoiser, device, output).
+#: The keywords of a lever table's stages (:func:`train_levers_classifiers`, :func:`~art_adp.apps.levers.run_levers`)
+#: that are not settings of their commands (``art-adp train-levers``, ``art-adp levers``): the data, folder, denoiser,
+#: device and output.
 NOT_SETTINGS = ("data", "run_dir", "dataset", "denoiser_path", "device", "progress")
 
-_KEYWORDS = inspect.signature(train_levers_classifiers).parameters
-LeversTraining = make_dataclass("LeversTraining", [(n, p.annotation, field(default=p.default))
-                                                   for n, p in _KEYWORDS.items() if n not in NOT_SETTINGS],
-                                frozen=True)  # fmt: skip
-LeversTraining.__module__ = __name__
-LeversTraining.__doc__ = "Settings of ``art-adp train-levers``: :func:`train_levers_classifiers`' keywords."
+
+def settings_of(stage, name: str, doc: str) -> type:
+    """The settings class ``name`` of a stage's command: every keyword of the function ``stage`` but
+    :data:`NOT_SETTINGS`, with its annotation and default, read from its signature (one place for each default, the
+    flags' included)."""
+    keywords = inspect.signature(stage).parameters
+    cls = make_dataclass(name, [(n, p.annotation, field(default=p.default)) for n, p in keywords.items()
+                                if n not in NOT_SETTINGS], frozen=True)  # fmt: skip
+    cls.__module__, cls.__doc__ = stage.__module__, doc
+    return cls
+
+
+LeversTraining = settings_of(train_levers_classifiers, "LeversTraining", "Settings of ``art-adp train-levers``.")
 
 
 def train_levers_command(
