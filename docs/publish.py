@@ -55,7 +55,10 @@ def publish(result: dict) -> dict:
         p["command"] = with_dir(p["command"])
     if p.get("calls"):  # the earlier calls a command recorded itself (art-adp corruptions' calls.jsonl): likewise
         p["calls"] = [{**c, "command": with_dir(_ABSOLUTE_RUN_DIR.sub(r"\1runs/\2", c["command"]))} for c in p["calls"]]
-    return {**result, "provenance": p}
+    classifiers = {k: {**f, "trained_by": {**f["trained_by"], "command": with_dir(_ABSOLUTE_RUN_DIR.sub(
+        r"\1runs/\2", f["trained_by"]["command"]))}} if "trained_by" in f else f  # train-levers' call: likewise
+        for k, f in result.get("classifiers", {}).items()}  # fmt: skip
+    return {**result, "provenance": p, **({"classifiers": classifiers} if "classifiers" in result else {})}
 
 
 CALL = ("command", "code_version", "code_version_at_end", "device", "wall_time_s")
