@@ -178,7 +178,7 @@ def to_zoo(name: str, weights: Path, result_path: Path, zoo: Path = Path("zoo"))
     """
     import shutil
 
-    from art_adp.serialization import file_sha256, weights_sha256
+    from art_adp.serialization import HALF, file_sha256, read_checkpoint, weights_sha256
 
     result = json.loads(result_path.read_text(encoding="utf-8"))
     dataset, key = name.split("/", 1)
@@ -211,6 +211,10 @@ def to_zoo(name: str, weights: Path, result_path: Path, zoo: Path = Path("zoo"))
         "trained_on": TRAINED_ON[dataset], "licence": "MIT (art-adp's)", "results": results,
         "status": "shipped: trained from a clean commit by the command above",
     }  # fmt: skip
+    if read_checkpoint(weights)[1].get("stored") == HALF:  # kept at half precision: say so, and what was trained
+        entry["stored"] = ("fp16: the trained float32 weights (SHA-256 " + ", ".join(trained.get("models", {}).values())
+                           + ") rounded to half precision (art_adp.serialization.half_checkpoint); the results were "
+                           "measured from these")  # fmt: skip
     manifest_path = zoo / "manifest.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     manifest["entries"][name] = entry
