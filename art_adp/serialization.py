@@ -143,8 +143,8 @@ def half_checkpoint(source: str | os.PathLike, path: str | os.PathLike) -> float
     if far:
         raise ValueError(f"{source}: the weights {far[:5]} exceed half precision's range (65,504); keep it at fp32.")
     write_checkpoint(path, half, {**header, "stored": HALF})
-    change = [((h.float() - w).abs() / w.abs()).masked_select(w.abs() >= 1e-3)
-              for k, (w, h) in ((k, (weights[k], half[k])) for k in half) if w.dtype == torch.float32]  # fmt: skip
+    change = [((half[k].float() - w).abs() / w.abs()).masked_select(w.abs() >= 1e-3)
+              for k, w in weights.items() if w.dtype == torch.float32]  # fmt: skip
     return max((float(c.max()) for c in change if c.numel()), default=0.0)
 
 

@@ -79,7 +79,6 @@ from .levers_presets import (
     RowBudgets,
     Setting,
     _rows,
-    levers_spec,
     preset_for,
     row_budgets,
     setting_named,
