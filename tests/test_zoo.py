@@ -83,6 +83,23 @@ def test_a_half_precision_entry_is_half_the_bytes_read_back_as_float32_its_hash_
         half_checkpoint(tmp_path / "far.safetensors", tmp_path / "far-half.safetensors")
 
 
+def test_measuring_a_classifier_not_trained_names_the_zoo_entry_that_ships_it(tmp_path, monkeypatch):
+    """levers never trains: the refusal names train-levers' line, and --zoo where the zoo ships the classifier."""
+    from art_adp.apps.levers_classifiers import refuse_untrained
+    from art_adp.apps.levers_presets import preset_for
+
+    monkeypatch.setenv("ART_ADP_ZOO", str(_zoo(tmp_path)))  # ships mnist/mlp, not mnist/adv-mlp
+    with pytest.raises(ValueError, match=r"The zoo ships \['mnist/mlp'\]: --zoo measures its weights instead\.$"):
+        refuse_untrained(["mlp", "adv-mlp"], preset_for("mnist"), tmp_path / "run", dataset="mnist")
+    with pytest.raises(ValueError) as refused:
+        refuse_untrained(["adv-mlp"], preset_for("mnist"), tmp_path / "run", dataset="mnist")
+    assert "zoo" not in str(refused.value) and "art-adp train-levers --dataset mnist" in str(refused.value)
+    monkeypatch.setenv("ART_ADP_ZOO", str(tmp_path / "nowhere"))  # no zoo: the training line alone
+    with pytest.raises(ValueError) as refused:
+        refuse_untrained(["mlp"], preset_for("mnist"), tmp_path / "run", dataset="mnist")
+    assert "zoo" not in str(refused.value)
+
+
 def test_a_file_whose_hash_differs_from_its_entry_is_refused_naming_both(tmp_path, monkeypatch):
     folder = _zoo(tmp_path)
     monkeypatch.setenv("ART_ADP_ZOO", str(folder))

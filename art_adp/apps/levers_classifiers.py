@@ -172,11 +172,24 @@ def refuse_untrained(names: Iterable[str], preset: Preset, run_dir: Path, **trai
              **{k: str(v) if isinstance(v, Path) else v for k, v in training.items() if v != defaults[k]}}  # fmt: skip
     call = ", ".join(["data", repr(str(run_dir)), *(f"{k}={v!r}" for k, v in given.items())])
     files = ", ".join(f"{k}.safetensors" for k in missing)
+    shipped = _shipped(given["dataset"], missing)
     raise ValueError(
         f"The classifiers {missing} are not trained in {run_dir} (no {files}), and measuring never trains. Train "
         f"them first (resumably): `{training_line(run_dir, given)}` (DIR the data set's folder); in Python: "
         f"art_adp.apps.levers_classifiers.train_levers_classifiers({call}), data the data set given here."
+        + (f" The zoo ships {shipped}: --zoo measures its weights instead." if shipped else "")
     )
+
+
+def _shipped(dataset: str, names: Sequence[str]) -> list[str]:
+    """The entries ``DATASET/NAME`` of ``names`` whose weights the model zoo ships (none where there is no zoo)."""
+    from .. import zoo
+
+    try:
+        entries = zoo.manifest()["entries"]
+    except zoo.ZooError:
+        return []
+    return [f"{dataset}/{k}" for k in names if (entries.get(f"{dataset}/{k}") or {}).get("file")]
 
 
 def training_line(run_dir: Path, given: dict) -> str:
