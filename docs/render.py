@@ -1311,6 +1311,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "cifar10-schedules": ("docs/results/cifar10_schedules.json", levers_result),
     "fashion-mnist-apgd-t": ("docs/results/fashion_mnist_apgd_t.json", levers_result),
     "mnist-apgd-t": ("docs/results/mnist_apgd_t.json", levers_result),
+    "mnist-apgd-intel": ("docs/results/mnist_apgd_intel.json", levers_result),
     "mnist-new-attacks": ("docs/results/mnist_new_attacks.json", mnist_new_attacks),
     "fashion-mnist-full-strength-denoiser": (
         "docs/results/fashion_mnist_full_strength_denoiser.json",
