@@ -1312,6 +1312,8 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "fashion-mnist-apgd-t": ("docs/results/fashion_mnist_apgd_t.json", levers_result),
     "mnist-apgd-t": ("docs/results/mnist_apgd_t.json", levers_result),
     "mnist-apgd-intel": ("docs/results/mnist_apgd_intel.json", levers_result),
+    "mnist-apgd-t-cnn": ("docs/results/mnist_apgd_t_cnn.json", levers_result),
+    "mnist-apgd-intel-cnn": ("docs/results/mnist_apgd_intel_cnn.json", levers_result),
     "mnist-new-attacks": ("docs/results/mnist_new_attacks.json", mnist_new_attacks),
     "fashion-mnist-full-strength-denoiser": (
         "docs/results/fashion_mnist_full_strength_denoiser.json",
