@@ -49,6 +49,7 @@ __all__ = [
     "gradient_precision",
     "logits",
     "stack_draws",
+    "undefended",
 ]
 
 AGGREGATES = ("softmax", "logits", "vote")
@@ -146,6 +147,21 @@ def defences(estimator) -> list:
     """The preprocessing defences of an ART estimator (``preprocessing_defences``), in order."""
     found = estimator.preprocessing_defences
     return [] if found is None else [found] if isinstance(found, Preprocessor) else list(found)
+
+
+def undefended(estimator):
+    """The estimator without its preprocessing defences: a ``PyTorchClassifier`` of the same model, loss, shapes,
+    clip values, standardisation (``preprocessing``) and device, the bare classifier g_φ as the estimator sees it
+    (the estimator itself where it has no defences)."""
+    if not defences(estimator):
+        return estimator
+    from art.estimators.classification import PyTorchClassifier  # pylint: disable=import-outside-toplevel
+
+    return PyTorchClassifier(
+        estimator.model, estimator._loss, input_shape=estimator.input_shape,  # pylint: disable=protected-access
+        nb_classes=estimator.nb_classes, channels_first=estimator.channels_first, clip_values=estimator.clip_values,
+        preprocessing=estimator.preprocessing, device_type="gpu" if estimator.device.type == "cuda" else "cpu",
+    )  # fmt: skip
 
 
 def _apply(operations, x: torch.Tensor) -> torch.Tensor:

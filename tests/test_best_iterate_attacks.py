@@ -69,7 +69,6 @@ def predicted(est, x):
 
 
 ATTACKS = {
-    "clf-pgd": lambda est, **kw: A.ClassifierPGD(est, **kw),
     "full-pgd-eot": lambda est, **kw: A.PGDEOT(est, eot_samples=1, **kw),
     "fixed-noise-pgd": lambda est, **kw: A.FixedNoisePGD(est, **kw),
 }
@@ -100,18 +99,18 @@ def test_restarts_break_what_one_run_misses_and_attack_only_the_unbroken(one_thr
     y = np.zeros(3, np.int64)
     kw = dict(eps=0.05, eps_step=STEP, max_iter=10, generator=torch.Generator().manual_seed(0), random_start=False)
     assert predicted(est, x).tolist() == [0, 0, 1]
-    one = A.ClassifierPGD(est, num_random_init=1, **kw).generate(x, y)  # the ablation: one run from x₀
+    one = A.PGDEOT(est, eot_samples=1, num_random_init=1, **kw).generate(x, y)  # the ablation: one run from x₀
     assert predicted(est, one).tolist() == [0, 0, 1]
     assert (one[:2, 0, 0, 0] - 0.3 > 0.03).all()  # it climbed the wide, robust bump
 
     rows = []
 
-    class Counting(A.ClassifierPGD):
+    class Counting(A.PGDEOT):
         def _direction(self, x_adv, yb):
             rows.append(len(x_adv))
             return super()._direction(x_adv, yb)
 
-    many = Counting(est, num_random_init=8, **kw).generate(x, y)
+    many = Counting(est, eot_samples=1, num_random_init=8, **kw).generate(x, y)
     assert predicted(est, many).tolist() == [1, 1, 1]
     assert np.abs(many - x).max() <= 0.05 + 1e-6
     assert rows[:10] == [3] * 10 and set(rows[10:]) <= {1, 2} and len(rows) < 80  # restarts: the unbroken only
@@ -412,7 +411,6 @@ def test_aims_parameters_and_messages():
     assert A.LowFrequencyVote(est, judgement="majority").judgement == "majority"
     with pytest.raises(ValueError, match="judgement must be one of"):
         A.LowFrequencyVote(est, judgement="median")
-    assert not A.ClassifierPGD(est).judged_defended
     attack = A.PGDEOTDev(est)
     attack.set_params(num_random_init=3, check_every=2, judge_draws=4)  # ART's set_params reaches every subclass
     assert (attack.num_random_init, attack.check_every, attack.judge_draws) == (3, 2, 4)
@@ -452,7 +450,7 @@ class NarrowBand(torch.nn.Module):
         return torch.stack([torch.zeros_like(u), 1 - (u - 0.035).abs() / 0.002], 1)
 
 
-@pytest.mark.parametrize("name", ["clf-pgd", "full-pgd-eot"])
+@pytest.mark.parametrize("name", ["full-pgd-eot"])
 def test_the_halving_schedule_lands_where_constant_steps_circle(one_thread, name):
     est = estimator(NarrowBand())
     x, y = np.full((2, 1, 8, 8), 0.3, np.float32), np.zeros(2, np.int64)

@@ -886,3 +886,62 @@ def test_a_planted_second_settings_writer_or_refusal_fails():
     assert _second_settings_guards(dict(SOURCES, **{records: gone})) == [
         f"{records}.keep_settings: refuses other settings",
         f"{SETTINGS_GUARD} does not write a settings file and refuse other settings"]
+
+
+#: The one Clf-PGD (issue 70): ART's ``ProjectedGradientDescent`` on the bare classifier,
+#: :class:`art_adp.attacks.ClassifierPGD`, the registry's ``clf-pgd`` in every plan (evaluate's and reproduce's rows,
+#: the lever tables' bare and transferred ones). The other modules that build ART's PGD, each with why: none of them
+#: is a Clf-PGD.
+CLF_PGD_MODULE = "art_adp.attacks.classifier_pgd"
+ART_PGD_USERS = {
+    "art_adp.apps.robust_baseline": "ART's PGD through a purifier as ART attacks a defended estimator: the validation "
+    "of a training behind the purifier (without one it takes the registry's Clf-PGD)",
+    "art_adp.models.adversarial": "adversarial training's inner attack",
+    "art_adp.apps.demo": "the demo's plain ART PGD on plain ART estimators is its point",
+    "art_adp.apps.detect_demo": "the detection demo's plain ART PGD, as the demo's",
+}
+
+
+def _art_pgd_users(sources: dict[str, str]) -> list[str]:
+    """The modules of ``sources`` that name ART's ``ProjectedGradientDescent`` (an import, a call or a base class)
+    beyond :data:`CLF_PGD_MODULE` and :data:`ART_PGD_USERS`."""
+    named = {m for m, source in sources.items() for node in ast.walk(ast.parse(source))
+             if isinstance(node, ast.ImportFrom) and any(a.name == "ProjectedGradientDescent" for a in node.names)}  # fmt: skip
+    return sorted(named - {CLF_PGD_MODULE, *ART_PGD_USERS})
+
+
+def _bare_attacks() -> list[str]:
+    """The registry's attacks that, built on a defended estimator, attack its bare classifier (their estimator has no
+    defences left)."""
+    import torch
+    from art.estimators.classification import PyTorchClassifier
+
+    from art_adp import ADPPurifier, NCSNv2
+    from art_adp.attacks.registry import REGISTRY, Budget
+    from art_adp.ensemble import defences
+
+    torch.manual_seed(0)
+    purifier = ADPPurifier(NCSNv2(1, 8, ngf=4).eval(), sigma=0.1, steps=0, device_type="cpu")
+    est = PyTorchClassifier(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10)),
+                            torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=10, clip_values=(0.0, 1.0),
+                            preprocessing_defences=[purifier])  # fmt: skip
+    b = Budget(eps=0.1, eps_step=0.02, max_iter=1)
+    built = {name: spec.build(est, b, 0) for name, spec in REGISTRY.items()}
+    return sorted(n for n, a in built.items() if not defences(getattr(a, "estimator", est)))
+
+
+def test_one_clf_pgd():
+    """Clf-PGD is one attack: the registry's only entry that attacks the bare classifier behind a defended estimator is
+    ``clf-pgd``, and no module builds ART's PGD beyond it and the listed ones (each still does, else it goes)."""
+    from art_adp.attacks.registry import BLIND_ATTACK
+
+    assert _bare_attacks() == [BLIND_ATTACK]
+    assert _art_pgd_users(SOURCES) == []
+    assert all("ProjectedGradientDescent" in SOURCES[m] for m in ART_PGD_USERS)
+
+
+def test_a_planted_second_clf_pgd_fails():
+    """The check itself: the lever tables' former ART PGD beside the one (a module of its own) is found."""
+    seeded = ("from art.attacks.evasion import ProjectedGradientDescent\n\n\nclass SeededPGD(ProjectedGradientDescent):"
+              "\n    name = 'art-pgd'\n")  # fmt: skip
+    assert _art_pgd_users(dict(SOURCES, **{"art_adp.attacks.art_pgd": seeded})) == ["art_adp.attacks.art_pgd"]

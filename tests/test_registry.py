@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from art.defences.preprocessor.preprocessor import PreprocessorPyTorch
 from art.estimators.classification import PyTorchClassifier
 
 import art_adp.attacks as A
@@ -40,8 +41,7 @@ def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
                        "apgd-eot-dev", "selective-eot", "apgd-eot-t")
     assert PAPER_ATTACKS == ATTACKS[:6] and GRADIENT_ATTACKS == ("full-pgd-eot", "apgd-eot", "bpda-eot")
     assert PRESETS["croce"].attacks == ("apgd-eot",)
-    assert {a: REGISTRY[a].protocol for a in REGISTRY if a not in ATTACKS} == {"autoattack": "baseline",
-                                                                               "art-pgd": "baseline"}
+    assert {a: REGISTRY[a].protocol for a in REGISTRY if a not in ATTACKS} == {"autoattack": "baseline"}
     assert {a: budget_fields(a) for a in ("clean", *ATTACKS, "flags")} == {
         "clean": (), "clf-pgd": ("max_iter",), "bpda-eot": ("max_iter", "eot_samples", "eot_aggregate"),
         "joint-score": ("max_iter", "eot_samples", "weight"), "joint-full": ("max_iter", "eot_samples", "weight"),
@@ -62,7 +62,7 @@ def test_the_harness_tables_are_the_registry_in_the_order_they_always_had():
                                       "apgd-eot": "apgd-eot", "apgd-eot-ensemble": "apgd-eot",
                                       "lowfreq-vote": "lowfreq-vote",
                                       "full-pgd-eot-dev": "clf-pgd", "apgd-eot-dev": "apgd-eot",
-                                      "selective-eot": "clf-pgd", "autoattack": "autoattack", "art-pgd": "art-pgd",
+                                      "selective-eot": "clf-pgd", "autoattack": "autoattack",
                                       "apgd-eot-t": "apgd-eot-t"}
 
 
@@ -157,7 +157,7 @@ def test_a_budget_has_the_attacks_parameter_names():
     assert (attack.eps, attack.eps_step, attack.max_iter, attack.eot_samples) == (0.3, 0.01, 40, 1)
 
 
-@pytest.mark.parametrize("name", ["joint-score", "joint-full", "full-pgd-eot", "bpda-eot", "clf-pgd"])
+@pytest.mark.parametrize("name", ["joint-score", "joint-full", "full-pgd-eot", "bpda-eot"])
 def test_the_pgd_family_takes_the_budgets_random_start_and_the_records_seed(name):
     """A budget's random start reaches the attack, its draws seeded by the seed the record builds it with: the same
     seed, the same start; another seed, another start; without it the run starts at the image."""
@@ -183,7 +183,8 @@ def test_a_random_start_is_the_default_outside_the_papers_own_protocols():
 
     assert Budget(eps=0.1, eps_step=0.01, max_iter=1).random_start is True, "a Budget starts at the image by default"
     est = _estimator()
-    for cls in (A.ClassifierPGD, A.PGDEOT, A.PGDEOTDev, A.PGDEOTEnsemble, A.JointScore, A.JointFull, A.FixedNoisePGD):
+    assert A.ClassifierPGD(est).num_random_init == 1, "Clf-PGD starts at the image by default"
+    for cls in (A.PGDEOT, A.PGDEOTDev, A.PGDEOTEnsemble, A.JointScore, A.JointFull, A.FixedNoisePGD):
         assert cls(est).random_start is True, cls.__name__
     starts = {p: {**PAPER, **named_plan(p, "evaluate").values}["random_start"] for p in PRESETS}
     assert starts == {"strongest": True, "paper": False, "croce": False, "smoke": False}
@@ -191,8 +192,8 @@ def test_a_random_start_is_the_default_outside_the_papers_own_protocols():
     assert "random start" not in budget_text("full-pgd-eot", PRESETS["paper"])
 
 
-@pytest.mark.parametrize("name", ["clf-pgd", "bpda-eot", "joint-score", "joint-full", "full-pgd-eot",
-                                  "full-pgd-eot-ensemble", "full-pgd-eot-dev"])
+@pytest.mark.parametrize("name", ["bpda-eot", "joint-score", "joint-full", "full-pgd-eot", "full-pgd-eot-ensemble",
+                                  "full-pgd-eot-dev"])
 @pytest.mark.parametrize("random_start", [True, False])
 def test_the_records_seed_reaches_the_judge_with_or_without_a_random_start(name, random_start):
     """The best-iterate rule's draws are seeded from the seed the record builds the attack with: two seeds, two sets
@@ -336,24 +337,39 @@ def test_protocols_and_the_strongest_of_each():
         assert len(names(protocol=protocol, strongest=True)) == (2 if protocol == "ensemble" else 1), protocol
 
 
-def test_art_pgd_is_arts_own_pgd_seeded_and_leaves_numpys_draws_alone():
+def test_clf_pgd_is_arts_own_pgd_on_the_bare_classifier_seeded_and_leaves_numpys_draws_alone():
+    """The one Clf-PGD: ART's ``ProjectedGradientDescent`` on the estimator without its defences (a purifier that
+    would change every gradient is left out; the standardisation is kept), its random start drawn from the record's
+    seed, the caller's NumPy state untouched."""
     from art.attacks.evasion import ProjectedGradientDescent
 
-    from art_adp.attacks.registry import ART_PGD
+    class Flip(PreprocessorPyTorch):  # a defence whose gradient would point the other way
+        def __init__(self):
+            super().__init__(device_type="cpu", is_fitted=True, apply_fit=False, apply_predict=True)
+
+        def forward(self, x, y=None):
+            return 1 - x, y
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 3))
-    est = PyTorchClassifier(model, torch.nn.CrossEntropyLoss(), input_shape=(1, 8, 8), nb_classes=3,
-                            clip_values=(0.0, 1.0))  # fmt: skip
+    kw = dict(input_shape=(1, 8, 8), nb_classes=3, clip_values=(0.0, 1.0), preprocessing=(0.5, 0.25))
+    bare = PyTorchClassifier(model, torch.nn.CrossEntropyLoss(), **kw)
+    defended = PyTorchClassifier(model, torch.nn.CrossEntropyLoss(), preprocessing_defences=[Flip()], **kw)
     x = torch.rand(6, 1, 8, 8, generator=torch.Generator().manual_seed(1)).numpy()
     y = np.arange(6) % 3
     b = Budget(eps=0.1, eps_step=0.02, max_iter=3, random_start=True, batch_size=4)
     np.random.seed(123)
     state = np.random.get_state()
-    a = REGISTRY[ART_PGD].build(est, b, 7).generate(x, y=y)
+    a = REGISTRY[BLIND_ATTACK].build(defended, b, 7).generate(x, y=y)
     assert np.array_equal(np.random.get_state()[1], state[1])  # the caller's NumPy draws are untouched
     np.random.seed(7)
-    ref = ProjectedGradientDescent(est, eps=0.1, eps_step=0.02, max_iter=3, num_random_init=1, batch_size=4,
+    ref = ProjectedGradientDescent(bare, eps=0.1, eps_step=0.02, max_iter=3, num_random_init=1, batch_size=4,
                                    verbose=False).generate(x, y=y)  # fmt: skip
     assert np.array_equal(a, ref) and np.abs(a - x).max() <= 0.1 + 1e-6
-    assert not np.array_equal(a, REGISTRY[ART_PGD].build(est, b, 8).generate(x, y=y))  # another seed, another start
+    np.random.seed(7)
+    through = ProjectedGradientDescent(defended, eps=0.1, eps_step=0.02, max_iter=3, num_random_init=1, batch_size=4,
+                                       verbose=False).generate(x, y=y)  # fmt: skip
+    assert not np.array_equal(a, through)  # ART's PGD through the defence is another attack
+    assert not np.array_equal(a, REGISTRY[BLIND_ATTACK].build(defended, b, 8).generate(x, y=y))  # another start
+    start = REGISTRY[BLIND_ATTACK].build(defended, replace(b, random_start=False, max_iter=1), 7).generate(x, y=y)
+    np.testing.assert_allclose(np.abs(start - x).max(), 0.02, atol=1e-6)  # from the image: one step of 0.02

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from ..attacks.registry import ART_PGD, AUTOATTACK, BLIND_ATTACK, OPTION_HELP, REGISTRY, Budget, budget_settings
+from ..attacks.registry import AUTOATTACK, BLIND_ATTACK, OPTION_HELP, REGISTRY, Budget, budget_settings
 from ..models.checkpoint import check_purifier
 from ..pretrained import bundled_file
 from ..runs.provenance import code_diff, code_version, provenance
@@ -121,9 +121,8 @@ def judge_seeds(scheme: str, seed: int, key: tuple, repeats: int) -> SeedPlan:
 
 def _white(r: Row, budgets: RowBudgets) -> Attacking:
     """The attack of a white-box row on an undefended classifier: none (clean), or the registry's at the row's
-    ``white`` budget -- its PGD rows are ART's PGD (:data:`~art_adp.attacks.registry.ART_PGD`), the attack their
-    figures were measured with."""
-    return Attacking() if not r.attack else Attacking(ART_PGD if r.attack == BLIND_ATTACK else r.attack, budgets.white)
+    ``white`` budget (its PGD rows: Clf-PGD, ART's PGD on the bare classifier)."""
+    return Attacking() if not r.attack else Attacking(r.attack, budgets.white)
 
 
 def run_levers(
@@ -448,14 +447,14 @@ def _refuse_other_budgets(path: Path, budgets: Mapping[str, RowBudgets], eot_sam
 
 
 def _blind_examples(clf, b: Budget, x, y, cache: Path, seed: int, device: str) -> str:
-    """A Clf-PGD row's examples against the bare classifier: the registry's ART PGD
-    (:data:`~art_adp.attacks.registry.ART_PGD`, the attack of the white-box rows' bare cells) at its budget ``b``, its
-    random start drawn from ``seed``, made once and kept in the run folder as ``cache`` (a call with more images
-    attacks the new ones only); its file name."""
+    """A Clf-PGD row's examples against the bare classifier: the registry's Clf-PGD
+    (:data:`~art_adp.attacks.registry.BLIND_ATTACK`, the attack of the white-box rows' bare cells) at its budget
+    ``b``, its random start drawn from ``seed``, made once and kept in the run folder as ``cache`` (a call with more
+    images attacks the new ones only); its file name."""
     held = np.load(cache) if cache.exists() else x[:0]
     if len(held) < len(x):
         bare = defended_estimator(clf, None, input_shape=x.shape[1:], nb_classes=_classes(clf), device=device)
-        fresh = REGISTRY[ART_PGD].build(bare, b, seed).generate(x[len(held) :], y=y[len(held) :])
+        fresh = REGISTRY[BLIND_ATTACK].build(bare, b, seed).generate(x[len(held) :], y=y[len(held) :])
         np.save(cache, np.concatenate([held, fresh.astype(np.float32)]))
     return cache.name
 

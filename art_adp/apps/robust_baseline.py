@@ -23,8 +23,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from art.attacks.evasion import ProjectedGradientDescent
 
-from ..attacks.registry import ART_PGD, REGISTRY
+from ..attacks._core import seeded_numpy
+from ..attacks.registry import BLIND_ATTACK, REGISTRY
 from ..runs.engine import defended_estimator
 from ..runs.plans import budget
 from ..runs.seeds import derive_seed
@@ -87,15 +89,20 @@ def white_box_pgd(
     batch_size: int = WHITE_BATCH,
     purifier=None,
 ) -> np.ndarray:
-    """The registry's ART PGD (:data:`~art_adp.attacks.registry.ART_PGD`, ℓ∞) on ``model`` itself (for a defended one:
-    Clf-PGD against its bare classifier), or on the composed model behind ``purifier`` (its ``gradient`` decides the
-    gradient), its random start drawn from ``seed``."""
+    """ART's ℓ∞ PGD on ``model`` (the registry's Clf-PGD, :data:`~art_adp.attacks.registry.BLIND_ATTACK`), or
+    through ``purifier`` in front of it as ART attacks a defended estimator (the purifier's ``gradient`` decides the
+    gradient: the validation of a training behind a purifier), its random start drawn from ``seed``."""
     with torch.no_grad():
         nb_classes = int(model(torch.as_tensor(x[:1], device=device)).shape[1])
     estimator = defended_estimator(model, purifier, input_shape=x.shape[1:], nb_classes=nb_classes, device=device)
-    b = budget(ART_PGD, eps=eps, eps_step=eps_step, max_iter=max_iter, random_start=random_start,
+    b = budget(BLIND_ATTACK, eps=eps, eps_step=eps_step, max_iter=max_iter, random_start=random_start,
                batch_size=batch_size)  # fmt: skip
-    return REGISTRY[ART_PGD].build(estimator, b, seed).generate(x, y=y).astype(np.float32)
+    if purifier is None:
+        return REGISTRY[BLIND_ATTACK].build(estimator, b, seed).generate(x, y=y)
+    with seeded_numpy(seed):
+        return ProjectedGradientDescent(estimator, norm=b.norm, eps=b.eps, eps_step=b.eps_step, max_iter=b.max_iter,
+                                        num_random_init=int(b.random_start), batch_size=b.batch_size,
+                                        verbose=False).generate(x, y=y).astype(np.float32)  # fmt: skip
 
 
 def robust_accuracy(

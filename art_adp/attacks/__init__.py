@@ -10,7 +10,6 @@ inside the ε-ball and ``clip_values``.
 
 from .apgd_eot import APGDEOT, APGDEOTDev, APGDEOTEnsemble
 from .apgd_eot_t import APGDEOTT
-from .art_pgd import SeededPGD
 from .autoattack import AutoAttackStandard
 from .classifier_pgd import ClassifierPGD
 from .fixed_noise_pgd import FixedNoisePGD
@@ -40,7 +39,6 @@ __all__ = [
     "PGDEOTDev",
     "PGDEOTEnsemble",
     "PurifiedStateLoss",
-    "SeededPGD",
     "SelectiveEOT",
     "SystemicLowFrequency",
 ]

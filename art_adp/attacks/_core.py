@@ -40,9 +40,22 @@ __all__ = [
     "normalize",
     "project",
     "purifiers",
+    "seeded_numpy",
 ]
 
 NORMS = (np.inf, 2)
+
+
+@contextlib.contextmanager
+def seeded_numpy(seed: int) -> Iterator[None]:
+    """NumPy's global generator seeded with ``seed`` (modulo 2³²) inside, restored after: ART's attacks draw their
+    random starts from it, so the same seed gives the same examples and the caller's own draws are left as they were."""
+    state = np.random.get_state()
+    try:
+        np.random.seed(int(seed) % 2**32)
+        yield
+    finally:
+        np.random.set_state(state)
 
 
 PURIFIERS = (ADPPurifier, ReverseDiffusionPurifier, DenoisedSmoothingPurifier)

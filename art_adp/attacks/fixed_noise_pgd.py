@@ -58,7 +58,7 @@ class FixedNoisePGD(IterativeAttack):
 
     :param estimator: ``PyTorchClassifier(..., preprocessing_defences=[ADPPurifier(...)])``.
     :param seed: The randomness configuration ω: the seed of every purifier's generator.
-    :param norm, eps, eps_step, max_iter, batch_size, verbose: As in :class:`~art_adp.attacks.ClassifierPGD`.
+    :param norm, eps, eps_step, max_iter, batch_size, verbose: As in :class:`~art_adp.attacks.PGDEOT`.
     :param num_random_init, check_every: Restarts and the best iterate as in
         :class:`~art_adp.attacks._core.IterativeAttack`, judged by the fixed draw itself (one draw, the batches of
         :meth:`predict`); a restart runs on the whole batch (a row's draw depends on its position), from a uniform

@@ -47,8 +47,11 @@ class PGDEOT(IterativeAttack):
         moves the ensemble rather than by how broken it already is (:class:`PGDEOTEnsemble`).
     :param aggregate: ``"mean"`` (mean of the EOT gradients, the expected loss's gradient) or ``"sign"`` (the
         authors' code: a vote, Σ_k sign ∇_k; ``eot_target="draws"`` only).
-    :param norm, eps, eps_step, max_iter, random_start, generator, batch_size, verbose: As in
-        :class:`~art_adp.attacks.ClassifierPGD`; ``batch_size`` counts images per forward pass (examples × EOT copies).
+    :param norm, eps, eps_step, max_iter: ``np.inf`` or ``2``; the radius ε; the step α per iteration; iterations.
+    :param random_start: Start from a uniform draw in the ε-ball (the default) instead of x₀.
+    :param generator: The ``torch.Generator`` of that draw (CPU; default: torch's).
+    :param batch_size: Images per forward pass (examples × EOT copies).
+    :param verbose: Show progress.
     :param memory_budget: MiB of autograd graph per block of EOT draws (None:
         :func:`art_adp.ensemble.default_memory_budget`, 512 MiB on a CPU, a quarter of a GPU's free memory).
     :param dev_weight: λ ≥ 0: add λ × the deviation of each draw's purification states (every intermediate state and

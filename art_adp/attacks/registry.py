@@ -25,7 +25,6 @@ from ..ensemble import compiled_networks, gradient_precision
 from ._core import AUTO, EOT_TARGETS, JUDGE_DRAWS, STEP_SCHEDULES, check_interval
 from .apgd_eot import APGDEOT, APGDEOTDev, APGDEOTEnsemble
 from .apgd_eot_t import N_TARGET_CLASSES, APGDEOTT
-from .art_pgd import SeededPGD
 from .autoattack import AutoAttackStandard
 from .classifier_pgd import ClassifierPGD
 from .joint_full import JointFull
@@ -41,7 +40,6 @@ __all__ = [
     "register",
     "unregister",
     "AttackSpec",
-    "ART_PGD",
     "AUTOATTACK",
     "BLIND_ATTACK",
     "Budget",
@@ -85,8 +83,8 @@ def registered_name(cls: type, gradient: str | None = None) -> str:
     return name
 
 
-#: The preprocessor-blind attack (PGD on the bare classifier): the baseline of the PGD family, a row of the σ sweep
-#: and the paper's MNIST row.
+#: The preprocessor-blind attack (ART's PGD on the bare classifier): the baseline of the PGD family (on an undefended
+#: classifier, white-box PGD), a row of the σ sweep, the paper's MNIST row and the lever tables' PGD rows.
 BLIND_ATTACK = registered_name(ClassifierPGD)
 #: The adaptive attack of the paper's σ and EOT sweeps (Tables 5-6) and the MNIST recipe's BPDA row.
 SWEEP_ATTACK = registered_name(PGDEOT, "bpda")
@@ -95,13 +93,11 @@ FULL_ATTACK = registered_name(PGDEOT, "full")
 #: The published evaluations the attacks come from (:attr:`AttackSpec.protocol`): Yoon et al.'s Table 3, Croce et
 #: al. 2022, DiffAttack (Kang et al. 2023), DiffHammer (Wang et al. 2024), DiffBreak (Kassis et al. 2025);
 #: ``"ensemble"``: the PGD family on the loss of the ensemble the tables judge rather than the papers' mean of
-#: per-draw losses; ``"baseline"``: the white-box attacks of the undefended baselines (AutoAttack, ART's PGD); and
+#: per-draw losses; ``"baseline"``: the white-box attack of the undefended baselines (AutoAttack); and
 #: ``"autoattack"``: AutoAttack's targeted APGD (APGD-T, Croce & Hein 2020) through the purification, with EOT.
 PROTOCOLS = ("paper", "croce", "diffattack", "diffhammer", "diffbreak", "ensemble", "baseline", "autoattack")
 #: AutoAttack's standard version: the adversarially trained baselines' attack.
 AUTOATTACK = registered_name(AutoAttackStandard)
-#: ART's own ℓ∞ PGD, seeded: the lever tables' white-box PGD rows on the undefended classifiers.
-ART_PGD = registered_name(SeededPGD)
 
 
 @dataclass(frozen=True)
@@ -483,8 +479,8 @@ def _selective_cost(b: Budget, forward: float, full: float) -> float:
 
 
 def _clf_pgd(estimator, b: Budget, seed: int = 0) -> EvasionAttack:
-    return ClassifierPGD(estimator, norm=b.norm, step_schedule=b.step_schedule, **_start(b, seed), **_steps(b),
-                         **_best(b))  # fmt: skip
+    return ClassifierPGD(estimator, seed=seed, norm=b.norm, num_random_init=int(b.random_start), verbose=False,
+                         **_steps(b))  # fmt: skip
 
 
 def _apgd_text(b: Budget) -> str:
@@ -599,9 +595,10 @@ ATTACKS: tuple[AttackSpec, ...] = (
         _clf_pgd,
         _CLF,
         _free,
-        _iterations,
+        _steps_text,
         gradient=False,
-        options=("step_schedule",),
+        best_iterate=False,
+        checks=False,
     ),  # fmt: skip
     AttackSpec(SWEEP_ATTACK, "BPDA+EOT", _pgd_eot("bpda"), _PGD, _per_draw, _with_eot, sanity=2, options=_PGD_OPTIONS),
     *(
@@ -771,21 +768,6 @@ ATTACKS: tuple[AttackSpec, ...] = (
         checks=False,
         start="own",
         consumes=("precision",),  # torchattacks' standard version: ε only, its own steps and iterations
-    ),
-    AttackSpec(
-        ART_PGD,
-        "PGD (ART)",
-        lambda estimator, b, seed=0: SeededPGD(estimator, seed=seed, norm=b.norm, eps=b.eps, eps_step=b.eps_step,
-                                               max_iter=b.max_iter, num_random_init=int(b.random_start),
-                                               batch_size=b.batch_size, verbose=False),  # fmt: skip
-        _CLF,
-        lambda b, f, g: b.max_iter * g,
-        _steps_text,
-        gradient=False,
-        protocol="baseline",
-        baseline=ART_PGD,
-        best_iterate=False,
-        checks=False,
     ),
     AttackSpec(
         registered_name(APGDEOTT),

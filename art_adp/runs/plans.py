@@ -34,7 +34,7 @@ __all__ = ["ATTACKS", "COMMANDS", "COUNTS", "ENTRY_POINT", "MASKING_EXAMPLES", "
            "register", "SMOKE_COUNTS", "sized_counts"]  # fmt: skip
 
 COMMANDS = ("evaluate", "levers", "reproduce")
-#: The attacks on the purification (the undefended baselines' own, AutoAttack and ART's PGD, run in the lever tables).
+#: The attacks on the purification (the undefended baselines' own, AutoAttack, runs in the lever tables).
 ATTACKS = tuple(a for a in registry.names() if REGISTRY[a].protocol != "baseline")
 # The counts of a budget (compared with the reference's); the other budget fields are choices (aggregate, weight).
 COUNTS = ("max_iter", "eot_samples", "samples_per_step")
