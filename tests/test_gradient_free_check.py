@@ -73,3 +73,14 @@ def test_without_the_clamp_the_card_says_why_the_gradient_free_check_did_not_run
                                            "did not run: the defence does not clip its noisy input (no clamp to mask "
                                            "the gradients)"]  # fmt: skip
     assert result["config"]["masking_examples"] == 16 and np.isfinite(result["results"]["main/clean"]["mean"])
+
+
+def test_a_plan_told_to_skip_the_gradient_free_check_writes_its_card(tmp_path):
+    """``--masking-examples 0`` over the strongest plan (its value before the check existed, which a card's config leaves
+    out) is still named among the overrides."""
+    mlp, score, x, y = tiny_models()
+    config = EvalConfig.preset("strongest", **{**SMALL, "n_examples": 4, "chunk_size": 4, "sanity_examples": 4,
+                                               "masking_examples": 0})  # fmt: skip
+    result = evaluate(mlp, _defence(score, True), x, y, config=config, run_dir=tmp_path, **QUIET)
+    assert result["overridden"]["masking_examples"] == 0 and "masking_examples" not in result["config"]
+    assert "gradient-free" not in {k.split("/")[0] for k in result["results"]}

@@ -275,7 +275,7 @@ def build(
         "scale": "reference" if claim else "smoke",
         "claim": claim,
         "preset": config.preset_name,
-        "overridden": {k: _jsonable(cfg[k]) for k in config.overridden},
+        "overridden": {k: _jsonable(cfg.get(k, getattr(config, k))) for k in config.overridden},
         "shortfalls": {"attacks": short, "judging": judging},
         "config": cfg,
         "description": description,
