@@ -437,7 +437,7 @@ def unpack_state(source: Path, work: Path) -> bool:
     with tarfile.open(tar_path) as tar:
         tar.extractall(work, filter="data")
     tar_path.unlink()
-    recipe = work / "mnist" / "recipe.json"
+    recipe = work / "mnist" / "settings.json"
     if recipe.exists():  # a state saved before the recipe's fields took the attacks' names: same values, new names
         stored = json.loads(recipe.read_text())
         recipe.write_text(json.dumps({RENAMED.get(k, k): v for k, v in stored.items()}, indent=1, sort_keys=True))

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "docs")]
 from art_adp.runs.engine import correct  # noqa: E402  pylint: disable=wrong-import-position
-from art_adp.runs.records import read_jsonl  # noqa: E402  pylint: disable=wrong-import-position
+from art_adp.runs.records import read_records  # noqa: E402  pylint: disable=wrong-import-position
 from art_adp.runs.statistics import wilson  # noqa: E402  pylint: disable=wrong-import-position
 from publish import publish  # noqa: E402  pylint: disable=wrong-import-position  # the data folder named, not its path
 
@@ -29,7 +29,7 @@ from publish import publish  # noqa: E402  pylint: disable=wrong-import-position
 def _flags(run: Path) -> dict[tuple, dict[int, bool]]:
     """(classifier, model, setting, row) → image → correct in every judgement, for the ensemble-judged rows."""
     out: dict[tuple, dict[int, bool]] = {}
-    for r in read_jsonl(run / "records.jsonl"):
+    for r in read_records(run):
         if r.get("judge", "ensemble") == "ensemble" and r["attack"] != "clean":
             key = (r.get("classifier", ""), r["model"], r["setting"], r["attack"])
             out.setdefault(key, {})[r["index"]] = correct(r)

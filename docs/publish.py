@@ -109,12 +109,12 @@ def with_variants(folders: list[Path]) -> dict:
     ``provenance.calls`` (``provenance.variants`` says the calls are side by side, not one after another).
     """
     from art_adp.apps.levers_table import render_levers
-    from art_adp.runs.records import read_jsonl
+    from art_adp.runs.records import read_records
 
     tables = [with_calls(json.loads((f / "table.json").read_text(encoding="utf-8")), []) for f in folders]
     records = []
     for f in folders:
-        for r in read_jsonl(f / "records.jsonl"):
+        for r in read_records(f):
             records.append({**r, "attack": f"{r['attack']} [{option_text(r['options'])}]"} if "options" in r else r)
     models = [t["provenance"].get("models", {}) for t in tables]
     if any(m != models[0] for m in models):
@@ -137,10 +137,10 @@ def with_flags(result: dict, root: Path = Path(".")) -> tuple[dict, int]:
     """``result`` (a published lever table) with each cell's per-image flags from its run folder's records, where they
     give the cell's published accuracy and images exactly: ``(result, cells given flags)``."""
     from art_adp.apps.levers_table import TABLE_SCHEMA, render_levers
-    from art_adp.runs.records import read_jsonl
+    from art_adp.runs.records import read_records
 
     m = re.search(r"--run-dir (\S+)", result["provenance"]["command"])
-    records = read_jsonl(root / m[1] / "records.jsonl") if m else []
+    records = read_records(root / m[1]) if m else []
     if not records or result["provenance"].get("variants"):
         return result, 0
     ident = ("classifier", "model", "setting", "attack", "judge", "accuracy", "n")

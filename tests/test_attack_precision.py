@@ -94,7 +94,7 @@ def test_the_entry_point_refuses_bf16_where_the_processor_emulates_it(monkeypatc
     with pytest.raises(ValueError, match=r"bf16 is not native on this CPU, .*\(AVX2; no AVX-512, AVX-512-BF16, AMX\)"):
         evaluate_robustness(Spy(), None, x, y, eps=0.1, attacks=("full-pgd-eot",), run_dir=tmp_path,
                             attack_precision="bf16", progress=False)  # fmt: skip
-    assert not (tmp_path / "records.jsonl").exists()  # refused before anything ran
+    assert not (tmp_path / "records" / "rank-0.jsonl").exists()  # refused before anything ran
 
 
 @pytest.mark.e2e

@@ -205,7 +205,7 @@ def test_cli_certify_writes_table_curve_and_records(tmp_path, adp_models):
             "20", "--n-approximate", "5", "--n-examples", "2", "--steps", "1", "--device", "cpu", "--quiet"]
     assert main(argv) == 0
     assert {p.name for p in run.iterdir()} == {"certify.md", "certify.png", "certify.json", "certify_sigma0.25.jsonl",
-                                               "certify_settings.json"}
+                                               "settings.json"}
     assert len((run / "certify_sigma0.25.jsonl").read_text().splitlines()) == 2
     assert main(argv[:-3] + ["--n", "4", "--quiet"]) == 2  # n0 > n: a clear error, exit status 2
     assert main(argv[:-3] + ["--n", "30", "--quiet"]) == 2  # other settings than the records in run-dir

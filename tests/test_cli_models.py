@@ -413,7 +413,7 @@ def test_detect_and_certify_take_a_users_classifier_and_a_diffusers_score(
                "8", "--n-approximate", "4", "--n-examples", "2", "--steps", "1", "--run-dir", str(tmp_path / "certify"),
                *user]  # fmt: skip
     assert cli.main(certify) == 0
-    settings = json.loads((tmp_path / "certify" / "certify_settings.json").read_text())
+    settings = json.loads((tmp_path / "certify" / "settings.json").read_text())
     assert (settings["mean"], settings["std"]) == ([0.5], [0.25]) and len(settings["classifier_sha256"]) == 64
 
 

@@ -121,7 +121,7 @@ def test_reproduce_flags_reach_the_trainer_through_the_recipe(tmp_path, monkeypa
     expected = {"precision": "bf16", "channels_last": True, "compile": True, "lr_warmup": 5, "batch_size": 512}
     assert {k: kwargs[k] for k in expected} == expected
     assert kwargs["lr"] == pytest.approx(2e-3, rel=1e-12)
-    saved = json.loads((tmp_path / "recipe.json").read_text())  # the recipe holds what changes the model
+    saved = json.loads((tmp_path / "settings.json").read_text())  # the recipe holds what changes the model
     assert (saved["lr"], saved["precision"], saved["lr_warmup"]) == (kwargs["lr"], "bf16", 5)
     assert "channels_last" not in saved and "compile" not in saved  # speed only: a resume may switch them
 
@@ -130,7 +130,7 @@ def test_reproduce_reads_a_recipe_from_before_the_levers_as_their_defaults(tmp_p
     digits = load_dataset("digits")
     recipe = MnistRecipe(hidden=(8,), clf_epochs=1)
     old = {k: v for k, v in asdict(recipe).items() if k not in ("precision", "lr_warmup")}
-    (tmp_path / "recipe.json").write_text(json.dumps(old))
+    (tmp_path / "settings.json").write_text(json.dumps(old))
     assert reproduce.reproduce_mnist("D", tmp_path, recipe, data=digits, stages=(), progress=False,
                                      log=lambda s: None) is None
     with pytest.raises(ValueError, match=r"other settings: precision fp32 \(now bf16\)"):

@@ -114,7 +114,7 @@ def test_corruption_run_writes_the_table_and_resumes(tmp_path):
     args = (clf, score, data.x_test, data.y_test, data.x_train)
     lines = []
     out = run_corruptions(tmp_path, *args, config=config, progress=False, device="cpu", log=lines.append)
-    records = (tmp_path / "records.jsonl").read_text().splitlines()
+    records = (tmp_path / "records" / "rank-0.jsonl").read_text().splitlines()
     assert len(records) == 6 * 76  # undefended, σ = 0 / 0.1 / 0.25, detection, manual schedule; clean + 75 sets
     assert set(out["rows"]) == {
         "undefended",

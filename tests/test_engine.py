@@ -24,7 +24,7 @@ from art_adp.runs.engine import (
     run_cells,
     worst_case,
 )
-from art_adp.runs.records import read_jsonl
+from art_adp.runs.records import read_jsonl, read_records
 from art_adp.runs.seeds import SeedPlan, check_scheme, derive_seed
 
 
@@ -108,11 +108,11 @@ def test_a_new_folder_records_its_seed_scheme_and_an_old_one_resumes_with_its_ow
     kw = {**KW, "repeats": 1, "max_iter": 2, "attacks": (BLIND_ATTACK,)}
     old, whole, new = tmp_path / "old", tmp_path / "whole", tmp_path / "new"
     evaluate_robustness(clf, purifier(train), x[:8], y[:8], run_dir=whole, seed_scheme="shared", **kw)
-    old.mkdir()
-    for name in ("settings.json", "records.jsonl"):  # the old folder: killed after the first block of 4
+    (old / "records").mkdir(parents=True)
+    for name in ("settings.json", "records/rank-0.jsonl"):  # the old folder: killed after the first block of 4
         (old / name).write_text((whole / name).read_text())
-    lines = (old / "records.jsonl").read_text().splitlines(keepends=True)
-    (old / "records.jsonl").write_text("".join(l for l in lines if json.loads(l)["index"] < 4))
+    lines = (old / "records" / "rank-0.jsonl").read_text().splitlines(keepends=True)
+    (old / "records" / "rank-0.jsonl").write_text("".join(l for l in lines if json.loads(l)["index"] < 4))
     assert all("seed_scheme" not in v for v in json.loads((old / "settings.json").read_text()).values())
     evaluate_robustness(clf, purifier(train), x[:8], y[:8], run_dir=old, **kw)  # resumed: the second block
     evaluate_robustness(clf, purifier(train), x[:8], y[:8], run_dir=new, **kw)
@@ -125,7 +125,7 @@ def test_a_new_folder_records_its_seed_scheme_and_an_old_one_resumes_with_its_ow
         return np.concatenate([np.load(p)["images"] for p in engine.kept(folder, (BLIND_ATTACK,))])
 
     key = lambda r: (r["attack"], r["index"])  # noqa: E731
-    assert sorted(read_jsonl(old / "records.jsonl"), key=key) == sorted(read_jsonl(whole / "records.jsonl"), key=key)
+    assert sorted(read_records(old), key=key) == sorted(read_records(whole), key=key)
     assert np.array_equal(examples(old)[-4:], examples(whole)[-4:])  # the second block's, made again alike
     assert not np.array_equal(examples(new), examples(whole))
     with pytest.raises(ValueError, match="made with other settings: seed_scheme"):
@@ -188,7 +188,7 @@ def test_evaluate_robustness_by_hand_from_its_records(digits, tmp_path):
     clf, x, y, train = digits
     res = evaluate_robustness(clf, purifier(train), x[:10], y[:10], attacks=(BLIND_ATTACK, FULL_ATTACK),
                               run_dir=tmp_path, **KW)  # fmt: skip
-    recs = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    recs = [json.loads(line) for line in (tmp_path / "records" / "rank-0.jsonl").read_text().splitlines()]
     assert len(recs) == 30 and {len(r["pred"]) for r in recs} == {3}
     ok = {(r["attack"], r["index"]): all(p == r["label"] for p in r["pred"]) for r in recs}
     for a in (BLIND_ATTACK, FULL_ATTACK):
@@ -217,11 +217,11 @@ def test_a_kill_mid_block_resumes_to_the_uninterrupted_records(digits, tmp_path,
     monkeypatch.setattr(engine, "run_block", cut)
     with pytest.raises(KeyboardInterrupt):
         evaluate_robustness(clf, purifier(train), x[:10], y[:10], run_dir=tmp_path / "cut", **kw)
-    kept = (tmp_path / "cut" / "records.jsonl").read_text().splitlines()
+    kept = (tmp_path / "cut" / "records" / "rank-0.jsonl").read_text().splitlines()
     assert len(kept) == 14  # 10 clean + the attack's first block of 4
     monkeypatch.setattr(engine, "run_block", real)
     resumed = evaluate_robustness(clf, purifier(train), x[:10], y[:10], run_dir=tmp_path / "cut", **kw)
-    lines = lambda d: sorted((d / "records.jsonl").read_text().splitlines())  # noqa: E731
+    lines = lambda d: sorted((d / "records" / "rank-0.jsonl").read_text().splitlines())  # noqa: E731
     assert lines(tmp_path / "cut") == lines(tmp_path / "whole")
     assert resumed["robust"].tolist() == whole["robust"].tolist()
 
@@ -269,7 +269,7 @@ def test_a_run_judged_again_gives_its_own_predictions_and_a_larger_r_adds_judgem
 
     clf, x, y, train = digits
     res = evaluate_robustness(clf, purifier(train), x[:10], y[:10], attacks=(BLIND_ATTACK,), run_dir=tmp_path, **KW)
-    own = {r["index"]: r["pred"] for r in read_jsonl(tmp_path / "records.jsonl") if r["attack"] == BLIND_ATTACK}
+    own = {r["index"]: r["pred"] for r in read_jsonl(tmp_path / "records" / "rank-0.jsonl") if r["attack"] == BLIND_ATTACK}
     out = engine.rejudge_robustness(clf, purifier(train), tmp_path, progress=False)
     assert {r["index"]: r["pred"] for r in read_jsonl(tmp_path / "rejudged-S2-R3-seed0.jsonl")} == own
     (cell,) = out["cells"]

@@ -105,7 +105,7 @@ def test_a_judgement_is_one_entry_of_judges_and_rejudges_kept_examples_without_a
         return ((estimator.predict(xb).argmax(1) + 1) % 10)[None]
 
     monkeypatch.setitem(engine.JUDGES, "plus-one", JudgeKind(plus_one))
-    labels = {(("clf-pgd",), r["index"]): r["label"] for r in read_jsonl(tmp_path / "records.jsonl")
+    labels = {(("clf-pgd",), r["index"]): r["label"] for r in read_jsonl(tmp_path / "records" / "rank-0.jsonl")
               if r["attack"] == "clf-pgd"}  # fmt: skip
     estimator = engine.defended_estimator(clf, None, input_shape=x.shape[1:])
     summary = rejudge(tmp_path, {("clf-pgd",): ("bare", lambda first: ())}, lambda _: estimator, labels,
@@ -155,7 +155,7 @@ def test_a_plan_is_one_entry_that_evaluate_and_the_python_entry_point_select_by_
         res = evaluate_robustness(clf, None, x, y, eps=EPS, preset="toy", block_size=6, run_dir=tmp_path,
                                   progress=False)  # fmt: skip
         assert list(res["attacks"]) == ["clf-pgd"]
-        assert {len(r["pred"]) for r in read_jsonl(tmp_path / "records.jsonl")} == {3}  # R = 3, the plan's
+        assert {len(r["pred"]) for r in read_jsonl(tmp_path / "records" / "rank-0.jsonl")} == {3}  # R = 3, the plan's
         held = [v["budget"] for v in json.loads((tmp_path / "settings.json").read_text()).values()
                 if isinstance(v, dict) and v.get("budget")]  # fmt: skip
         same = replace(EvalConfig.preset("toy", eps=EPS).budget("clf-pgd"), batch_size=6)  # evaluate's, per block

@@ -216,7 +216,7 @@ def test_levers_run_writes_the_golden_records_and_table(tmp_path, one_thread, mo
                       n_examples=4, ensemble_size=2, repeats=2, eot_samples=2, eps=0.2, max_iter=2, eps_step=0.03,
                       seed=0, seed_scheme="levers", device="cpu", progress=False)  # fmt: skip
     table = json.loads((tmp_path / "table.json").read_text())
-    records = (tmp_path / "records.jsonl").read_text(encoding="utf-8")
+    records = (tmp_path / "records" / "rank-0.jsonl").read_text(encoding="utf-8")
     assert len(records.splitlines()) == 2 * 2 * 4 + 2 * 7 * 4  # undefended: 2 × 2 rows; defended: 2 × 7 columns
     assert any(c["attack"] == levers_table.WORST_CASE for c in table["cells"])
     assert any(c.get("judge") == "fixed" for c in table["cells"])
@@ -304,7 +304,7 @@ def test_reproduce_run_writes_the_golden_records_and_table(tmp_path, one_thread)
     report = reproduce_mnist(root, run, recipe, device="cpu", progress=False, log=lambda line: None,
                              stages=("classifier", "score", "table", "report"))  # fmt: skip
     assert report is not None
-    records = [json.loads(line) for line in jsonl_lines(run / "records.jsonl")]
+    records = [json.loads(line) for line in jsonl_lines(run / "records" / "rank-0.jsonl")]
     assert {(r["row"], r["budget"]) for r in records} == {(row, 2) for row in recipe.rows()}
     lines = "".join(json.dumps({k: v for k, v in r.items() if k != "wall_s"}, sort_keys=True) + "\n" for r in records)
     devices = (report["device"],)

@@ -770,9 +770,12 @@ def test_a_planted_second_record_key_fails():
 #: The one writer of a run's settings file and the one refusal of a run asked with other settings (issue 70): every
 #: command's guard -- ``evaluate``'s, the lever tables', ``evaluate_robustness``'s (keyed by cell, through
 #: ``engine.guard``), the certificates', the corruption table's, the reproduction's (one set) -- is
-#: :func:`art_adp.runs.records.guard_settings`. The files keep the names old folders have (one name is a later step).
+#: :func:`art_adp.runs.records.guard_settings`. One file name (``settings.json``), the earlier layouts' too (which
+#: ``art-adp migrate`` moves), spelled as a constant, as the layout's name ``SETTINGS`` or asked of ``settings_path``.
 SETTINGS_GUARD = "art_adp.runs.records.guard_settings"
 SETTINGS_FILES = frozenset({"settings.json", "cells.json", "recipe.json", "certify_settings.json"})
+SETTINGS_NAMES = frozenset({"SETTINGS"})
+SETTINGS_CALLS = frozenset({"settings_path", "held_settings"})
 #: A refusal's words: a ``raise`` whose message says them is a settings guard.
 REFUSAL = re.compile(r"(other|different) settings", re.IGNORECASE)
 #: Callees that write the path among their arguments (or the path they are called on): by their name's last part.
@@ -801,7 +804,9 @@ def _settings_code(source: str, module: str) -> list[str]:
 
     def names_file(node: ast.AST, paths: set[str]) -> bool:
         return any((isinstance(n, ast.Constant) and n.value in SETTINGS_FILES)
-                   or (isinstance(n, ast.Name) and n.id in paths) for n in ast.walk(node))  # fmt: skip
+                   or (isinstance(n, ast.Name) and (n.id in paths or n.id in SETTINGS_NAMES))
+                   or (isinstance(n, ast.Call) and _callee(n.func).rpartition(".")[2] in SETTINGS_CALLS)
+                   for n in ast.walk(node))  # fmt: skip
 
     def writes(call: ast.Call, paths: set[str]) -> bool:
         name = _callee(call.func).rpartition(".")[2]
@@ -945,3 +950,37 @@ def test_a_planted_second_clf_pgd_fails():
     seeded = ("from art.attacks.evasion import ProjectedGradientDescent\n\n\nclass SeededPGD(ProjectedGradientDescent):"
               "\n    name = 'art-pgd'\n")  # fmt: skip
     assert _art_pgd_users(dict(SOURCES, **{"art_adp.attacks.art_pgd": seeded})) == ["art_adp.attacks.art_pgd"]
+
+
+#: The one folder layout (issue 70): every command's records in ``records/rank-<r>.jsonl`` and its settings in
+#: ``settings.json``, named by :mod:`art_adp.runs.records` alone (``records_path``, ``settings_path``,
+#: ``read_records``); the earlier layouts' file names, which ``art-adp migrate`` moves, only there too.
+LAYOUT_MODULE = "art_adp.runs.records"
+LAYOUT_NAMES = frozenset({"records.jsonl", "settings.json", "cells.json", "recipe.json", "certify_settings.json"})
+
+
+def _layout_names(sources: dict[str, str]) -> list[str]:
+    """Where a module other than :data:`LAYOUT_MODULE` spells a file of a run folder's layout (:data:`LAYOUT_NAMES`)
+    as a string of its own, ``module:line``."""
+    found = []
+    for module, source in sources.items():
+        if module == LAYOUT_MODULE:
+            continue
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Constant) and node.value in LAYOUT_NAMES:
+                found.append(f"{module}:{node.lineno}")
+    return found
+
+
+def test_one_folder_layout():
+    """No module but :data:`LAYOUT_MODULE` names the records or the settings file of a run folder: each writer asks
+    ``records_path`` and ``settings_path`` (which refuse an earlier layout, naming ``art-adp migrate``)."""
+    assert _layout_names(SOURCES) == []
+
+
+def test_a_planted_second_layout_fails():
+    """The check itself: a lever table writing its records to the former name is found."""
+    levers = "art_adp.apps.levers"
+    planted = SOURCES[levers] + '\n\ndef _path(run_dir):\n    return run_dir / "records.jsonl"\n'
+    lines = len(SOURCES[levers].splitlines())
+    assert _layout_names(dict(SOURCES, **{levers: planted})) == [f"{levers}:{lines + 4}"]

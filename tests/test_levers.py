@@ -91,8 +91,8 @@ def test_a_published_table_is_given_its_flags_only_where_its_run_folder_gives_it
     spec.loader.exec_module(publish)
     records = [{"model": "m", "setting": "s", "attack": a, "index": i, "label": 0, "pred": [int(i % k != 0)]}
                for a, k in (("a", 2), ("b", 3)) for i in range(6)]  # fmt: skip
-    (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (tmp_path / "run" / "records").mkdir(parents=True)
+    (tmp_path / "run" / "records" / "rank-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     cells = [{k: v for k, v in c.items() if k not in ("images", "flags")} for c in render_levers(records)["cells"]]
     result = {"cells": cells, "provenance": {"command": "art-adp levers --run-dir run --attacks a b"}}
     out, given = publish.with_flags(result, root=tmp_path)
@@ -122,7 +122,7 @@ def test_a_run_measures_resumes_and_extends(tiny, tmp_path, one_thread):
     kwargs = dict(models=("oracle",), settings=["one-step denoise"], attacks=("clean", "clf-pgd", "bpda-eot"),
                   ensemble_size=2, repeats=2, eot_samples=1, progress=False)  # fmt: skip
     table = train_and_measure(tiny, tmp_path, n_examples=3, **kwargs)
-    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (tmp_path / "records" / "rank-0.jsonl").read_text().splitlines()]
     # 2 undefended classifiers × (clean, clf-pgd) + the oracle × (clean, clf-pgd, bpda-eot), 3 digits each
     assert len(records) == (2 * 2 + 3) * 3
     cell = {(c["model"], c["setting"], c["attack"]): c for c in table["cells"]}
@@ -134,7 +134,7 @@ def test_a_run_measures_resumes_and_extends(tiny, tmp_path, one_thread):
     kept = np.load(tmp_path / "examples" / f"mlp__oracle__one-step_denoise__{bpda}__0.npz")
     assert kept["indices"].tolist() == [0, 1, 2] and kept["images"].shape == (3, 1, 28, 28)
     assert 0 < np.abs(kept["images"] - tiny.x_test[:3]).max() <= 0.3 + 1e-6
-    with_options = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    with_options = [json.loads(line) for line in (tmp_path / "records" / "rank-0.jsonl").read_text().splitlines()]
     assert {json.dumps(r.get("options")) for r in with_options if r["attack"] == bpda} == {
         json.dumps(levers_presets.row_budgets([levers_presets.with_restarts(levers_presets.MNIST.rows[4], 1)], 0.3,
                                               eot_samples=1, ensemble_size=2)[bpda].recorded)}  # fmt: skip
@@ -142,7 +142,7 @@ def test_a_run_measures_resumes_and_extends(tiny, tmp_path, one_thread):
     assert table["provenance"]["data_sha256"] == array_sha256(tiny.x_test[:3], tiny.y_test[:3])  # the images measured
     first = json.loads((tmp_path / "table.json").read_text())["provenance"]
     again = run_levers(tiny, tmp_path, n_examples=3, **kwargs)  # nothing left to do
-    assert len((tmp_path / "records.jsonl").read_text().splitlines()) == len(records)
+    assert len((tmp_path / "records" / "rank-0.jsonl").read_text().splitlines()) == len(records)
     assert again["provenance"]["calls"] == [first]  # every earlier call into the folder, kept in order
     table = run_levers(tiny, tmp_path, n_examples=5, **kwargs)  # two more digits per cell
     assert {c["n"] for c in table["cells"]} == {5}
@@ -779,7 +779,7 @@ def test_estimate_only_prices_the_rows_left_by_the_cost_model_and_measures_nothi
         f"{FULL_ATTACK}-10it-r2": 5 * (2 * 10 * 4 * 3.0 + 2 * 11 * 2 * 1.0 + 3 * 2 * 1.0),
     }
     assert out["estimate_seconds"] == sum(prices.values())
-    assert not (tmp_path / "records.jsonl").exists() and not list(tmp_path.glob("*.safetensors"))  # nothing trained
+    assert not (tmp_path / "records" / "rank-0.jsonl").exists() and not list(tmp_path.glob("*.safetensors"))  # nothing trained
     # the estimate is kept beside the run, with its provenance, so a table can say what the rows not run would cost
     kept = json.loads((tmp_path / "estimate.json").read_text())
     assert kept["by_row"] == out["by_row"] and kept["n_examples"] == 5
@@ -796,7 +796,7 @@ def test_estimate_only_prices_a_clf_pgd_row_without_making_its_examples(tiny, tm
                      settings=["one-step denoise"], classifiers=(), ensemble_size=2, progress=False,
                      estimate_only=True)  # fmt: skip
     assert {k.split(" | ")[-1]: v for k, v in out["by_row"].items()} == {"clf-pgd": 5 * 2.0}
-    assert not list(tmp_path.glob("*.npy")) and not (tmp_path / "records.jsonl").exists()
+    assert not list(tmp_path.glob("*.npy")) and not (tmp_path / "records" / "rank-0.jsonl").exists()
 
 
 def test_an_adaptive_row_cut_short_resumes_from_its_last_whole_block(tiny, tmp_path, one_thread, monkeypatch):
@@ -820,13 +820,13 @@ def test_an_adaptive_row_cut_short_resumes_from_its_last_whole_block(tiny, tmp_p
     monkeypatch.setattr(engine, "registry_attack", cut)
     with pytest.raises(KeyboardInterrupt):
         train_and_measure(tiny, tmp_path / "cut", **kwargs)
-    kept = [json.loads(line) for line in (tmp_path / "cut" / "records.jsonl").read_text().splitlines()]
+    kept = [json.loads(line) for line in (tmp_path / "cut" / "records" / "rank-0.jsonl").read_text().splitlines()]
     assert calls == [2, 2] and [r["index"] for r in kept] == [0, 1]  # images 0-1 recorded, 2-3 lost with the cut
     monkeypatch.setattr(engine, "registry_attack", real)
     resumed = run_levers(tiny, tmp_path / "cut", **kwargs)
     key = lambda d: sorted(
         (r["index"], r["label"], tuple(r["pred"]))
-        for r in map(json.loads, (d / "records.jsonl").read_text().splitlines())  # noqa: E731
+        for r in map(json.loads, (d / "records" / "rank-0.jsonl").read_text().splitlines())  # noqa: E731
     )
     assert key(tmp_path / "cut") == key(tmp_path / "whole") and len(key(tmp_path / "whole")) == 5
     assert [c["accuracy"] for c in resumed["cells"]] == [c["accuracy"] for c in whole["cells"]]
@@ -861,15 +861,15 @@ def test_a_recipe_with_init_fine_tunes_the_brought_classifier(tiny, tmp_path, mo
 
 
 def test_a_cell_run_again_with_other_settings_is_refused(tiny, tmp_path, one_thread):
-    """The folder's cells.json keeps each cell's settings: another radius (the rows' budgets with it) or another S is
+    """The folder's settings.json keeps each cell's settings: another radius (the rows' budgets with it) or another S is
     refused before anything runs, naming what differs; the same settings resume, and a new row is added."""
     kwargs = dict(models=("oracle",), settings=["one-step denoise"], classifiers=(), attacks=("clean", SWEEP_ATTACK),
                   ensemble_size=2, repeats=2, eot_samples=1, max_iter=1, n_examples=2, progress=False)  # fmt: skip
     train_and_measure(tiny, tmp_path, **kwargs)
-    held = json.loads((tmp_path / "cells.json").read_text())
+    held = json.loads((tmp_path / "settings.json").read_text())
     assert sorted(held) == ["mlp / oracle / one-step denoise / bpda-eot-1it-r1 / ensemble",
                             "mlp / oracle / one-step denoise / clean / ensemble"]  # fmt: skip
-    before = (tmp_path / "records.jsonl").read_text()
+    before = (tmp_path / "records" / "rank-0.jsonl").read_text()
     with pytest.raises(ValueError, match=r"holds records for mlp / oracle / one-step denoise / clean / ensemble made "
                                          r"with other settings: eps 0.3 \(now 0.2\)\."):  # fmt: skip
         run_levers(tiny, tmp_path, eps=0.2, **kwargs)
@@ -880,9 +880,9 @@ def test_a_cell_run_again_with_other_settings_is_refused(tiny, tmp_path, one_thr
         ValueError, match=r"clean / ensemble made with other settings: judgement.ensemble_size 2 \(now 3\)"
     ):
         run_levers(tiny, tmp_path, **{**kwargs, "ensemble_size": 3})
-    assert (tmp_path / "records.jsonl").read_text() == before  # nothing ran
+    assert (tmp_path / "records" / "rank-0.jsonl").read_text() == before  # nothing ran
     run_levers(tiny, tmp_path, **{**kwargs, "attacks": ("clean", SWEEP_ATTACK, BLIND_ATTACK)})
-    assert len(json.loads((tmp_path / "cells.json").read_text())) == 3
+    assert len(json.loads((tmp_path / "settings.json").read_text())) == 3
 
 
 def test_a_new_folder_seeds_its_cells_apart_and_an_older_one_resumes_with_its_own_scheme(tiny, tmp_path, one_thread,
@@ -905,7 +905,7 @@ def test_a_new_folder_seeds_its_cells_apart_and_an_older_one_resumes_with_its_ow
 
     monkeypatch.setattr(engine, "registry_attack", spy)
     train_and_measure(tiny, tmp_path / "new", n_examples=4, **kwargs)
-    held = json.loads((tmp_path / "new" / "cells.json").read_text())
+    held = json.loads((tmp_path / "new" / "settings.json").read_text())
     assert {v["seed_scheme"] for v in held.values()} == {"apart"} and len(held) == 5  # 2 bare, 3 behind the purifier
     row = "bpda-eot-1it-r1"
     key = ("mlp", "oracle", "one-step denoise", row, "ensemble")
@@ -914,12 +914,12 @@ def test_a_new_folder_seeds_its_cells_apart_and_an_older_one_resumes_with_its_ow
     assert seen[-1][2].attack != seen[-1][2].noise  # the attack's seed and the noise's derived apart
     monkeypatch.setattr(engine, "registry_attack", real)
     train_and_measure(tiny, tmp_path / "old", n_examples=2, seed_scheme="levers", **kwargs)
-    assert not any("seed_scheme" in v for v in json.loads((tmp_path / "old" / "cells.json").read_text()).values())
+    assert not any("seed_scheme" in v for v in json.loads((tmp_path / "old" / "settings.json").read_text()).values())
     run_levers(tiny, tmp_path / "old", n_examples=4, **kwargs)  # resumed: the folder's own scheme
     train_and_measure(tiny, tmp_path / "once", n_examples=4, seed_scheme="levers", **kwargs)
     records = lambda d: sorted(
         (r["attack"], r["index"], str(r["pred"]))  # noqa: E731
-        for r in map(json.loads, (tmp_path / d / "records.jsonl").read_text().splitlines())
+        for r in map(json.loads, (tmp_path / d / "records" / "rank-0.jsonl").read_text().splitlines())
     )
     assert records("old") == records("once") and len(records("once")) == 4 * 5
     with pytest.raises(ValueError, match=r"made with other settings: seed_scheme"):

@@ -29,7 +29,7 @@ def test_the_old_layouts_become_the_one_the_engine_writes(engine, tmp_path):
     done = migrate(tmp_path)
     assert done[str(records.relative_to(tmp_path))] == len(read_jsonl(old))
     now = [json.loads(line) for line in (GOLDEN / engine / "records.jsonl").read_text().splitlines()]
-    mine = read_jsonl(records)
+    mine = read_jsonl(tmp_path / "records" / "rank-0.jsonl")  # in the one folder layout
     assert len(mine) == len(now)
     for r in mine:  # each converted record is a record the engine writes today, less the fields it never held
         assert not {"correct", "undefended_correct", "settings"} & set(r)
@@ -43,6 +43,8 @@ def test_the_old_layouts_become_the_one_the_engine_writes(engine, tmp_path):
         assert converted == json.loads((GOLDEN / "evaluate" / "settings.json").read_text())
         assert (tmp_path / "settings.json.v0").read_bytes() == (GOLDEN / "legacy" / "evaluate.settings.json").read_bytes()
     assert records.with_name(records.name + ".v0").read_bytes() == old.read_bytes()  # the old file kept beside
+    if engine != "evaluate":  # moved into the one folder layout
+        assert done["records.jsonl -> records/rank-0.jsonl"] == 1 and not records.exists()
     assert migrate(tmp_path) == {}  # once
 
 
@@ -71,7 +73,34 @@ def test_a_record_that_contradicts_its_predictions_or_a_digest_without_settings_
 def test_the_command_converts_once_and_says_so(tmp_path, capsys):
     shutil.copy(GOLDEN / "legacy" / "levers.records.jsonl", tmp_path / "records.jsonl")
     assert main(["migrate", str(tmp_path)]) == 0
-    assert capsys.readouterr().out == f"{tmp_path}/records.jsonl: 72 records converted (the old file kept beside as records.jsonl.v0)\n"
+    assert capsys.readouterr().out == (
+        f"{tmp_path}/records.jsonl: 72 records converted (the old file kept beside as records.jsonl.v0)\n"
+        f"{tmp_path}: moved records.jsonl -> records/rank-0.jsonl (the one folder layout)\n")  # fmt: skip
     assert main(["migrate", str(tmp_path)]) == 0
     assert "in the one layout already; nothing converted" in capsys.readouterr().out
     assert main(["migrate", str(tmp_path / "nowhere")]) == 2
+
+
+@pytest.mark.parametrize("settings", ["cells.json", "recipe.json", "certify_settings.json"])
+def test_a_folder_of_an_earlier_layout_is_refused_until_migrate_moves_it_into_the_one(settings, tmp_path):
+    """Every command writes ``records/rank-<r>.jsonl`` and ``settings.json``: a folder of an earlier layout (a lever
+    table's ``records.jsonl`` and ``cells.json``, reproduce's ``recipe.json``, the certificates' settings) is refused
+    by the writers, naming the command that moves it; the readers take both; migrate moves it once, content unchanged,
+    and refuses a folder holding both layouts."""
+    from art_adp.runs.records import held_settings, read_records, records_path, settings_path
+
+    records = [{"attack": "clean", "index": i, "label": 1, "pred": [1]} for i in range(3)]
+    (tmp_path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (tmp_path / settings).write_text('{"a / clean": {"eps": 0.1}}')
+    for writer in (records_path, settings_path):
+        with pytest.raises(ValueError, match=rf"holds a run written in an earlier folder layout \(records.jsonl, "
+                                             rf"{settings}\): .*`art-adp migrate {tmp_path}`"):  # fmt: skip
+            writer(tmp_path)
+    assert read_records(tmp_path) == records and held_settings(tmp_path) == tmp_path / settings
+    assert migrate(tmp_path) == {"records.jsonl -> records/rank-0.jsonl": 1, f"{settings} -> settings.json": 1}
+    assert records_path(tmp_path) == tmp_path / "records" / "rank-0.jsonl" and read_records(tmp_path) == records
+    assert json.loads(settings_path(tmp_path).read_text()) == {"a / clean": {"eps": 0.1}}
+    assert migrate(tmp_path) == {}
+    (tmp_path / "records.jsonl").write_text(json.dumps(records[0]) + "\n")  # a second run in the old layout
+    with pytest.raises(ValueError, match=r"holds files of both layouts \(records.jsonl and records/rank-0.jsonl\)"):
+        migrate(tmp_path)

@@ -51,7 +51,7 @@ def _preds(records, key):
 
 def test_the_runs_own_judgement_comes_back_and_a_larger_r_can_only_lower_the_worst(tiny, run, monkeypatch):
     monkeypatch.setattr(levers, "BLOCK", 2)
-    own = [r for r in read_jsonl(run / "records.jsonl") if r["attack"] != "clean"]
+    own = [r for r in read_jsonl(run / "records" / "rank-0.jsonl") if r["attack"] != "clean"]
     cell = ("mlp", "oracle", "one-step denoise", own[0]["attack"])
     assert len(own) == 5 and len(rejudge.kept(run, cell)) == 3
     out = rejudge.rejudge_levers(run, data=tiny, progress=False)
@@ -73,7 +73,7 @@ def test_the_runs_own_judgement_comes_back_and_a_larger_r_can_only_lower_the_wor
     other = rejudge.rejudge_levers(run, seed=4, data=tiny, progress=False)
     fresh = {r["index"]: r["pred"] for r in read_jsonl(run / "rejudged-S2-R2-seed4.jsonl")}
     assert other["settings"]["seed"] == 4 and any(fresh[r["index"]] != r["pred"] for r in own)
-    assert len(read_jsonl(run / "records.jsonl")) == 10  # the run's records untouched
+    assert len(read_jsonl(run / "records" / "rank-0.jsonl")) == 10  # the run's records untouched
 
 
 def test_the_command_line_rebuilds_the_run_and_names_what_is_missing(tiny, run, tmp_path, monkeypatch, capsys):
@@ -91,11 +91,11 @@ def test_the_command_line_rebuilds_the_run_and_names_what_is_missing(tiny, run, 
     wrong = Dataset("wrong", tiny.x_train, tiny.y_train, tiny.x_test[::-1].copy(), tiny.y_test, tiny.classes)
     with pytest.raises(ValueError, match="The data set given is not the one .* measured"):
         rejudge.rejudge_levers(folder, data=wrong, progress=False)
-    cells = json.loads((folder / "cells.json").read_text())
-    (folder / "cells.json").write_text(json.dumps({k: v for k, v in cells.items() if "bpda" not in k}))
-    with pytest.raises(ValueError, match="cells.json holds no settings of mlp / oracle / one-step denoise / bpda-eot"):
+    cells = json.loads((folder / "settings.json").read_text())
+    (folder / "settings.json").write_text(json.dumps({k: v for k, v in cells.items() if "bpda" not in k}))
+    with pytest.raises(ValueError, match="settings.json holds no settings of mlp / oracle / one-step denoise / bpda-eot"):
         rejudge.rejudge_levers(folder, data=tiny, progress=False)
-    (folder / "cells.json").write_text(json.dumps(cells))
+    (folder / "settings.json").write_text(json.dumps(cells))
     (folder / "mlp.safetensors").replace(folder / "elsewhere.safetensors")
     other = levers_classifiers.brought("elsewhere", folder)
     with torch.no_grad():
@@ -113,7 +113,7 @@ def test_the_command_line_rebuilds_the_run_and_names_what_is_missing(tiny, run, 
 
 def test_a_run_without_kept_examples_is_refused(tiny, tmp_path):
     train_and_measure(tiny, tmp_path, **{**KW, "n_examples": 2, "keep_examples": False})
-    assert (tmp_path / "records.jsonl").exists() and not (tmp_path / "examples").exists()
+    assert (tmp_path / "records" / "rank-0.jsonl").exists() and not (tmp_path / "examples").exists()
     with pytest.raises(ValueError, match="holds no kept adversarial examples .* ran without keeping them"):
         rejudge.rejudge_levers(tmp_path, data=tiny, progress=False)
     with pytest.raises(ValueError, match="holds no kept adversarial examples"):

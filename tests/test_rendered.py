@@ -233,11 +233,11 @@ def test_publish_sets_variants_of_the_attack_options_side_by_side(tmp_path):
 
     def folder(name, options, correct, models=None):
         d = tmp_path / name
-        d.mkdir()
+        (d / "records").mkdir(parents=True)
         rec = lambda i, ok, attack, **kw: {"model": "oracle", "setting": "s", "attack": attack, "index": i,  # noqa: E731
                                           "correct": ok, "label": 0, "pred": [0 if ok else 1] * 3, **kw}
         rows = [rec(i, ok, "pgd-r1", options=options, repeats=3) for i, ok in enumerate(correct)]
-        (d / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (d / "records" / "rank-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         table = {"classifier": "cnn", "rows": [{"name": "pgd-r1", "label": "PGD", "adaptive": True}], "cells": [],
                  "provenance": {"command": f"art-adp levers --data-root /x/mnist-subset --run-dir {d}",
                                 "code_version": "v", "device": "CPU", "wall_time_s": 2.0,

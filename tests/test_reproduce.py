@@ -76,7 +76,7 @@ def test_reproduce_writes_the_table_with_the_papers_numbers(done_run):
     with torch.no_grad():
         acc = (mlp(torch.as_tensor(data.x_test[:6])).argmax(1).numpy() == data.y_test[:6]).mean()
     assert rows["clean"]["2"]["undefended"] == pytest.approx(acc)
-    records = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (run / "records" / "rank-0.jsonl").read_text().splitlines()]
     k = sum(correct(r) for r in records if r["budget"] == 4 and r["row"] == "bpda-eot")
     assert rows["bpda-eot"]["4"]["correct"] == k and tuple(rows["bpda-eot"]["4"]["ci95"]) == wilson(k / 3, 3)
     for row in ("clf-pgd", "bpda-eot", "full-pgd-eot"):
@@ -92,7 +92,7 @@ def test_reproduce_writes_the_table_with_the_papers_numbers(done_run):
 @pytest.mark.e2e  # the whole reproduce run (CI: python -m pytest -m e2e); test_golden.py runs it in the suite
 def test_second_call_reuses_every_stage(done_run):
     root, run, report, _ = done_run
-    files = ["classifier.safetensors", "score/score.safetensors", "records.jsonl", "denoise.jsonl"]
+    files = ["classifier.safetensors", "score/score.safetensors", "records/rank-0.jsonl", "denoise.jsonl"]
     before = {f: (run / f).read_bytes() for f in files}
     logs = []
     again = reproduce_mnist(root, run, TINY, device="cpu", progress=False, log=logs.append)
@@ -109,9 +109,9 @@ def test_interrupted_table_redoes_only_missing_chunks(done_run, tmp_path):
 
     copy = tmp_path / "run"
     shutil.copytree(run, copy)
-    lines = (copy / "records.jsonl").read_text().splitlines()
+    lines = (copy / "records" / "rank-0.jsonl").read_text().splitlines()
     kept = [line for line in lines if json.loads(line)["row"] != "bpda-eot"]
-    (copy / "records.jsonl").write_text("\n".join(kept) + "\n")
+    (copy / "records" / "rank-0.jsonl").write_text("\n".join(kept) + "\n")
     # a curve measured before the compression rate existed gains it, its other ratios kept
     old = [{k: v for k, v in json.loads(line).items() if k != "compression_rate"}
            for line in (copy / "denoise.jsonl").read_text().splitlines()]
@@ -119,7 +119,7 @@ def test_interrupted_table_redoes_only_missing_chunks(done_run, tmp_path):
     logs = []
     again = reproduce_mnist(root, copy, TINY, device="cpu", progress=False, log=logs.append)
     assert any("[eval] 2 chunk(s)" in m for m in logs)  # bpda-eot at budgets 2 and 4: 3 images, one chunk each
-    assert len((copy / "records.jsonl").read_text().splitlines()) == len(lines)
+    assert len((copy / "records" / "rank-0.jsonl").read_text().splitlines()) == len(lines)
     for row in ("clean", "clf-pgd", "full-pgd-eot"):
         assert json.loads(json.dumps(again["rows"][row])) == json.loads(json.dumps(report["rows"][row]))
     assert [(c["compression_rate"], c["attack_ratio"]) for c in again["curve"]] == [
@@ -136,15 +136,15 @@ def test_another_recipe_in_the_same_folder_is_refused(done_run):
 
 def test_a_new_folder_seeds_its_cells_apart_and_an_older_one_keeps_its_own_scheme(done_run, tmp_path):
     """The seed scheme a recipe leaves open (None) is the folder's: ``apart`` for a new one (recorded), the stored one,
-    and ``reproduce`` for a recipe.json measured before it was recorded; a cell's seeds come from it."""
+    and ``reproduce`` for a recipe measured before it was recorded; a cell's seeds come from it."""
     from art_adp.apps.reproduce import _cell, folder_recipe
     from art_adp.runs.seeds import SeedPlan
 
     _, run, _, _ = done_run
-    assert json.loads((run / "recipe.json").read_text())["seed_scheme"] == "apart"
-    assert folder_recipe(TINY, run / "recipe.json", "cpu")[0].seed_scheme == "apart"
+    assert json.loads((run / "settings.json").read_text())["seed_scheme"] == "apart"
+    assert folder_recipe(TINY, run / "settings.json", "cpu")[0].seed_scheme == "apart"
     assert folder_recipe(TINY, tmp_path / "new.json", "cpu")[0].seed_scheme == "apart"
-    old = {k: v for k, v in json.loads((run / "recipe.json").read_text()).items() if k != "seed_scheme"}
+    old = {k: v for k, v in json.loads((run / "settings.json").read_text()).items() if k != "seed_scheme"}
     (tmp_path / "old.json").write_text(json.dumps(old))
     recipe = folder_recipe(TINY, tmp_path / "old.json", "cpu")[0]
     assert recipe.seed_scheme == "reproduce" and folder_recipe(recipe, tmp_path / "new.json", "cpu")[0] == recipe

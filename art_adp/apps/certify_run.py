@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 
 from ..certification import Certificate, _check, approximate_radius, certified_accuracy, certify, certify_approximate
 from ..purification import DEFAULTS
-from ..runs.records import append_records, file_sha256, guard_settings, read_jsonl, write_json
+from ..runs.records import append_records, file_sha256, guard_settings, read_jsonl, settings_path, write_json
 from ..runs.seeds import derive_seed
 from ..runs.render import accuracy_cell, markdown_table
 from .plots import certified_accuracy_curve
@@ -125,7 +125,7 @@ def run_certify(
     Certify every input of ``x`` at each σ (CERTIFY and the approximate variant), writing one JSON line per input
     to ``run_dir/certify_sigma{σ}.jsonl`` as it finishes, so an interrupted run resumes where it stopped (input i
     always draws its noise from a generator seeded by ``derive_seed(seed, i)``); then ``certify.json``,
-    ``certify.md`` (the certified-accuracy table) and ``certify.png`` (the curves). ``certify_settings.json`` records
+    ``certify.md`` (the certified-accuracy table) and ``certify.png`` (the curves). ``settings.json`` records
     n₀, n, α, the approximate variant's n and the seed; resuming with other settings raises
     (:func:`~art_adp.runs.records.guard_settings`). When ``n_approximate == n0`` the approximate radius comes from
     CERTIFY's n₀ selection draws (no extra samples; the paper's variant uses 100 draws).
@@ -144,7 +144,7 @@ def run_certify(
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     guarded = {"n0": c.n0, "n": c.n, "alpha": c.alpha, "n_approximate": c.n_approximate, "seed": c.seed}
-    guard_settings(run_dir / "certify_settings.json", {**(settings or {}), **guarded}, what="the certificates")
+    guard_settings(settings_path(run_dir), {**(settings or {}), **guarded}, what="the certificates")
     y = np.asarray(y)
     table, curves = {}, {}
     for sigma in c.sigmas:

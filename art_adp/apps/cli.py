@@ -132,7 +132,7 @@ def _levers(sub) -> None:
 def _rejudge(sub) -> None:
     p = sub.add_parser("rejudge", description=rejudge_command.__doc__, help=REJUDGE_HELP)
     add = p.add_argument
-    add("run_dir", metavar="RUN_DIR", help="the levers run folder (its examples/, records, cells.json, table.json)")
+    add("run_dir", metavar="RUN_DIR", help="the levers run folder (its examples/, records, settings.json, table.json)")
     add("--data-root", help="the data set's folder, for the oracle's training split (default: the run's command's)")
     add("--denoiser", help="the train-denoiser checkpoint the run measured (default: the run's command's)")
     add("--device", choices=["cpu", "cuda"], default=None, help="default: the run's (the same noise for a seed)")
@@ -303,7 +303,7 @@ def _plans_and_migrate(sub) -> None:
     p.add_argument("--command", dest="only", choices=COMMANDS_OF_PLANS, help="only this command's plans")
     p.set_defaults(run=plans_command, settings=None)
     p = sub.add_parser("migrate", help="an old run folder's records in the one layout, once", description=MIGRATE_HELP)
-    p.add_argument("run_dir", metavar="RUN_DIR", help="the run folder (its records.jsonl; the old kept beside)")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="the run folder (its records; the old kept beside)")
     p.set_defaults(run=migrate_command, settings=None)
 
 

@@ -15,7 +15,7 @@ corrupted columns are the same images. A σ-conditional denoiser (a DenoiserUNet
 ``zero_level`` where σ = 0 (:func:`~art_adp.score.diffusion.score_at`).
 
 Several classifiers share one table by calls into one folder (``classifier_name``): one record per (classifier, row,
-corruption, severity) goes to ``records.jsonl`` as it finishes; a rerun skips finished ones, and refuses a run folder
+corruption, severity) goes to ``records/`` as it finishes; a rerun skips finished ones, and refuses a run folder
 whose ``settings.json`` differs. Each call's provenance goes to ``calls.jsonl``.
 """
 
@@ -38,7 +38,15 @@ from ..defended import DefendedModel
 from ..detect import ScoreNormDetector
 from ..purification import DEFAULTS, purify
 from ..runs.provenance import code_diff, code_version, provenance
-from ..runs.records import append_records, guard_settings, read_jsonl, record_key, write_json
+from ..runs.records import (
+    append_records,
+    guard_settings,
+    read_jsonl,
+    record_key,
+    records_path,
+    settings_path,
+    write_json,
+)
 from ..score.diffusion import score_at
 from ..runs.seeds import derive_seed
 from ..runs.render import accuracy_cell, markdown_table
@@ -212,7 +220,7 @@ def run_corruptions(
     log: Callable[[str], None] = print,
 ) -> dict:
     """
-    Measure every row of the table on the clean and the 75 corrupted test sets; write ``records.jsonl``,
+    Measure every row of the table on the clean and the 75 corrupted test sets; write ``records/``,
     ``corruptions.json``, ``corruptions.md`` and ``corruptions.png`` to ``run_dir``.
 
     :param classifier: ``N×C×H×W`` in [0, 1] → logits.
@@ -261,7 +269,7 @@ def run_corruptions(
     }
     if names is not None:  # recorded only when given: a folder from before the selection by name holds none
         settings["names_sha256"] = hashlib.sha256("\n".join(names).encode()).hexdigest()
-    guard_settings(run_dir / "settings.json", settings, what="the corruption table")  # rows may be added later
+    guard_settings(settings_path(run_dir), settings, what="the corruption table")  # rows may be added later
 
     data_root = Path(cifar10c_root) if cifar10c_root else run_dir / "data"
     if not cifar10c_root:
@@ -285,10 +293,10 @@ def run_corruptions(
     detector.fit(np.asarray(x_calibration)[: c.n_calibration], fpr=c.fpr)
     predictors = {v: _predictor(v, classifier, scores, detector, c, dev) for v in variants}
     sets = _TestSets(x_test, y_test, data_root, nb_classes, dev, layout, names, order)
-    records_path = run_dir / "records.jsonl"
-    _measure(records_path, classifier_name, predictors, sets, c, progress, log)
+    path = records_path(run_dir)
+    _measure(path, classifier_name, predictors, sets, c, progress, log)
 
-    done = _load_records(records_path)  # re-read: another process may have added rows to this run folder
+    done = _load_records(path)  # re-read: another process may have added rows to this run folder
     models = {classifier_name: classifier, **{f"score ({k})": m for k, m in given.items() if m is not None}}
     call = provenance(
         wall_time_s=time.perf_counter() - start,
@@ -312,7 +320,7 @@ def run_corruptions(
     )
     write_json(run_dir / "corruptions.json", results, indent=2)
     _write_table(run_dir, results, variants, description, len(x_test), min(c.n_calibration, len(x_calibration)), c, log)
-    log(f"wrote {run_dir / 'corruptions.md'}, corruptions.json, corruptions.png, records.jsonl")
+    log(f"wrote {run_dir / 'corruptions.md'}, corruptions.json, corruptions.png, records/")
     return results
 
 

@@ -20,7 +20,7 @@ registry (BPDA+EOT, full-gradient PGD+EOT, APGD-EOT; any registry attack is a ro
 Judgements: clean and Clf-PGD rows on the S-run ensemble (mean softmax of S purifications); adaptive rows R times
 (fresh noise each: the mean, the worst case and the majority vote over R, from the evaluation's report), and, with
 ``judges`` holding ``"fixed"``, with the purifier's randomness fixed (the attack and the judge see one frozen draw,
-EOT 1: the evaluation's fixed-noise view). Records go to ``RUN_DIR/records.jsonl`` one per (classifier, score
+EOT 1: the evaluation's fixed-noise view). Records go to ``RUN_DIR/records/`` one per (classifier, score
 model, setting, attack, judge, image), so a run resumes and more images can be added later; ``table.json`` and
 ``table.md`` hold the accuracies with Wilson intervals, the rows' budgets, the classifiers' training and the
 provenance.
@@ -55,7 +55,7 @@ from ..runs.engine import (
     probing,
     run_cells,
 )
-from ..runs.records import read_jsonl, write_json
+from ..runs.records import read_jsonl, read_records, records_path, settings_path, write_json
 from ..runs.seeds import FIXED_BLOCK, LEVERS_SCHEMES, SeedPlan, check_scheme
 from .flags import PRECISION_HELP
 from .._hardware import require_native
@@ -165,11 +165,11 @@ def run_levers(
     Measure ``attacks`` × ``settings`` × ``models`` × ``purified`` classifiers, and the undefended ``classifiers``,
     on the first ``n_examples`` test images, reading the classifiers from the run folder (trained there by
     :func:`~art_adp.apps.levers_classifiers.train_levers_classifiers`, brought, or from the zoo): it never trains.
-    Resumes from ``RUN_DIR/records.jsonl`` (images already measured are skipped), then writes ``table.json`` /
+    Resumes from ``RUN_DIR/records/`` (images already measured are skipped), then writes ``table.json`` /
     ``table.md``; ``table.json``'s provenance keeps every earlier call into the folder (``provenance.calls``, in
     order, each with its own command, code, device and wall time). A plan of the evaluation engine
     (:mod:`art_adp.runs.engine`): one cell per (classifier, score model, setting, row, judge), each cell's settings
-    (radius, row, budget, purification, judging, seed) kept in ``RUN_DIR/cells.json``; a cell asked again with other
+    (radius, row, budget, purification, judging, seed) kept in ``RUN_DIR/settings.json``; a cell asked again with other
     settings is refused before anything runs.
 
     :param data: A :class:`~art_adp.data.Dataset` of images (MNIST, Fashion-MNIST, CIFAR-10).
@@ -236,7 +236,7 @@ def run_levers(
         force_precision=force_precision)  # fmt: skip
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    scheme = check_scheme(folder_scheme(run_dir / "cells.json", legacy="levers") if seed_scheme is None
+    scheme = check_scheme(folder_scheme(settings_path(run_dir), legacy="levers") if seed_scheme is None
                           else seed_scheme, LEVERS_SCHEMES)  # fmt: skip
     started, code = time.monotonic(), code_version()  # the code this run loads now, whatever the checkout is later
     diff = code_diff() if code.endswith("-dirty)") else None  # and, uncommitted, its diff as read now
@@ -255,7 +255,7 @@ def run_levers(
     clfs = {k: _held(k, preset, run_dir) for k in names}  # trained or brought; untrained stand-ins only to estimate
     if not estimate_only:
         clfs = {k: m.to(device) for k, m in clfs.items()}
-    path = run_dir / "records.jsonl"
+    path = records_path(run_dir)
     base = preset.classifier
 
     key_of = levers_identity(base)
@@ -274,7 +274,7 @@ def run_levers(
     def cell_settings(r: Row, judgement: Judgement, s: Setting | None = None, budget: Budget | None = None,
                       model: str = "none") -> dict:  # fmt: skip
         """What a cell's records depend on besides its images: the radius, the row and its budget, the purification,
-        the judging, the seed and its scheme (the folder's ``cells.json`` keeps them: a cell run again with others is
+        the judging, the seed and its scheme (the folder's ``settings.json`` keeps them: a cell run again with others is
         refused)."""
         return {"eps": eps, "row": asdict(r), "budget": None if budget is None else budget_settings(budget),
                 "seed": seed, **({} if scheme == "levers" else {"seed_scheme": scheme}),
@@ -384,7 +384,7 @@ def run_levers(
     if estimate_only:  # the defended cells' prices: the registry's cost model at a timed probe of each purifier
         prov = provenance(wall_time_s=time.monotonic() - started, device=device, started_at=code, started_diff=diff)
         return _write_estimate(run_dir, cells, build, x, pending(cells, len(x), path, key=key_of), n_examples, prov)
-    guard(run_dir / "cells.json", cells)
+    guard(settings_path(run_dir), cells)
     run_cells(cells, build, x, y, path, key=key_of, run_dir=run_dir, progress=False, desc="levers")
     hashes = {k: run_dir / f"{k}.safetensors" if (run_dir / f"{k}.safetensors").exists() else clfs[k] for k in clfs}
     prov = provenance(wall_time_s=time.monotonic() - started, device=device, data=(x, y), started_at=code,
@@ -478,7 +478,7 @@ def write_table(run_dir: Path, preset: Preset, dataset: str, classifiers: Mappin
     preset's rows with the registry's attacks and the variants measured by any call, the ``classifiers``' training
     facts and ``prov``, after the provenance of every earlier call into the folder (``provenance.calls``, in
     order)."""
-    table = render_levers(read_jsonl(run_dir / "records.jsonl"), base=preset.classifier)
+    table = render_levers(read_records(run_dir), base=preset.classifier)
     table.update(dataset=dataset, classifier=preset.classifier, eps=preset.eps)
     table["rows"] = table_rows(preset, (c["attack"] for c in table["cells"]))  # the variants measured by any call too
     table["classifiers"] = dict(classifiers)

@@ -5,6 +5,7 @@ reproduce's registered by their modules; ``art-adp migrate``: an old run folder'
 from __future__ import annotations
 
 from ..runs.migrate import migrate
+from ..runs.records import SETTINGS
 from ..runs.plans import PLANS, plan_names
 from . import levers, reproduce  # noqa: F401  # pylint: disable=unused-import  (they register their plans)
 
@@ -14,7 +15,10 @@ MIGRATE_HELP = (
     "Convert RUN_DIR's records (records.jsonl, rejudged-*.jsonl, an evaluation's records/*.jsonl) to the one record "
     "layout once, and an evaluation's settings.json from digests to cells, the old files kept beside as NAME.v0: the "
     "fields the layout derives from the predictions (correct, undefended_correct) are checked against them and "
-    "dropped; nothing is measured again. A record that contradicts its predictions is refused, naming its line."
+    "dropped; nothing is measured again. A record that contradicts its predictions is refused, naming its line. Then "
+    "the files of an earlier folder layout move into the one every command writes: records.jsonl to "
+    "records/rank-0.jsonl, cells.json (a lever table's), recipe.json (reproduce's) and certify_settings.json to "
+    "settings.json."
 )
 
 
@@ -29,7 +33,10 @@ def migrate_command(run_dir: str) -> None:
     """Convert ``run_dir``'s records to the one layout (:data:`MIGRATE_HELP`) and say what was converted."""
     done = migrate(run_dir)
     for name, n in done.items():
-        what = "cells" if name == "settings.json" else "records"
+        if " -> " in name:
+            print(f"{run_dir}: moved {name} (the one folder layout)")
+            continue
+        what = "cells" if name == SETTINGS else "records"
         print(f"{run_dir}/{name}: {n} {what} converted (the old file kept beside as {name}.v0)")
     if not done:
         print(f"{run_dir}: its records are in the one layout already; nothing converted")

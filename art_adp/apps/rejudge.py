@@ -3,7 +3,8 @@ kept (``RUN_DIR/examples/``) go through the defended models it measured, rebuilt
 ensembles: a new judgement, a larger R or another seed costs forward passes only (:func:`~art_adp.runs.engine.rejudge`).
 
 What rebuilds a defended model: its classifier, the folder's ``NAME.safetensors`` (or ``NAME.pt``), checked against
-the SHA-256 the table's provenance recorded; its purification, the setting its cell recorded (``cells.json``); its
+the SHA-256 the table's provenance recorded; its purification, the setting its cell recorded (``settings.json``, or
+an earlier layout's ``cells.json``); its
 score model, the exact score over the data set's training split (``oracle``) or the trained DenoiserUNet
 (``denoiser``), found where the run's command line read it (``--data-root``, ``--denoiser``) or where given, and
 checked against the test images' and the weights' SHA-256 the run recorded.
@@ -19,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from ..runs.engine import Judgement, defended_estimator, kept, rejudge, single_value
-from ..runs.records import array_sha256, module_sha256, read_jsonl, record_key, weights_sha256
+from ..runs.records import SETTINGS, array_sha256, held_settings, module_sha256, read_records, record_key
+from ..runs.records import weights_sha256
 from . import levers
 from .levers_classifiers import JUDGE_BATCH, brought, measured_purifier
 from .levers_presets import Setting
@@ -98,21 +100,24 @@ def rejudge_levers(run_dir, *, repeats: int | None = None, ensemble_size: int | 
     """
     run_dir = Path(run_dir)
     kept(run_dir, required=True)
-    missing = [f for f in ("records.jsonl", "cells.json", "table.json") if not (run_dir / f).is_file()]
+    settings, records = held_settings(run_dir), read_records(run_dir)
+    missing = [f for f, held in (("records", records), (SETTINGS, settings),
+                                 ("table.json", (run_dir / "table.json").is_file())) if not held]  # fmt: skip
     if missing:
         raise ValueError(
             f"{run_dir} lacks {', '.join(missing)}: a levers run's records, its cells' settings and its "
             "table (classifiers, denoiser, data set) rebuild the defended models it measured."
         )
-    table, held = (json.loads((run_dir / f).read_text(encoding="utf-8")) for f in ("table.json", "cells.json"))
+    assert settings is not None  # refused above otherwise
+    table, held = (json.loads(f.read_text(encoding="utf-8")) for f in (run_dir / "table.json", settings))
     calls, base = [*table["provenance"].get("calls", []), table["provenance"]], table["classifier"]
     labels, cells = {}, {}
-    for r in read_jsonl(run_dir / "records.jsonl"):
+    for r in records:
         key = record_key(r, LEVERS_KEY[:4], {"classifier": base})
         if r["model"] != "none" and r.get("judge", "ensemble") == "ensemble" and kept(run_dir, key):
             name = " / ".join((*key, "ensemble"))
             if name not in held:
-                raise ValueError(f"{run_dir}/cells.json holds no settings of {name} (measured before cells were "
+                raise ValueError(f"{settings} holds no settings of {name} (measured before cells were "
                                  "recorded): its purification cannot be rebuilt.")  # fmt: skip
             labels[key, r["index"]], cells[key] = r["label"], held[name]
     if not cells:

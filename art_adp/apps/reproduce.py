@@ -38,7 +38,16 @@ from ..purification import purify
 from ..runs.engine import (Attacking, Cell, Judgement, Seeds, build_defence, defended_estimator,
                            registry_attack, run_cells)  # fmt: skip
 from ..runs.plans import budget, plan
-from ..runs.records import append_records, guard_settings, read_jsonl, record_key, write_json
+from ..runs.records import (
+    append_records,
+    guard_settings,
+    read_jsonl,
+    read_records,
+    record_key,
+    records_path,
+    settings_path,
+    write_json,
+)
 from ..runs.seeds import SeedPlan, derive_seed
 from .reproduce_recipe import CURVE_DIRECTIONS, PAPER_MNIST, MnistRecipe
 from .reproduce_report import _curve, _diagnostics_md, _plot_curve, _summarise, render_table
@@ -171,7 +180,7 @@ def _stage_eval(
 ) -> list[dict]:
     """Judge every (snapshot, row, chunk) the curve and the table need: one cell of the engine per (snapshot, row),
     blocks of ``chunk_size`` images; one JSON line per example."""
-    path = run_dir / "records.jsonl"
+    path = records_path(run_dir)
     done = {record_key(r, EVAL_KEY) for r in read_jsonl(path)}
     n_test = len(data.x_test)
     units = [
@@ -367,7 +376,7 @@ def reproduce_command(
 
     if benchmark != "mnist":
         raise ValueError(f"Unknown benchmark {benchmark!r}; choose from mnist.")
-    recipe = replace(recipe, lr=resolve_lr(recipe.lr, recipe.batch_size))  # recipe.json: the number
+    recipe = replace(recipe, lr=resolve_lr(recipe.lr, recipe.batch_size))  # settings.json: the number
     cudnn_autotune(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     report = reproduce_mnist(
         data_root,
@@ -410,7 +419,7 @@ def reproduce_mnist(
     Train (or resume) the MNIST MLP and a score model, measure the learning curve and the table, write the report.
 
     Re-running with the same ``run_dir`` resumes every stage where it stopped. The recipe is saved as
-    ``recipe.json``; a different recipe in the same folder is refused (use a new ``run_dir``).
+    folder's ``settings.json``; a different recipe in the same folder is refused (use a new ``run_dir``).
 
     :param data_root: Folder with the four MNIST idx(.gz) files (:func:`~art_adp.data.load_mnist`).
     :param run_dir: Output folder.
@@ -430,10 +439,10 @@ def reproduce_mnist(
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    stored = run_dir / "recipe.json"
+    stored = settings_path(run_dir)
     recipe, precision_reason = folder_recipe(recipe, stored, device)
     log(f"precision: {recipe.precision} ({precision_reason}); threads: {torch.get_num_threads()}")
-    before = {**asdict(MnistRecipe()), "precision": "fp32", "seed_scheme": "reproduce"}  # a recipe.json from before
+    before = {**asdict(MnistRecipe()), "precision": "fp32", "seed_scheme": "reproduce"}  # a recipe from before
     mine = guard_settings(stored, asdict(recipe), what="the recipe", defaults=before)
     data = data if data is not None else load_mnist(data_root)
     unknown = sorted(set(stages) - set(STAGES))
@@ -449,7 +458,7 @@ def reproduce_mnist(
     diagnostics = _diagnostics(classifier, data, recipe, run_dir, device, log, measure="curve" in stages)
     if "report" not in stages:
         return None
-    records = records if records is not None else read_jsonl(run_dir / "records.jsonl")
+    records = records if records is not None else read_records(run_dir)
     denoise = denoise if denoise is not None else {r["step"]: r for r in read_jsonl(run_dir / "denoise.jsonl")}
     curve = _curve(records, denoise, recipe, run_dir)
     clf_info = json.loads((run_dir / "classifier.json").read_text())

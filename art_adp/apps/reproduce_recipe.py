@@ -33,7 +33,7 @@ class MnistRecipe:
     ``num_sigmas`` levels; purification starts at σ = 0.25, so the paper's σ₁ = 15 only matters for sampling), batch
     ``batch_size``, Adam ``lr`` after ``lr_warmup`` steps of linear warm-up, EMA ``ema_decay``, forward pass in
     ``precision`` (``"fp32"`` or ``"bf16"``, as :func:`~art_adp.score.train_score_model` takes them, or ``"auto"``:
-    bf16 where the device computes it natively, else fp32, and on a resume the stored recipe's; ``recipe.json``
+    bf16 where the device computes it natively, else fp32, and on a resume the stored recipe's; ``settings.json``
     holds the precision used; one written before ``lr_warmup`` and ``precision`` existed reads as 0 and
     ``"fp32"``). The table is measured at every iteration count of ``budgets``; the learning curve at every
     ``curve_milestones`` entry (the budgets are milestones too).

@@ -40,7 +40,8 @@ from ..attacks.registry import REGISTRY, Budget, budget_settings
 from ..ensemble import logits
 from ..eot import EOTClassifier
 from .plans import ENTRY_POINT, PAPER, budget, plan
-from .records import append_records, guard_settings, read_jsonl, record_key, write_json
+from .records import SETTINGS, append_records, guard_settings, read_jsonl, read_records, record_key, records_path
+from .records import settings_path, write_json
 from .seeds import SCHEME, SeedPlan, Seeds, check_scheme, derive_seed
 from .statistics import per_image, summary
 
@@ -729,7 +730,7 @@ def evaluate_robustness(
     Clean images and each attack are judged on the S-run ensemble R times with fresh noise (an image counts as correct
     under an attack only if every judgement is: the worst of R); an image is robust only if every attack left it correct
     (the per-image worst case over the attacks, the clean row aside, as the lever tables count it). Blocks of
-    ``block_size`` images are recorded in ``RUN_DIR/records.jsonl`` as they finish, their
+    ``block_size`` images are recorded in ``RUN_DIR/records/`` as they finish, their
     adversarial examples in ``RUN_DIR/examples/``; calling again with the same folder resumes (more attacks may be
     added), and a call whose data (the images and labels, all of them: other or more images need another folder),
     weights, defence, judging, seed scheme or an attack's budget differs from the folder's is refused, naming what
@@ -771,7 +772,7 @@ def evaluate_robustness(
     estimator = defended_estimator(classifier, defences, input_shape=x.shape[1:], nb_classes=nb_classes, device=device)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    scheme = folder_scheme(run_dir / "settings.json") if seed_scheme is None else seed_scheme
+    scheme = folder_scheme(settings_path(run_dir)) if seed_scheme is None else seed_scheme
     common = _common_settings(x, y, classifier, estimator, seed=seed, ensemble_size=ensemble_size, repeats=repeats,
                               block_size=block_size, scheme=scheme)  # fmt: skip
     judgement = Judgement("ensemble", ensemble_size, repeats, batch_size=max(block_size, 1))
@@ -783,8 +784,8 @@ def evaluate_robustness(
              settings={**common, "budget": budget_settings(budgets[a]) if a in budgets else None})
         for a in ("clean", *budgets)
     ]  # fmt: skip
-    guard(run_dir / "settings.json", cells)
-    path = run_dir / "records.jsonl"
+    guard(settings_path(run_dir), cells)
+    path = records_path(run_dir)
     run_cells(cells, lambda _: estimator, x, y, path, key=functools.partial(record_key, fields=("attack", "index")),
               run_dir=run_dir, progress=progress, desc="robustness")  # fmt: skip
     return {**_result(read_jsonl(path), ("clean", *budgets), len(x)), "run_dir": str(run_dir)}
@@ -814,7 +815,7 @@ def rejudge_robustness(
 
     run_dir = Path(run_dir)
     found = kept(run_dir, required=True)
-    held = json.loads((run_dir / "settings.json").read_text(encoding="utf-8"))
+    held = json.loads((run_dir / SETTINGS).read_text(encoding="utf-8"))
     attacks = [a for a in held if a != "clean"]
     classifier, sample = classifier.to(device).eval(), np.load(found[0])["images"][:1]
     estimator = defended_estimator(classifier, defences, input_shape=sample.shape[1:],
@@ -831,7 +832,7 @@ def rejudge_robustness(
 
     r, s = repeats or own("repeats"), ensemble_size or own("ensemble_size")
     seed = own("seed") if seed is None else seed
-    labels = {(record_key(x, ("attack",)), x["index"]): x["label"] for x in read_jsonl(run_dir / "records.jsonl")}
+    labels = {(record_key(x, ("attack",)), x["index"]): x["label"] for x in read_records(run_dir)}
     cells = {(a,): ("defended", lambda first, a=a: SeedPlan("shared", seed, (a,), r)(0, first).judge) for a in attacks}
     judgement = Judgement("ensemble", s, r, batch_size=max(own("block_size"), 1))
     return rejudge(run_dir, cells, lambda _: estimator, labels, judgement, name=f"rejudged-S{s}-R{r}-seed{seed}",

@@ -1,5 +1,11 @@
-"""Old run folders into the one record layout (:func:`~art_adp.runs.engine.records`) and the one settings guard
-(:func:`~art_adp.runs.engine.guard`), once, nothing re-measured.
+"""Old run folders into the one record layout (:func:`~art_adp.runs.engine.records`), the one settings guard
+(:func:`~art_adp.runs.engine.guard`) and the one folder layout (:func:`~art_adp.runs.records.records_path`), once,
+nothing re-measured.
+
+A folder of an earlier layout (:data:`~art_adp.runs.records.OLD_LAYOUT`: a lever table's, ``reproduce``'s,
+``evaluate_robustness``'s or the corruption table's ``records.jsonl``; a lever table's ``cells.json``, ``reproduce``'s
+``recipe.json``, the certification's ``certify_settings.json``) has them moved to ``records/rank-0.jsonl`` and
+``settings.json``, content unchanged.
 
 Records written before the one layout carry what the layout derives -- ``correct`` (right in every judgement) and
 ``undefended_correct`` (the bare classifier right) -- beside the predictions they were derived from: each is checked
@@ -18,7 +24,7 @@ import json
 import os
 from pathlib import Path
 
-from .records import EVALUATION_KEY, read_jsonl, record_key
+from .records import EVALUATION_KEY, OLD_LAYOUT, SETTINGS, old_layout, read_jsonl, record_key
 
 __all__ = ["DERIVED", "migrate", "migrated"]
 
@@ -68,7 +74,7 @@ def _settings_by_cell(run_dir: Path, files: dict[Path, list[dict]]) -> dict | No
                                  f"{digests[key]}: one cell, one set of settings.")  # fmt: skip
     if not digests:
         return None
-    path = run_dir / "settings.json"
+    path = run_dir / SETTINGS
     stored = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     missing = sorted({d for d in digests.values() if d not in stored})
     if missing:
@@ -91,14 +97,23 @@ def migrate(run_dir: str | os.PathLike) -> dict:
     record layout, and an evaluation's ``settings.json`` to the one guard's, once, the old files kept beside as
     ``<name>.v0``; a folder already converted is left alone.
 
-    :return: ``{file: records converted}`` of the files converted (``settings.json``: the cells it now keys).
+    Then the files of an earlier folder layout are moved into the one (:data:`~art_adp.runs.records.OLD_LAYOUT`).
+
+    :return: ``{file: records converted}`` of the files converted (``settings.json``: the cells it now keys), and
+        ``{"OLD -> NEW": 1}`` for each file moved into the one folder layout.
     :raises FileNotFoundError: If ``run_dir`` holds no records.
-    :raises ValueError: If a record or the settings cannot be converted (:func:`migrated`); nothing is written then.
+    :raises ValueError: If a record or the settings cannot be converted (:func:`migrated`), or a file to move would
+        replace one of the one layout (the folder holds both); nothing is written then.
     """
     run_dir = Path(run_dir)
     paths = sorted([*run_dir.glob("*.jsonl"), *run_dir.glob("records/*.jsonl")])
     if not paths:
         raise FileNotFoundError(f"{run_dir} holds no records (records.jsonl, records/*.jsonl): give a run folder.")
+    moves = {run_dir / old: run_dir / OLD_LAYOUT[old] for old in old_layout(run_dir)}
+    clash = sorted(str(new.relative_to(run_dir)) for new in moves.values() if new.exists())
+    if clash or len(set(moves.values())) < len(moves):
+        raise ValueError(f"{run_dir} holds files of both layouts ({', '.join(p.name for p in moves)} and "
+                         f"{', '.join(clash) or 'two settings files'}): it mixes runs; keep one of them.")  # fmt: skip
     files = {p: read_jsonl(p) for p in paths}
     by_cell = _settings_by_cell(run_dir, files)
     todo = {}
@@ -113,6 +128,10 @@ def migrate(run_dir: str | os.PathLike) -> dict:
     done = {str(p.relative_to(run_dir)): len(v) for p, v in todo.items()}
     if by_cell is not None:
         text = json.dumps(by_cell, indent=1, sort_keys=True, ensure_ascii=False)
-        _replace(run_dir / "settings.json", text, run_dir / "settings.json.v0")
-        done["settings.json"] = len(by_cell)
+        _replace(run_dir / SETTINGS, text, run_dir / f"{SETTINGS}.v0")
+        done[SETTINGS] = len(by_cell)
+    for source, target in moves.items():
+        target.parent.mkdir(exist_ok=True)
+        os.replace(source, target)
+        done[f"{source.name} -> {target.relative_to(run_dir).as_posix()}"] = 1
     return done

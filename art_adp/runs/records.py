@@ -8,6 +8,11 @@ cuts off (:func:`truncate_torn`) before writing again, so a resumed run has neit
 A run folder keeps the settings its records depend on -- per cell, or one set for the whole folder -- and a run asked
 with other settings is refused, naming the settings that differ: both by :func:`guard_settings`, the one writer of a
 run's settings file and the one refusal.
+
+Every command's run folder has one layout (:func:`records_path`, :func:`settings_path`, :func:`read_records`): its
+records in ``records/rank-<r>.jsonl`` (one file per process: a distributed run's ranks append apart) and its settings
+in ``settings.json``. A folder of an earlier layout (:data:`OLD_LAYOUT`) is refused by the writers, naming
+``art-adp migrate``, which moves it into this one once; the readers read both.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -25,6 +31,9 @@ import torch
 from ..serialization import file_sha256, module_sha256, weights_sha256  # re-exported: their home is serialization
 
 __all__ = [
+    "OLD_LAYOUT",
+    "RECORDS",
+    "SETTINGS",
     "append_records",
     "array_sha256",
     "canonical",
@@ -32,9 +41,15 @@ __all__ = [
     "describe_differences",
     "file_sha256",
     "guard_settings",
+    "held_settings",
     "load_records",
     "module_sha256",
+    "old_layout",
     "read_jsonl",
+    "read_records",
+    "record_files",
+    "records_path",
+    "settings_path",
     "record_key",
     "truncate_torn",
     "weights_sha256",
@@ -109,6 +124,79 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
     data = path.read_bytes()
     text = data[: _complete_prefix(data)].decode()
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+#: A run folder's records (one file per process, ``rank-<r>.jsonl``) and its settings file, every command's.
+RECORDS = "records"
+SETTINGS = "settings.json"
+#: The files of the layouts before the one, by the name :func:`~art_adp.runs.migrate.migrate` gives them in it: the
+#: records of a lever table, of ``reproduce``, of ``evaluate_robustness`` and of the corruption table
+#: (``records.jsonl``), and the settings of a lever table (``cells.json``), of ``reproduce`` (``recipe.json``) and of
+#: the certification (``certify_settings.json``).
+OLD_LAYOUT: Mapping[str, str] = MappingProxyType(
+    {
+        "records.jsonl": f"{RECORDS}/rank-0.jsonl",
+        "cells.json": SETTINGS,
+        "recipe.json": SETTINGS,
+        "certify_settings.json": SETTINGS,
+    }
+)
+
+
+def old_layout(run_dir: str | os.PathLike) -> list[str]:
+    """The files of an earlier layout (:data:`OLD_LAYOUT`) that ``run_dir`` holds."""
+    return [name for name in OLD_LAYOUT if (Path(run_dir) / name).exists()]
+
+
+def _refuse_old(run_dir: Path) -> None:
+    old = old_layout(run_dir)
+    if old:
+        raise ValueError(
+            f"{run_dir} holds a run written in an earlier folder layout ({', '.join(old)}): move it into the one "
+            f"layout once with `art-adp migrate {run_dir}` (records into {RECORDS}/, settings into {SETTINGS}; "
+            "nothing is measured again), then run again."
+        )
+
+
+def records_path(run_dir: str | os.PathLike, rank: int = 0) -> Path:
+    """The records file this process appends to, ``RUN_DIR/records/rank-<rank>.jsonl``.
+
+    :raises ValueError: If ``run_dir`` holds a run of an earlier layout (:func:`old_layout`), naming ``art-adp
+        migrate``.
+    """
+    run_dir = Path(run_dir)
+    _refuse_old(run_dir)
+    return run_dir / RECORDS / f"rank-{rank}.jsonl"
+
+
+def settings_path(run_dir: str | os.PathLike) -> Path:
+    """The run folder's settings file, ``RUN_DIR/settings.json`` (:func:`guard_settings` writes and guards it).
+
+    :raises ValueError: As :func:`records_path`.
+    """
+    run_dir = Path(run_dir)
+    _refuse_old(run_dir)
+    return run_dir / SETTINGS
+
+
+def held_settings(run_dir: str | os.PathLike) -> Path | None:
+    """A reader's settings file of a run folder in either layout: ``settings.json``, else an earlier layout's
+    (:data:`OLD_LAYOUT`); None where it holds none."""
+    names = [SETTINGS, *(n for n, new in OLD_LAYOUT.items() if new == SETTINGS)]
+    return next((Path(run_dir) / n for n in names if (Path(run_dir) / n).is_file()), None)
+
+
+def record_files(run_dir: str | os.PathLike) -> list[Path]:
+    """A run folder's records files, its processes' in order (``rank-0`` first), then the one of an earlier layout
+    where it holds one (a reader, unlike a writer, takes both)."""
+    run_dir = Path(run_dir)
+    files = sorted((run_dir / RECORDS).glob("rank-*.jsonl"), key=lambda p: int(p.stem.split("-")[1]))
+    return [*files, *(p for p in [run_dir / "records.jsonl"] if p.exists())]
+
+
+def read_records(run_dir: str | os.PathLike) -> list[dict]:
+    """Every complete record of a run folder (:func:`record_files`)."""
+    return [r for path in record_files(run_dir) for r in read_jsonl(path)]
 
 
 def load_records(paths: Iterable[str | os.PathLike]) -> dict[tuple, dict]:
@@ -203,15 +291,14 @@ def guard_settings(path: str | os.PathLike, settings: Mapping, *, what: str | No
     the JSON file at ``path``, and a later run asked with other settings is refused before anything runs, naming the
     settings that differ. Two shapes of file, as folders have held them:
 
-    - keyed (``what`` None; the engine's plans through :func:`art_adp.runs.engine.guard`: ``evaluate``'s
-      ``settings.json``, the lever tables' ``cells.json``, ``evaluate_robustness``'s ``settings.json``): ``settings``
+    - keyed (``what`` None; the engine's plans through :func:`art_adp.runs.engine.guard`: ``evaluate``'s, the lever
+      tables' and ``evaluate_robustness``'s): ``settings``
       maps each cell's key (``"main / clf-pgd"``) to its settings; a cell on file with other settings is refused, the
       settings of new cells are added;
-    - one set for the whole folder (``what`` names what it holds: ``"the certificates"``'s ``certify_settings.json``,
-      ``"the corruption table"``'s ``settings.json``, ``"the recipe"``'s ``recipe.json``): the first run writes
-      ``settings``, a later run with others is refused.
+    - one set for the whole folder (``what`` names what it holds: ``"the certificates"``, ``"the corruption
+      table"``, ``"the recipe"``): the first run writes ``settings``, a later run with others is refused.
 
-    :param path: The settings file (e.g. ``run_dir / "settings.json"``); its folder is the run folder.
+    :param path: The settings file (:func:`settings_path`); its folder is the run folder.
     :param settings: This run's settings (JSON-able; tuples are stored as lists), or each cell's, by key.
     :param what: What a one-set folder holds, for the message; None: ``settings`` is keyed by cell.
     :param defaults: Values of settings a stored one-set file may predate (read as these when absent from it).

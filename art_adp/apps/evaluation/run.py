@@ -57,7 +57,8 @@ from ...runs.engine import (
     folder_scheme,
     run_cells,
 )
-from ...runs.records import EVALUATION_KEY, array_sha256, load_records, module_sha256, record_key
+from ...runs.records import EVALUATION_KEY, array_sha256, load_records, module_sha256, record_files, record_key
+from ...runs.records import records_path, settings_path
 
 __all__ = ["ATTACKS", "GRADIENT_FREE", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "evaluate", "plan"]
 
@@ -378,13 +379,12 @@ def evaluate(
     estimator = _as_estimator(classifier, x, nb_classes, clip_values, dev, defences)
     baselines, baseline_estimators = _baselines(classifier, baselines, defences, x, nb_classes, clip_values, dev)
     run_dir = Path(run_dir)
-    records_dir = run_dir / "records"
     chunks = [np.arange(s, min(s + config.chunk_size, len(x))) for s in range(0, len(x), config.chunk_size)]
     sanity_chunks = [ch for ch in chunks if ch[0] < config.sanity_examples]
     settings = plan(config, randomized=bool(purifiers(estimator)), baselines=tuple(baseline_estimators),
                     clipped=clips_noise(defences))  # fmt: skip
     units = [(s, a, ch) for s in settings for a in s.attacks for ch in _chunks(s, chunks, sanity_chunks)]
-    scheme = folder_scheme(run_dir / "settings.json") if seed_scheme is None else seed_scheme
+    scheme = folder_scheme(settings_path(run_dir)) if seed_scheme is None else seed_scheme
     common = _common_settings(classifier, defences, x, y, config, nb_classes, clip_values, baseline_estimators,
                               scheme)  # fmt: skip
     cells = _cells(settings, config, common, x, scheme)
@@ -398,16 +398,16 @@ def evaluate(
     if estimate_only:
         distributed.finish()
         return {"estimate_seconds": est_seconds, "sanity": sanity, "by_attack": prices, "gradient_free": free}
-    engine.guard(run_dir / "settings.json", cells, write=rank == 0)
+    engine.guard(settings_path(run_dir), cells, write=rank == 0)
     distributed.barrier()
     targets = {None: estimator, **baseline_estimators}
-    seconds = _work(cells, settings, targets, x, y, set(done), records_dir / f"rank-{rank}.jsonl", (rank, world),
+    seconds = _work(cells, settings, targets, x, y, set(done), records_path(run_dir, rank), (rank, world),
                     progress)  # fmt: skip
     distributed.barrier()
     if rank != 0:
         distributed.finish()
         return None
-    records = load_records(sorted(records_dir.glob("*.jsonl")))
+    records = load_records(record_files(run_dir))
     wanted = {(s.name, a, int(i)) for (s, a, ch) in units for i in ch}
     missing = wanted - set(records)
     if missing:
@@ -495,11 +495,11 @@ def _resume(run_dir: Path, cells: Sequence[Cell]) -> dict:
     """The records already in ``run_dir``, after the settings guard (:func:`~art_adp.runs.engine.guard`) has refused
     any cell asked with other settings; a folder whose records name their settings by digest (written before the one
     guard) is refused, naming the conversion."""
-    done = load_records(sorted((run_dir / "records").glob("*.jsonl")))
+    done = load_records(record_files(run_dir))
     if any("settings" in r for r in done.values()):
         raise ValueError(f"{run_dir} was written before the one settings guard (its records name their settings by "
                          f"digest): convert it once with art-adp migrate {run_dir}, then resume.")  # fmt: skip
-    engine.guard(run_dir / "settings.json", cells, write=False)
+    engine.guard(settings_path(run_dir), cells, write=False)
     return done
 
 
