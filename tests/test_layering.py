@@ -984,3 +984,33 @@ def test_a_planted_second_layout_fails():
     planted = SOURCES[levers] + '\n\ndef _path(run_dir):\n    return run_dir / "records.jsonl"\n'
     lines = len(SOURCES[levers].splitlines())
     assert _layout_names(dict(SOURCES, **{levers: planted})) == [f"{levers}:{lines + 4}"]
+
+
+#: The one path from a plan's cells to its run folder (issue 70): :func:`art_adp.runs.engine.run` guards the cells'
+#: settings and runs the blocks not yet recorded into the one layout; every command (evaluate, levers, reproduce,
+#: ``evaluate_robustness``) calls it, and it alone calls the block loop.
+RUN_PATH = "art_adp.runs.engine.run"
+
+
+def _block_loop_callers(sources: dict[str, str]) -> list[str]:
+    """The functions of ``sources`` that call the engine's block loop (``run_cells``), as ``module.function``."""
+    found = []
+    for module, source in sources.items():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if any(isinstance(c, ast.Call) and _callee(c.func).rpartition(".")[2] == "run_cells"
+                       for c in ast.walk(node)):  # fmt: skip
+                    found.append(f"{module}.{node.name}")
+    return found
+
+
+def test_one_run_path():
+    """Every command measures through :data:`RUN_PATH`: it alone calls the block loop."""
+    assert _block_loop_callers(SOURCES) == [RUN_PATH]
+
+
+def test_a_planted_second_run_path_fails():
+    """The check itself: a lever table running its cells itself, as it did, is found."""
+    levers = "art_adp.apps.levers"
+    planted = SOURCES[levers] + "\n\ndef _measure(cells, build, x, y, path):\n    run_cells(cells, build, x, y, path)\n"
+    assert _block_loop_callers(dict(SOURCES, **{levers: planted})) == [f"{levers}._measure", RUN_PATH]

@@ -50,10 +50,9 @@ from ..runs.engine import (
     defended_estimator,
     estimate,
     folder_scheme,
-    guard,
     pending,
     probing,
-    run_cells,
+    run,
 )
 from ..runs.records import read_jsonl, read_records, records_path, settings_path, write_json
 from ..runs.seeds import FIXED_BLOCK, LEVERS_SCHEMES, SeedPlan, check_scheme
@@ -384,8 +383,7 @@ def run_levers(
     if estimate_only:  # the defended cells' prices: the registry's cost model at a timed probe of each purifier
         prov = provenance(wall_time_s=time.monotonic() - started, device=device, started_at=code, started_diff=diff)
         return _write_estimate(run_dir, cells, build, x, pending(cells, len(x), path, key=key_of), n_examples, prov)
-    guard(settings_path(run_dir), cells)
-    run_cells(cells, build, x, y, path, key=key_of, run_dir=run_dir, progress=False, desc="levers")
+    run(cells, build, x, y, run_dir, key=key_of, progress=False, desc="levers")
     hashes = {k: run_dir / f"{k}.safetensors" if (run_dir / f"{k}.safetensors").exists() else clfs[k] for k in clfs}
     prov = provenance(wall_time_s=time.monotonic() - started, device=device, data=(x, y), started_at=code,
                       models={"denoiser": denoiser_path, **hashes} if denoiser_path else hashes,

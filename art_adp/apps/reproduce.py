@@ -36,18 +36,10 @@ from ..runs.provenance import device_description
 from ..preprocessor import ADPPurifier
 from ..purification import purify
 from ..runs.engine import (Attacking, Cell, Judgement, Seeds, build_defence, defended_estimator,
-                           registry_attack, run_cells)  # fmt: skip
+                           registry_attack, run)  # fmt: skip
 from ..runs.plans import budget, plan
-from ..runs.records import (
-    append_records,
-    guard_settings,
-    read_jsonl,
-    read_records,
-    record_key,
-    records_path,
-    settings_path,
-    write_json,
-)
+from ..runs.records import append_records, guard_settings, read_jsonl, read_records, record_key, settings_path
+from ..runs.records import write_json
 from ..runs.seeds import SeedPlan, derive_seed
 from .reproduce_recipe import CURVE_DIRECTIONS, PAPER_MNIST, MnistRecipe
 from .reproduce_report import _curve, _diagnostics_md, _plot_curve, _summarise, render_table
@@ -180,15 +172,14 @@ def _stage_eval(
 ) -> list[dict]:
     """Judge every (snapshot, row, chunk) the curve and the table need: one cell of the engine per (snapshot, row),
     blocks of ``chunk_size`` images; one JSON line per example."""
-    path = records_path(run_dir)
-    done = {record_key(r, EVAL_KEY) for r in read_jsonl(path)}
+    done = {record_key(r, EVAL_KEY) for r in read_records(run_dir)}
     n_test = len(data.x_test)
     units = [
         u for u in _units(recipe, n_test, run_dir, stages, log) if not all((u[0], u[1], int(i)) in done for i in u[2])
     ]
     if not units:
         log("[eval] reusing every record")
-        return read_jsonl(path)
+        return read_records(run_dir)
     log(f"[eval] {len(units)} chunk(s) of up to {recipe.chunk_size} images to judge")
     n_pgd = min(n_test, max(recipe.n_curve, n_test if recipe.n_examples is None else recipe.n_examples))
     needs_pgd = any(u[1] == registry.BLIND_ATTACK for u in units)
@@ -206,9 +197,9 @@ def _stage_eval(
             loaded[b] = _defended(classifier, _snapshot(run_dir, b, device), data, recipe, device)
         return loaded[b]
 
-    run_cells(cells, target, data.x_test, data.y_test, path, key=functools.partial(record_key, fields=EVAL_KEY),
-              run_dir=run_dir, progress=progress, desc="eval")  # fmt: skip
-    return read_jsonl(path)
+    run(cells, target, data.x_test, data.y_test, run_dir, key=functools.partial(record_key, fields=EVAL_KEY),
+        progress=progress, desc="eval")  # fmt: skip
+    return read_records(run_dir)
 
 
 def _purifier(score_model, recipe: MnistRecipe, device: str) -> ADPPurifier:

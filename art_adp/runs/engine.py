@@ -78,6 +78,7 @@ __all__ = [
     "rejudge",
     "rejudge_robustness",
     "reseed",
+    "run",
     "run_cells",
     "single_value",
     "worst_case",
@@ -510,6 +511,40 @@ def run_cells(
     return seconds
 
 
+def run(
+    cells: Sequence[Cell],
+    targets: Callable[[Any], Any],
+    x: np.ndarray,
+    y: np.ndarray,
+    run_dir: str | Path,
+    *,
+    key: Callable[[dict], tuple],
+    done: Iterable[tuple] | None = None,
+    shard: tuple[int, int] = (0, 1),
+    progress: bool = True,
+    desc: str = "evaluate",
+) -> dict[tuple, float]:
+    """
+    The one path from a plan's cells to its run folder, every command's: the cells' settings guarded in the folder's
+    settings file (:func:`guard`: rank 0 of a distributed run writes them, the others check, then all meet), then every
+    block not yet recorded run (:func:`run_cells`) into this process's records file, the one layout
+    (:func:`~art_adp.runs.records.records_path`: a folder of an earlier layout is refused, naming ``art-adp
+    migrate``), its adversarial examples kept in ``RUN_DIR/examples/``.
+
+    :param key: A record's identity (:func:`run_cells`); ``done``: the keys already recorded by every rank.
+    :param shard: ``(rank, world)`` of a distributed run.
+    :return: Seconds per cell key.
+    """
+    from . import distributed  # pylint: disable=import-outside-toplevel
+
+    run_dir, (rank, world) = Path(run_dir), shard
+    guard(settings_path(run_dir), cells, write=rank == 0)
+    if world > 1:
+        distributed.barrier()
+    return run_cells(cells, targets, x, y, records_path(run_dir, rank), key=key, done=done, run_dir=run_dir,
+                     shard=shard, progress=progress, desc=desc)  # fmt: skip
+
+
 def pending(cells: Iterable[Cell], n: int, path: str | Path, *, key: Callable[[dict], tuple]) -> dict[tuple, int]:
     """Per cell key, how many of the first ``n`` images (its ``images``, if fewer) have no record in ``path``."""
     recorded = {key(r) for r in read_jsonl(path)}
@@ -784,11 +819,9 @@ def evaluate_robustness(
              settings={**common, "budget": budget_settings(budgets[a]) if a in budgets else None})
         for a in ("clean", *budgets)
     ]  # fmt: skip
-    guard(settings_path(run_dir), cells)
-    path = records_path(run_dir)
-    run_cells(cells, lambda _: estimator, x, y, path, key=functools.partial(record_key, fields=("attack", "index")),
-              run_dir=run_dir, progress=progress, desc="robustness")  # fmt: skip
-    return {**_result(read_jsonl(path), ("clean", *budgets), len(x)), "run_dir": str(run_dir)}
+    run(cells, lambda _: estimator, x, y, run_dir, key=functools.partial(record_key, fields=("attack", "index")),
+        progress=progress, desc="robustness")  # fmt: skip
+    return {**_result(read_records(run_dir), ("clean", *budgets), len(x)), "run_dir": str(run_dir)}
 
 
 def rejudge_robustness(

@@ -55,10 +55,9 @@ from ...runs.engine import (
     Judgement,
     Price,
     folder_scheme,
-    run_cells,
 )
 from ...runs.records import EVALUATION_KEY, array_sha256, load_records, module_sha256, record_files, record_key
-from ...runs.records import records_path, settings_path
+from ...runs.records import settings_path
 
 __all__ = ["ATTACKS", "GRADIENT_FREE", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "evaluate", "plan"]
 
@@ -398,11 +397,8 @@ def evaluate(
     if estimate_only:
         distributed.finish()
         return {"estimate_seconds": est_seconds, "sanity": sanity, "by_attack": prices, "gradient_free": free}
-    engine.guard(settings_path(run_dir), cells, write=rank == 0)
-    distributed.barrier()
     targets = {None: estimator, **baseline_estimators}
-    seconds = _work(cells, settings, targets, x, y, set(done), records_path(run_dir, rank), (rank, world),
-                    progress)  # fmt: skip
+    seconds = _work(cells, settings, targets, x, y, set(done), run_dir, (rank, world), progress)
     distributed.barrier()
     if rank != 0:
         distributed.finish()
@@ -575,10 +571,10 @@ def _attack_order(units) -> list[str]:
     return list(dict.fromkeys(a for _, a, _ in units))
 
 
-def _work(cells, settings, targets: dict, x, y, done, path: Path, shard, progress: bool) -> dict:
+def _work(cells, settings, targets: dict, x, y, done, run_dir: Path, shard, progress: bool) -> dict:
     """Run the ``cells`` not yet done (``done``: every rank's records) on their target estimator (the setting's
-    baseline, else the defended one with the setting's σ), appending the records to ``path``; the purifiers' σ and
-    generators are restored afterwards.
+    baseline, else the defended one with the setting's σ) into ``run_dir`` (:func:`~art_adp.runs.engine.run`); the
+    purifiers' σ and generators are restored afterwards.
 
     :return: Seconds per ``"setting/attack"``.
     """
@@ -593,7 +589,7 @@ def _work(cells, settings, targets: dict, x, y, done, path: Path, shard, progres
 
     try:
         key = functools.partial(record_key, fields=EVALUATION_KEY)
-        seconds = run_cells(cells, target, x, y, path, key=key, done=done, shard=shard, progress=progress)
+        seconds = engine.run(cells, target, x, y, run_dir, key=key, done=done, shard=shard, progress=progress)
     finally:
         for p, sigma, generator in saved:
             p.set_params(sigma=sigma, generator=generator)
