@@ -427,6 +427,9 @@ def pack_state(run: Run, work: Path) -> None:
 
 
 def unpack_state(source: Path, work: Path) -> bool:
+    from art_adp.runs.migrate import migrate
+    from art_adp.runs.records import old_layout
+
     parts = sorted(source.glob("state.tar.part*"))
     if not parts:
         return False
@@ -435,8 +438,17 @@ def unpack_state(source: Path, work: Path) -> bool:
         for part in parts:
             f.write(part.read_bytes())
     with tarfile.open(tar_path) as tar:
-        tar.extractall(work, filter="data")
+        if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later: refuse links and paths out of ``work``
+            tar.extractall(work, filter="data")
+        else:  # earlier: our own state, its members checked to stay inside ``work``
+            bad = [m.name for m in tar.getmembers() if m.issym() or m.islnk() or ".." in Path(m.name).parts
+                   or Path(m.name).is_absolute()]  # fmt: skip
+            if bad:
+                raise ValueError(f"{tar_path} holds members outside its folder or links: {bad[:5]}")
+            tar.extractall(work)  # nosec: members checked above
     tar_path.unlink()
+    if old_layout(work / "mnist"):  # a state saved before the one folder layout (recipe.json, records.jsonl)
+        migrate(work / "mnist")
     recipe = work / "mnist" / "settings.json"
     if recipe.exists():  # a state saved before the recipe's fields took the attacks' names: same values, new names
         stored = json.loads(recipe.read_text())

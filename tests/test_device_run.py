@@ -84,8 +84,9 @@ def test_the_gpu_runs_commands_parse(tmp_path):
 
 
 def test_a_state_saved_under_the_recipes_old_field_names_resumes_under_the_new_ones(tmp_path):
-    """The committed trainer state predates the recipe's renamed fields; unpacking renames them (same values), so the
-    run folder's settings guard accepts today's recipe instead of refusing the curve stage."""
+    """The committed trainer state predates the recipe's renamed fields and the one folder layout; unpacking moves its
+    ``recipe.json`` to ``settings.json`` and renames the fields (same values), so the run folder's settings guard
+    accepts today's recipe instead of refusing the curve stage."""
     import io
     import tarfile
 
@@ -99,13 +100,14 @@ def test_a_state_saved_under_the_recipes_old_field_names_resumes_under_the_new_o
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         data = json.dumps(old).encode()
-        info = tarfile.TarInfo("mnist/settings.json")
+        info = tarfile.TarInfo("mnist/recipe.json")
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "state.tar.part00").write_bytes(buf.getvalue())
     assert device_run.unpack_state(tmp_path / "src", tmp_path)
     new = json.loads((tmp_path / "mnist" / "settings.json").read_text())
+    assert not (tmp_path / "mnist" / "recipe.json").exists()
     assert new == {"ensemble_size": 10, "max_iter": 40, "bpda_max_iter": 40, "eot_samples": 15, "full_max_iter": 40,
                    "full_eot_samples": 15, "seed": 0}  # fmt: skip
     assert set(new) <= set(MnistRecipe.__dataclass_fields__)

@@ -101,13 +101,13 @@ def migrate(run_dir: str | os.PathLike) -> dict:
 
     :return: ``{file: records converted}`` of the files converted (``settings.json``: the cells it now keys), and
         ``{"OLD -> NEW": 1}`` for each file moved into the one folder layout.
-    :raises FileNotFoundError: If ``run_dir`` holds no records.
+    :raises FileNotFoundError: If ``run_dir`` holds no records and no file of an earlier layout.
     :raises ValueError: If a record or the settings cannot be converted (:func:`migrated`), or a file to move would
         replace one of the one layout (the folder holds both); nothing is written then.
     """
     run_dir = Path(run_dir)
     paths = sorted([*run_dir.glob("*.jsonl"), *run_dir.glob("records/*.jsonl")])
-    if not paths:
+    if not paths and not old_layout(run_dir):  # a folder of settings alone (reproduce's, trained only) still moves
         raise FileNotFoundError(f"{run_dir} holds no records (records.jsonl, records/*.jsonl): give a run folder.")
     moves = {run_dir / old: run_dir / OLD_LAYOUT[old] for old in old_layout(run_dir)}
     clash = sorted(str(new.relative_to(run_dir)) for new in moves.values() if new.exists())
