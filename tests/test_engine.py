@@ -21,6 +21,7 @@ from art_adp.runs.engine import (
     defended_estimator,
     evaluate_robustness,
     judge,
+    record_identity,
     run_cells,
     worst_case,
 )
@@ -54,9 +55,9 @@ KW = dict(eps=0.1, max_iter=3, eot_samples=2, ensemble_size=2, repeats=3, block_
 
 
 def test_blocks_cut_by_index_and_one_block_without_a_size():
-    cell = Cell(("a",), "t", clean, Judgement(), SeedPlan("apart", 0), block_size=3)
+    cell = Cell(("a",), ("k",), "t", clean, Judgement(), SeedPlan("apart", 0), block_size=3)
     assert blocks(cell, [0, 1, 2, 3, 7, 8]) == [(0, [0, 1, 2]), (1, [3]), (2, [7, 8])]
-    one = Cell(("a",), "t", clean, Judgement(), SeedPlan("apart", 0), block_size=None)
+    one = Cell(("a",), ("k",), "t", clean, Judgement(), SeedPlan("apart", 0), block_size=None)
     assert blocks(one, [4, 9]) == [(0, [4, 9])] and blocks(one, []) == []
 
 
@@ -163,13 +164,12 @@ def test_run_cells_resumes_and_shards_into_the_one_record_layout(digits, tmp_pat
     layout, the cell's fields first."""
     clf, x, y, _ = digits
     est = defended_estimator(clf, None, input_shape=(1, 8, 8))
-    cell = Cell(("a",), "bare", clean, Judgement("once"), lambda b, f: Seeds(0, 0), {"k": "a"}, block_size=2,
+    cell = Cell(("a",), ("k",), "bare", clean, Judgement("once"), lambda b, f: Seeds(0, 0), {"k": "a"}, block_size=2,
                 images=7, label="bare | clean")  # fmt: skip
-    key = lambda r: (r["k"], r["index"])  # noqa: E731
     path = tmp_path / "r1.jsonl"
-    run_cells([cell], lambda _: est, x, y, path, key=key, shard=(1, 2), progress=False)
+    run_cells([cell], lambda _: est, x, y, path, shard=(1, 2), progress=False)
     assert [r["index"] for r in read_jsonl(path)] == [2, 3, 6]
-    run_cells([cell], lambda _: est, x, y, path, key=key, progress=False)
+    run_cells([cell], lambda _: est, x, y, path, progress=False)
     recs = read_jsonl(path)
     assert [r["index"] for r in recs] == [2, 3, 6, 0, 1, 4, 5]  # the rest, in order
     assert {frozenset(r) for r in recs} == {frozenset(("k", "index", "label", "pred", "undefended_pred", "linf", "l2"))}
@@ -179,9 +179,49 @@ def test_run_cells_resumes_and_shards_into_the_one_record_layout(digits, tmp_pat
     assert [r["label"] for r in recs] == y[:7].tolist() and {(r["linf"], r["l2"]) for r in recs} == {(0.0, 0.0)}
     assert [correct(r) for r in recs] == [p == t for p, t in zip(bare, y[:7])]
     with pytest.raises(ValueError, match=r"^extras must be None or one of \['flags', 'wall_s'\], got 'norms'\.$"):
-        Cell(("a",), "bare", clean, Judgement("once"), SeedPlan("apart", 0), extras="norms")
+        Cell(("a",), ("k",), "bare", clean, Judgement("once"), SeedPlan("apart", 0), extras="norms")
     shown = [line.rsplit(" | ", 1) for line in capsys.readouterr().out.splitlines()]
     assert [s for s, _ in shown] == ["bare | clean"] * 4 and shown[0][1].endswith("of 2")
+
+
+def test_the_record_key_is_derived_from_the_cells(digits, tmp_path):
+    """A field a cell leaves out of its records (a lever table's own classifier) keys them at the cell's value, so a
+    resumed run skips them and a cell at another value does not; a field no cell leaves out keys a record lacking it
+    apart from every cell."""
+    clf, x, y, _ = digits
+    est = defended_estimator(clf, None, input_shape=(1, 8, 8))
+    seeds = lambda b, f: Seeds(0, 0)  # noqa: E731
+    own = Cell(("own", "clean"), ("classifier", "k"), "bare", clean, Judgement("once"), seeds, {"k": "clean"}, images=4)
+    key = record_identity([own])
+    assert key({"k": "clean", "index": 3}) == ("own", "clean", 3)
+    assert key({"classifier": "x", "k": "clean", "index": 3}) == ("x", "clean", 3)
+    path = tmp_path / "r.jsonl"
+    run_cells([own], lambda _: est, x, y, path, progress=False)
+    assert [sorted(r) for r in read_jsonl(path)][0][:3] == ["index", "k", "l2"]  # no classifier written
+    other = Cell(("other", "clean"), ("classifier", "k"), "bare", clean, Judgement("once"), seeds,
+                 {"classifier": "other", "k": "clean"}, images=4)  # fmt: skip
+    run_cells([own, other], lambda _: est, x, y, path, progress=False)
+    assert [r.get("classifier", "own") for r in read_jsonl(path)] == ["own"] * 4 + ["other"] * 4
+    folder = tmp_path / "run"
+    engine.run([own], lambda _: est, x, y, folder, progress=False)
+    assert engine.pending([own, other], 3, folder) == {("own", "clean"): 0, ("other", "clean"): 3}
+    written = record_identity([other])
+    assert written({"k": "clean", "index": 0}) not in {("own", "clean", 0), ("other", "clean", 0)}
+
+
+def test_cells_whose_records_could_not_be_told_apart_are_refused():
+    seeds = SeedPlan("apart", 0)
+    a = Cell(("a", "clean"), ("classifier", "k"), "t", clean, Judgement(), seeds, {"k": "clean"})
+    b = Cell(("b", "clean"), ("classifier", "k"), "t", clean, Judgement(), seeds, {"k": "clean"})
+    with pytest.raises(ValueError, match=r"leave the key field\(s\) \{'classifier': \['a', 'b'\]\} out of their"):
+        record_identity([a, b])
+    c = Cell(("clean",), ("k",), "t", clean, Judgement(), seeds, {"k": "clean"})
+    with pytest.raises(ValueError, match=r"name one set of key fields, these name \[\('classifier', 'k'\), \('k',\)\]"):
+        record_identity([a, c])
+    with pytest.raises(ValueError, match=r"\('a', 'clean'\) has 2 values, key_fields \('k',\) 1 names"):
+        Cell(("a", "clean"), ("k",), "t", clean, Judgement(), seeds)
+    with pytest.raises(ValueError, match=r"into its records' key fields than its key: k 'pgd' \(key 'clean'\)\.$"):
+        Cell(("clean",), ("k",), "t", clean, Judgement(), seeds, {"k": "pgd"})
 
 
 def test_evaluate_robustness_by_hand_from_its_records(digits, tmp_path):

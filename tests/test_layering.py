@@ -637,7 +637,7 @@ def test_a_planted_second_ensemble_fails():
 
 #: The one record key (issue 70): a record's identity in a run folder -- what a resumed run skips, what ``migrate`` and
 #: ``rejudge`` read back -- is :func:`art_adp.runs.records.record_key` at a command's fields (its key shape as data:
-#: ``EVALUATION_KEY``, ``LEVERS_KEY``, ``reproduce.EVAL_KEY``, the corruption table's ``RECORD_KEY``...).
+#: the cells' key fields, :func:`art_adp.runs.engine.record_identity`; the corruption table's ``RECORD_KEY``...).
 RECORD_KEY = "art_adp.runs.records.record_key"
 #: Names of functions that derive a key: ``key``, ``_key``, ``key_of``, ``cell_keys``, ``record_key``...
 KEY_FUNCTION = re.compile(r"(^|_)keys?($|_)", re.IGNORECASE)

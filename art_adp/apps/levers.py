@@ -54,7 +54,7 @@ from ..runs.engine import (
     probing,
     run,
 )
-from ..runs.records import read_jsonl, read_records, records_path, settings_path, write_json
+from ..runs.records import read_records, settings_path, write_json
 from ..runs.seeds import FIXED_BLOCK, LEVERS_SCHEMES, SeedPlan, check_scheme
 from .flags import PRECISION_HELP
 from .._hardware import require_native
@@ -84,7 +84,10 @@ from .levers_presets import (
     sigma_settings,
     table_rows,
 )
-from .levers_table import levers_identity, render_levers, table_markdown
+from .levers_table import LEVERS_KEY, render_levers, table_markdown
+
+#: A lever cell's key fields (:attr:`~art_adp.runs.engine.Cell.key_fields`): its records' key but the image.
+CELL = LEVERS_KEY[:-1]
 
 __all__ = [
     "BLOCK",
@@ -254,11 +257,9 @@ def run_levers(
     clfs = {k: _held(k, preset, run_dir) for k in names}  # trained or brought; untrained stand-ins only to estimate
     if not estimate_only:
         clfs = {k: m.to(device) for k, m in clfs.items()}
-    path = records_path(run_dir)
     base = preset.classifier
 
-    key_of = levers_identity(base)
-    _refuse_other_budgets(path, budgets, eot_samples, options)
+    _refuse_other_budgets(run_dir, budgets, eot_samples, options)
 
     def fields(clf, model, setting, attack, extra=None, judge="ensemble") -> dict:
         """What the records of the cell (``clf``, ``model``, ``setting``, ``attack``, ``judge``) carry besides the
@@ -289,7 +290,7 @@ def run_levers(
     white = [r for r in rows if not r.adaptive]
     once = Judgement("once", batch_size=max(1, len(x)))
     cells: list[Cell] = [  # the undefended classifiers under white-box attacks
-        Cell((base, "none", name, r.name, "ensemble"), f"bare:{name}", _white(r, budgets[r.name]), once,
+        Cell((base, "none", name, r.name, "ensemble"), CELL, f"bare:{name}", _white(r, budgets[r.name]), once,
              seeds=seeds_of((base, "none", name, r.name, "ensemble"), SeedPlan("levers-white", seed, _white_parts(r))),
              **fields(base, "none", name, r.name),
              block_size=None,
@@ -330,7 +331,7 @@ def run_levers(
                     budget = budgets[r.name].ensemble
                     more = {**extra, "repeats": repeats, "options": budgets[r.name].recorded,
                             **({"eot_samples": r.eot_samples} if r.eot_samples else {})}  # fmt: skip
-                    cells.append(Cell((*key, "ensemble"), target, Attacking(r.attack, budget), ensemble,
+                    cells.append(Cell((*key, "ensemble"), CELL, target, Attacking(r.attack, budget), ensemble,
                                       seeds=seeds_of((*key, "ensemble"), SeedPlan("levers", seed, (r.name,), repeats),
                                                      repeats),
                                       **fields(*key, more),
@@ -340,7 +341,7 @@ def run_levers(
                                       settings=cell_settings(r, ensemble, s, budget, model)))  # fmt: skip
                 if "ensemble" in judges and not r.adaptive:
                     one = replace(ensemble, repeats=1)
-                    cells.append(Cell((*key, "ensemble"), target, cached(name, r), one,
+                    cells.append(Cell((*key, "ensemble"), CELL, target, cached(name, r), one,
                                       seeds=seeds_of((*key, "ensemble"), SeedPlan("levers-once", seed)),
                                       **fields(*key, {**extra, "repeats": 1}), block_size=None,
                                       price=Price(None, None, ensemble_size),
@@ -351,7 +352,7 @@ def run_levers(
                     fixed = Judgement("fixed", 1, 1, batch_size=FIXED_CHUNK)
                     price = Price(r.attack if r.adaptive else None, budget, 1)
                     frozen = seeds_of((*key, "fixed"), SeedPlan("levers-fixed", seed, (r.name,)))
-                    cells.append(Cell((*key, "fixed"), target, attack, fixed, seeds=frozen,
+                    cells.append(Cell((*key, "fixed"), CELL, target, attack, fixed, seeds=frozen,
                                       **fields(*key, {**extra, "repeats": 1}, judge="fixed"),
                                       block_size=FIXED_CHUNK, settings=cell_settings(r, fixed, s, budget, model),
                                       price=price))  # fmt: skip
@@ -382,8 +383,8 @@ def run_levers(
 
     if estimate_only:  # the defended cells' prices: the registry's cost model at a timed probe of each purifier
         prov = provenance(wall_time_s=time.monotonic() - started, device=device, started_at=code, started_diff=diff)
-        return _write_estimate(run_dir, cells, build, x, pending(cells, len(x), path, key=key_of), n_examples, prov)
-    run(cells, build, x, y, run_dir, key=key_of, progress=False, desc="levers")
+        return _write_estimate(run_dir, cells, build, x, pending(cells, len(x), run_dir), n_examples, prov)
+    run(cells, build, x, y, run_dir, progress=False, desc="levers")
     hashes = {k: run_dir / f"{k}.safetensors" if (run_dir / f"{k}.safetensors").exists() else clfs[k] for k in clfs}
     prov = provenance(wall_time_s=time.monotonic() - started, device=device, data=(x, y), started_at=code,
                       models={"denoiser": denoiser_path, **hashes} if denoiser_path else hashes,
@@ -424,10 +425,10 @@ def _asked(dataset: str, *, eps, arch, sigmas, max_iter, eps_step, max_epochs, a
 
 def _refuse_other_budgets(path: Path, budgets: Mapping[str, RowBudgets], eot_samples: int,
                           options: Mapping[str, str]) -> None:  # fmt: skip
-    """Refuse a run into a records file (``path``) that holds adaptive rows measured at other EOT draws than their
-    ``budgets``' (a row's own, else ``eot_samples``) or with other attack options than those the budgets' records
-    carry (``recorded``)."""
-    on_file = read_jsonl(path)
+    """Refuse a run into a folder (``path``) whose records (every rank's) hold adaptive rows measured at other EOT
+    draws than their ``budgets``' (a row's own, else ``eot_samples``) or with other attack options than those the
+    budgets' records carry (``recorded``): the records of a folder older than its settings file."""
+    on_file = read_records(path)
     draws = {k: b.ensemble.eot_samples for k, b in budgets.items() if b.ensemble}  # a row's own, or the run's
     wanted = {k: b.recorded for k, b in budgets.items() if b.ensemble}
     other_eot = sorted({(r["attack"], r["eot_samples"]) for r in on_file if r["attack"] in draws

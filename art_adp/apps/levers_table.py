@@ -1,6 +1,7 @@
-"""A lever table from its records: their key (:func:`levers_identity`, the run's and the table's), per cell the
-accuracy (worst of R), its Wilson interval and judgements, and the per-image flags (schema ``art-adp/levers-table/2``);
-the per-image worst case over attacks from those flags; the markdown view (:func:`table_markdown`)."""
+"""A lever table from its records: their key (:func:`levers_identity`; the engine derives the same one from a run's
+cells), per cell the accuracy (worst of R), its Wilson interval and judgements, and the per-image flags (schema
+``art-adp/levers-table/2``); the per-image worst case over attacks from those flags; the markdown view
+(:func:`table_markdown`)."""
 
 from __future__ import annotations
 

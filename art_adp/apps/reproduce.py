@@ -18,7 +18,6 @@ Stages, each resumable and each timed (the wall seconds land in ``table.json``):
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import time
@@ -35,10 +34,10 @@ from ..attacks import registry
 from ..runs.provenance import device_description
 from ..preprocessor import ADPPurifier
 from ..purification import purify
-from ..runs.engine import (Attacking, Cell, Judgement, Seeds, build_defence, defended_estimator,
+from ..runs.engine import (Attacking, Cell, Judgement, Seeds, build_defence, defended_estimator, pending,
                            registry_attack, run)  # fmt: skip
 from ..runs.plans import budget, plan
-from ..runs.records import append_records, guard_settings, read_jsonl, read_records, record_key, settings_path
+from ..runs.records import append_records, guard_settings, read_jsonl, read_records, settings_path
 from ..runs.records import write_json
 from ..runs.seeds import SeedPlan, derive_seed
 from .reproduce_recipe import CURVE_DIRECTIONS, PAPER_MNIST, MnistRecipe
@@ -48,9 +47,9 @@ from .snapshots import read_snapshot_log, train_with_snapshots
 __all__ = ["PAPER_MNIST", "STAGES", "MnistRecipe", "reproduce_command", "reproduce_mnist", "render_table"]
 
 STAGES = ("classifier", "score", "curve", "table", "report")
-#: The fields that identify an evaluation record of ``reproduce mnist`` (:func:`~art_adp.runs.records.record_key`): the
-#: snapshot (its training iterations), the row, the image.
-EVAL_KEY = ("budget", "row", "index")
+#: The key fields of an evaluation cell of ``reproduce mnist`` (:attr:`~art_adp.runs.engine.Cell.key_fields`): the
+#: snapshot (its training iterations), the row.
+CELL = ("budget", "row")
 
 
 def _stage_classifier(data, recipe: MnistRecipe, run_dir: Path, device: str, progress: bool, log) -> torch.nn.Module:
@@ -172,23 +171,20 @@ def _stage_eval(
 ) -> list[dict]:
     """Judge every (snapshot, row, chunk) the curve and the table need: one cell of the engine per (snapshot, row),
     blocks of ``chunk_size`` images; one JSON line per example."""
-    done = {record_key(r, EVAL_KEY) for r in read_records(run_dir)}
     n_test = len(data.x_test)
-    units = [
-        u for u in _units(recipe, n_test, run_dir, stages, log) if not all((u[0], u[1], int(i)) in done for i in u[2])
-    ]
-    if not units:
+    images: dict[tuple[int, str], int] = {}  # (snapshot, row) -> the images its chunks cover
+    for b, row, idx in _units(recipe, n_test, run_dir, stages, log):
+        images[(b, row)] = max(images.get((b, row), 0), int(idx[-1]) + 1)
+    n_pgd = min(n_test, max(recipe.n_curve, n_test if recipe.n_examples is None else recipe.n_examples))
+    cells = [_cell(b, row, n, recipe, _pgd_file(n_pgd)) for (b, row), n in images.items()]
+    left = pending(cells, n_test, run_dir)
+    cells = [c for c in cells if left[c.key]]
+    if not cells:
         log("[eval] reusing every record")
         return read_records(run_dir)
-    log(f"[eval] {len(units)} chunk(s) of up to {recipe.chunk_size} images to judge")
-    n_pgd = min(n_test, max(recipe.n_curve, n_test if recipe.n_examples is None else recipe.n_examples))
-    needs_pgd = any(u[1] == registry.BLIND_ATTACK for u in units)
-    if needs_pgd:  # made once, kept in the run folder, read by the cells at their images
+    log(f"[eval] {sum(left.values())} image judgement(s) of {len(cells)} (snapshot, row) cell(s) to make")
+    if any(c.key[1] == registry.BLIND_ATTACK for c in cells):  # made once, kept in the run folder, read by the cells
         _clf_pgd(classifier, data, recipe, n_pgd, run_dir, device)
-    images: dict[tuple[int, str], int] = {}  # (snapshot, row) -> the images its chunks cover
-    for b, row, idx in units:
-        images[(b, row)] = max(images.get((b, row), 0), int(idx[-1]) + 1)
-    cells = [_cell(b, row, n, recipe, _pgd_file(n_pgd)) for (b, row), n in images.items()]
     loaded: dict[int, object] = {}
 
     def target(b: int):
@@ -197,8 +193,7 @@ def _stage_eval(
             loaded[b] = _defended(classifier, _snapshot(run_dir, b, device), data, recipe, device)
         return loaded[b]
 
-    run(cells, target, data.x_test, data.y_test, run_dir, key=functools.partial(record_key, fields=EVAL_KEY),
-        progress=progress, desc="eval")  # fmt: skip
+    run(cells, target, data.x_test, data.y_test, run_dir, progress=progress, desc="eval")
     return read_records(run_dir)
 
 
@@ -230,8 +225,8 @@ def _cell(b: int, row: str, n: int, recipe: MnistRecipe, pgd_file: str | None) -
         attack = Attacking(row, spent)
     judgement = Judgement("ensemble", recipe.ensemble_size, recipe.repeats, batch_size=512)
     seeds = SeedPlan(recipe.seed_scheme or "apart", recipe.seed, (b, row), recipe.repeats)
-    return Cell((b, row), b, attack, judgement, seeds, {"budget": b, "row": row}, block_size=recipe.chunk_size,
-                images=n, extras="wall_s")  # fmt: skip
+    return Cell((b, row), CELL, b, attack, judgement, seeds, {"budget": b, "row": row},
+                block_size=recipe.chunk_size, images=n, extras="wall_s")  # fmt: skip
 
 
 def denoising_ratio(

@@ -77,6 +77,7 @@ __all__ = [
     "registry_attack",
     "rejudge",
     "rejudge_robustness",
+    "record_identity",
     "reseed",
     "run",
     "run_cells",
@@ -154,8 +155,11 @@ class Cell:
     """
     One cell of a plan: the estimator ``target`` attacked by ``attack`` and judged by ``judgement``.
 
-    :param key: The cell's identity: its records are those whose plan key (``run_cells``' ``key``) is ``(*key,
+    :param key: The cell's identity: its records are those whose record key (:func:`record_identity`) is ``(*key,
         index)``.
+    :param key_fields: The record field of each value of ``key``, in order (``("setting", "attack")``): the engine
+        derives the records' key from them (:func:`record_identity`); a field the cell's records leave out
+        (not in ``fields``) has the cell's value as every such record's.
     :param target: The name of the estimator attacked (``run_cells``' ``targets`` builds it).
     :param attack: An :class:`Attacking` (a registry attack at its budget, none, or examples kept in the run folder),
         or a plan's own ``(estimator, x, y, indices, seeds) -> x_adv``.
@@ -178,6 +182,7 @@ class Cell:
     """
 
     key: tuple
+    key_fields: tuple[str, ...]
     target: Any
     attack: Attacking | Attack
     judgement: Judgement
@@ -194,6 +199,46 @@ class Cell:
     def __post_init__(self):
         if self.extras is not None and self.extras not in EXTRAS:
             raise ValueError(f"extras must be None or one of {list(EXTRAS)}, got {self.extras!r}.")
+        if len(self.key_fields) != len(self.key):
+            raise ValueError(f"A cell's key_fields name the record field of each value of its key: {self.key} has "
+                             f"{len(self.key)} values, key_fields {self.key_fields} "
+                             f"{len(self.key_fields)} names.")  # fmt: skip
+        differ = [(n, self.fields[n], v) for n, v in zip(self.key_fields, self.key) if n in self.fields
+                  and self.fields[n] != v]  # fmt: skip
+        if differ:
+            raise ValueError(f"The cell {self.key} writes other values into its records' key fields than its key: "
+                             + ", ".join(f"{n} {w!r} (key {v!r})" for n, w, v in differ) + ".")  # fmt: skip
+
+
+#: The key value of a record that lacks a key field no cell of the plan leaves out: no cell's.
+_OTHER_PLANS = "(a record of another plan)"
+
+
+def record_identity(cells: Iterable[Cell]) -> Callable[[Mapping], tuple]:
+    """
+    The record key of a plan, derived from its cells, the one the engine resumes by: :func:`~art_adp.runs.records.
+    record_key` at the cells' :attr:`Cell.key_fields` and ``index``, a record lacking a key field having the value of
+    the cells that leave it out of their records (a lever table's own classifier, the ensemble judge).
+
+    :raises ValueError: If the cells name different key fields, or two cells leave a field out at different values
+        (their records could not be told apart).
+    """
+    cells = list(cells)
+    names = {c.key_fields for c in cells}
+    if len(names) > 1:
+        raise ValueError(f"A plan's cells name one set of key fields, these name {sorted(names)}.")
+    omitted: dict[str, set] = {}
+    for c in cells:
+        for name, value in zip(c.key_fields, c.key):
+            if name not in c.fields:
+                omitted.setdefault(name, set()).add(value)
+    clash = {name: sorted(values, key=repr) for name, values in omitted.items() if len(values) > 1}
+    if clash:
+        raise ValueError(f"Cells leave the key field(s) {clash} out of their records at different values: their "
+                         "records could not be told apart; write the field.")  # fmt: skip
+    fields = (*(names.pop() if names else ()), "index")
+    defaults = {name: omitted[name].pop() if name in omitted else _OTHER_PLANS for name in fields[:-1]}
+    return functools.partial(record_key, fields=fields, defaults=defaults)
 
 
 def clean(estimator, x, y, idx, seeds):  # pylint: disable=unused-argument
@@ -465,28 +510,27 @@ def run_cells(
     y: np.ndarray,
     path: str | Path,
     *,
-    key: Callable[[dict], tuple],
-    done: Iterable[tuple] | None = None,
+    done: Iterable[Mapping] | None = None,
     run_dir: str | Path | None = None,
     shard: tuple[int, int] = (0, 1),
     progress: bool = True,
     desc: str = "evaluate",
 ) -> dict[tuple, float]:
     """
-    Run every block of ``cells`` not yet recorded, appending each block's records to ``path``.
+    Run every block of ``cells`` not yet recorded, appending each block's records to ``path``: a block's image is done
+    when a record of its key (:func:`record_identity`, ``(*cell.key, index)``) is on file (in ``path``, or among the
+    records ``done`` when given: every rank's).
 
     :param targets: Target name → its estimator (built when a cell first needs it; the plan may cache).
-    :param key: A record's identity ``(*cell.key, index)`` (:func:`~art_adp.runs.records.record_key` at the plan's
-        fields): a block's image is done when a record with its key is on file (``path``, or ``done`` when given:
-        e.g. every rank's records).
     :param run_dir: Where kept examples go (``cell.keep``).
     :param shard: ``(rank, world)``: this process runs every world-th block (torchrun), all ranks the same list.
     :return: Seconds per cell key.
     """
     from tqdm.auto import tqdm
 
-    path = Path(path)
-    recorded = set(done) if done is not None else {key(r) for r in read_jsonl(path)}
+    path, cells = Path(path), list(cells)
+    key = record_identity(cells)
+    recorded = {key(r) for r in (read_jsonl(path) if done is None else done)}
     units = [(c, b, part) for c in cells for b, part in blocks(c, range(len(x) if c.images is None else c.images))]
     rank, world = shard
     mine = [(c, b, [i for i in part if (*c.key, i) not in recorded]) for c, b, part in units[rank::world]]
@@ -518,8 +562,6 @@ def run(
     y: np.ndarray,
     run_dir: str | Path,
     *,
-    key: Callable[[dict], tuple],
-    done: Iterable[tuple] | None = None,
     shard: tuple[int, int] = (0, 1),
     progress: bool = True,
     desc: str = "evaluate",
@@ -529,9 +571,9 @@ def run(
     settings file (:func:`guard`: rank 0 of a distributed run writes them, the others check, then all meet), then every
     block not yet recorded run (:func:`run_cells`) into this process's records file, the one layout
     (:func:`~art_adp.runs.records.records_path`: a folder of an earlier layout is refused, naming ``art-adp
-    migrate``), its adversarial examples kept in ``RUN_DIR/examples/``.
+    migrate``), its adversarial examples kept in ``RUN_DIR/examples/``. An image is done when any rank's records hold
+    its record key, which the engine derives from the cells (:func:`record_identity`).
 
-    :param key: A record's identity (:func:`run_cells`); ``done``: the keys already recorded by every rank.
     :param shard: ``(rank, world)`` of a distributed run.
     :return: Seconds per cell key.
     """
@@ -541,13 +583,14 @@ def run(
     guard(settings_path(run_dir), cells, write=rank == 0)
     if world > 1:
         distributed.barrier()
-    return run_cells(cells, targets, x, y, records_path(run_dir, rank), key=key, done=done, run_dir=run_dir,
+    return run_cells(cells, targets, x, y, records_path(run_dir, rank), done=read_records(run_dir), run_dir=run_dir,
                      shard=shard, progress=progress, desc=desc)  # fmt: skip
 
 
-def pending(cells: Iterable[Cell], n: int, path: str | Path, *, key: Callable[[dict], tuple]) -> dict[tuple, int]:
-    """Per cell key, how many of the first ``n`` images (its ``images``, if fewer) have no record in ``path``."""
-    recorded = {key(r) for r in read_jsonl(path)}
+def pending(cells: Sequence[Cell], n: int, run_dir: str | Path) -> dict[tuple, int]:
+    """Per cell key, how many of the first ``n`` images (its ``images``, if fewer) have no record in ``run_dir``."""
+    key = record_identity(cells)
+    recorded = {key(r) for r in read_records(run_dir)}
     return {c.key: sum(1 for i in range(n if c.images is None else min(n, c.images)) if (*c.key, i) not in recorded)
             for c in cells}  # fmt: skip
 
@@ -813,14 +856,13 @@ def evaluate_robustness(
     judgement = Judgement("ensemble", ensemble_size, repeats, batch_size=max(block_size, 1))
 
     cells = [
-        Cell((a,), "defended", Attacking(a, budgets.get(a)), judgement,
+        Cell((a,), ("attack",), "defended", Attacking(a, budgets.get(a)), judgement,
              seeds=SeedPlan(scheme, seed, (a,), repeats), fields={"attack": a},
              block_size=block_size, keep=None if a == "clean" else (a,),
              settings={**common, "budget": budget_settings(budgets[a]) if a in budgets else None})
         for a in ("clean", *budgets)
     ]  # fmt: skip
-    run(cells, lambda _: estimator, x, y, run_dir, key=functools.partial(record_key, fields=("attack", "index")),
-        progress=progress, desc="robustness")  # fmt: skip
+    run(cells, lambda _: estimator, x, y, run_dir, progress=progress, desc="robustness")
     return {**_result(read_records(run_dir), ("clean", *budgets), len(x)), "run_dir": str(run_dir)}
 
 

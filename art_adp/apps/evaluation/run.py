@@ -12,7 +12,6 @@ produced it (threat model, budget, defence parameters, S, R, seed, the SHA-256 o
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -56,12 +55,14 @@ from ...runs.engine import (
     Price,
     folder_scheme,
 )
-from ...runs.records import EVALUATION_KEY, array_sha256, load_records, module_sha256, record_files, record_key
+from ...runs.records import EVALUATION_KEY, array_sha256, load_records, module_sha256, read_records, record_files
 from ...runs.records import settings_path
 
 __all__ = ["ATTACKS", "GRADIENT_FREE", "PAPER", "PAPER_ATTACKS", "PRESETS", "EvalConfig", "evaluate", "plan"]
 
 PAPER = PRESETS["paper"]
+#: An evaluation cell's key fields (:attr:`~art_adp.runs.engine.Cell.key_fields`): its records' key but the image.
+CELL = EVALUATION_KEY[:-1]
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ def _cells(settings: Sequence[Setting], c: EvalConfig, common: dict, x: np.ndarr
         for a in s.attacks:
             attack = Attacking() if a in ("clean", "flags") else Attacking(a, cs.budget(a))
             cells.append(Cell(
-                (s.name, a), s.name, attack, Judgement("none") if a == "flags" else judgement,
+                (s.name, a), CELL, s.name, attack, Judgement("none") if a == "flags" else judgement,
                 seeds=SeedPlan(scheme, c.seed, (s.name, a), repeats),
                 fields={"setting": s.name, "attack": a}, settings=unit_settings(s, a, c, common),
                 extras="flags" if a == "flags" else None, block_size=c.chunk_size,
@@ -387,8 +388,9 @@ def evaluate(
     common = _common_settings(classifier, defences, x, y, config, nb_classes, clip_values, baseline_estimators,
                               scheme)  # fmt: skip
     cells = _cells(settings, config, common, x, scheme)
-    done = _resume(run_dir, cells)
-
+    _resume(run_dir, cells)
+    key = engine.record_identity(cells)
+    done = {key(r) for r in read_records(run_dir)}
     pending = [u for u in units if not all((u[0].name, u[1], int(i)) in done for i in u[2])]
     est_seconds = sanity = prices = free = None
     if rank == 0 and (pending or estimate_only):
@@ -398,7 +400,7 @@ def evaluate(
         distributed.finish()
         return {"estimate_seconds": est_seconds, "sanity": sanity, "by_attack": prices, "gradient_free": free}
     targets = {None: estimator, **baseline_estimators}
-    seconds = _work(cells, settings, targets, x, y, set(done), run_dir, (rank, world), progress)
+    seconds = _work(cells, settings, targets, x, y, run_dir, (rank, world), progress)
     distributed.barrier()
     if rank != 0:
         distributed.finish()
@@ -487,16 +489,15 @@ def _baselines(classifier, baselines, defences, x, nb_classes, clip_values, dev)
     return baselines, estimators
 
 
-def _resume(run_dir: Path, cells: Sequence[Cell]) -> dict:
-    """The records already in ``run_dir``, after the settings guard (:func:`~art_adp.runs.engine.guard`) has refused
-    any cell asked with other settings; a folder whose records name their settings by digest (written before the one
-    guard) is refused, naming the conversion."""
+def _resume(run_dir: Path, cells: Sequence[Cell]) -> None:
+    """Check the records already in ``run_dir`` before anything runs: two records of one image that disagree, a cell
+    asked with other settings (the settings guard, :func:`~art_adp.runs.engine.guard`), and a folder whose records name
+    their settings by digest (written before the one guard, refused naming the conversion)."""
     done = load_records(record_files(run_dir))
     if any("settings" in r for r in done.values()):
         raise ValueError(f"{run_dir} was written before the one settings guard (its records name their settings by "
                          f"digest): convert it once with art-adp migrate {run_dir}, then resume.")  # fmt: skip
     engine.guard(settings_path(run_dir), cells, write=False)
-    return done
 
 
 def _log_estimate(estimator, x, config: EvalConfig, cells: Sequence[Cell], pending, n_units: int, dev, world: int,
@@ -571,8 +572,8 @@ def _attack_order(units) -> list[str]:
     return list(dict.fromkeys(a for _, a, _ in units))
 
 
-def _work(cells, settings, targets: dict, x, y, done, run_dir: Path, shard, progress: bool) -> dict:
-    """Run the ``cells`` not yet done (``done``: every rank's records) on their target estimator (the setting's
+def _work(cells, settings, targets: dict, x, y, run_dir: Path, shard, progress: bool) -> dict:
+    """Run the ``cells`` not yet done (by every rank's records) on their target estimator (the setting's
     baseline, else the defended one with the setting's σ) into ``run_dir`` (:func:`~art_adp.runs.engine.run`); the
     purifiers' σ and generators are restored afterwards.
 
@@ -588,8 +589,7 @@ def _work(cells, settings, targets: dict, x, y, done, run_dir: Path, shard, prog
         return targets[setting.baseline]
 
     try:
-        key = functools.partial(record_key, fields=EVALUATION_KEY)
-        seconds = engine.run(cells, target, x, y, run_dir, key=key, done=done, shard=shard, progress=progress)
+        seconds = engine.run(cells, target, x, y, run_dir, shard=shard, progress=progress)
     finally:
         for p, sigma, generator in saved:
             p.set_params(sigma=sigma, generator=generator)
