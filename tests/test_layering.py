@@ -643,7 +643,6 @@ RECORD_KEY = "art_adp.runs.records.record_key"
 KEY_FUNCTION = re.compile(r"(^|_)keys?($|_)", re.IGNORECASE)
 #: The functions that build a tuple of one mapping's fields by hand without it being a record's key, each with why.
 KEY_EXCEPTIONS = {
-    "art_adp.apps.levers._refuse_other_budgets": "the (attack, EOT draws) pairs on file a refusal names",
     "art_adp.apps.levers_table.worst_over_attacks": "a lever table's cells (summaries, not records) grouped by row",
     "art_adp.apps.levers_table.table_markdown": "the markdown's rows and columns, from the table's cells",
 }

@@ -146,10 +146,17 @@ def test_a_run_measures_resumes_and_extends(tiny, tmp_path, one_thread):
     assert again["provenance"]["calls"] == [first]  # every earlier call into the folder, kept in order
     table = run_levers(tiny, tmp_path, n_examples=5, **kwargs)  # two more digits per cell
     assert {c["n"] for c in table["cells"]} == {5}
-    with pytest.raises(ValueError, match=r"holds \[\('bpda-eot-40it-r1', 1\)\] measured at other EOT draws"):
+    other = r"bpda-eot-40it-r1 / ensemble made with other settings: "  # the one guard's refusal
+    with pytest.raises(ValueError, match=other + r".*eot_samples 1 \(now 2\)"):
         run_levers(tiny, tmp_path, n_examples=5, **{**kwargs, "eot_samples": 2})  # another budget: its own folder
-    with pytest.raises(ValueError, match=r"holds rows \['bpda-eot-40it-r1'\] measured with other attack options"):
+    with pytest.raises(ValueError, match=other + r".*loss ce \(now margin\)"):
         run_levers(tiny, tmp_path, n_examples=5, **kwargs, loss="margin")
+    (tmp_path / "settings.json").unlink()  # records older than their folder's settings file: their fields are checked
+    with pytest.raises(ValueError, match=r" / ensemble made with other settings: eot_samples 1 \(now 2\)\. Use"):
+        run_levers(tiny, tmp_path, n_examples=5, **{**kwargs, "eot_samples": 2})
+    with pytest.raises(ValueError, match=other + r"options\.loss \(unset\) \(now margin\)\."):
+        run_levers(tiny, tmp_path, n_examples=5, **kwargs, loss="margin")
+    assert not (tmp_path / "settings.json").exists()  # refused before anything is written
 
 
 def test_run_levers_never_trains_it_names_the_classifier_not_trained_and_the_command_that_trains_it(

@@ -259,8 +259,6 @@ def run_levers(
         clfs = {k: m.to(device) for k, m in clfs.items()}
     base = preset.classifier
 
-    _refuse_other_budgets(run_dir, budgets, eot_samples, options)
-
     def fields(clf, model, setting, attack, extra=None, judge="ensemble") -> dict:
         """What the records of the cell (``clf``, ``model``, ``setting``, ``attack``, ``judge``) carry besides the
         engine's fields, and its progress line (``label``; None with ``progress`` off)."""
@@ -421,28 +419,6 @@ def _asked(dataset: str, *, eps, arch, sigmas, max_iter, eps_step, max_epochs, a
         raise ValueError("models includes 'denoiser' (or a classifier trained behind it): give denoiser_path (a "
                          "train-denoiser checkpoint).")  # fmt: skip
     return preset, rows, chosen, classifiers, purified, behind
-
-
-def _refuse_other_budgets(path: Path, budgets: Mapping[str, RowBudgets], eot_samples: int,
-                          options: Mapping[str, str]) -> None:  # fmt: skip
-    """Refuse a run into a folder (``path``) whose records (every rank's) hold adaptive rows measured at other EOT
-    draws than their ``budgets``' (a row's own, else ``eot_samples``) or with other attack options than those the
-    budgets' records carry (``recorded``): the records of a folder older than its settings file."""
-    on_file = read_records(path)
-    draws = {k: b.ensemble.eot_samples for k, b in budgets.items() if b.ensemble}  # a row's own, or the run's
-    wanted = {k: b.recorded for k, b in budgets.items() if b.ensemble}
-    other_eot = sorted({(r["attack"], r["eot_samples"]) for r in on_file if r["attack"] in draws
-                        and r.get("eot_samples", draws[r["attack"]]) != draws[r["attack"]]})  # fmt: skip
-    if other_eot:
-        raise ValueError(f"{path} holds {other_eot} measured at other EOT draws than eot_samples={eot_samples}; "
-                         "measure into another run folder, or pass the folder's eot_samples.")  # fmt: skip
-    other = sorted({r["attack"] for r in on_file if r["attack"] in wanted
-                    and r.get("judge", "ensemble") == "ensemble"
-                    and r.get("options") != wanted[r["attack"]]})  # fmt: skip
-    if other:
-        raise ValueError(f"{path} holds rows {other} measured with other attack options than {dict(options)} (or by "
-                         "the attacks before their records carried them); measure into another run folder, or pass "
-                         "the options those rows were measured with.")  # fmt: skip
 
 
 def _blind_examples(clf, b: Budget, x, y, cache: Path, seed: int, device: str) -> str:

@@ -40,8 +40,8 @@ from ..attacks.registry import REGISTRY, Budget, budget_settings
 from ..ensemble import logits
 from ..eot import EOTClassifier
 from .plans import ENTRY_POINT, PAPER, budget, plan
-from .records import SETTINGS, append_records, guard_settings, read_jsonl, read_records, record_key, records_path
-from .records import settings_path, write_json
+from .records import SETTINGS, append_records, canonical, guard_settings, read_jsonl, read_records, record_key
+from .records import records_path, settings_path, write_json
 from .seeds import SCHEME, SeedPlan, Seeds, check_scheme, derive_seed
 from .statistics import per_image, summary
 
@@ -579,12 +579,12 @@ def run(
     """
     from . import distributed  # pylint: disable=import-outside-toplevel
 
-    run_dir, (rank, world) = Path(run_dir), shard
-    guard(settings_path(run_dir), cells, write=rank == 0)
+    run_dir, (rank, world), done = Path(run_dir), shard, read_records(run_dir)
+    guard(settings_path(run_dir), cells, write=rank == 0, records=done)
     if world > 1:
         distributed.barrier()
-    return run_cells(cells, targets, x, y, records_path(run_dir, rank), done=read_records(run_dir), run_dir=run_dir,
-                     shard=shard, progress=progress, desc=desc)  # fmt: skip
+    return run_cells(cells, targets, x, y, records_path(run_dir, rank), done=done, run_dir=run_dir, shard=shard,
+                     progress=progress, desc=desc)  # fmt: skip
 
 
 def pending(cells: Sequence[Cell], n: int, run_dir: str | Path) -> dict[tuple, int]:
@@ -1035,15 +1035,27 @@ def describe_defence(d) -> dict:
     return {"type": type(d).__name__, **{k: getattr(d, k, None) for k in getattr(d, "params", [])}}
 
 
-def guard(path: str | Path, cells: Iterable[Cell], *, write: bool = True) -> None:
+def guard(path: str | Path, cells: Iterable[Cell], *, write: bool = True, records: Iterable[Mapping] = ()) -> None:
     """
     A run folder's settings guard at its cells: each cell's :attr:`Cell.settings`, under the cell's key
     (``"main / clf-pgd"``), through :func:`~art_adp.runs.records.guard_settings` (the one writer of a settings file and
     the one refusal): a cell whose settings differ from those kept in ``path`` is refused, naming the settings that
     differ, before anything runs; the settings of new cells are added (``write``: False for the other ranks of a
-    distributed run, which check only).
+    distributed run, which check only). A cell the file does not hold yet is checked against its ``records`` on file
+    instead (a folder's records older than its settings file): a record of the cell's key that lacks a field of
+    the cell's :attr:`Cell.fields`, or holds it at another value (another EOT budget, other attack options), is refused
+    alike.
 
     :raises ValueError: ``RUN_DIR holds records for KEY made with other settings: budget.eps 0.1 (now 0.2)...``
     """
-    keyed = {" / ".join(map(str, c.key)): c.settings for c in cells if c.settings is not None}
-    guard_settings(path, keyed, write=write)
+    keyed = {" / ".join(map(str, c.key)): c for c in cells}
+    held = json.loads(Path(path).read_text(encoding="utf-8")) if Path(path).is_file() else {}
+    new = {c.key: label for label, c in keyed.items() if label not in held}
+    key, differ = record_identity(keyed.values()), {}
+    for r in records if new else ():
+        label = new.get(key(r)[:-1])
+        fields = {} if label is None else {n: r[n] for n in keyed[label].fields if n in r}
+        if label is not None and canonical(fields) != canonical(keyed[label].fields):
+            differ.setdefault(label, fields)  # the cell's first record written otherwise
+    guard_settings(path, {label: keyed[label].fields for label in differ}, write=False, held=differ)
+    guard_settings(path, {label: c.settings for label, c in keyed.items() if c.settings is not None}, write=write)

@@ -285,7 +285,8 @@ def write_json(path: str | os.PathLike, obj: Any, **dumps) -> Path:
 
 
 def guard_settings(path: str | os.PathLike, settings: Mapping, *, what: str | None = None,
-                   defaults: Mapping | None = None, write: bool = True) -> dict:  # fmt: skip
+                   defaults: Mapping | None = None, write: bool = True,
+                   held: Mapping | None = None) -> dict:  # fmt: skip
     """
     The one settings guard of every run folder, and the one writer of its settings file: a run's settings are kept in
     the JSON file at ``path``, and a later run asked with other settings is refused before anything runs, naming the
@@ -303,12 +304,16 @@ def guard_settings(path: str | os.PathLike, settings: Mapping, *, what: str | No
     :param what: What a one-set folder holds, for the message; None: ``settings`` is keyed by cell.
     :param defaults: Values of settings a stored one-set file may predate (read as these when absent from it).
     :param write: False to check only (the other ranks of a distributed run, a resume's check).
+    :param held: Keyed settings to check ``settings`` against instead of the file's, nothing written: what a folder's
+        records hold for cells its settings file does not (records older than the file; :func:`~art_adp.runs.engine.
+        guard`).
     :return: The settings as stored (keyed: every cell's on file).
     :raises ValueError: ``RUN_DIR holds records for LABEL made with other settings: eps 0.1 (now 0.2). Use another
         run folder (--run-dir), or the same settings to resume.`` (``LABEL``: ``what``, or the cell's key).
     """
     path = Path(path)
-    stored = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    stored = json.loads(path.read_text(encoding="utf-8")) if path.exists() and held is None else held
+    write = write and held is None
     if what is None:
         held, mine = stored or {}, {key: canonical(s) for key, s in settings.items()}
     else:  # one set: the file's content is the one "cell"
