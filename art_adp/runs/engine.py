@@ -1051,7 +1051,7 @@ def guard(path: str | Path, cells: Iterable[Cell], *, write: bool = True, record
     keyed = {" / ".join(map(str, c.key)): c for c in cells}
     held = json.loads(Path(path).read_text(encoding="utf-8")) if Path(path).is_file() else {}
     new = {c.key: label for label, c in keyed.items() if label not in held}
-    key, differ = record_identity(keyed.values()), {}
+    key, differ = record_identity(keyed.values()), dict[str, dict]()
     for r in records if new else ():
         label = new.get(key(r)[:-1])
         fields = {} if label is None else {n: r[n] for n in keyed[label].fields if n in r}
