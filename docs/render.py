@@ -983,7 +983,7 @@ ANSWERS: dict[str, tuple[tuple[str, ...], str]] = {
     "fashion-mnist": (tuple(f"docs/results/fashion_mnist_{n}.json" for n in (
         "levers", "full_strength", "full_strength_attacks", "full_strength_adv_cnn", "full_strength_denoiser",
         "full_strength_denoiser_adv_cnn", "behind_purifier", "adv_behind_purifier",
-        "behind_denoiser", "adv_behind_denoiser", "attack_options", "cnn_denoiser")), "adv-cnn"),
+        "behind_denoiser", "adv_behind_denoiser", "attack_options", "cnn_denoiser", "adv_cnn_denoiser")), "adv-cnn"),
     "mnist": (tuple(f"docs/results/mnist_{n}.json" for n in (
         "adv_cnn_plateau", "levers", "new_attacks", "full_strength", "full_strength_denoiser", "adv_cnn",
         "behind_purifier", "adv_behind_purifier", "behind_denoiser", "attack_options")), "adv-cnn"),
@@ -1303,6 +1303,7 @@ FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "fashion-mnist-behind-purifier": ("docs/results/fashion_mnist_behind_purifier.json", fashion_mnist_levers),
     "fashion-mnist-behind-denoiser": ("docs/results/fashion_mnist_behind_denoiser.json", fashion_mnist_levers),
     "fashion-mnist-cnn-denoiser": ("docs/results/fashion_mnist_cnn_denoiser.json", fashion_mnist_levers),
+    "fashion-mnist-adv-cnn-denoiser": ("docs/results/fashion_mnist_adv_cnn_denoiser.json", fashion_mnist_levers),
     "fashion-mnist-adv-behind-denoiser": ("docs/results/fashion_mnist_adv_behind_denoiser.json", fashion_mnist_levers),
     "fashion-mnist-adv-behind-purifier": ("docs/results/fashion_mnist_adv_behind_purifier.json", fashion_mnist_levers),
     "fashion-mnist-budget-curve": ("docs/results/fashion_mnist_budget_curve.json", budget_curve),
