@@ -182,6 +182,7 @@ def test_stacked_draws_equal_consecutive_draws_whatever_the_blocks(setup):
         torch.testing.assert_close(grad, torch.stack(singles).mean(0), rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.e2e  # the whole evaluation, every attack, twice (35 s): CI runs it right after the suite
 def test_evaluation_records_see_the_standardisation(setup, tmp_path, monkeypatch):
     """evaluate builds its estimator inside; a PyTorchClassifier that always standardises stands in."""
     import art_adp.runs.engine as engine

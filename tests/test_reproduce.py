@@ -118,7 +118,7 @@ def test_interrupted_table_redoes_only_missing_chunks(done_run, tmp_path):
     (copy / "denoise.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
     logs = []
     again = reproduce_mnist(root, copy, TINY, device="cpu", progress=False, log=logs.append)
-    assert any("[eval] 2 chunk(s)" in m for m in logs)  # bpda-eot at budgets 2 and 4: 3 images, one chunk each
+    assert "[eval] 6 image judgement(s) of 2 (snapshot, row) cell(s) to make" in logs  # bpda-eot at 2 and 4: 3 images
     assert len((copy / "records" / "rank-0.jsonl").read_text().splitlines()) == len(lines)
     for row in ("clean", "clf-pgd", "full-pgd-eot"):
         assert json.loads(json.dumps(again["rows"][row])) == json.loads(json.dumps(report["rows"][row]))
