@@ -345,3 +345,30 @@ def test_every_table_of_the_results_pages_says_how_to_re_check_it():
         last = render.render(name).rstrip("\n").splitlines()[-1]
         assert last.startswith(("<sub>Re-check: `art-adp check ", "<sub>Cannot be re-checked")), (name, last)
     assert "cifar10_baseline.json --data-root DIR --n 50`" in render.render("cifar10-baseline")
+
+
+def test_an_answer_table_sets_only_worst_of_10_judgements_beside_adversarial_training(tmp_path, monkeypatch):
+    """A purified defence judged at the worst of fewer than 10 judgements is named under the answer table with its
+    judgement, not ranked in it; one judged at the worst of 10 and the bare classifier are in the table."""
+
+    def c(setting, attack, accuracy, repeats=None, model="oracle", classifier="cnn"):
+        return {"model": model, "setting": setting, "attack": attack, "accuracy": accuracy, "n": 200,
+                "ci95": [accuracy - 0.05, accuracy + 0.05], "classifier": classifier,
+                **({"repeats": repeats} if repeats else {})}  # fmt: skip
+
+    provenance = {"command": "art-adp levers", "code_version": "v", "device": "CPU", "wall_time_s": 1.0}
+    base = {"cells": [c("adv-cnn", "clean", 0.84, model="none"), c("adv-cnn", "autoattack", 0.74, model="none")],
+            "rows": [{"name": "autoattack", "adaptive": True, "label": "AutoAttack"}], "provenance": {**provenance, "models": {"adv-cnn": "a"}}}
+    purified = {"cells": [c("T 10, λ 0.5", "clean", 0.80), c("T 10, λ 0.5", "full-pgd-eot", 0.70, repeats=2),
+                          c("σ 0.1, T 10, λ 0.5", "clean", 0.78), c("σ 0.1, T 10, λ 0.5", "full-pgd-eot", 0.55, 10)],
+                "rows": [{"name": "full-pgd-eot", "adaptive": True, "label": "PGD+EOT"}], "provenance": {**provenance, "models": {}}}
+    for name, result in (("base", base), ("purified", purified)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(result))
+    monkeypatch.setattr(render, "ROOT", tmp_path)
+    monkeypatch.setattr(render, "ANSWERS", {"x": (("base.json", "purified.json"), "adv-cnn")})
+    out = render.answer("x")
+    table = [line for line in out.splitlines() if line.startswith("| ")]
+    assert [row.split(" | ")[3] for row in table[1:]] == ["**74.0 [69–79] (200)**", "**55.0 [50–60] (200)**"]
+    assert "worst of R = 10" in table[2] and "score) · T 10, λ 0.5 |" not in out
+    assert ("Judged only at the worst of fewer than R = 10 judgements, so not set beside the rows above" in out
+            and "oracle (exact score) · T 10, λ 0.5 → cnn 80.0 / 70.0 (200; worst of R = 2, `purified`)." in out)
