@@ -66,16 +66,17 @@ for p in fp32 bf16; do
         --attacks full-pgd-eot "${A[@]}" --attack-precision $p
 done
 # 8. resnet20-denoiser: the published ResNet-20 fine-tuned on the one-step denoise's outputs (fresh noise each epoch;
-#    trained first), its clean accuracy on 500 images, then full-gradient PGD+EOT (bf16 gradient passes) on 200
-#    (docs/results/cifar10_learned.json)
+#    trained first; zoo:cifar10/resnet20-denoiser), its clean accuracy on 500 images, then full-gradient PGD+EOT on
+#    both EOT losses and APGD-EOT on 200, fp32, under a new folder's seed scheme (docs/results/cifar10_learned.json;
+#    the two attacks after the first ran side by side into the folder)
 mkdir -p runs/cifar10-learned && cp runs/cifar10/resnet20.safetensors runs/cifar10-learned/
 "${T[@]}" --run-dir runs/cifar10-learned --denoiser "$DENOISER" --classifiers --purified resnet20-denoiser
-"${L[@]}" --run-dir runs/cifar10-learned "${D[@]}" --classifiers --settings "one-step denoise" \
-    --purified resnet20-denoiser --attacks clean --n-examples 500
-"${L[@]}" --run-dir runs/cifar10-learned "${D[@]}" --classifiers --settings "one-step denoise" \
-    --purified resnet20-denoiser --attacks full-pgd-eot "${A[@]}" --attack-precision bf16
-"${L[@]}" --run-dir runs/cifar10-learned "${D[@]}" --classifiers --settings "one-step denoise" \
-    --purified resnet20-denoiser --attacks full-pgd-eot-ensemble "${A[@]}" --attack-precision bf16
+N=(art-adp levers --dataset cifar10 --data-root "$DATA" --threads 1 --quiet --run-dir runs/cifar10-learned "${D[@]}"
+   --settings "one-step denoise" --classifiers --purified resnet20-denoiser)
+"${N[@]}" --attacks clean --n-examples 500
+for attack in full-pgd-eot apgd-eot full-pgd-eot-ensemble; do
+    "${N[@]}" --attacks "$attack" "${A[@]}"
+done
 # 9. adv-resnet20 at fast adversarial training's full 15 epochs (resumable; docs/results/cifar10_baseline.json):
 #    clean and AutoAttack on 500 images
 "${T[@]}" --max-epochs 15 --run-dir runs/cifar10-adv15 --classifiers adv-resnet20 --purified
@@ -91,10 +92,8 @@ cp runs/cifar10-adv15/adv-resnet20.safetensors runs/cifar10-advp/
     --attacks clean full-pgd-eot "${A[@]}" --attack-precision bf16
 "${L[@]}" --run-dir runs/cifar10-advp "${D[@]}" --classifiers --settings "one-step denoise" --purified adv-resnet20 \
     --attacks full-pgd-eot-ensemble "${A[@]}" --attack-precision bf16
-# 11. APGD-EOT (CE then DLR, 100 it/loss, EOT 8; bf16 gradient passes) on the two best purified rows, 200 images, R = 10,
-#     into their folders (cifar10_learned.json, cifar10_adv_behind_purifier.json: per image over three attacks)
-"${L[@]}" --run-dir runs/cifar10-learned "${D[@]}" --classifiers --settings "one-step denoise" \
-    --purified resnet20-denoiser --attacks apgd-eot "${A[@]}" --attack-precision bf16
+# 11. APGD-EOT (CE then DLR, 100 it/loss, EOT 8; bf16 gradient passes) on the 15-epoch adv-resnet20's purified row,
+#     200 images, R = 10, into its folder (cifar10_adv_behind_purifier.json: per image over three attacks)
 "${L[@]}" --run-dir runs/cifar10-advp "${D[@]}" --classifiers --settings "one-step denoise" --purified adv-resnet20 \
     --attacks apgd-eot "${A[@]}" --attack-precision bf16
 # 12. Tiniest behind the unclipped one-step denoise: clean and full-gradient PGD+EOT, bf16 (cifar10_tiniest.json)
