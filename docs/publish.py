@@ -182,7 +182,7 @@ def to_zoo(name: str, weights: Path, result_path: Path, zoo: Path = Path("zoo"))
 
     result = json.loads(result_path.read_text(encoding="utf-8"))
     dataset, key = name.split("/", 1)
-    digest, model = weights_sha256(weights), name.rpartition("/")[2]
+    digest = weights_sha256(weights)
     recorded = {k: v for k, v in result["provenance"]["models"].items() if v == digest}
     if not recorded:
         raise ValueError(f"{result_path} records no model of the weights {digest} ({weights}): publish it first")
@@ -207,7 +207,9 @@ def to_zoo(name: str, weights: Path, result_path: Path, zoo: Path = Path("zoo"))
                      "code_version": trained["code_version"], "processor": trained["device"],
                      "wall_time_s": round(sum(e.get("seconds", 0) for e in train.get("curve", [])), 1),
                      "epochs_trained": len(train.get("curve", [])), "init": facts.get("init"),
-                     "behind": (facts.get("purifier") or {}).get("describe")},
+                     "behind": (facts.get("purifier") or {}).get("describe"),
+                     **({"behind_score_sha256": score} if (score := (facts.get("purifier") or {}).get("score_sha256"))
+                        else {})},  # the purifier's score model as the classifier's record hashes it
         "trained_on": TRAINED_ON[dataset], "licence": "MIT (art-adp's)", "results": results,
         "status": "shipped: trained from a clean commit by the command above",
     }  # fmt: skip
@@ -217,6 +219,9 @@ def to_zoo(name: str, weights: Path, result_path: Path, zoo: Path = Path("zoo"))
                            "measured from these")  # fmt: skip
     manifest_path = zoo / "manifest.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    start = manifest["entries"].get(f"{dataset}/{facts.get('init')}", {})  # fine-tuned from: its licence's notice
+    if start.get("source"):  # third-party weights (akamaster's BSD-2 ResNet-20): the fine-tune carries their notice
+        entry["licence"] = f"{start['licence']} (the weights it was fine-tuned from); the fine-tune MIT (art-adp's)"
     manifest["entries"][name] = entry
     manifest["entries"] = dict(sorted(manifest["entries"].items()))
     manifest_path.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -372,3 +372,44 @@ def test_an_answer_table_sets_only_worst_of_10_judgements_beside_adversarial_tra
     assert "worst of R = 10" in table[2] and "score) · T 10, λ 0.5 |" not in out
     assert ("Judged only at the worst of fewer than R = 10 judgements, so not set beside the rows above" in out
             and "oracle (exact score) · T 10, λ 0.5 → cnn 80.0 / 70.0 (200; worst of R = 2, `purified`)." in out)
+
+
+def test_publish_ships_a_classifier_to_the_zoo_with_the_notice_of_the_weights_it_was_fine_tuned_from(tmp_path,
+                                                                                                    monkeypatch):
+    """``publish.py --zoo``: the entry names the weights' hashes, the training call and the result files recording
+    them; a fine-tune of third-party weights carries their licence notice, one trained here art-adp's licence."""
+    import torch
+
+    from art_adp.serialization import file_sha256, weights_sha256, write_checkpoint
+
+    spec_ = importlib.util.spec_from_file_location("publish", ROOT / "docs" / "publish.py")
+    publish = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(publish)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    (tmp_path / "zoo").mkdir()
+    notice = "BSD-2-Clause, Copyright (c) 2018 Someone (someone/models)"
+    third = {"weights_sha256": "c" * 64, "file": "cifar10/theirs.pt", "licence": notice,
+             "source": {"repository": "someone/models", "path": "t.th", "sha256": "d" * 64}}  # fmt: skip
+    (tmp_path / "zoo" / "manifest.json").write_text(json.dumps({"entries": {"cifar10/theirs": third}}))
+    weights = tmp_path / "run" / "tuned.safetensors"
+    write_checkpoint(weights, {"w": torch.arange(4.0)}, {"format": "art_adp/1"})
+    digest = weights_sha256(weights)
+    trained = {"command": "art-adp train-levers --run-dir runs/x", "code_version": "art-adp (abc1234)",
+               "device": "CPU", "models": {"tuned": digest}}  # fmt: skip
+    for init in ("theirs", None):
+        result = {"provenance": {"models": {"tuned": digest}, "command": "art-adp levers", "code_version": "v"},
+                  "classifiers": {"tuned": {"arch": "resnet20", "init": init, "trained_by": trained,
+                                            "purifier": {"describe": "ADP", "score_sha256": "e" * 64}}}}  # fmt: skip
+        path = tmp_path / "docs" / "results" / "r.json"
+        path.write_text(json.dumps(result))
+        entry = publish.to_zoo("cifar10/tuned", weights, path, zoo=tmp_path / "zoo")
+        assert entry["licence"] == (f"{notice} (the weights it was fine-tuned from); the fine-tune MIT (art-adp's)"
+                                    if init else "MIT (art-adp's)")  # fmt: skip
+        assert (entry["weights_sha256"], entry["sha256"]) == (digest, file_sha256(tmp_path / "zoo" / entry["file"]))
+        assert entry["results"] == ["r.json"] and entry["training"]["command"] == trained["command"]
+        assert (entry["training"]["behind"], entry["training"]["behind_score_sha256"]) == ("ADP", "e" * 64)
+    result["classifiers"]["tuned"]["trained_by"] = {**trained, "code_version": "art-adp (abc1234-dirty)"}
+    path.write_text(json.dumps(result))
+    with pytest.raises(ValueError, match="its training call started on uncommitted code"):
+        publish.to_zoo("cifar10/tuned", weights, path, zoo=tmp_path / "zoo")
