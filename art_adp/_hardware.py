@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import os
 import platform
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -38,6 +39,7 @@ __all__ = [
     "cpu_model",
     "default_threads",
     "instruction_sets",
+    "kernel_caps",
     "native_bf16",
     "require_native",
     "resolve_precision",
@@ -102,6 +104,24 @@ def instruction_sets(features: dict[str, bool] | None = None) -> str:
     have = [k for k, v in features.items() if v]
     lack = [k for k, v in features.items() if not v]
     return "; ".join(p for p in (", ".join(have) or "no AVX2", "no " + ", ".join(lack) if lack else "") if p)
+
+
+#: The environment variables that cap the instruction set of torch's CPU kernels: ATen's own, oneDNN's, MKL's.
+KERNEL_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR")
+
+
+def kernel_caps(environ: Mapping[str, str] | None = None) -> str:
+    """
+    The kernels' instruction set in words where an environment variable caps it, else ``""``: ``"kernels AVX2
+    (ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2)"``. Float results depend on the kernels, not the processor:
+    an AVX-512 processor with its kernels capped at AVX2 trains the weights an AVX2 processor trains, bit for bit, so
+    a record names the cap beside the processor's instruction sets.
+
+    :param environ: The environment (default: ``os.environ``).
+    """
+    environ = os.environ if environ is None else environ
+    caps = [f"{name}={environ[name]}" for name in KERNEL_CAPS if environ.get(name)]
+    return f"kernels {torch.backends.cpu.get_cpu_capability()} ({', '.join(caps)})" if caps else ""
 
 
 def native_bf16(device: str | torch.device | None = None, *, features: dict[str, bool] | None = None) -> bool:

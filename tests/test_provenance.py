@@ -97,3 +97,15 @@ def test_a_run_started_on_uncommitted_code_carries_the_diff_it_started_with(monk
     assert started["code_diff_sha256"] == hashlib.sha256(b"-a\n+b\n").hexdigest()
     with pytest.raises(ValueError, match="pass started_diff=code_diff"):
         provenance(wall_time_s=1, command="c", started_at="art-adp 9.9 (aaaaaaa-dirty)")
+
+
+def test_device_description_names_a_cap_on_the_kernels_instruction_set(monkeypatch, one_thread):
+    """Weights depend on the kernels, not the processor: a run with its kernels capped (ATEN_CPU_CAPABILITY, oneDNN's
+    or MKL's cap) says so, with the set torch dispatches to; an uncapped run names none."""
+    for name in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR"):
+        monkeypatch.delenv(name, raising=False)
+    assert "kernels" not in device_description("cpu")
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    monkeypatch.setenv("MKL_CBWR", "AVX2")
+    kernels = torch.backends.cpu.get_cpu_capability()
+    assert f"; kernels {kernels} (ATEN_CPU_CAPABILITY=avx2, MKL_CBWR=AVX2); 1 thread(s)" in device_description("cpu")

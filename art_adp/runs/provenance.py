@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .._hardware import cpu_model, instruction_sets
+from .._hardware import cpu_model, instruction_sets, kernel_caps
 from .records import array_sha256, weights_sha256
 
 __all__ = ["code_diff", "code_version", "device_description", "provenance", "MODELS_HASH"]
@@ -73,7 +73,8 @@ def device_description(device: str | torch.device | None = None, *, precision: s
     The device in words, so that a speed figure names what produced it.
 
     On a CPU: its model (``/proc/cpuinfo``), the instruction sets that decide the speed (AVX2, AVX-512, AVX-512-BF16,
-    AMX), the torch threads in use, the precision, the load average when it ran and torch's version, e.g. ``CPU AMD
+    AMX), the kernels' where an environment variable caps them (:func:`~art_adp._hardware.kernel_caps`), the torch
+    threads in use, the precision, the load average when it ran and torch's version, e.g. ``CPU AMD
     EPYC (family 25, model 1); AVX2; no AVX-512, AVX-512-BF16, AMX; 1 thread(s), fp32, load average 1.1, torch
     2.13.0+cpu``. On a GPU: its name, the precision and the torch and CUDA versions.
 
@@ -85,7 +86,7 @@ def device_description(device: str | torch.device | None = None, *, precision: s
     if dev.type == "cuda":
         return f"{torch.cuda.get_device_name(dev)}{arith}, torch {torch.__version__}, CUDA {torch.version.cuda}"
     load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
-    cpu = f"CPU {cpu_model()}; {instruction_sets()}"
+    cpu = "; ".join(filter(None, (f"CPU {cpu_model()}", instruction_sets(), kernel_caps())))
     return f"{cpu}; {torch.get_num_threads()} thread(s){arith}{load}, torch {torch.__version__}"
 
 
