@@ -10,6 +10,7 @@ from art_adp.apps import check as checking
 from art_adp.apps.check import Check, call_of, cell_label, check_result
 from art_adp.apps.cli import main, parse
 from art_adp.data import Dataset
+from art_adp.runs.provenance import code_version
 from art_adp.runs.statistics import flags_of
 from art_adp.serialization import file_sha256, weights_sha256
 from art_adp.zoo import SCHEMA
@@ -78,6 +79,7 @@ def test_each_cell_is_found_in_the_call_that_measured_it(published):
 def test_a_re_measurement_from_the_zoo_gives_the_published_verdicts_back(setting, tmp_path, one_thread):
     out = check_result(setting, Check(n=50), data_root="DIR", parse=parse, run_dir=tmp_path, progress=False)
     assert out["data"]["same"] is True and out["passed"] is True
+    assert out["code_version"] == code_version() and out["device"].startswith("CPU ")  # what the seconds were on
     published = {cell_label(c, "mlp"): c for c in json.loads(setting.read_text())["cells"]}
     assert len(out["cells"]) == 5  # every measured cell: bare and behind the oracle, clean and Clf-PGD; BPDA+EOT
     assert 0 < published["mlp|oracle|one-step denoise|bpda-eot-5it-r1"]["accuracy"] < 1  # verdicts of both kinds

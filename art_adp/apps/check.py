@@ -269,13 +269,14 @@ def check_result(path: str | Path, config: Check = Check(), *, data_root: str, p
         "differ", "in_interval", "code", "seconds", ...}], "passed"}``: per cell the published and re-measured figures
         on the same images, the published one's Wilson interval there and whether the re-measured lies in it, the
         share of images whose verdict is the same and those that differ; ``data`` says whether the data's digest is
-        the recorded one.
+        the recorded one; ``code_version`` and ``device``: what re-measured them, for the ``seconds``.
     :raises ValueError: For a result that is no lever table with per-image flags, an unknown cell, an N that is not a
         multiple of the record blocks or exceeds the published images, weights in no zoo entry.
     """
     import json
 
     from ..data import load_dataset
+    from ..runs.provenance import code_version, device_description
     from ..runs.records import array_sha256
     from ..runs.statistics import flags_of, summary
 
@@ -295,7 +296,8 @@ def check_result(path: str | Path, config: Check = Check(), *, data_root: str, p
     asked = _listed(shlex.split(top["command"]), "--n-examples") or ["1000"]  # the last call's images, digested
     n_recorded = int(asked[0]) if top.get("data_sha256") else None
     data = load_dataset(result["dataset"], data_root)
-    out: dict[str, Any] = {"result": str(path), "n": n, "tolerance": config.tolerance, "cells": []}
+    out: dict[str, Any] = {"result": str(path), "n": n, "tolerance": config.tolerance, "cells": [],
+                           "code_version": code_version(), "device": device_description(device)}  # fmt: skip
     if n_recorded is not None:
         found = array_sha256(data.x_test[:n_recorded], data.y_test[:n_recorded])
         out["data"] = {"recorded": top["data_sha256"], "found": found, "same": found == top["data_sha256"]}
