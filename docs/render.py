@@ -13,7 +13,8 @@ A figure in a markdown file is a block::
 result file carries ``provenance``: the command that produced it, the code version, the SHA-256 of the weights of
 the models it used, the device and the wall time; each rendering ends with that line, so no figure is published without its
 budget, device and wall time. A result measured before provenance was recorded says "not recorded" where a field
-is unknown, and the rendering says so too.
+is unknown, and the rendering says so too. A few blocks list a committed file that is no measurement, such as the
+zoo's manifest (:data:`LISTINGS`).
 """
 
 from __future__ import annotations
@@ -1274,6 +1275,48 @@ def smoke_evaluate(path: str) -> str:
     ])  # fmt: skip
 
 
+def _kernels(processor: str | None) -> str:
+    """A recorded processor in short: ``AMD EPYC 25/1, AVX2`` (family/model, the widest kernels it had)."""
+    m = re.match(r"CPU (.*?)(?: \(family (\d+), model (\d+)\))?; ([^;]*)(?:; no ([^;]*))?;", processor or "")
+    if not m:
+        return "-"
+    have = m[4].split(", ")
+    isa = "AVX-512" if "AVX-512" in have else "AVX2" if "AVX2" in have else "no AVX2"
+    return f"{m[1]}{f' {m[2]}/{m[3]}' if m[2] else ''}, {isa}{', AMX' if 'AMX' in have else ''}"
+
+
+def zoo_table(path: str) -> str:
+    """
+    The zoo's entries (``zoo/manifest.json``): per entry its kind, the size of its file, the processor and kernels of
+    its first training (those that give its weights again, bit for bit: docs/zoo.md), how the shipped weights were
+    made and the result files that record them; the total of the files the repository ships.
+    """
+    entries = json.loads((ROOT / path).read_text(encoding="utf-8"))["entries"]
+    rows, total, files = [], 0, 0
+    for name, e in entries.items():
+        status = e.get("status", "")
+        if e.get("bundled"):
+            kind, made, size = "bundled", "in the package", (ROOT / "art_adp" / e["bundled"]).stat().st_size
+        elif e.get("source"):
+            kind, made, size = "third-party", f"converted from `{e['source']['repository']}`", None
+        elif e.get("file"):
+            size = (ZOO / e["file"]).stat().st_size
+            total, files = total + size, files + 1
+            kind = "shipped" + (", fp16" if e.get("stored") else "")
+            made = ("trained again: bit-identical" if "bit-identical" in status
+                    else "trained again: other weights, rows measured again" if "measured again" in status
+                    else "trained from a clean commit")  # fmt: skip
+        else:
+            kind, made, size = "not shipped", status.removeprefix("not shipped: ").split(";")[0], None
+        used = ", ".join(f"`{Path(r).stem}`" for r in e.get("results", []))
+        mb = f"{size / 1e6:.1f}" if size is not None else "-"
+        processor = _kernels((e.get("training") or {}).get("processor"))
+        rows.append(f"| `{name}` | {kind} | {mb} | {processor} | {made} | {used} |")
+    head = ["| entry | kind | MB | first trained on | weights | recorded by |", "|---|---|---|---|---|---|"]
+    foot = f"The repository ships {files} files, {total / 1e6:.1f} MB in all (the bundled ones are the package's)."
+    return "\n".join(head + rows) + "\n\n" + foot + "\n"
+
+
 FIGURES: dict[str, tuple[str, Callable[[str], str]]] = {
     "demo": ("docs/results/demo.json", demo),
     "smoke-evaluate": ("benchmarks/results/smoke_evaluate_amd-epyc.json", smoke_evaluate),
@@ -1401,10 +1444,14 @@ def notebooks_page() -> str:
 WHOLE_PAGES: dict[str, Callable[[], str]] = {"docs/notebooks.md": notebooks_page}
 
 
+#: Blocks rendered from a committed file that is no measurement (so carries no provenance): the zoo's manifest.
+LISTINGS: dict[str, tuple[str, Callable[[str], str]]] = {"zoo": ("zoo/manifest.json", zoo_table)}
+
+
 def render(name: str) -> str:
-    if name not in FIGURES:
-        raise KeyError(f"unknown figure {name!r}; known: {sorted(FIGURES)}")
-    path, fn = FIGURES[name]
+    if name not in FIGURES and name not in LISTINGS:
+        raise KeyError(f"unknown figure {name!r}; known: {sorted(FIGURES) + sorted(LISTINGS)}")
+    path, fn = FIGURES.get(name) or LISTINGS[name]
     text = fn(path).rstrip("\n")
     if name in rechecked():
         text += "\n\n" + recheck_line(SOURCES.get(name, (path,)))

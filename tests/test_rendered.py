@@ -20,8 +20,9 @@ def test_every_rendered_block_matches_its_result_file():
 
 def test_every_figure_is_shown_and_every_block_names_a_figure():
     shown = {m["name"] for page in render.pages() for m in render.BLOCK.finditer(page.read_text("utf-8"))}
-    assert shown <= set(render.FIGURES), shown - set(render.FIGURES)
-    assert set(render.FIGURES) <= shown, f"figures no page shows: {set(render.FIGURES) - shown}"
+    known = set(render.FIGURES) | set(render.LISTINGS)
+    assert shown <= known, shown - known
+    assert known <= shown, f"figures no page shows: {known - shown}"
 
 
 @pytest.mark.parametrize("name", sorted(render.FIGURES))
@@ -413,3 +414,28 @@ def test_publish_ships_a_classifier_to_the_zoo_with_the_notice_of_the_weights_it
     path.write_text(json.dumps(result))
     with pytest.raises(ValueError, match="its training call started on uncommitted code"):
         publish.to_zoo("cifar10/tuned", weights, path, zoo=tmp_path / "zoo")
+
+
+def test_the_zoo_table_lists_every_entry_once_with_the_bytes_the_repository_ships():
+    text = render.zoo_table("zoo/manifest.json")
+    entries = json.loads((ROOT / "zoo" / "manifest.json").read_text())["entries"]
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert [r.split("`")[1] for r in rows] == list(entries)
+    shipped = [ROOT / "zoo" / e["file"] for e in entries.values() if e.get("file") and not e.get("source")]
+    total = sum(p.stat().st_size for p in shipped)
+    assert f"ships {len(shipped)} files, {total / 1e6:.1f} MB in all" in text
+    unshipped = [n for n, e in entries.items() if not (e.get("file") or e.get("bundled"))]
+    assert all(f"| `{n}` | not shipped |" in text or f"| `{n}` | third-party |" in text for n in unshipped)
+
+
+@pytest.mark.parametrize("processor, short", [
+    ("CPU AMD EPYC (family 25, model 1); AVX2; no AVX-512, AVX-512-BF16, AMX; 1 thread(s), torch 2.13.0+cpu",
+     "AMD EPYC 25/1, AVX2"),
+    ("CPU AMD EPYC (family 25, model 17); AVX2, AVX-512, AVX-512-BF16; no AMX; 1 thread(s), torch 2.13.0+cpu",
+     "AMD EPYC 25/17, AVX-512"),
+    ("CPU Intel(R) Xeon(R) Processor (family 6, model 167); AVX2, AVX-512, AVX-512-BF16, AMX; 1 thread(s)",
+     "Intel(R) Xeon(R) Processor 6/167, AVX-512, AMX"),
+    (None, "-"),
+])  # fmt: skip
+def test_the_zoo_table_names_the_kernels_of_a_first_training(processor, short):
+    assert render._kernels(processor) == short
