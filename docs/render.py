@@ -132,6 +132,15 @@ def device(path: str, result: dict) -> str:
     return f"{d} (processor not recorded{': ' + note if note else ''})"
 
 
+def again(call: dict) -> str:
+    """What a call measured again in place of an earlier one says of it (docs/publish.py ``--again``): where it ran and
+    the code version of the call it replaced; nothing for any other call."""
+    if not call.get("replaces"):
+        return ""
+    where = call["device"].split(";")[0]
+    return f", measured again in a new run folder on {where}, in place of a call at {call['replaces']}"
+
+
 def source(path: str, result: dict) -> str:
     """The provenance line every rendering ends with."""
     p = result["provenance"]
@@ -146,6 +155,7 @@ def source(path: str, result: dict) -> str:
     split = f" (DIR: {data_split(result)})" if data_split(result) else ""
     # A command recorded before flags were renamed is printed in today's names; the line says which it ran with.
     moved = f" (the checkout at its end: {p['code_version_at_end']})" if p.get("code_version_at_end") else ""
+    moved += f" ({again(p).removeprefix(', ')})" if p.get("replaces") else ""
     renamed = p.get("flags_renamed") or {}
     if renamed:
         split += " (flags in today's names; it ran with the earlier " + ", ".join(f"`{old}`" for old in renamed) + ")"
@@ -156,8 +166,8 @@ def source(path: str, result: dict) -> str:
                  else "after {n} earlier call(s) into the same run folder")  # fmt: skip
         earlier = (f" · {where.format(n=len(calls))}, {total} in all: " + "; ".join(
             f"`{command({'provenance': c})}` ({wall(c['wall_time_s'])}, code {c['code_version']}"
-            + (f", the checkout at its end: {c['code_version_at_end']})" if c.get("code_version_at_end") else ")")
-            for c in calls))
+            + (f", the checkout at its end: {c['code_version_at_end']}" if c.get("code_version_at_end") else "")
+            + again(c) + ")" for c in calls))
     return (
         f"<sub>Rendered from `{path}` by `docs/render.py`: `{command(result)}`{split} · {device(path, result)} · "
         f"wall time {wall(p['wall_time_s'])} · code {p['code_version']}{moved}{earlier} · models {models}.</sub>"
@@ -1303,9 +1313,11 @@ def zoo_table(path: str) -> str:
             size = (ZOO / e["file"]).stat().st_size
             total, files = total + size, files + 1
             kind = "shipped" + (", fp16" if e.get("stored") else "")
+            version = (e.get("training") or {}).get("code_version", "")
             made = ("trained again: bit-identical" if "bit-identical" in status
                     else "trained again: other weights, rows measured again" if "measured again" in status
-                    else "trained from a clean commit")  # fmt: skip
+                    else f"trained on uncommitted code (its record: {version.rpartition('(')[2].rstrip(')')})"
+                    if version.endswith("-dirty)") else "trained from a clean commit")  # fmt: skip
         else:
             kind, made, size = "not shipped", status.removeprefix("not shipped: ").split(";")[0], None
         used = ", ".join(f"`{Path(r).stem}`" for r in e.get("results", []))

@@ -225,6 +225,64 @@ def test_publish_keeps_every_call_into_the_run_folder_and_the_line_names_them():
     assert "`art-adp levers --data-root DIR --run-dir runs/a --attacks apgd` (2 min 0 s, code v1)" in line
 
 
+def test_publish_puts_a_call_measured_again_in_place_of_the_one_it_repeats():
+    """--again: the new folder's cells replace the same cells, the per-image worst case follows their flags, the call
+    is replaced in the provenance (naming the code it replaced) and the line says so; another call, other images,
+    other weights, other data or another cell are refused."""
+    from art_adp.apps.levers_table import render_levers
+
+    spec_ = importlib.util.spec_from_file_location("publish", ROOT / "docs" / "publish.py")
+    publish = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(publish)
+
+    def records(attack, correct):
+        return [{"model": "m", "setting": "s", "attack": attack, "index": i, "label": 0, "pred": [0 if ok else 1]}
+                for i, ok in enumerate(correct)]  # fmt: skip
+
+    def prov(attack, version, **kw):
+        return {"command": f"art-adp levers --data-root DIR --run-dir runs/a --attacks {attack}", "code_version":
+                version, "device": "CPU AMD; AVX2", "wall_time_s": 10.0, **kw}  # fmt: skip
+
+    dirty = prov("a", "art-adp 0.2 (1111111-dirty)")
+    result = {"classifier": "cnn", **render_levers(records("a", [1, 1, 0, 1]) + records("b", [1, 0, 1, 1])),
+              "provenance": {**prov("b", "art-adp 0.2 (2222222)"), "calls": [dirty], "models": {"cnn": "h"},
+                             "data_sha256": "d", "data_root": "mnist-subset"}}  # fmt: skip
+    assert {c["attack"]: c["accuracy"] for c in result["cells"]}["worst-case"] == 0.5
+    again = {**render_levers(records("a", [1, 1, 1, 0])), "provenance": {
+        **prov("a", "art-adp 0.2 (3333333)", models={"cnn": "h"}, data_sha256="d", device="CPU Intel; AVX-512"),
+        "command": "art-adp levers --data-root /x/mnist-subset --run-dir /y/runs/a --attacks a --seed-scheme levers"}}
+    out = publish.with_call_measured_again(result, "provenance.calls[0]", again)
+    cells = {c["attack"]: c for c in out["cells"]}
+    assert cells["a"]["flags"] == "1110" and cells["b"] == {c["attack"]: c for c in result["cells"]}["b"]
+    assert cells["worst-case"]["flags"] == "1010" and cells["worst-case"]["accuracy"] == 0.5  # images 1 (b), 3 (a)
+    assert out["provenance"]["calls"] == [{
+        "command": "art-adp levers --data-root DIR --run-dir runs/a --attacks a --seed-scheme levers",
+        "code_version": "art-adp 0.2 (3333333)", "device": "CPU Intel; AVX-512", "wall_time_s": 10.0,
+        "replaces": "art-adp 0.2 (1111111-dirty)"}]  # fmt: skip
+    assert {k: v for k, v in out["provenance"].items() if k != "calls"} == {
+        k: v for k, v in result["provenance"].items() if k != "calls"}  # the last call as it was
+    line = render.source("r.json", out)
+    assert ("(10 s, code art-adp 0.2 (3333333), measured again in a new run folder on CPU Intel, in place of a call "
+            "at art-adp 0.2 (1111111-dirty))") in line  # fmt: skip
+    last = publish.with_call_measured_again(result, "provenance", {**again, "provenance": {
+        **again["provenance"], "command": prov("b", "")["command"]}, "cells": render_levers(records("b", [0] * 4))[
+        "cells"]})  # fmt: skip
+    assert last["provenance"]["replaces"] == "art-adp 0.2 (2222222)" and last["provenance"]["calls"] == [dirty]
+    assert {c["attack"]: c["accuracy"] for c in last["cells"]} == {"a": 0.75, "b": 0.0, "worst-case": 0.0}
+    for table, match in [
+        ({**again["provenance"], "command": prov("b", "")["command"]}, "is not the one at provenance.calls"),
+        ({**again["provenance"], "models": {"cnn": "other"}}, "other weights than the result: {'cnn': 'other'}"),
+        ({**again["provenance"], "data_sha256": "e"}, "other data \\(SHA-256 e, the result's d\\)"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            publish.with_call_measured_again(result, "provenance.calls[0]", {**again, "provenance": table})
+    fewer = {**again, **render_levers(records("a", [1, 1, 1]))}
+    with pytest.raises(ValueError, match="on other images than the result"):
+        publish.with_call_measured_again(result, "provenance.calls[0]", fewer)
+    with pytest.raises(ValueError, match="which is not a cell of the result"):
+        publish.with_call_measured_again(result, "provenance.calls[0]", {**again, **render_levers(records("c", [1]))})
+
+
 def test_publish_sets_variants_of_the_attack_options_side_by_side(tmp_path):
     """--variants: each folder's records, adaptive rows renamed by their options, rendered together, so the per-image
     worst case runs over every variant; other weights are refused."""
@@ -426,6 +484,20 @@ def test_the_zoo_table_lists_every_entry_once_with_the_bytes_the_repository_ship
     assert f"ships {len(shipped)} files, {total / 1e6:.1f} MB in all" in text
     unshipped = [n for n, e in entries.items() if not (e.get("file") or e.get("bundled"))]
     assert all(f"| `{n}` | not shipped |" in text or f"| `{n}` | third-party |" in text for n in unshipped)
+
+
+def test_the_zoo_table_says_where_a_shipped_model_was_trained_on_uncommitted_code(tmp_path, monkeypatch):
+    (tmp_path / "zoo").mkdir()
+    entries = {f"mnist/{n}": {"file": f"{n}.safetensors", "status": "shipped", "training": {
+        "code_version": f"art-adp 0.2 ({v})"}} for n, v in (("clean", "1234567"), ("dirty", "89abcde-dirty"))}
+    for e in entries.values():
+        (tmp_path / "zoo" / e["file"]).write_bytes(b"x" * 1000)
+    (tmp_path / "zoo" / "manifest.json").write_text(json.dumps({"entries": entries}))
+    monkeypatch.setattr(render, "ROOT", tmp_path)
+    monkeypatch.setattr(render, "ZOO", tmp_path / "zoo")
+    rows = render.zoo_table("zoo/manifest.json").splitlines()
+    assert "| `mnist/clean` | shipped | 0.0 | - | trained from a clean commit |  |" in rows
+    assert "| `mnist/dirty` | shipped | 0.0 | - | trained on uncommitted code (its record: 89abcde-dirty) |  |" in rows
 
 
 @pytest.mark.parametrize("processor, short", [
