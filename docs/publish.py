@@ -5,6 +5,7 @@
     python docs/publish.py --variants runs/cmp-a runs/cmp-b ... docs/results/NAME.json
     python docs/publish.py --flags docs/results/NAME.json [...]
     python docs/publish.py --zoo mnist/cnn-oracle runs/mnist-behind/cnn-oracle.safetensors docs/results/NAME.json
+    python docs/publish.py --again docs/results/NAME.json "provenance.calls[0]" runs/c10-p-fp32/table.json
 
 A committed result holds no path of the machine that measured it (tests/test_docs_drift.py): the command's
 ``--data-root PATH`` becomes ``--data-root DIR`` and the folder's name goes to ``provenance.data_root``, from which
@@ -20,12 +21,19 @@ published file), goes before it, and its command, code version, device and wall 
 schema ``art-adp/levers-table/2``) from the records of the run folder its command names, where that folder is still at
 hand: a cell gets them only where the records give its published accuracy and images exactly; nothing else changes
 (numbers and provenance are copied verbatim), and the schema is set once every cell has its flags.
+
+``--again`` puts one call of a published lever table measured again (its recorded command, options added at its end
+only, in a new run folder: the earlier calls' folder is gone) in place of the call it repeats: the new folder's cells
+in place of the same cells on the same images, with the same data and weights, the per-image worst case over attacks
+rendered again from the flags, and the call's command, code version, device and wall time in its place, ``replaces``
+naming the code version of the call it replaced (a call started on uncommitted code, say).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -90,6 +98,50 @@ def with_calls(result: dict, earlier: list[dict]) -> dict:
     # a call listed twice (or the last call's table copied aside too): once, and the last call not among the earlier
     calls = [c for c in {json.dumps(c, sort_keys=True): c for c in calls}.values() if c != own]
     return {**result, "provenance": {**result["provenance"], "calls": calls}} if calls else result
+
+
+def with_call_measured_again(result: dict, where: str, table: dict) -> dict:
+    """``result`` (a published lever table with per-image flags) with the call at ``where`` (``provenance`` or
+    ``provenance.calls[I]``) measured again by ``table``, a new run folder's (the module's ``--again``)."""
+    from art_adp.apps.levers_table import WORST_CASE, worst_over_attacks
+
+    new, p = publish(table)["provenance"], result["provenance"]
+    m = re.fullmatch(r"provenance(?:\.calls\[(\d+)\])?", where)
+    if m is None:
+        raise ValueError(f"where {where!r}: 'provenance' (the last call) or 'provenance.calls[I]' (an earlier one)")
+    old = p if m[1] is None else p["calls"][int(m[1])]
+    if new.get("calls"):
+        raise ValueError("the new folder was measured by several calls: measure the call again in a folder of its own")
+    words = shlex.split(old["command"])
+    if shlex.split(new["command"])[: len(words)] != words:
+        raise ValueError(f"the new call is not the one at {where} (options added at its end only): {new['command']!r}"
+                         f", recorded {old['command']!r}")  # fmt: skip
+    if new.get("data_sha256") != p.get("data_sha256"):
+        raise ValueError(f"the new call read other data (SHA-256 {new.get('data_sha256')}, the result's "
+                         f"{p.get('data_sha256')})")  # fmt: skip
+    other = {k: v for k, v in new["models"].items() if p["models"].get(k) != v}
+    if other:
+        raise ValueError(f"the new call measured other weights than the result: {other}")
+    base = result.get("classifier")
+
+    def key(c: dict) -> tuple:
+        return c.get("classifier", base), c["model"], c["setting"], c["attack"], c.get("judge", "ensemble")
+
+    cells = [c for c in result["cells"] if c["attack"] != WORST_CASE]
+    held = {key(c): c for c in cells}
+    fresh = {key(c): c for c in table["cells"] if c["attack"] != WORST_CASE}
+    for k, c in fresh.items():
+        if k not in held:
+            raise ValueError(f"the new call measured {k}, which is not a cell of the result")
+        if c["images"] != held[k]["images"]:
+            raise ValueError(f"the new call measured {k} on other images than the result: measure the same N")
+    cells = [fresh.get(key(c), c) for c in cells]
+    call = {**{k: new[k] for k in CALL if k in new}, "replaces": old["code_version"]}
+    if m[1] is None:
+        provenance = {**{k: v for k, v in p.items() if k not in CALL}, **call}
+    else:
+        provenance = {**p, "calls": [call if i == int(m[1]) else c for i, c in enumerate(p["calls"])]}
+    return {**result, "cells": cells + worst_over_attacks(cells, base), "provenance": provenance}
 
 
 def option_text(options: dict | None) -> str:
@@ -243,6 +295,13 @@ def main(argv: list[str]) -> int:
         name, weights, result = argv[1:4]
         entry = to_zoo(name, Path(weights), Path(result))
         print(f"zoo:{name}: {entry['file']} (weights {entry['weights_sha256'][:12]}), used by {entry['results']}")
+        return 0
+    if argv[0] == "--again":
+        target, where, table = argv[1:4]
+        out = with_call_measured_again(json.loads(Path(target).read_text(encoding="utf-8")), where,
+                                       json.loads(Path(table).read_text(encoding="utf-8")))  # fmt: skip
+        Path(target).write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"{target}: the call at {where} measured again ({table})")
         return 0
     if argv[0] == "--variants":
         *folders, target = map(Path, argv[1:])
