@@ -14,14 +14,8 @@ RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 #: (result file, where in it, the dirty code version): each to be re-measured from a clean commit.
 PENDING = {
     ("denoiser_fashion_mnist.json", "provenance", "0c6a9cf-dirty"),
-    ("fashion_mnist_attack_defaults.json", "provenance.calls[0]", "d88f3c0-dirty"),
-    ("fashion_mnist_attack_defaults.json", "provenance.calls[1]", "1ad9472-dirty"),
     ("fashion_mnist_clip.json", "provenance", "2eddab3-dirty"),
     ("fashion_mnist_clip.json", "provenance.calls[0]", "2eddab3-dirty"),
-    ("precision_cifar10.json", "provenance", "0f08e3b-dirty"),
-    ("precision_cifar10.json", "runs.fp32", "0f08e3b-dirty"),
-    ("precision_fashion_mnist.json", "provenance", "d88f3c0-dirty"),
-    ("precision_fashion_mnist.json", "runs.fp32", "d88f3c0-dirty"),
 }
 
 
