@@ -6,6 +6,7 @@
     python docs/publish.py --flags docs/results/NAME.json [...]
     python docs/publish.py --zoo mnist/cnn-oracle runs/mnist-behind/cnn-oracle.safetensors docs/results/NAME.json
     python docs/publish.py --again docs/results/NAME.json "provenance.calls[0]" runs/c10-p-fp32/table.json
+    python docs/publish.py --again docs/results/NAME.json provenance runs/table/corruptions.json --retrained MODEL
 
 A committed result holds no path of the machine that measured it (tests/test_docs_drift.py): the command's
 ``--data-root PATH`` becomes ``--data-root DIR`` and the folder's name goes to ``provenance.data_root``, from which
@@ -26,7 +27,10 @@ hand: a cell gets them only where the records give its published accuracy and im
 only, in a new run folder: the earlier calls' folder is gone) in place of the call it repeats: the new folder's cells
 in place of the same cells on the same images, with the same data and weights, the per-image worst case over attacks
 rendered again from the flags, and the call's command, code version, device and wall time in its place, ``replaces``
-naming the code version of the call it replaced (a call started on uncommitted code, say).
+naming the code version of the call it replaced (a call started on uncommitted code, say). A corruption table takes the
+rows the new call measured (the new folder may hold other calls, such as a check of a row against the published
+one). ``--retrained MODEL`` lets the new call measure other weights of that model (retrained from a clean commit,
+where its earlier weights were gone or trained on uncommitted code): the call's ``retrained`` keeps the earlier hash.
 """
 
 from __future__ import annotations
@@ -100,18 +104,16 @@ def with_calls(result: dict, earlier: list[dict]) -> dict:
     return {**result, "provenance": {**result["provenance"], "calls": calls}} if calls else result
 
 
-def with_call_measured_again(result: dict, where: str, table: dict) -> dict:
-    """``result`` (a published lever table with per-image flags) with the call at ``where`` (``provenance`` or
-    ``provenance.calls[I]``) measured again by ``table``, a new run folder's (the module's ``--again``)."""
-    from art_adp.apps.levers_table import WORST_CASE, worst_over_attacks
-
+def with_call_measured_again(result: dict, where: str, table: dict, retrained: tuple[str, ...] = ()) -> dict:
+    """``result`` (a published lever table with per-image flags, or a corruption table) with the call at ``where``
+    (``provenance`` or ``provenance.calls[I]``) measured again by ``table``, a new run folder's (the module's
+    ``--again``); ``retrained``: the models whose weights the new call measured retrained (weights that were gone, or
+    trained on uncommitted code), their earlier hashes kept in the call's ``retrained``."""
     new, p = publish(table)["provenance"], result["provenance"]
     m = re.fullmatch(r"provenance(?:\.calls\[(\d+)\])?", where)
     if m is None:
         raise ValueError(f"where {where!r}: 'provenance' (the last call) or 'provenance.calls[I]' (an earlier one)")
     old = p if m[1] is None else p["calls"][int(m[1])]
-    if new.get("calls"):
-        raise ValueError("the new folder was measured by several calls: measure the call again in a folder of its own")
     words = shlex.split(old["command"])
     if shlex.split(new["command"])[: len(words)] != words:
         raise ValueError(f"the new call is not the one at {where} (options added at its end only): {new['command']!r}"
@@ -119,9 +121,36 @@ def with_call_measured_again(result: dict, where: str, table: dict) -> dict:
     if new.get("data_sha256") != p.get("data_sha256"):
         raise ValueError(f"the new call read other data (SHA-256 {new.get('data_sha256')}, the result's "
                          f"{p.get('data_sha256')})")  # fmt: skip
-    other = {k: v for k, v in new["models"].items() if p["models"].get(k) != v}
+    other = {k: v for k, v in new["models"].items() if p["models"].get(k) != v and k not in retrained}
     if other:
         raise ValueError(f"the new call measured other weights than the result: {other}")
+    same = [k for k in retrained if new["models"].get(k) in (None, p["models"].get(k))]
+    if same:
+        raise ValueError(f"retrained {same}: the new call measured the result's weights of them, or none")
+    fresh = {k: new["models"][k] for k in retrained}
+    if "cells" in result:
+        if new.get("calls"):
+            raise ValueError("the new folder was measured by several calls: measure the call again in a folder of its "
+                             "own")  # fmt: skip
+        result = {**result, "cells": _cells_again(result, table)}
+    else:
+        result = {**result, "rows": _rows_again(result, table, new)}
+    call = {**{k: v for k, v in old.items() if k not in (*CALL, "replaces", "retrained")},
+            **{k: new[k] for k in CALL if k in new}, "replaces": old["code_version"],
+            **({"retrained": {k: p["models"][k] for k in retrained}} if retrained else {})}  # fmt: skip
+    if "models" in old:
+        call["models"] = {**old["models"], **fresh}
+    if m[1] is None:
+        return {**result, "provenance": call}
+    calls = [call if i == int(m[1]) else c for i, c in enumerate(p["calls"])]
+    return {**result, "provenance": {**p, "models": {**p["models"], **fresh}, "calls": calls}}
+
+
+def _cells_again(result: dict, table: dict) -> list[dict]:
+    """A lever table's cells with those ``table`` measured again in their place, the per-image worst case over
+    attacks rendered again from the flags."""
+    from art_adp.apps.levers_table import WORST_CASE, worst_over_attacks
+
     base = result.get("classifier")
 
     def key(c: dict) -> tuple:
@@ -136,12 +165,22 @@ def with_call_measured_again(result: dict, where: str, table: dict) -> dict:
         if c["images"] != held[k]["images"]:
             raise ValueError(f"the new call measured {k} on other images than the result: measure the same N")
     cells = [fresh.get(key(c), c) for c in cells]
-    call = {**{k: new[k] for k in CALL if k in new}, "replaces": old["code_version"]}
-    if m[1] is None:
-        provenance = {**{k: v for k, v in p.items() if k not in CALL}, **call}
-    else:
-        provenance = {**p, "calls": [call if i == int(m[1]) else c for i, c in enumerate(p["calls"])]}
-    return {**result, "cells": cells + worst_over_attacks(cells, base), "provenance": provenance}
+    return cells + worst_over_attacks(cells, base)
+
+
+def _rows_again(result: dict, table: dict, new: dict) -> dict:
+    """A corruption table's rows with those the new call measured (its ``rows``, of its classifier) in their place:
+    the same settings (images by name, constants, seeds) only."""
+    if table["settings"] != result["settings"]:
+        raise ValueError(f"the new call measured with other settings than the result: {table['settings']}, the "
+                         f"result's {result['settings']}")  # fmt: skip
+    clf, rows = new.get("classifier"), dict(result["rows"])
+    for v in new["rows"]:
+        name = next((n for n in (f"{clf} · {v}", v) if n in rows), None)
+        if name is None:
+            raise ValueError(f"the new call measured {v!r} of {clf!r}, which is not a row of the result")
+        rows[name] = table["rows"][v] if v in table["rows"] else table["rows"][f"{clf} · {v}"]
+    return rows
 
 
 def option_text(options: dict | None) -> str:
@@ -297,9 +336,11 @@ def main(argv: list[str]) -> int:
         print(f"zoo:{name}: {entry['file']} (weights {entry['weights_sha256'][:12]}), used by {entry['results']}")
         return 0
     if argv[0] == "--again":
-        target, where, table = argv[1:4]
+        target, where, table, *rest = argv[1:]
+        if rest and rest[0] != "--retrained":
+            raise SystemExit(f"--again RESULT WHERE TABLE [--retrained MODEL ...]: {rest[0]!r}?")
         out = with_call_measured_again(json.loads(Path(target).read_text(encoding="utf-8")), where,
-                                       json.loads(Path(table).read_text(encoding="utf-8")))  # fmt: skip
+                                       json.loads(Path(table).read_text(encoding="utf-8")), tuple(rest[1:]))
         Path(target).write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"{target}: the call at {where} measured again ({table})")
         return 0

@@ -133,12 +133,14 @@ def device(path: str, result: dict) -> str:
 
 
 def again(call: dict) -> str:
-    """What a call measured again in place of an earlier one says of it (docs/publish.py ``--again``): where it ran and
-    the code version of the call it replaced; nothing for any other call."""
+    """What a call measured again in place of an earlier one says of it (docs/publish.py ``--again``): where it ran, the
+    models it measured retrained, and the code version of the call it replaced; nothing for any other call."""
     if not call.get("replaces"):
         return ""
     where = call["device"].split(";")[0]
-    return f", measured again in a new run folder on {where}, in place of a call at {call['replaces']}"
+    earlier = call.get("retrained", {})  # model -> the hash of the weights it replaced
+    retrained = "".join(f", with {k} retrained (its earlier weights {v[:12]})" for k, v in earlier.items())
+    return f", measured again in a new run folder on {where}{retrained}, in place of a call at {call['replaces']}"
 
 
 def source(path: str, result: dict) -> str:

@@ -283,6 +283,56 @@ def test_publish_puts_a_call_measured_again_in_place_of_the_one_it_repeats():
         publish.with_call_measured_again(result, "provenance.calls[0]", {**again, **render_levers(records("c", [1]))})
 
 
+def test_publish_puts_a_corruption_row_measured_again_with_retrained_weights_in_place():
+    """--again on a corruption table: the rows the new call measured (its classifier's) replace the same rows, the
+    rest and the earlier calls as they were; --retrained lets that model's weights differ, the call keeping the
+    earlier hash and the result's models the new one, and the line says so; any other model's weights, a model named
+    retrained that was not, other settings or a row the result lacks are refused."""
+    spec_ = importlib.util.spec_from_file_location("publish", ROOT / "docs" / "publish.py")
+    publish = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(publish)
+    settings = {"config": {"n_examples": 4, "constants": "cifar10-c"}, "n": 4, "names_sha256": "n"}
+
+    def row(mean):
+        return {"clean": 1.0, "fog": mean, "mean": mean}
+
+    def call(variant, version, augmix="old", **kw):
+        return {"classifier": "resnet20", "command": f"art-adp corruptions --data-root DIR --run-dir runs/table "
+                f"--variants '{variant}'", "code_version": version, "device": "CPU AMD; AVX2", "wall_time_s": 5.0,
+                "models": {"resnet20": "r", "score (augmix)": augmix}, "data_sha256": "d", "rows": [variant], **kw}
+
+    earlier = call("undefended", "art-adp 0.2 (1111111)")
+    result = {"rows": {"resnet20 · undefended": row(0.5), "resnet20 · ADP σ=0 + AugMix": row(0.25),
+                       "adv-resnet20 · undefended": row(0.75)}, "settings": settings,
+              "provenance": {**call("ADP σ=0 + AugMix", "art-adp 0.2 (2222222)"), "calls": [earlier],
+                             "data_root": "cifar10"}}  # fmt: skip
+    new = call("ADP σ=0 + AugMix", "art-adp 0.2 (3333333)", augmix="new", device="CPU Intel; AVX-512")
+    new["command"] = new["command"].replace("runs/table", "/w/runs/table").replace("DIR", "/x/cifar10")
+    table = {"rows": {"undefended": row(0.5), "ADP σ=0 + AugMix": row(0.5)}, "settings": settings,
+             "provenance": {**new, "calls": [call("undefended", "art-adp 0.2 (3333333)", augmix="-")]}}  # fmt: skip
+    out = publish.with_call_measured_again(result, "provenance", table, ("score (augmix)",))
+    assert out["rows"] == {**result["rows"], "resnet20 · ADP σ=0 + AugMix": row(0.5)}
+    p = out["provenance"]
+    assert p["models"] == {"resnet20": "r", "score (augmix)": "new"} and p["calls"] == [earlier]
+    assert p["retrained"] == {"score (augmix)": "old"} and p["replaces"] == "art-adp 0.2 (2222222)"
+    assert p["command"] == "art-adp corruptions --data-root DIR --run-dir runs/table --variants 'ADP σ=0 + AugMix'"
+    assert (p["code_version"], p["device"], p["data_root"]) == ("art-adp 0.2 (3333333)", "CPU Intel; AVX-512",
+                                                               "cifar10")  # fmt: skip
+    assert ("code art-adp 0.2 (3333333) (measured again in a new run folder on CPU Intel, with score (augmix) "
+            "retrained (its earlier weights old), in place of a call at art-adp 0.2 (2222222))") in render.source(
+        "r.json", out)  # fmt: skip
+    with pytest.raises(ValueError, match="other weights than the result: {'score \\(augmix\\)': 'new'}"):
+        publish.with_call_measured_again(result, "provenance", table)
+    with pytest.raises(ValueError, match="retrained \\['resnet20'\\]: the new call measured the result's weights"):
+        publish.with_call_measured_again(result, "provenance", table, ("score (augmix)", "resnet20"))
+    with pytest.raises(ValueError, match="with other settings than the result"):
+        publish.with_call_measured_again(result, "provenance", {**table, "settings": {**settings, "n": 5}},
+                                         ("score (augmix)",))  # fmt: skip
+    stray = {**table, "provenance": {**new, "rows": ["ADP σ=0.1"], "command": new["command"] + " --x"}}
+    with pytest.raises(ValueError, match="measured 'ADP σ=0.1' of 'resnet20', which is not a row of the result"):
+        publish.with_call_measured_again(result, "provenance", stray, ("score (augmix)",))
+
+
 def test_publish_sets_variants_of_the_attack_options_side_by_side(tmp_path):
     """--variants: each folder's records, adaptive rows renamed by their options, rendered together, so the per-image
     worst case runs over every variant; other weights are refused."""
