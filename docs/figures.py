@@ -526,16 +526,28 @@ def _render():
     return module
 
 
-def _number_in_source(figure: str, name: str) -> bool:
+@functools.cache
+def _source(name: str) -> str:
+    """A figure's rendering and its result file, rendered once a process (each allow-list entry of it searches them)."""
     render = _render()
     path, _ = render.FIGURES[name]
-    return _number_in(figure, render.render(name) + (ROOT / path).read_text(encoding="utf-8"))
+    return render.render(name) + (ROOT / path).read_text(encoding="utf-8")
+
+
+def _number_in_source(figure: str, name: str) -> bool:
+    return _number_in(figure, _source(name))
+
+
+@functools.cache
+def _values(haystack: str) -> tuple[float, ...]:
+    """Every number of ``haystack`` (thousands separators dropped)."""
+    return tuple(float(v) for v in re.findall(r"\d+(?:\.\d+)?(?:e-?\d+)?", haystack.replace(",", "")))
 
 
 def _number_in(figure: str, haystack: str) -> bool:
     # Each number of the figure, at its printed precision, must be a number of the rendering or the result file
     # (a percentage may be stored as a fraction: 100 % as 1.0).
-    values = [float(v) for v in re.findall(r"\d+(?:\.\d+)?(?:e-?\d+)?", haystack.replace(",", ""))]
+    values = _values(haystack)
     scales = (1, 100) if figure.endswith("%") else (1,)
 
     def found(n: str) -> bool:

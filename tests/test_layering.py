@@ -4,12 +4,17 @@ two packages nor any circle of modules import each other. Every import statement
 module-level ``__getattr__`` (lazy attributes) too."""
 
 import ast
+import functools
 import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "art_adp"
+
+
+#: A module's syntax tree, parsed once a process (the checks and their planted variants read the same sources).
+_parse = functools.cache(ast.parse)
 
 
 def _name(path: Path) -> str:
@@ -20,7 +25,7 @@ def _name(path: Path) -> str:
 def _imports(source: str, package: str) -> list[tuple[str, int]]:
     """Absolute names imported by the module ``source`` of ``package`` with their line: every import statement,
     at module level or inside a function -- a module-level ``__getattr__`` (a lazy attribute) included."""
-    tree = ast.parse(source)
+    tree = _parse(source)
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -192,7 +197,7 @@ MAX_FUNCTION_LINES = 80
 def _long_functions(source: str, module: str) -> list[str]:
     """Functions and methods of ``source`` longer than :data:`MAX_FUNCTION_LINES`, signature and docstring
     included."""
-    return [f"{module}.{node.name}: {node.end_lineno - node.lineno + 1} lines" for node in ast.walk(ast.parse(source))
+    return [f"{module}.{node.name}: {node.end_lineno - node.lineno + 1} lines" for node in ast.walk(_parse(source))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
             and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
 
@@ -239,7 +244,7 @@ def _interval_code(source: str) -> list[str]:
     """What in ``source`` computes an interval for a proportion: a function named like one, a quantile or interval
     helper of scipy or statsmodels, the normal quantile 1.96 written out."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(_parse(source)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and INTERVAL_FUNCTION.search(node.name):
             found.append(f"def {node.name}")
         elif isinstance(node, ast.Attribute) and node.attr in INTERVAL_MACHINERY:
@@ -257,7 +262,7 @@ def _statistics_callers(source: str, module: str) -> list[str]:
     """The functions of ``module`` that call :data:`STATISTICS`' ``wilson``, ``judgements`` or ``majority_correct``,
     imported by name or reached through the module, as ``module.function``."""
     package = module if MODULES.get(module, Path()).name == "__init__.py" else module.rpartition(".")[0]
-    tree, direct = ast.parse(source), {"wilson", "judgements", "majority_correct"}
+    tree, direct = _parse(source), {"wilson", "judgements", "majority_correct"}
     names, modules = set(), {STATISTICS}  # names bound to the functions; to the module
     for node in ast.walk(tree):
         for alias in node.names if isinstance(node, (ast.Import, ast.ImportFrom)) else ():
@@ -378,7 +383,7 @@ def _cost_code(source: str, module: str) -> list[tuple[str, str]]:
                 found.append((where, ast.unparse(child)))
             visit(child, inner)
 
-    visit(ast.parse(source), module)
+    visit(_parse(source), module)
     return found
 
 
@@ -456,7 +461,7 @@ def _budget_constructions(source: str, module: str) -> list[str]:
     """Where ``source`` constructs a ``Budget``: a call of it by name, under an import's other name
     (``import Budget as B``) or as an attribute (``registry.Budget(...)``), as ``module.function`` (the module at its
     top level)."""
-    tree = ast.parse(source)
+    tree = _parse(source)
     names = {"Budget"} | {alias.asname for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                           for alias in node.names if alias.name == "Budget" and alias.asname}  # fmt: skip
     found = []
@@ -555,7 +560,7 @@ def _own_ensembles(source: str, module: str) -> list[str]:
     pieces (:data:`ENSEMBLE_PIECES`, under any name it is imported as), or a loop (``for``, ``while``, a comprehension)
     that both purifies and classifies (:data:`PURIFYING`, :data:`CLASSIFYING`) -- a batch loop predicting one draw
     at a time is the ensemble with S = 1 (``DefendedModel(..., ensemble_size=1)``)."""
-    tree = ast.parse(source)
+    tree = _parse(source)
     pieces = {alias.asname or alias.name: alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
               for alias in node.names if alias.name in ENSEMBLE_PIECES}  # fmt: skip
     loops = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
@@ -672,7 +677,7 @@ def _record_keys(source: str, module: str) -> list[str]:
     ``for``, a comprehension, a lambda's or a function's parameters -- built by hand. Not a key: a parallel
     assignment's values (``f, b = p["forward"], p["full"]``), a sort order (a lambda given as ``key=`` to ``sorted``,
     ``min``, ``max`` or ``.sort``)."""
-    tree, found = ast.parse(source), []
+    tree, found = _parse(source), []
     skip: set[int] = set()  # the tuples that are neither
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple) and isinstance(node.targets[0], ast.Tuple):
@@ -712,7 +717,7 @@ def _second_record_keys(sources: dict[str, str]) -> list[str]:
     module, _, name = RECORD_KEY.rpartition(".")
     problems = [f for m, source in sources.items() for f in _record_keys(source, m)
                 if f.partition(":")[0] not in KEY_EXCEPTIONS]  # fmt: skip
-    defined = [n.name for n in ast.parse(sources[module]).body if isinstance(n, ast.FunctionDef)]
+    defined = [n.name for n in _parse(sources[module]).body if isinstance(n, ast.FunctionDef)]
     if name not in defined:
         problems.append(f"{module} defines no {name}")
     return problems
@@ -799,7 +804,7 @@ def _settings_code(source: str, module: str) -> list[str]:
     :data:`WRITING` callee (or ``open`` in a writing mode) whose path names one of :data:`SETTINGS_FILES` -- as a
     constant, or through a name the function bound to one (``stored = run_dir / "recipe.json"``) -- and a ``raise``
     whose message says :data:`REFUSAL`."""
-    tree, found = ast.parse(source), []
+    tree, found = _parse(source), []
 
     def names_file(node: ast.AST, paths: set[str]) -> bool:
         return any((isinstance(n, ast.Constant) and n.value in SETTINGS_FILES)
@@ -843,7 +848,7 @@ def _second_settings_guards(sources: dict[str, str]) -> list[str]:
     module, _, name = SETTINGS_GUARD.rpartition(".")
     problems = [f for m, source in sources.items() for f in _settings_code(source, m)
                 if f.partition(":")[0] not in (SETTINGS_GUARD, *SETTINGS_EXCEPTIONS)]  # fmt: skip
-    one = next((n for n in ast.parse(sources[module]).body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    one = next((n for n in _parse(sources[module]).body if isinstance(n, ast.FunctionDef) and n.name == name), None)
     calls = {_callee(c.func) for c in ast.walk(one) if isinstance(c, ast.Call)} if one else set()
     refuses = f"{SETTINGS_GUARD}: refuses other settings" in _settings_code(sources[module], module)
     if "write_json" not in calls or not refuses:
@@ -909,7 +914,7 @@ ART_PGD_USERS = {
 def _art_pgd_users(sources: dict[str, str]) -> list[str]:
     """The modules of ``sources`` that name ART's ``ProjectedGradientDescent`` (an import, a call or a base class)
     beyond :data:`CLF_PGD_MODULE` and :data:`ART_PGD_USERS`."""
-    named = {m for m, source in sources.items() for node in ast.walk(ast.parse(source))
+    named = {m for m, source in sources.items() for node in ast.walk(_parse(source))
              if isinstance(node, ast.ImportFrom) and any(a.name == "ProjectedGradientDescent" for a in node.names)}  # fmt: skip
     return sorted(named - {CLF_PGD_MODULE, *ART_PGD_USERS})
 
@@ -965,7 +970,7 @@ def _layout_names(sources: dict[str, str]) -> list[str]:
     for module, source in sources.items():
         if module == LAYOUT_MODULE:
             continue
-        for node in ast.walk(ast.parse(source)):
+        for node in ast.walk(_parse(source)):
             if isinstance(node, ast.Constant) and node.value in LAYOUT_NAMES:
                 found.append(f"{module}:{node.lineno}")
     return found
@@ -995,7 +1000,7 @@ def _block_loop_callers(sources: dict[str, str]) -> list[str]:
     """The functions of ``sources`` that call the engine's block loop (``run_cells``), as ``module.function``."""
     found = []
     for module, source in sources.items():
-        for node in ast.walk(ast.parse(source)):
+        for node in ast.walk(_parse(source)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if any(isinstance(c, ast.Call) and _callee(c.func).rpartition(".")[2] == "run_cells"
                        for c in ast.walk(node)):  # fmt: skip
