@@ -135,6 +135,8 @@ def with_call_measured_again(result: dict, where: str, table: dict, retrained: t
         result = {**result, "cells": _cells_again(result, table)}
     else:
         result = {**result, "rows": _rows_again(result, table, new)}
+        if m[1] is None and "seconds_this_call" in table:  # the last call's time, as the command writes it
+            result["seconds_this_call"] = table["seconds_this_call"]
     call = {**{k: v for k, v in old.items() if k not in (*CALL, "replaces", "retrained")},
             **{k: new[k] for k in CALL if k in new}, "replaces": old["code_version"],
             **({"retrained": {k: p["models"][k] for k in retrained}} if retrained else {})}  # fmt: skip

@@ -309,9 +309,12 @@ def test_publish_puts_a_corruption_row_measured_again_with_retrained_weights_in_
     new = call("ADP σ=0 + AugMix", "art-adp 0.2 (3333333)", augmix="new", device="CPU Intel; AVX-512")
     new["command"] = new["command"].replace("runs/table", "/w/runs/table").replace("DIR", "/x/cifar10")
     table = {"rows": {"undefended": row(0.5), "ADP σ=0 + AugMix": row(0.5)}, "settings": settings,
+             "seconds_this_call": 7.0,
              "provenance": {**new, "calls": [call("undefended", "art-adp 0.2 (3333333)", augmix="-")]}}  # fmt: skip
-    out = publish.with_call_measured_again(result, "provenance", table, ("score (augmix)",))
+    out = publish.with_call_measured_again({**result, "seconds_this_call": 5.0}, "provenance", table,
+                                           ("score (augmix)",))  # fmt: skip
     assert out["rows"] == {**result["rows"], "resnet20 · ADP σ=0 + AugMix": row(0.5)}
+    assert out["seconds_this_call"] == 7.0  # the last call's, now the new one
     p = out["provenance"]
     assert p["models"] == {"resnet20": "r", "score (augmix)": "new"} and p["calls"] == [earlier]
     assert p["retrained"] == {"score (augmix)": "old"} and p["replaces"] == "art-adp 0.2 (2222222)"
