@@ -177,11 +177,15 @@ def _rows_again(result: dict, table: dict, new: dict) -> dict:
         raise ValueError(f"the new call measured with other settings than the result: {table['settings']}, the "
                          f"result's {result['settings']}")  # fmt: skip
     clf, rows = new.get("classifier"), dict(result["rows"])
+
+    def named(held: dict, v: str) -> str | None:  # a table of several classifiers names its rows "classifier · row"
+        return next((n for n in (f"{clf} · {v}", v) if n in held), None)
+
     for v in new["rows"]:
-        name = next((n for n in (f"{clf} · {v}", v) if n in rows), None)
+        name = named(rows, v)
         if name is None:
             raise ValueError(f"the new call measured {v!r} of {clf!r}, which is not a row of the result")
-        rows[name] = table["rows"][v] if v in table["rows"] else table["rows"][f"{clf} · {v}"]
+        rows[name] = table["rows"][named(table["rows"], v)]
     return rows
 
 
